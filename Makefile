@@ -1,0 +1,37 @@
+# strata build, test and run targets. `make help` lists them.
+GO      ?= go
+BIN     ?= bin
+BINARIES := scheduler merger windower walwriter strata
+FUZZTIME ?= 20s
+
+.PHONY: help build test test-race demo bench bench-deps lint fuzz clean
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+build: ## build every binary into ./bin
+	@mkdir -p $(BIN)
+	@for b in $(BINARIES); do \
+		if [ -d services/$$b ]; then $(GO) build -o $(BIN)/$$b ./services/$$b || exit 1; fi; \
+	done
+
+test: build ## run every test (unit, crash, integration)
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 14m ./...
+
+test-race: ## run the unit tests with the race detector
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1)
+	$(GO) vet ./...
+
+fuzz: ## run every fuzz target for FUZZTIME each
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+clean: ## remove build output
+	rm -rf $(BIN)

@@ -1,0 +1,34 @@
+package messages
+
+// JetStream streams, their subjects, and the durable consumers that share
+// work between workers of one kind.
+const (
+	StreamJobs    = "JOBS"    // job messages; limits retention, so a job stream can be recorded and replayed
+	StreamEvents  = "EVENTS"  // job events: accepted, progress, done, failed
+	StreamUpdates = "UPDATES" // update events for the walwriter
+
+	SubjectJobsAll     = "strata.jobs.>"
+	SubjectJobMergeout = "strata.jobs.mergeout"
+	SubjectJobWindow   = "strata.jobs.window"
+
+	SubjectEventsAll      = "strata.events.>"
+	SubjectEventAccepted  = "strata.events.accepted"
+	SubjectEventProgress  = "strata.events.progress"
+	SubjectEventDone      = "strata.events.done"
+	SubjectEventFailed    = "strata.events.failed"
+	SubjectUpdatesAll     = "strata.updates.>"
+	SubjectUpdatesPrefix  = "strata.updates."    // + table name
+	SubjectAPIPrefix      = "strata.api."        // + request name, plain request/reply
+	SubjectDeadLetterBase = "strata.deadletter." // + original subject; malformed or failed messages, with the reason
+
+	ConsumerMerger    = "merger"    // shared durable pull consumer on SubjectJobMergeout
+	ConsumerWindower  = "windower"  // shared durable pull consumer on SubjectJobWindow
+	ConsumerWalwriter = "walwriter" // shared durable pull consumer on SubjectUpdatesAll
+	ConsumerScheduler = "scheduler" // the scheduler's durable consumer on EVENTS
+
+	BucketCatalog = "strata_catalog" // key-value: live containers per projection, changed by compare-and-set
+	BucketPools   = "strata_pools"   // key-value: resource pool configuration
+)
+
+// SubjectUpdates returns the subject update events of table are published on.
+func SubjectUpdates(table string) string { return SubjectUpdatesPrefix + table }
