@@ -39,7 +39,10 @@ func TestLoserTreeStableMerge(t *testing.T) {
 	for _, k := range []int{1, 2, 3, 5, 8, 17, 64} {
 		for _, dup := range []int{1, 4, 1000} { // small ranges give many equal keys
 			srcs := make([][][]byte, k)
-			type ref struct{ key uint32; src, row int }
+			type ref struct {
+				key      uint32
+				src, row int
+			}
 			var want []ref
 			for i := range srcs {
 				n := rng.IntN(50)
@@ -101,4 +104,3 @@ func BenchmarkLoserTree(b *testing.B) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
