@@ -1,0 +1,431 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Subjects of the scheduler's request/reply API (plain NATS request/reply,
+// not JetStream). Every request has a matching reply type; a reply whose
+// Error is set reports a refused or failed request.
+const (
+	SubjectAPIRegister       = SubjectAPIPrefix + "register"     // RegisterRequest -> RegisterReply
+	SubjectAPIMergeout       = SubjectAPIPrefix + "mergeout"     // MergeoutRequest -> MergeoutReply
+	SubjectAPIWindow         = SubjectAPIPrefix + "window"       // WindowRequest -> WindowReply
+	SubjectAPIOperations     = SubjectAPIPrefix + "operations"   // OperationsRequest -> OperationsReply
+	SubjectAPIAcquisitions   = SubjectAPIPrefix + "acquisitions" // AcquisitionsRequest -> AcquisitionsReply
+	SubjectAPIPools          = SubjectAPIPrefix + "pools"        // PoolsRequest -> PoolsReply
+	SubjectAPIPoolCreate     = SubjectAPIPrefix + "pools.create" // CreatePoolRequest -> PoolsReply
+	SubjectAPIPoolAlter      = SubjectAPIPrefix + "pools.alter"  // AlterPoolRequest -> PoolsReply
+	SubjectAPICatalog        = SubjectAPIPrefix + "catalog"      // CatalogRequest -> CatalogReply
+	SubjectAPIAll            = SubjectAPIPrefix + ">"            // what the scheduler subscribes to
+	DefaultMergeoutPool      = "tm"                              // pool mergeouts run in
+	DefaultWindowPool        = "general"                         // pool window jobs run in unless the request names one
+	OperationMergeout        = "mergeout"                        // JobEvent.Operation and Operation.Operation values
+	OperationWindow          = "window"                          //
+	ErrCodeTooManyContainers = "too_many_containers"             // APIError.Code of a refused load
+)
+
+// APIError is the error part of every reply. Code is a stable machine-readable
+// reason ("too_many_containers", "not_found", "invalid", "internal"); Message
+// is for people.
+type APIError struct {
+	Code    string `msgpack:"code"`
+	Message string `msgpack:"message"`
+}
+
+func (e *APIError) Error() string { return e.Message }
+
+// Err returns the reply's error as a Go error, or nil.
+func (e *APIError) Err() error {
+	if e == nil {
+		return nil
+	}
+	return e
+}
+
+// RegisterRequest adds loaded containers to the live set of a projection.
+// The containers must already be committed in the data directory.
+type RegisterRequest struct {
+	Table      string         `msgpack:"table"`
+	Projection string         `msgpack:"projection"`
+	Containers []ContainerRef `msgpack:"containers"`
+}
+
+func (*RegisterRequest) Kind() string { return "register_request" }
+
+func (r *RegisterRequest) Validate() error {
+	if err := validTableProjection(r.Table, r.Projection); err != nil {
+		return err
+	}
+	if len(r.Containers) == 0 {
+		return errors.New("no containers")
+	}
+	seen := make(map[string]bool, len(r.Containers))
+	for i, c := range r.Containers {
+		if err := validName(c.ID); err != nil {
+			return fmt.Errorf("container %d: %v", i, err)
+		}
+		if c.Table != r.Table || c.Projection != r.Projection {
+			return fmt.Errorf("container %s belongs to %s.%s, not %s.%s", c.ID, c.Table, c.Projection, r.Table, r.Projection)
+		}
+		if seen[c.ID] {
+			return fmt.Errorf("container %s named twice", c.ID)
+		}
+		seen[c.ID] = true
+	}
+	return nil
+}
+
+// RegisterReply reports the projection's live container count after the
+// registration.
+type RegisterReply struct {
+	Live  int       `msgpack:"live"`
+	Error *APIError `msgpack:"error,omitempty"`
+}
+
+func (*RegisterReply) Kind() string { return "register_reply" }
+
+// MergeoutRequest asks for a mergeout now: every live container of the
+// projection (every projection of Table when Projection is empty) that no
+// running job already merges is merged into one.
+type MergeoutRequest struct {
+	Table      string `msgpack:"table"`
+	Projection string `msgpack:"projection,omitempty"`
+}
+
+func (*MergeoutRequest) Kind() string { return "mergeout_request" }
+
+func (r *MergeoutRequest) Validate() error {
+	if err := validName(r.Table); err != nil {
+		return fmt.Errorf("table: %v", err)
+	}
+	if r.Projection != "" {
+		if err := validName(r.Projection); err != nil {
+			return fmt.Errorf("projection: %v", err)
+		}
+	}
+	return nil
+}
+
+// MergeoutReply names the jobs the request started. A client learns their
+// outcome from the EVENTS stream (done or failed, by job ID).
+type MergeoutReply struct {
+	Jobs  []JobRef  `msgpack:"jobs"`
+	Error *APIError `msgpack:"error,omitempty"`
+}
+
+func (*MergeoutReply) Kind() string { return "mergeout_reply" }
+
+// JobRef names a job the scheduler made and whether it waits for memory.
+type JobRef struct {
+	JobID      string `msgpack:"job_id"`
+	Table      string `msgpack:"table"`
+	Projection string `msgpack:"projection"`
+	Inputs     int    `msgpack:"inputs"`
+	Output     string `msgpack:"output"`
+	Queued     bool   `msgpack:"queued,omitempty"` // waiting in its pool's queue
+	Grant      Grant  `msgpack:"grant"`            // zero while queued
+}
+
+// WindowRequest submits a window query. Pool names the resource pool to run
+// in; empty means DefaultWindowPool.
+type WindowRequest struct {
+	Query WindowQuery `msgpack:"query"`
+	Pool  string      `msgpack:"pool,omitempty"`
+}
+
+func (*WindowRequest) Kind() string { return "window_request" }
+
+func (r *WindowRequest) Validate() error {
+	if err := validName(r.Query.Table); err != nil {
+		return fmt.Errorf("query table: %v", err)
+	}
+	if len(r.Query.Select) == 0 {
+		return errors.New("query selects nothing")
+	}
+	if r.Pool != "" {
+		if err := validName(r.Pool); err != nil {
+			return fmt.Errorf("pool: %v", err)
+		}
+	}
+	return nil
+}
+
+// WindowReply names the window job and where its result will be. The
+// result container is ready when the job's done event arrives.
+type WindowReply struct {
+	Job         JobRef    `msgpack:"job"`
+	ResultTable string    `msgpack:"result_table"`
+	Error       *APIError `msgpack:"error,omitempty"`
+}
+
+func (*WindowReply) Kind() string { return "window_reply" }
+
+// OperationsRequest lists the operations system table, newest first.
+// Zero Limit means all the scheduler keeps.
+type OperationsRequest struct {
+	Table string `msgpack:"table,omitempty"`
+	JobID string `msgpack:"job_id,omitempty"`
+	Limit int    `msgpack:"limit,omitempty"`
+}
+
+func (*OperationsRequest) Kind() string { return "operations_request" }
+
+func (r *OperationsRequest) Validate() error {
+	if r.Limit < 0 {
+		return fmt.Errorf("negative limit %d", r.Limit)
+	}
+	return nil
+}
+
+// Operation statuses.
+const (
+	StatusQueued  = "queued"  // waiting for memory in its pool
+	StatusRunning = "running" // published to workers
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+)
+
+// Operation is one row of the operations system table (Vertica's
+// tuple_mover_operations, for mergeouts and window jobs alike). Times are
+// unix nanoseconds; zero until known.
+type Operation struct {
+	JobID             string   `msgpack:"job_id"`
+	Operation         string   `msgpack:"operation"` // mergeout, window
+	Status            string   `msgpack:"status"`
+	Table             string   `msgpack:"table"`
+	Projection        string   `msgpack:"projection"`
+	Stratum           int      `msgpack:"stratum,omitempty"`
+	Inputs            int      `msgpack:"inputs"`
+	Output            string   `msgpack:"output,omitempty"`
+	Rows              int64    `msgpack:"rows,omitempty"`
+	Bytes             int64    `msgpack:"bytes,omitempty"`
+	Plan              string   `msgpack:"plan,omitempty"` // horizontal, vertical, passes
+	Worker            string   `msgpack:"worker,omitempty"`
+	Deliveries        uint64   `msgpack:"deliveries,omitempty"`
+	Created           int64    `msgpack:"created"`
+	Start             int64    `msgpack:"start,omitempty"` // published to workers
+	End               int64    `msgpack:"end,omitempty"`
+	PeakBytes         int64    `msgpack:"peak_bytes,omitempty"`
+	SpilledBytes      int64    `msgpack:"spilled_bytes,omitempty"`
+	Grant             Grant    `msgpack:"grant"`
+	MemoryConstrained bool     `msgpack:"memory_constrained,omitempty"` // peak exceeded the pool's target
+	Reason            string   `msgpack:"reason,omitempty"`
+	InputIDs          []string `msgpack:"input_ids,omitempty"`
+}
+
+// OperationsReply carries the operations table.
+type OperationsReply struct {
+	Operations []Operation `msgpack:"operations"`
+	Error      *APIError   `msgpack:"error,omitempty"`
+}
+
+func (*OperationsReply) Kind() string { return "operations_reply" }
+
+// AcquisitionsRequest lists resource acquisitions, newest first.
+type AcquisitionsRequest struct {
+	Pool  string `msgpack:"pool,omitempty"`
+	Limit int    `msgpack:"limit,omitempty"`
+}
+
+func (*AcquisitionsRequest) Kind() string { return "acquisitions_request" }
+
+func (r *AcquisitionsRequest) Validate() error {
+	if r.Limit < 0 {
+		return fmt.Errorf("negative limit %d", r.Limit)
+	}
+	return nil
+}
+
+// Acquisition is one row of the acquisitions system table (Vertica's
+// resource_acquisitions): one job's memory from one pool. Times are unix
+// nanoseconds; zero until it happens.
+type Acquisition struct {
+	Pool     string `msgpack:"pool"`
+	JobID    string `msgpack:"job_id"`
+	Status   string `msgpack:"status"` // queued, granted, released, timed_out
+	Target   int64  `msgpack:"target"`
+	Grant    int64  `msgpack:"grant"`
+	Borrowed int64  `msgpack:"borrowed,omitempty"` // part of Grant above the pool's memorysize
+	Peak     int64  `msgpack:"peak,omitempty"`
+	Queued   int64  `msgpack:"queued"`
+	Acquired int64  `msgpack:"acquired,omitempty"`
+	Released int64  `msgpack:"released,omitempty"`
+	Reason   string `msgpack:"reason,omitempty"`
+}
+
+// Acquisition statuses.
+const (
+	AcquisitionQueued   = "queued"
+	AcquisitionGranted  = "granted"
+	AcquisitionReleased = "released"
+	AcquisitionTimedOut = "timed_out"
+)
+
+// AcquisitionsReply carries the acquisitions table.
+type AcquisitionsReply struct {
+	Acquisitions []Acquisition `msgpack:"acquisitions"`
+	Error        *APIError     `msgpack:"error,omitempty"`
+}
+
+func (*AcquisitionsReply) Kind() string { return "acquisitions_reply" }
+
+// PoolConfig is a resource pool's configuration, with Vertica's knobs.
+// Sizes are bytes; QueueTimeout is nanoseconds (zero: wait forever).
+type PoolConfig struct {
+	Name               string `msgpack:"name" json:"name"`
+	MemorySize         int64  `msgpack:"memorysize" json:"memorysize"`
+	MaxMemorySize      int64  `msgpack:"maxmemorysize" json:"maxmemorysize"`
+	PlannedConcurrency int    `msgpack:"plannedconcurrency" json:"plannedconcurrency"`
+	MaxConcurrency     int    `msgpack:"maxconcurrency" json:"maxconcurrency"` // zero: no limit but memory
+	QueueTimeout       int64  `msgpack:"queuetimeout" json:"queuetimeout"`
+	Priority           int    `msgpack:"priority" json:"priority"` // higher is admitted first
+}
+
+// Validate checks the pool's knobs are consistent.
+func (p *PoolConfig) Validate() error {
+	if err := validName(p.Name); err != nil {
+		return fmt.Errorf("pool name: %v", err)
+	}
+	switch {
+	case p.MemorySize <= 0:
+		return fmt.Errorf("pool %s: memorysize %d must be positive", p.Name, p.MemorySize)
+	case p.MaxMemorySize < p.MemorySize:
+		return fmt.Errorf("pool %s: maxmemorysize %d is below memorysize %d", p.Name, p.MaxMemorySize, p.MemorySize)
+	case p.PlannedConcurrency <= 0:
+		return fmt.Errorf("pool %s: plannedconcurrency %d must be positive", p.Name, p.PlannedConcurrency)
+	case p.MaxConcurrency < 0:
+		return fmt.Errorf("pool %s: maxconcurrency %d is negative", p.Name, p.MaxConcurrency)
+	case p.QueueTimeout < 0:
+		return fmt.Errorf("pool %s: queuetimeout %d is negative", p.Name, p.QueueTimeout)
+	}
+	return nil
+}
+
+// Target is the memory one plan gets: memorysize / plannedconcurrency.
+func (p *PoolConfig) Target() int64 { return p.MemorySize / int64(p.PlannedConcurrency) }
+
+// PoolStatus is one row of the pools system table: configuration and live
+// accounting.
+type PoolStatus struct {
+	Config   PoolConfig `msgpack:"config"`
+	Target   int64      `msgpack:"target"`
+	InUse    int64      `msgpack:"in_use"`
+	Borrowed int64      `msgpack:"borrowed"` // in use above memorysize
+	Running  int        `msgpack:"running"`
+	Queued   int        `msgpack:"queued"`
+	// Memory-constrained operations of the pool the scheduler still keeps.
+	Constrained int   `msgpack:"constrained,omitempty"`
+	LargestPeak int64 `msgpack:"largest_peak,omitempty"`
+	// Recommendation is a plain sentence when the pool should grow.
+	Recommendation string `msgpack:"recommendation,omitempty"`
+}
+
+// PoolsRequest lists the pools.
+type PoolsRequest struct{}
+
+func (*PoolsRequest) Kind() string { return "pools_request" }
+
+// PoolsReply carries the pools table.
+type PoolsReply struct {
+	Pools []PoolStatus `msgpack:"pools"`
+	Error *APIError    `msgpack:"error,omitempty"`
+}
+
+func (*PoolsReply) Kind() string { return "pools_reply" }
+
+// CreatePoolRequest creates a user-defined pool.
+type CreatePoolRequest struct {
+	Pool PoolConfig `msgpack:"pool"`
+}
+
+func (*CreatePoolRequest) Kind() string { return "create_pool_request" }
+
+func (r *CreatePoolRequest) Validate() error { return r.Pool.Validate() }
+
+// AlterPoolRequest changes the knobs that are set (non-nil) of pool Name.
+type AlterPoolRequest struct {
+	Name               string `msgpack:"name"`
+	MemorySize         *int64 `msgpack:"memorysize,omitempty"`
+	MaxMemorySize      *int64 `msgpack:"maxmemorysize,omitempty"`
+	PlannedConcurrency *int   `msgpack:"plannedconcurrency,omitempty"`
+	MaxConcurrency     *int   `msgpack:"maxconcurrency,omitempty"`
+	QueueTimeout       *int64 `msgpack:"queuetimeout,omitempty"`
+	Priority           *int   `msgpack:"priority,omitempty"`
+}
+
+func (*AlterPoolRequest) Kind() string { return "alter_pool_request" }
+
+func (r *AlterPoolRequest) Validate() error {
+	if err := validName(r.Name); err != nil {
+		return fmt.Errorf("pool name: %v", err)
+	}
+	if r.MemorySize == nil && r.MaxMemorySize == nil && r.PlannedConcurrency == nil &&
+		r.MaxConcurrency == nil && r.QueueTimeout == nil && r.Priority == nil {
+		return fmt.Errorf("pool %s: nothing to alter", r.Name)
+	}
+	return nil
+}
+
+// Apply returns cfg with the request's changes; the caller validates it.
+// A maxmemorysize left unset follows a memorysize raised above it.
+func (r *AlterPoolRequest) Apply(cfg PoolConfig) PoolConfig {
+	if r.MemorySize != nil {
+		cfg.MemorySize = *r.MemorySize
+		if r.MaxMemorySize == nil && cfg.MaxMemorySize < cfg.MemorySize {
+			cfg.MaxMemorySize = cfg.MemorySize
+		}
+	}
+	if r.MaxMemorySize != nil {
+		cfg.MaxMemorySize = *r.MaxMemorySize
+	}
+	if r.PlannedConcurrency != nil {
+		cfg.PlannedConcurrency = *r.PlannedConcurrency
+	}
+	if r.MaxConcurrency != nil {
+		cfg.MaxConcurrency = *r.MaxConcurrency
+	}
+	if r.QueueTimeout != nil {
+		cfg.QueueTimeout = *r.QueueTimeout
+	}
+	if r.Priority != nil {
+		cfg.Priority = *r.Priority
+	}
+	return cfg
+}
+
+// CatalogRequest lists live containers; empty fields match everything.
+type CatalogRequest struct {
+	Table      string `msgpack:"table,omitempty"`
+	Projection string `msgpack:"projection,omitempty"`
+}
+
+func (*CatalogRequest) Kind() string { return "catalog_request" }
+
+// ProjectionCatalog is the catalog of one projection.
+type ProjectionCatalog struct {
+	Table      string         `msgpack:"table"`
+	Projection string         `msgpack:"projection"`
+	Live       []ContainerRef `msgpack:"live"`
+	Dead       []ContainerRef `msgpack:"dead,omitempty"` // no longer live, still read by a running job
+	Running    []string       `msgpack:"running,omitempty"`
+}
+
+// CatalogReply carries the catalog.
+type CatalogReply struct {
+	Projections []ProjectionCatalog `msgpack:"projections"`
+	Error       *APIError           `msgpack:"error,omitempty"`
+}
+
+func (*CatalogReply) Kind() string { return "catalog_reply" }
+
+func validTableProjection(table, projection string) error {
+	if err := validName(table); err != nil {
+		return fmt.Errorf("table: %v", err)
+	}
+	if err := validName(projection); err != nil {
+		return fmt.Errorf("projection: %v", err)
+	}
+	return nil
+}
