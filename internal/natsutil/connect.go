@@ -1,0 +1,107 @@
+package natsutil
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// DefaultURL is the server clients connect to when given none.
+const DefaultURL = "nats://127.0.0.1:4222"
+
+// ConnOptions configures a client connection.
+type ConnOptions struct {
+	// URLs of the servers (any member of a cluster will do); default DefaultURL.
+	URLs []string
+	// Name identifies the client in server monitoring, e.g. "merger@host".
+	Name string
+	// CredsFile is a NATS credentials file (JWT + nkey seed).
+	CredsFile string
+	// User and Password authenticate with a user name and password.
+	User, Password string
+	// TLSCert and TLSKey are a client certificate and its key (mutual TLS);
+	// TLSCA is the CA bundle that signs the servers' certificates.
+	TLSCert, TLSKey, TLSCA string
+	// ConnectTimeout bounds each connection attempt; default 5s.
+	ConnectTimeout time.Duration
+	// RetryOnFailedConnect keeps retrying the first connection in the
+	// background instead of failing when no server is up yet.
+	RetryOnFailedConnect bool
+	// Logger receives disconnect, reconnect and async error reports.
+	Logger *slog.Logger
+}
+
+// SplitURLs splits a comma-separated list of server URLs, dropping blanks.
+func SplitURLs(s string) []string {
+	var urls []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return urls
+}
+
+// Connect opens a connection that reconnects forever; the caller drains or
+// closes it.
+func Connect(opts ConnOptions) (*nats.Conn, error) {
+	urls := opts.URLs
+	if len(urls) == 0 {
+		urls = []string{DefaultURL}
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = 5 * time.Second
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	nopts := []nats.Option{
+		nats.Name(opts.Name),
+		nats.Timeout(opts.ConnectTimeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Warn("nats async error", "subject", subject, "err", err)
+		}),
+	}
+	if opts.RetryOnFailedConnect {
+		nopts = append(nopts, nats.RetryOnFailedConnect(true))
+	}
+	if opts.CredsFile != "" {
+		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
+	}
+	if opts.User != "" || opts.Password != "" {
+		nopts = append(nopts, nats.UserInfo(opts.User, opts.Password))
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("natsutil: connect: a TLS client certificate needs both a certificate and a key")
+	}
+	if opts.TLSCert != "" {
+		nopts = append(nopts, nats.ClientCert(opts.TLSCert, opts.TLSKey))
+	}
+	if opts.TLSCA != "" {
+		nopts = append(nopts, nats.RootCAs(opts.TLSCA))
+	}
+	nc, err := nats.Connect(strings.Join(urls, ","), nopts...)
+	if err != nil {
+		return nil, fmt.Errorf("natsutil: connect to %s: %w", strings.Join(urls, ","), err)
+	}
+	return nc, nil
+}

@@ -1,0 +1,32 @@
+// Package natsutil is strata's NATS plumbing: an embedded nats-server for
+// single-machine deployments, client connections for real deployments
+// (URL lists, credentials files, user/password, TLS), and the idempotent
+// creation of the JetStream streams, durable consumers and key-value buckets
+// that the services share.
+//
+// Engine packages never import this package; only services/ and the
+// integration tests do.
+//
+// # Streams
+//
+//	JOBS        strata.jobs.>        limits retention (history kept for record/replay), dedup window
+//	EVENTS      strata.events.>      limits retention, bounded by age
+//	UPDATES     strata.updates.>     limits retention, bounded by age
+//	DEADLETTER  strata.deadletter.>  limits retention; malformed or undeliverable messages, with the reason
+//
+// # Consumers
+//
+// Workers of one kind share one durable pull consumer with explicit acks:
+// merger on strata.jobs.mergeout, windower on strata.jobs.window, walwriter on
+// strata.updates.>, and the scheduler on strata.events.>. A worker that does
+// not ack within AckWait (and does not extend its lease with InProgress) has
+// its message redelivered, up to MaxDeliver times.
+//
+// # Dead letters
+//
+// A message a service cannot process is republished on
+// strata.deadletter.<original subject> with its original payload and the
+// headers Strata-Reason (why), Strata-Subject (where it came from),
+// Strata-Service (who rejected it) and Strata-Stream-Seq (its sequence in the
+// original stream, when known), then terminated in its original consumer.
+package natsutil

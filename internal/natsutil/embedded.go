@@ -1,0 +1,107 @@
+package natsutil
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// DefaultPort is the port an embedded server listens on unless told otherwise.
+const DefaultPort = 4222
+
+// RandomPort asks the embedded server to listen on a free port chosen by the
+// kernel (for tests).
+const RandomPort = -1
+
+// EmbeddedOptions configures an embedded nats-server.
+type EmbeddedOptions struct {
+	// DataDir is the strata data directory; the JetStream store is kept
+	// under DataDir/nats. Required.
+	DataDir string
+	// Host to listen on; default 127.0.0.1.
+	Host string
+	// Port to listen on; 0 means DefaultPort, RandomPort a free port.
+	Port int
+	// ServerName names the server in logs and monitoring; default "strata".
+	ServerName string
+	// MaxMemory and MaxStore bound JetStream's memory and file storage;
+	// zero lets the server decide.
+	MaxMemory, MaxStore int64
+	// ReadyTimeout bounds the wait for the server to accept clients;
+	// default 10s.
+	ReadyTimeout time.Duration
+	// Logger receives the server's log lines; nil silences them.
+	Logger *slog.Logger
+}
+
+// Embedded is a running in-process nats-server with JetStream enabled.
+type Embedded struct {
+	srv *server.Server
+}
+
+// StartEmbedded starts a nats-server inside this process and waits until it
+// accepts clients.
+func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("natsutil: embedded server: data directory is required")
+	}
+	if opts.Host == "" {
+		opts.Host = "127.0.0.1"
+	}
+	if opts.Port == 0 {
+		opts.Port = DefaultPort
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "strata"
+	}
+	if opts.ReadyTimeout <= 0 {
+		opts.ReadyTimeout = 10 * time.Second
+	}
+	sopts := &server.Options{
+		ServerName:         opts.ServerName,
+		Host:               opts.Host,
+		Port:               opts.Port,
+		JetStream:          true,
+		StoreDir:           filepath.Join(opts.DataDir, "nats"),
+		JetStreamMaxMemory: opts.MaxMemory,
+		JetStreamMaxStore:  opts.MaxStore,
+		NoSigs:             true,
+		HTTPPort:           0,
+	}
+	srv, err := server.NewServer(sopts)
+	if err != nil {
+		return nil, fmt.Errorf("natsutil: embedded server on %s:%d: %w", opts.Host, opts.Port, err)
+	}
+	if opts.Logger != nil {
+		srv.SetLoggerV2(&serverLogger{log: opts.Logger.With("component", "nats-server")}, false, false, false)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(opts.ReadyTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("natsutil: embedded server on %s:%d not ready after %v (port in use?)", opts.Host, opts.Port, opts.ReadyTimeout)
+	}
+	return &Embedded{srv: srv}, nil
+}
+
+// ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222.
+func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+
+// Shutdown stops the server and waits until it has stopped.
+func (e *Embedded) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// serverLogger adapts slog to nats-server's Logger interface.
+type serverLogger struct{ log *slog.Logger }
+
+func (l *serverLogger) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Fatalf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Tracef(format string, v ...any)  {}

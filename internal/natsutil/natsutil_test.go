@@ -1,0 +1,141 @@
+package natsutil
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-db/strata/messages"
+)
+
+func startTestServer(t *testing.T) (*Embedded, jetstream.JetStream) {
+	t.Helper()
+	srv, err := StartEmbedded(EmbeddedOptions{DataDir: t.TempDir(), Port: RandomPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := Connect(ConnOptions{URLs: []string{srv.ClientURL()}, Name: "natsutil-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, js
+}
+
+func TestEnsureStreamsIsIdempotent(t *testing.T) {
+	_, js := startTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		if err := EnsureStreams(ctx, js); err != nil {
+			t.Fatalf("run %d: %v", i+1, err)
+		}
+	}
+	for _, cfg := range DefaultTopology().Streams() {
+		s, err := js.Stream(ctx, cfg.Name)
+		if err != nil {
+			t.Fatalf("stream %s: %v", cfg.Name, err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Config.Retention != jetstream.LimitsPolicy {
+			t.Errorf("stream %s: retention %v, want limits", cfg.Name, info.Config.Retention)
+		}
+		if info.Config.Duplicates != 10*time.Minute {
+			t.Errorf("stream %s: duplicate window %v", cfg.Name, info.Config.Duplicates)
+		}
+	}
+	for _, c := range DefaultTopology().Consumers() {
+		cons, err := js.Consumer(ctx, c.Stream, c.Config.Durable)
+		if err != nil {
+			t.Fatalf("consumer %s: %v", c.Config.Durable, err)
+		}
+		if got := cons.CachedInfo().Config.FilterSubject; got != c.Config.FilterSubject {
+			t.Errorf("consumer %s filters %q, want %q", c.Config.Durable, got, c.Config.FilterSubject)
+		}
+	}
+	for _, b := range []string{messages.BucketCatalog, messages.BucketPools} {
+		if _, err := js.KeyValue(ctx, b); err != nil {
+			t.Errorf("bucket %s: %v", b, err)
+		}
+	}
+}
+
+func TestPublishDeduplicatesByMsgID(t *testing.T) {
+	_, js := startTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	ev := &messages.JobEvent{JobID: "j1", Operation: "mergeout", Type: messages.EventDone, Worker: "w"}
+	for i := 0; i < 3; i++ {
+		ack, err := Publish(ctx, js, messages.SubjectEventDone, "j1-done", ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 && !ack.Duplicate {
+			t.Errorf("publish %d not reported as duplicate", i+1)
+		}
+	}
+	s, _ := js.Stream(ctx, messages.StreamEvents)
+	info, _ := s.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Errorf("EVENTS holds %d messages, want 1", info.State.Msgs)
+	}
+}
+
+func TestPublishDeadLetterKeepsReason(t *testing.T) {
+	_, js := startTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	dl := DeadLetter{Subject: messages.SubjectJobMergeout, Data: []byte("garbage"), Reason: "not msgpack", Service: "merger", StreamSeq: 7, Delivery: 1}
+	for i := 0; i < 2; i++ { // the same rejected message twice: one dead letter
+		if err := PublishDeadLetter(ctx, js, dl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, _ := js.Stream(ctx, messages.StreamDeadLetter)
+	msg, err := s.GetLastMsgForSubject(ctx, messages.SubjectDeadLetter(messages.SubjectJobMergeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Header.Get(messages.HeaderReason); got != "not msgpack" {
+		t.Errorf("reason %q", got)
+	}
+	if got := msg.Header.Get(messages.HeaderStreamSeq); got != "7" {
+		t.Errorf("stream seq %q", got)
+	}
+	if string(msg.Data) != "garbage" {
+		t.Errorf("payload %q", msg.Data)
+	}
+	info, _ := s.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Errorf("DEADLETTER holds %d messages, want 1", info.State.Msgs)
+	}
+}
+
+func TestSplitURLs(t *testing.T) {
+	got := SplitURLs(" nats://a:4222, ,nats://b:4222,")
+	if len(got) != 2 || got[0] != "nats://a:4222" || got[1] != "nats://b:4222" {
+		t.Errorf("SplitURLs = %q", got)
+	}
+}
+
+func TestConnectRejectsHalfTLSPair(t *testing.T) {
+	if _, err := Connect(ConnOptions{TLSCert: "cert.pem"}); err == nil {
+		t.Error("Connect with a certificate and no key succeeded")
+	}
+}
