@@ -1,0 +1,260 @@
+package merger
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// columnBuilder accumulates one output column by copying runs of rows out of
+// source arrays of the same type, byte ranges at a time (no per-value
+// boxing), into buffers taken from the merge's allocator. finish hands the
+// rows gathered so far over as an array and starts a new one.
+type columnBuilder interface {
+	// appendRun copies rows [start, start+n) of src.
+	appendRun(src arrow.Array, start, n int) error
+	// len is the number of rows gathered since the last finish.
+	len() int
+	// finish returns the rows gathered as an array (the caller releases it).
+	finish() arrow.Array
+	// release frees the builder's buffers.
+	release()
+}
+
+// newColumnBuilder returns a builder for t sized for capRows rows per array.
+func newColumnBuilder(t arrow.DataType, mem memory.Allocator, capRows int) (columnBuilder, error) {
+	switch t.ID() {
+	case arrow.BOOL:
+		return &boolBuilder{validity: validity{mem: mem, capRows: capRows}, dtype: t}, nil
+	case arrow.STRING, arrow.BINARY:
+		return &binaryBuilder{validity: validity{mem: mem, capRows: capRows}, dtype: t}, nil
+	}
+	if fw, ok := t.(arrow.FixedWidthDataType); ok && fw.BitWidth()%8 == 0 && fw.BitWidth() > 0 {
+		return &fixedBuilder{validity: validity{mem: mem, capRows: capRows}, dtype: t, width: fw.BitWidth() / 8}, nil
+	}
+	return nil, fmt.Errorf("merger: cannot gather column type %s", t)
+}
+
+// validity is the null bitmap shared by the builders, allocated only once a
+// null shows up.
+type validity struct {
+	mem     memory.Allocator
+	capRows int
+	n       int            // rows gathered
+	bits    *memory.Buffer // nil while every row is valid
+}
+
+func (v *validity) appendValidity(src arrow.Array, start, n int) {
+	if src.NullN() == 0 {
+		if v.bits != nil {
+			bitutil.SetBitsTo(v.bits.Bytes(), int64(v.n), int64(n), true)
+		}
+		return
+	}
+	if v.bits == nil {
+		v.bits = memory.NewResizableBuffer(v.mem)
+		v.bits.Resize(int(bitutil.BytesForBits(int64(v.capRows))))
+		bitutil.SetBitsTo(v.bits.Bytes(), 0, int64(v.n), true)
+	}
+	data := src.Data()
+	srcBits := data.Buffers()[0].Bytes()
+	bitutil.CopyBitmap(srcBits, data.Offset()+start, n, v.bits.Bytes(), v.n)
+}
+
+// take returns the bitmap and null count of the rows gathered, and resets.
+func (v *validity) take() (*memory.Buffer, int) {
+	bits, nulls := v.bits, 0
+	if bits != nil {
+		nulls = v.n - bitutil.CountSetBits(bits.Bytes(), 0, v.n)
+		bits.ResizeNoShrink(int(bitutil.BytesForBits(int64(v.n))))
+	}
+	v.bits = nil
+	v.n = 0
+	return bits, nulls
+}
+
+func (v *validity) release() {
+	if v.bits != nil {
+		v.bits.Release()
+		v.bits = nil
+	}
+}
+
+func makeArray(t arrow.DataType, n int, bufs []*memory.Buffer, nulls int) arrow.Array {
+	data := array.NewData(t, n, bufs, nil, nulls, 0)
+	arr := array.MakeFromData(data)
+	data.Release()
+	for _, b := range bufs {
+		if b != nil {
+			b.Release()
+		}
+	}
+	return arr
+}
+
+// fixedBuilder gathers fixed-width values (integers, floats, dates, timestamps).
+type fixedBuilder struct {
+	validity
+	dtype  arrow.DataType
+	width  int
+	values *memory.Buffer
+}
+
+func (b *fixedBuilder) appendRun(src arrow.Array, start, n int) error {
+	if b.values == nil {
+		b.values = memory.NewResizableBuffer(b.mem)
+		b.values.Resize(b.capRows * b.width)
+	}
+	if b.n+n > b.capRows {
+		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
+	}
+	data := src.Data()
+	w := b.width
+	from := (data.Offset() + start) * w
+	copy(b.values.Bytes()[b.n*w:], data.Buffers()[1].Bytes()[from:from+n*w])
+	b.appendValidity(src, start, n)
+	b.n += n
+	return nil
+}
+
+func (b *fixedBuilder) len() int { return b.n }
+
+func (b *fixedBuilder) finish() arrow.Array {
+	n := b.n
+	values := b.values
+	if values == nil {
+		values = memory.NewResizableBuffer(b.mem)
+	}
+	values.ResizeNoShrink(n * b.width)
+	bits, nulls := b.take()
+	b.values = nil
+	return makeArray(b.dtype, n, []*memory.Buffer{bits, values}, nulls)
+}
+
+func (b *fixedBuilder) release() {
+	b.validity.release()
+	if b.values != nil {
+		b.values.Release()
+		b.values = nil
+	}
+}
+
+// boolBuilder gathers booleans (a bitmap of values).
+type boolBuilder struct {
+	validity
+	dtype  arrow.DataType
+	values *memory.Buffer
+}
+
+func (b *boolBuilder) appendRun(src arrow.Array, start, n int) error {
+	if b.values == nil {
+		b.values = memory.NewResizableBuffer(b.mem)
+		b.values.Resize(int(bitutil.BytesForBits(int64(b.capRows))))
+	}
+	if b.n+n > b.capRows {
+		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
+	}
+	data := src.Data()
+	bitutil.CopyBitmap(data.Buffers()[1].Bytes(), data.Offset()+start, n, b.values.Bytes(), b.n)
+	b.appendValidity(src, start, n)
+	b.n += n
+	return nil
+}
+
+func (b *boolBuilder) len() int { return b.n }
+
+func (b *boolBuilder) finish() arrow.Array {
+	n := b.n
+	values := b.values
+	if values == nil {
+		values = memory.NewResizableBuffer(b.mem)
+	}
+	values.ResizeNoShrink(int(bitutil.BytesForBits(int64(n))))
+	bits, nulls := b.take()
+	b.values = nil
+	return makeArray(b.dtype, n, []*memory.Buffer{bits, values}, nulls)
+}
+
+func (b *boolBuilder) release() {
+	b.validity.release()
+	if b.values != nil {
+		b.values.Release()
+		b.values = nil
+	}
+}
+
+// binaryBuilder gathers utf8 and binary values (int32 offsets + bytes).
+type binaryBuilder struct {
+	validity
+	dtype   arrow.DataType
+	offsets *memory.Buffer
+	data    *memory.Buffer
+	size    int // bytes of data used
+}
+
+func (b *binaryBuilder) appendRun(src arrow.Array, start, n int) error {
+	if b.offsets == nil {
+		b.offsets = memory.NewResizableBuffer(b.mem)
+		b.offsets.Resize((b.capRows + 1) * 4)
+		arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
+		b.data = memory.NewResizableBuffer(b.mem)
+	}
+	if b.n+n > b.capRows {
+		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
+	}
+	data := src.Data()
+	off := data.Offset() + start
+	srcOffs := arrow.Int32Traits.CastFromBytes(data.Buffers()[1].Bytes())[off : off+n+1]
+	lo, hi := int(srcOffs[0]), int(srcOffs[n])
+	if b.size+hi-lo > math.MaxInt32 {
+		return fmt.Errorf("merger: a block of %s values exceeds 2GiB", b.dtype)
+	}
+	if need := b.size + hi - lo; need > b.data.Len() {
+		b.data.ResizeNoShrink(max(need, 2*b.data.Len(), 4096))
+	}
+	var srcData []byte
+	if bufs := data.Buffers(); len(bufs) > 2 && bufs[2] != nil {
+		srcData = bufs[2].Bytes()
+	}
+	copy(b.data.Bytes()[b.size:], srcData[lo:hi])
+	dst := arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[b.n+1 : b.n+1+n]
+	delta := int32(b.size - lo)
+	for i := range dst {
+		dst[i] = srcOffs[i+1] + delta
+	}
+	b.size += hi - lo
+	b.appendValidity(src, start, n)
+	b.n += n
+	return nil
+}
+
+func (b *binaryBuilder) len() int { return b.n }
+
+func (b *binaryBuilder) finish() arrow.Array {
+	n := b.n
+	offsets, data := b.offsets, b.data
+	if offsets == nil {
+		offsets = memory.NewResizableBuffer(b.mem)
+		offsets.Resize(4)
+		arrow.Int32Traits.CastFromBytes(offsets.Bytes())[0] = 0
+		data = memory.NewResizableBuffer(b.mem)
+	}
+	offsets.ResizeNoShrink((n + 1) * 4)
+	data.ResizeNoShrink(b.size)
+	bits, nulls := b.take()
+	b.offsets, b.data, b.size = nil, nil, 0
+	return makeArray(b.dtype, n, []*memory.Buffer{bits, offsets, data}, nulls)
+}
+
+func (b *binaryBuilder) release() {
+	b.validity.release()
+	if b.offsets != nil {
+		b.offsets.Release()
+		b.data.Release()
+		b.offsets, b.data = nil, nil
+	}
+}

@@ -1,0 +1,150 @@
+package merger
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// blockSource streams one input column's blocks in order;
+// *columnar.ColumnReader is one.
+type blockSource interface {
+	Next() (arrow.Array, error) // io.EOF after the last block
+}
+
+// columnGather builds one output column from the same column of every input,
+// following the row source: for a run (input, count) it copies the next
+// count rows of that input. Each input block is decoded once, used while
+// rows remain in it, and released; the output is cut into arrays of
+// blockRows rows handed to emit.
+type columnGather struct {
+	col       int
+	name      string
+	srcs      []blockSource
+	inputs    []string // container of each input, for errors
+	cur       []arrow.Array
+	pos       []int
+	blocks    []int // blocks read per input, for errors
+	out       columnBuilder
+	blockRows int
+	emit      func(col int, arr arrow.Array) error
+}
+
+func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSource, inputs []string,
+	blockRows int, alloc memory.Allocator, emit func(int, arrow.Array) error) (*columnGather, error) {
+	b, err := newColumnBuilder(dtype, alloc, blockRows)
+	if err != nil {
+		return nil, err
+	}
+	return &columnGather{
+		col: col, name: name, srcs: srcs, inputs: inputs,
+		cur: make([]arrow.Array, len(srcs)), pos: make([]int, len(srcs)), blocks: make([]int, len(srcs)),
+		out: b, blockRows: blockRows, emit: emit,
+	}, nil
+}
+
+// take copies the next count rows of input to the output.
+func (g *columnGather) take(input int, count int64) error {
+	for count > 0 {
+		a := g.cur[input]
+		if a == nil || g.pos[input] == a.Len() {
+			var err error
+			if a, err = g.advance(input); err != nil {
+				return err
+			}
+		}
+		n := min(int(min(count, int64(a.Len()-g.pos[input]))), g.blockRows-g.out.len())
+		if err := g.out.appendRun(a, g.pos[input], n); err != nil {
+			return fmt.Errorf("column %q: %w", g.name, err)
+		}
+		g.pos[input] += n
+		count -= int64(n)
+		if g.out.len() == g.blockRows {
+			if err := g.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// advance releases input's current block and decodes its next non-empty one.
+func (g *columnGather) advance(input int) (arrow.Array, error) {
+	if g.cur[input] != nil {
+		g.cur[input].Release()
+		g.cur[input] = nil
+	}
+	for {
+		a, err := g.srcs[input].Next()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: column %q of input %d (%s) has fewer rows than its key columns after %d blocks",
+				ErrMismatch, g.name, input, g.inputs[input], g.blocks[input])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("column %q of input %d (%s), block %d: %w", g.name, input, g.inputs[input], g.blocks[input], err)
+		}
+		g.blocks[input]++
+		if a.Len() == 0 {
+			a.Release()
+			continue
+		}
+		g.cur[input], g.pos[input] = a, 0
+		return a, nil
+	}
+}
+
+func (g *columnGather) flush() error {
+	if g.out.len() == 0 {
+		return nil
+	}
+	arr := g.out.finish()
+	err := g.emit(g.col, arr)
+	arr.Release()
+	if err != nil {
+		return fmt.Errorf("write column %q: %w", g.name, err)
+	}
+	return nil
+}
+
+// finish emits the last rows and checks that every input was used up: a
+// column with rows left over disagrees with its container's key columns.
+func (g *columnGather) finish() error {
+	if err := g.flush(); err != nil {
+		return err
+	}
+	for i := range g.srcs {
+		if a := g.cur[i]; a != nil && g.pos[i] < a.Len() {
+			return fmt.Errorf("%w: column %q of input %d (%s) has rows left in block %d", ErrMismatch, g.name, i, g.inputs[i], g.blocks[i]-1)
+		}
+		for {
+			a, err := g.srcs[i].Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("column %q of input %d (%s), block %d: %w", g.name, i, g.inputs[i], g.blocks[i], err)
+			}
+			g.blocks[i]++
+			rows := a.Len()
+			a.Release()
+			if rows > 0 {
+				return fmt.Errorf("%w: column %q of input %d (%s) has more rows than its key columns", ErrMismatch, g.name, i, g.inputs[i])
+			}
+		}
+	}
+	return nil
+}
+
+// release frees the gather's blocks and output buffers.
+func (g *columnGather) release() {
+	for i, a := range g.cur {
+		if a != nil {
+			a.Release()
+			g.cur[i] = nil
+		}
+	}
+	g.out.release()
+}

@@ -1,0 +1,154 @@
+package merger
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/strata-db/strata/internal/bytesize"
+)
+
+// Plan names, as reported in Stats.Plan.
+const (
+	PlanHorizontal = "horizontal"
+	PlanVertical   = "vertical"
+	PlanPasses     = "passes"
+)
+
+// Fixed costs of the plan's Go-side buffers, in bytes.
+const (
+	rowSourceWriterCost = 2 * rowSourceMaxChunk       // writer payload + first buffer
+	rowSourceReaderCost = rowSourceMaxChunk + 64<<10 // chunk + file read buffer
+	overheadPerReader   = 4 << 10                    // per open column reader: IPC footers, structs
+)
+
+// columnCost is what one column of the projection costs the merge.
+type columnCost struct {
+	name string
+	key  bool
+	// read is the most one input's reader of this column holds at once: the
+	// largest decoded block plus its compressed bytes.
+	read int64
+	// out is the output side: one output block being gathered, plus the
+	// writer's encoded copy of it.
+	out int64
+	// keyBytes is, for key columns, the normalized-key bytes one input block
+	// needs (keys plus offsets).
+	keyBytes int64
+}
+
+// planInput is everything the planner looks at.
+type planInput struct {
+	inputs    int // K
+	columns   []columnCost
+	grant     int64
+	workers   int   // parallelism asked for
+	rowSource int64 // estimated size of the row-source stream
+}
+
+// plan is the planner's decision and the figures behind it.
+type plan struct {
+	kind         string
+	workers      int   // columns gathered at once (vertical) or column groups (horizontal)
+	fanIn        int   // passes: inputs merged per intermediate container
+	rowSourceMem int64 // bytes the row-source stream may hold in memory before spilling
+	keyPhase     int64 // memory of the key merge
+	gatherMax    int64 // memory of the costliest single-column gather
+	horizontal   int64 // memory of a horizontal merge
+}
+
+// keyPhaseCost is the memory of merging the key columns of k inputs.
+func keyPhaseCost(k int, cols []columnCost) int64 {
+	n := int64(rowSourceWriterCost)
+	for _, c := range cols {
+		if c.key {
+			n += int64(k)*(c.read+overheadPerReader+c.keyBytes) + c.out
+		}
+	}
+	return n
+}
+
+// gatherCost is the memory of gathering column c from k inputs.
+func gatherCost(k int, c columnCost) int64 {
+	return int64(k)*(c.read+overheadPerReader) + c.out + rowSourceReaderCost
+}
+
+// makePlan picks the plan for in, or returns a *GrantError.
+func makePlan(in planInput) (plan, error) {
+	workers := max(1, in.workers)
+	p := plan{keyPhase: keyPhaseCost(in.inputs, in.columns)}
+	var all int64
+	for _, c := range in.columns {
+		if c.key {
+			continue
+		}
+		g := gatherCost(in.inputs, c)
+		p.gatherMax = max(p.gatherMax, g)
+		all += g - rowSourceReaderCost
+	}
+	// Horizontal: the row-source stream stays in memory, and every column of
+	// every input is open at once (one reader per worker).
+	p.horizontal = max(p.keyPhase+in.rowSource, in.rowSource+all+int64(workers)*rowSourceReaderCost)
+	if p.horizontal <= in.grant {
+		p.kind = PlanHorizontal
+		p.workers = workers
+		p.rowSourceMem = in.rowSource + rowSourceMaxChunk
+		return p, nil
+	}
+	// Vertical: key merge first, then columns one per worker.
+	if p.keyPhase <= in.grant && p.gatherMax <= in.grant {
+		p.kind = PlanVertical
+		// Keep the row-source stream in memory if it leaves room for every
+		// worker; spill it otherwise (reading it back costs a buffer each).
+		free := in.grant - max(0, in.rowSource)
+		if in.rowSource > 0 && free >= p.keyPhase && free >= int64(workers)*p.gatherMax {
+			p.rowSourceMem = in.rowSource + rowSourceMaxChunk
+		} else {
+			free = in.grant
+			p.rowSourceMem = 0
+		}
+		p.workers = int(min(int64(workers), max(1, free/max(1, p.gatherMax))))
+		return p, nil
+	}
+	// Passes: the largest fan-in whose vertical merge fits.
+	for f := in.inputs - 1; f >= 2; f-- {
+		if keyPhaseCost(f, in.columns) <= in.grant && maxGather(f, in.columns) <= in.grant {
+			p.kind = PlanPasses
+			p.fanIn = f
+			p.workers = 1
+			return p, nil
+		}
+	}
+	return p, p.grantError(in)
+}
+
+func maxGather(k int, cols []columnCost) int64 {
+	var m int64
+	for _, c := range cols {
+		if !c.key {
+			m = max(m, gatherCost(k, c))
+		}
+	}
+	return m
+}
+
+func (p plan) grantError(in planInput) *GrantError {
+	minimum := max(keyPhaseCost(2, in.columns), maxGather(2, in.columns))
+	if in.inputs < 2 {
+		minimum = max(p.keyPhase, p.gatherMax)
+	}
+	var worst columnCost
+	for _, c := range in.columns {
+		if !c.key && gatherCost(2, c) > gatherCost(2, worst) {
+			worst = c
+		}
+	}
+	var keys []string
+	for _, c := range in.columns {
+		if c.key {
+			keys = append(keys, c.name)
+		}
+	}
+	need := fmt.Sprintf("merging key columns %s of 2 inputs needs %s; gathering column %q of 2 inputs needs %s",
+		strings.Join(keys, ","), bytesize.Format(keyPhaseCost(2, in.columns)), worst.name, bytesize.Format(gatherCost(2, worst)))
+	return &GrantError{Grant: in.grant, Minimum: minimum, Inputs: in.inputs, Columns: len(in.columns), Need: need}
+}
