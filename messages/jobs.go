@@ -39,6 +39,12 @@ type MergeoutJob struct {
 
 func (*MergeoutJob) Kind() string { return "mergeout_job" }
 
+// ID returns the job's ID.
+func (j *MergeoutJob) ID() string { return j.JobID }
+
+// MemoryGrant returns the memory the job may hold.
+func (j *MergeoutJob) MemoryGrant() Grant { return j.Grant }
+
 // Validate checks the fields a merger relies on.
 func (j *MergeoutJob) Validate() error {
 	switch {
@@ -79,6 +85,12 @@ type WindowJob struct {
 }
 
 func (*WindowJob) Kind() string { return "window_job" }
+
+// ID returns the job's ID.
+func (j *WindowJob) ID() string { return j.JobID }
+
+// MemoryGrant returns the memory the job may hold.
+func (j *WindowJob) MemoryGrant() Grant { return j.Grant }
 
 // Validate checks the fields a windower relies on; the query itself is
 // validated by the windower against the table's schema.

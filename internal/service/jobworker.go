@@ -1,0 +1,339 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/messages"
+)
+
+// Job is what a JobWorker needs to know of a decoded job.
+type Job interface {
+	messages.Message
+	ID() string
+	MemoryGrant() messages.Grant
+}
+
+// Outcome is what a job handler reports when its output is committed.
+type Outcome struct {
+	Output       *messages.ContainerRef
+	Plan         string
+	RowsTotal    int64
+	Bytes        int64
+	PeakBytes    int64
+	SpilledBytes int64
+	// Existing is true when the output was found already committed (a
+	// redelivered job) and nothing was done.
+	Existing bool
+}
+
+// Progress lets a running job report how far it got. Reports are
+// published as progress events at most once per interval.
+type Progress struct {
+	w     *jobRun
+	mu    sync.Mutex
+	last  time.Time
+	every time.Duration
+}
+
+// Report records rows done out of total and publishes a progress event if
+// the last one is older than the interval.
+func (p *Progress) Report(rowsDone, rowsTotal int64) {
+	p.mu.Lock()
+	now := time.Now()
+	if now.Sub(p.last) < p.every {
+		p.mu.Unlock()
+		return
+	}
+	p.last = now
+	p.mu.Unlock()
+	p.w.publish(messages.EventProgress, func(e *messages.JobEvent) {
+		e.RowsDone, e.RowsTotal = rowsDone, rowsTotal
+	})
+}
+
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as one no redelivery can fix (a bad spec, a schema
+// mismatch): the job is failed at once instead of retried.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
+}
+
+// IsPermanent reports whether err was marked by Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+// JobWorker pulls jobs one at a time from a shared durable pull consumer,
+// and runs each within the worker's memory:
+//
+//   - A message that does not decode or validate is rejected to the dead
+//     letter stream with the reason (see Rejecter).
+//   - A job whose grant exceeds Memory is handed back (Nak with delay) for
+//     a worker with more memory; after MaxDeliver attempts it fails.
+//   - Otherwise the worker publishes an accepted event, keeps its lease with
+//     InProgress every Heartbeat while Run works, publishes done (deduplicated
+//     by job ID) and acks only after Run returns, that is after the output
+//     is committed. A failed Run is retried by redelivery until MaxDeliver,
+//     then failed for good and dead-lettered; the message stays in JOBS.
+//   - On stop, a running job gets StopGrace to finish; then it is cancelled
+//     and Nak'ed, so another worker runs it.
+type JobWorker[J Job] struct {
+	Consumer   jetstream.Consumer
+	JS         jetstream.JetStream
+	Operation  string // "mergeout" or "window"
+	Worker     string // this worker's name in events
+	Memory     int64  // bytes this worker may grant to its job
+	Heartbeat  time.Duration
+	MaxDeliver int // the consumer's MaxDeliver
+	StopGrace  time.Duration
+	// ProgressEvery bounds how often progress events are published.
+	ProgressEvery time.Duration
+	// GrantRetryDelay is how long a job too large for Memory waits before
+	// it is offered again.
+	GrantRetryDelay time.Duration
+	Log             *slog.Logger
+	Rejecter        *Rejecter
+	Metrics         *JobMetrics
+
+	New func() J
+	Run func(ctx context.Context, job J, progress *Progress) (Outcome, error)
+}
+
+// JobMetrics are a worker's Prometheus metrics.
+type JobMetrics struct {
+	jobs     *prometheus.CounterVec
+	running  prometheus.Gauge
+	seconds  prometheus.Histogram
+	peak     prometheus.Gauge
+	deferred prometheus.Counter
+}
+
+// NewJobMetrics registers a worker's metrics in reg.
+func NewJobMetrics(reg prometheus.Registerer, service string) *JobMetrics {
+	cl := prometheus.Labels{"service": service}
+	m := &JobMetrics{
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_jobs_total", Help: "Jobs finished by this worker, by result (done, existing, failed, retried, released).", ConstLabels: cl,
+		}, []string{"result"}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_jobs_running", Help: "Jobs running now.", ConstLabels: cl}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "strata_job_seconds", Help: "Wall time of finished jobs.", ConstLabels: cl,
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 18),
+		}),
+		peak: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_job_peak_bytes", Help: "Peak memory of the last finished job.", ConstLabels: cl}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_jobs_deferred_total", Help: "Jobs handed back because their grant exceeds this worker's memory.", ConstLabels: cl,
+		}),
+	}
+	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred)
+	return m
+}
+
+func (w *JobWorker[J]) defaults() {
+	if w.Heartbeat <= 0 {
+		w.Heartbeat = 10 * time.Second
+	}
+	if w.MaxDeliver <= 0 {
+		w.MaxDeliver = natsutil.DefaultTopology().JobMaxDeliver
+	}
+	if w.ProgressEvery <= 0 {
+		w.ProgressEvery = time.Second
+	}
+	if w.GrantRetryDelay <= 0 {
+		w.GrantRetryDelay = 2 * time.Second
+	}
+}
+
+// Serve pulls and runs jobs until ctx is cancelled.
+func (w *JobWorker[J]) Serve(ctx context.Context) error {
+	w.defaults()
+	w.Log.Info("worker ready", "operation", w.Operation, "memory", w.Memory)
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := w.Consumer.Next(jetstream.FetchContext(fctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+				continue
+			}
+			w.Log.Warn("fetch job", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		w.handle(ctx, msg)
+	}
+	return nil
+}
+
+// jobRun is one delivery of one job.
+type jobRun struct {
+	js        jetstream.JetStream
+	log       *slog.Logger
+	operation string
+	worker    string
+	jobID     string
+	delivery  uint64
+}
+
+func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
+	ev := &messages.JobEvent{JobID: r.jobID, Operation: r.operation, Type: t, Worker: r.worker, Time: time.Now().UnixNano(), Delivery: r.delivery}
+	if fill != nil {
+		fill(ev)
+	}
+	var msgID string
+	switch t {
+	case messages.EventDone:
+		msgID = r.jobID + ".done"
+	case messages.EventProgress:
+		msgID = "" // not deduplicated: each report is news
+	default:
+		msgID = fmt.Sprintf("%s.%s.%d", r.jobID, t, r.delivery)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := natsutil.Publish(ctx, r.js, t.Subject(), msgID, ev); err != nil {
+		r.log.Warn("publish job event", "type", t, "err", err)
+	}
+}
+
+func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
+	md, err := msg.Metadata()
+	if err != nil {
+		_ = w.Rejecter.Reject(ctx, msg, ClassMalformed, fmt.Sprintf("not a JetStream message: %v", err))
+		return
+	}
+	job := w.New()
+	if err := messages.Unmarshal(msg.Data(), job); err != nil {
+		_ = w.Rejecter.Reject(ctx, msg, ClassMalformed, err.Error())
+		return
+	}
+	run := &jobRun{js: w.JS, log: w.Log.With("job", job.ID(), "delivery", md.NumDelivered), operation: w.Operation, worker: w.Worker, jobID: job.ID(), delivery: md.NumDelivered}
+	last := md.NumDelivered >= uint64(w.MaxDeliver)
+
+	if g := job.MemoryGrant(); g.Bytes > w.Memory {
+		w.Metrics.deferred.Inc()
+		reason := fmt.Sprintf("grant of %d bytes exceeds this worker's memory of %d bytes", g.Bytes, w.Memory)
+		if last {
+			w.fail(ctx, msg, run, reason+"; no worker took it after "+fmt.Sprint(md.NumDelivered)+" deliveries")
+			return
+		}
+		run.log.Info("job handed back", "reason", reason)
+		_ = msg.NakWithDelay(w.GrantRetryDelay)
+		return
+	}
+
+	run.log.Info("job accepted", "grant", job.MemoryGrant().Bytes)
+	run.publish(messages.EventAccepted, nil)
+	w.Metrics.running.Inc()
+	defer w.Metrics.running.Dec()
+	start := time.Now()
+
+	jobCtx, cancelJob := context.WithCancel(context.Background())
+	defer cancelJob()
+	done := make(chan struct{})
+	defer close(done)
+	stopped := make(chan struct{})
+	go w.keepLease(ctx, msg, run, done, stopped, cancelJob)
+
+	out, err := w.Run(jobCtx, job, &Progress{w: run, every: w.ProgressEvery})
+	elapsed := time.Since(start)
+	select {
+	case <-stopped:
+		if err != nil {
+			// Cancelled by a stop: hand the job to another worker.
+			w.Metrics.jobs.WithLabelValues("released").Inc()
+			run.log.Info("job released on stop", "err", err)
+			_ = msg.Nak()
+			return
+		}
+	default:
+	}
+	if err != nil {
+		if IsPermanent(err) || last {
+			w.fail(ctx, msg, run, err.Error())
+			return
+		}
+		w.Metrics.jobs.WithLabelValues("retried").Inc()
+		run.log.Warn("job failed; will be retried", "err", err, "elapsed", elapsed)
+		run.publish(messages.EventFailed, func(e *messages.JobEvent) { e.Reason = err.Error(); e.Retryable = true })
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	w.Metrics.seconds.Observe(elapsed.Seconds())
+	w.Metrics.peak.Set(float64(out.PeakBytes))
+	result := "done"
+	if out.Existing {
+		result = "existing"
+	}
+	w.Metrics.jobs.WithLabelValues(result).Inc()
+	run.publish(messages.EventDone, func(e *messages.JobEvent) {
+		e.Output, e.Plan, e.RowsDone, e.RowsTotal, e.Bytes = out.Output, out.Plan, out.RowsTotal, out.RowsTotal, out.Bytes
+		e.PeakBytes, e.SpilledBytes = out.PeakBytes, out.SpilledBytes
+	})
+	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer acancel()
+	if err := msg.DoubleAck(actx); err != nil {
+		// The output is committed; a redelivery finds it and reports done again.
+		run.log.Warn("ack job", "err", err)
+	}
+	run.log.Info("job done", "result", result, "plan", out.Plan, "rows", out.RowsTotal, "peak_bytes", out.PeakBytes, "elapsed", elapsed)
+}
+
+// keepLease extends the job's lease every Heartbeat until done. When ctx is
+// cancelled (the worker is stopping) it gives the job StopGrace to finish,
+// then closes stopped and cancels it.
+func (w *JobWorker[J]) keepLease(ctx context.Context, msg jetstream.Msg, run *jobRun, done <-chan struct{}, stopped chan<- struct{}, cancelJob context.CancelFunc) {
+	tick := time.NewTicker(w.Heartbeat)
+	defer tick.Stop()
+	stopping := ctx.Done()
+	var grace <-chan time.Time
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			if err := msg.InProgress(); err != nil {
+				run.log.Warn("extend job lease", "err", err)
+			}
+		case <-stopping:
+			stopping = nil
+			run.log.Info("stopping: letting the running job finish", "grace", w.StopGrace)
+			grace = time.After(w.StopGrace)
+		case <-grace:
+			close(stopped)
+			cancelJob()
+			return
+		}
+	}
+}
+
+func (w *JobWorker[J]) fail(ctx context.Context, msg jetstream.Msg, run *jobRun, reason string) {
+	w.Metrics.jobs.WithLabelValues("failed").Inc()
+	run.log.Error("job failed", "reason", reason)
+	run.publish(messages.EventFailed, func(e *messages.JobEvent) { e.Reason = reason })
+	_ = w.Rejecter.Reject(ctx, msg, ClassFailed, reason)
+}

@@ -1,0 +1,234 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/messages"
+)
+
+type workerEnv struct {
+	js      jetstream.JetStream
+	worker  *JobWorker[*messages.MergeoutJob]
+	rejects *Rejecter
+}
+
+func newWorkerEnv(t *testing.T, run func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error)) *workerEnv {
+	t.Helper()
+	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	topo := natsutil.DefaultTopology()
+	topo.JobMaxDeliver = 3
+	if err := topo.Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := js.Consumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := NewLogger(io.Discard, "text", "error")
+	reg := prometheus.NewRegistry()
+	rej := NewRejecter("merger", js, log, reg)
+	w := &JobWorker[*messages.MergeoutJob]{
+		Consumer: cons, JS: js, Operation: "mergeout", Worker: "w1", Memory: 100 << 20,
+		Heartbeat: 50 * time.Millisecond, MaxDeliver: 3, StopGrace: 50 * time.Millisecond,
+		GrantRetryDelay: 10 * time.Millisecond, Log: log, Rejecter: rej, Metrics: NewJobMetrics(reg, "merger"),
+		New: func() *messages.MergeoutJob { return new(messages.MergeoutJob) }, Run: run,
+	}
+	return &workerEnv{js: js, worker: w, rejects: rej}
+}
+
+func job(id string, grant int64) *messages.MergeoutJob {
+	return &messages.MergeoutJob{JobID: id, Table: "t", Projection: "p", Output: "m" + id,
+		Inputs: []messages.ContainerRef{{ID: "c1"}, {ID: "c2"}}, Grant: messages.Grant{Pool: "tm", Bytes: grant}}
+}
+
+// events returns the events published so far, by type.
+func (e *workerEnv) events(t *testing.T) map[messages.EventType][]*messages.JobEvent {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := e.js.OrderedConsumer(ctx, messages.StreamEvents, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[messages.EventType][]*messages.JobEvent{}
+	for {
+		msg, err := c.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if err != nil {
+			return out
+		}
+		ev := new(messages.JobEvent)
+		if err := messages.Unmarshal(msg.Data(), ev); err != nil {
+			t.Fatal(err)
+		}
+		out[ev.Type] = append(out[ev.Type], ev)
+	}
+}
+
+func (e *workerEnv) serveUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.worker.Serve(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatal("condition not reached within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func publishJob(t *testing.T, js jetstream.JetStream, data []byte) {
+	t.Helper()
+	if _, err := js.Publish(context.Background(), messages.SubjectJobMergeout, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJobWorkerRunsJobAndRejectsMalformed(t *testing.T) {
+	var ran atomic.Int32
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		ran.Add(1)
+		p.Report(5, 10)
+		return Outcome{Output: &messages.ContainerRef{Table: j.Table, Projection: j.Projection, ID: j.Output, Rows: 10}, Plan: "horizontal", RowsTotal: 10, PeakBytes: 1234}, nil
+	})
+	publishJob(t, env.js, []byte("not msgpack at all"))
+	data, _ := messages.Marshal(job("j1", 10<<20))
+	publishJob(t, env.js, data)
+	env.serveUntil(t, func() bool { return value(env.worker.Metrics.jobs.WithLabelValues("done")) == 1 })
+
+	if ran.Load() != 1 {
+		t.Errorf("job ran %d times", ran.Load())
+	}
+	if got := value(env.rejects.count.WithLabelValues(messages.SubjectJobMergeout, ClassMalformed)); got != 1 {
+		t.Errorf("malformed count %v, want 1", got)
+	}
+	evs := env.events(t)
+	if len(evs[messages.EventAccepted]) != 1 || len(evs[messages.EventDone]) != 1 {
+		t.Fatalf("events: %d accepted, %d done", len(evs[messages.EventAccepted]), len(evs[messages.EventDone]))
+	}
+	if d := evs[messages.EventDone][0]; d.Output == nil || d.Output.ID != "mj1" || d.PeakBytes != 1234 || d.Plan != "horizontal" {
+		t.Errorf("done event %+v", d)
+	}
+	s, _ := env.js.Stream(context.Background(), messages.StreamDeadLetter)
+	dl, err := s.GetLastMsgForSubject(context.Background(), messages.SubjectDeadLetter(messages.SubjectJobMergeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Header.Get(messages.HeaderReason) == "" || string(dl.Data) != "not msgpack at all" {
+		t.Errorf("dead letter: reason %q, payload %q", dl.Header.Get(messages.HeaderReason), dl.Data)
+	}
+	// The job stays in JOBS (history) but is acked: nothing pending.
+	cons, _ := env.js.Consumer(context.Background(), messages.StreamJobs, messages.ConsumerMerger)
+	info, _ := cons.Info(context.Background())
+	if info.NumPending != 0 || info.NumAckPending != 0 {
+		t.Errorf("consumer: %d pending, %d ack pending", info.NumPending, info.NumAckPending)
+	}
+}
+
+func TestJobWorkerRetriesThenFails(t *testing.T) {
+	var ran atomic.Int32
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		ran.Add(1)
+		return Outcome{}, errors.New("disk on fire")
+	})
+	data, _ := messages.Marshal(job("j2", 10<<20))
+	publishJob(t, env.js, data)
+	env.serveUntil(t, func() bool { return value(env.worker.Metrics.jobs.WithLabelValues("failed")) == 1 })
+	if ran.Load() != 3 {
+		t.Errorf("job ran %d times, want MaxDeliver=3", ran.Load())
+	}
+	if got := value(env.worker.Metrics.jobs.WithLabelValues("retried")); got != 2 {
+		t.Errorf("retried %v, want 2", got)
+	}
+	evs := env.events(t)
+	last := evs[messages.EventFailed][len(evs[messages.EventFailed])-1]
+	if last.Retryable || last.Reason != "disk on fire" {
+		t.Errorf("final failed event %+v", last)
+	}
+}
+
+func TestJobWorkerHandsBackOversizedGrant(t *testing.T) {
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		t.Error("a job larger than the worker's memory ran")
+		return Outcome{}, nil
+	})
+	data, _ := messages.Marshal(job("j3", 1<<40))
+	publishJob(t, env.js, data)
+	env.serveUntil(t, func() bool { return value(env.worker.Metrics.jobs.WithLabelValues("failed")) == 1 })
+	if got := value(env.worker.Metrics.deferred); got != 3 {
+		t.Errorf("deferred %v, want 3", got)
+	}
+}
+
+func TestJobWorkerReleasesJobOnStop(t *testing.T) {
+	started := make(chan struct{}, 4)
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return Outcome{}, ctx.Err()
+	})
+	data, _ := messages.Marshal(job("j4", 10<<20))
+	publishJob(t, env.js, data)
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- env.worker.Serve(ctx) }()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("job did not start")
+	}
+	cancel()
+	<-served
+	if got := value(env.worker.Metrics.jobs.WithLabelValues("released")); got != 1 {
+		t.Errorf("released %v, want 1", got)
+	}
+	cons, _ := env.js.Consumer(context.Background(), messages.StreamJobs, messages.ConsumerMerger)
+	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+	if err != nil {
+		t.Fatalf("released job not redelivered: %v", err)
+	}
+	if md, _ := msg.Metadata(); md.NumDelivered != 2 {
+		t.Errorf("redelivery number %d, want 2", md.NumDelivered)
+	}
+}
+
+// value reads a counter or gauge.
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	if m.Counter != nil {
+		return m.Counter.GetValue()
+	}
+	return m.Gauge.GetValue()
+}

@@ -1,0 +1,58 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-db/strata/internal/natsutil"
+)
+
+// Rejecter disposes of messages a service cannot process: it logs them,
+// counts them in strata_rejected_messages_total{service,subject,reason},
+// republishes them on the dead-letter subject with the reason, and
+// terminates them in their consumer so they are not redelivered forever.
+type Rejecter struct {
+	Service string
+	JS      jetstream.JetStream
+	Log     *slog.Logger
+	count   *prometheus.CounterVec
+}
+
+// NewRejecter registers the rejection counter in reg.
+func NewRejecter(service string, js jetstream.JetStream, log *slog.Logger, reg prometheus.Registerer) *Rejecter {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "strata_rejected_messages_total",
+		Help:        "Messages rejected to the dead-letter stream, by subject and reason class (malformed, failed).",
+		ConstLabels: prometheus.Labels{"service": service},
+	}, []string{"subject", "class"})
+	reg.MustRegister(c)
+	return &Rejecter{Service: service, JS: js, Log: log, count: c}
+}
+
+// Reason classes of a rejection.
+const (
+	ClassMalformed = "malformed" // could not be decoded or validated
+	ClassFailed    = "failed"    // decoded, but failed for good
+)
+
+// Reject dead-letters msg with reason and terminates it. It returns the
+// error of publishing the dead letter; the message is then Nak'ed instead, so
+// that it is not lost while the dead-letter stream is unreachable.
+func (r *Rejecter) Reject(ctx context.Context, msg jetstream.Msg, class, reason string) error {
+	dl := natsutil.DeadLetterFromMsg(msg, r.Service, reason)
+	r.count.WithLabelValues(dl.Subject, class).Inc()
+	r.Log.Warn("message rejected to dead letter", "subject", dl.Subject, "stream_seq", dl.StreamSeq,
+		"delivery", dl.Delivery, "class", class, "reason", reason, "bytes", len(dl.Data))
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := natsutil.PublishDeadLetter(pctx, r.JS, dl); err != nil {
+		r.Log.Error("dead-letter publish failed; message left for redelivery", "subject", dl.Subject, "err", err)
+		_ = msg.NakWithDelay(5 * time.Second)
+		return err
+	}
+	return msg.TermWithReason(reason)
+}
