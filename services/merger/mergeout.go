@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/merger"
+	"github.com/strata-db/strata/messages"
+)
+
+// mergeout runs one mergeout job against the data directory.
+type mergeout struct {
+	dataDir     string
+	tempDir     string
+	parallelism int
+	log         *slog.Logger
+}
+
+// run merges the job's inputs into its output container. The job ID names
+// the output, so a job whose output is already committed (a redelivery after
+// a crash between commit and ack) is reported done without merging again.
+func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress *service.Progress) (service.Outcome, error) {
+	outDir := columnar.ContainerDir(m.dataDir, job.Table, job.Projection, job.Output)
+	if out, ok, err := m.existing(job, outDir); ok || err != nil {
+		return out, err
+	}
+	inputs := make([]string, len(job.Inputs))
+	var rowsTotal int64
+	for i, in := range job.Inputs {
+		inputs[i] = columnar.ContainerDir(m.dataDir, job.Table, job.Projection, in.ID)
+		man, err := columnar.ReadManifest(inputs[i])
+		if err != nil {
+			// An input gone with no output committed cannot be merged by any retry.
+			if errors.Is(err, columnar.ErrNotFound) || errors.Is(err, columnar.ErrCorrupt) {
+				return service.Outcome{}, service.Permanent(fmt.Errorf("input %d: %w", i, err))
+			}
+			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
+		}
+		rowsTotal += man.Rows
+	}
+	stats, err := merger.Merge(ctx, inputs, outDir, merger.Options{
+		Grant:       job.Grant.Bytes,
+		TempDir:     m.tempDir,
+		Logger:      m.log.With("job", job.JobID),
+		Parallelism: m.parallelism,
+		Table:       job.Table,
+		Projection:  job.Projection,
+		ID:          job.Output,
+		Progress: func(done, total int64) {
+			if total > 0 {
+				progress.Report(done*rowsTotal/total, rowsTotal)
+			}
+		},
+	})
+	if errors.Is(err, merger.ErrOutputExists) {
+		// Another delivery of this job committed it first.
+		if out, ok, err := m.existing(job, outDir); ok || err != nil {
+			return out, err
+		}
+	}
+	if err != nil {
+		if errors.Is(err, merger.ErrGrantTooSmall) || errors.Is(err, merger.ErrMismatch) ||
+			errors.Is(err, merger.ErrNoInputs) || errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, columnar.ErrSchemaMismatch) {
+			return service.Outcome{}, service.Permanent(err)
+		}
+		return service.Outcome{}, err
+	}
+	man, err := columnar.ReadManifest(outDir)
+	if err != nil {
+		return service.Outcome{}, fmt.Errorf("read committed output: %w", err)
+	}
+	return service.Outcome{
+		Output:       containerRef(man),
+		Plan:         stats.Plan,
+		RowsTotal:    stats.Rows,
+		Bytes:        stats.BytesOut,
+		PeakBytes:    stats.PeakBytes,
+		SpilledBytes: stats.SpilledBytes,
+	}, nil
+}
+
+// existing reports a committed output container. A directory at the
+// output's name with no valid manifest cannot come from a commit (commits
+// rename a complete directory into place) and is reported as corrupt.
+func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.Outcome, bool, error) {
+	man, err := columnar.ReadManifest(outDir)
+	switch {
+	case err == nil:
+		m.log.Info("output already committed; not merging again", "job", job.JobID, "output", outDir)
+		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: onDisk(man), Existing: true}, true, nil
+	case errors.Is(err, columnar.ErrNotFound):
+		return service.Outcome{}, false, nil
+	default:
+		return service.Outcome{}, false, service.Permanent(fmt.Errorf("output %s: %w", outDir, err))
+	}
+}
+
+func containerRef(m *columnar.Manifest) *messages.ContainerRef {
+	return &messages.ContainerRef{Table: m.Table, Projection: m.Projection, ID: m.ID, Rows: m.Rows, Bytes: onDisk(m)}
+}
+
+func onDisk(m *columnar.Manifest) int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += f.Size
+	}
+	return n
+}
