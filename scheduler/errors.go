@@ -1,0 +1,54 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/strata-db/strata/messages"
+)
+
+var (
+	// ErrInvalid is returned (wrapped) for a request that makes no sense.
+	ErrInvalid = errors.New("scheduler: invalid request")
+	// ErrUnknownTable is returned for a table or projection the catalog does not hold.
+	ErrUnknownTable = errors.New("scheduler: unknown table")
+	// ErrTooManyContainers is returned (as *TooManyContainersError) when a
+	// load would leave a projection with more live containers than allowed.
+	ErrTooManyContainers = errors.New("scheduler: too many containers")
+)
+
+// TooManyContainersError refuses a load into a projection that already has
+// too many containers: mergeout is not keeping up, or the load is cut too fine.
+type TooManyContainersError struct {
+	Table, Projection string
+	Live, Adding, Max int
+}
+
+func (e *TooManyContainersError) Error() string {
+	return fmt.Sprintf("too many containers: projection %s.%s has %d live containers and loading %d more would pass the limit of %d; run `strata mergeout %s`, load fewer larger containers, or raise the limit",
+		e.Table, e.Projection, e.Live, e.Adding, e.Max, e.Table)
+}
+
+func (e *TooManyContainersError) Unwrap() error { return ErrTooManyContainers }
+
+// APIError converts an error of this package into the error part of an API
+// reply, with a stable code; nil for nil.
+func APIError(err error) *messages.APIError {
+	if err == nil {
+		return nil
+	}
+	code := "internal"
+	switch {
+	case errors.Is(err, ErrTooManyContainers):
+		code = messages.ErrCodeTooManyContainers
+	case errors.Is(err, ErrUnknownPool), errors.Is(err, ErrUnknownTable):
+		code = "not_found"
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNeverFits), errors.Is(err, messages.ErrMalformed):
+		code = "invalid"
+	case errors.Is(err, ErrPoolExists):
+		code = "exists"
+	case errors.Is(err, ErrConflict):
+		code = "conflict"
+	}
+	return &messages.APIError{Code: code, Message: err.Error()}
+}

@@ -1,0 +1,95 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/strata-db/strata/messages"
+)
+
+// containerDir is where a container lives: DATA/<table>/<projection>/<id>.
+func (s *Scheduler) containerDir(c messages.ContainerRef) string {
+	return filepath.Join(s.opts.DataDir, c.Table, c.Projection, c.ID)
+}
+
+// collectDead removes the directories of dead containers no pending job
+// reads, then drops them from the catalog. A directory that cannot be
+// removed stays listed, and is tried again on the next call.
+func (s *Scheduler) collectDead(ctx context.Context, table, projection string) {
+	st, _, err := s.catalog.Get(ctx, table, projection)
+	if err != nil || len(st.Dead) == 0 {
+		if err != nil {
+			s.log.Error("collect dead containers", "table", table, "projection", projection, "err", err)
+		}
+		return
+	}
+	readers := st.readers()
+	removed := map[string]bool{}
+	for _, c := range st.Dead {
+		if readers[c.ID] {
+			continue
+		}
+		if s.opts.DataDir != "" {
+			if err := os.RemoveAll(s.containerDir(c)); err != nil {
+				s.log.Error("remove dead container", "table", table, "projection", projection, "container", c.ID, "err", err)
+				continue
+			}
+		}
+		removed[c.ID] = true
+	}
+	if len(removed) == 0 {
+		return
+	}
+	_, err = s.catalog.Update(ctx, table, projection, func(st *ProjectionState) error {
+		st.Dead = slices.DeleteFunc(st.Dead, func(c messages.ContainerRef) bool { return removed[c.ID] })
+		return nil
+	})
+	if err != nil {
+		s.log.Error("drop dead containers from catalog", "table", table, "projection", projection, "err", err)
+		return
+	}
+	s.log.Info("dead containers removed", "table", table, "projection", projection, "count", len(removed))
+}
+
+// removeOrphans removes, in the projections the catalog holds, directories
+// it does not name (live, dead, or a pending mergeout's output) that are
+// older than the grace period: what a crashed load, merge or writer left.
+func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState) error {
+	if s.opts.DataDir == "" {
+		return nil
+	}
+	cutoff := s.now().Add(-s.opts.OrphanGrace)
+	for _, st := range states {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		dir := filepath.Join(s.opts.DataDir, st.Table, st.Projection)
+		entries, err := os.ReadDir(dir)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		named := st.named()
+		for _, e := range entries {
+			if named[e.Name()] {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil || info.ModTime().After(cutoff) {
+				continue
+			}
+			path := filepath.Join(dir, e.Name())
+			if err := os.RemoveAll(path); err != nil {
+				s.log.Error("remove orphan", "path", path, "err", err)
+				continue
+			}
+			s.log.Warn("orphan removed", "table", st.Table, "projection", st.Projection, "name", e.Name(), "modified", info.ModTime())
+		}
+	}
+	return nil
+}

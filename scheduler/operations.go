@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"fmt"
+
+	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/messages"
+)
+
+// operationLog is the operations system table: the last keep operations,
+// oldest first, indexed by job ID.
+type operationLog struct {
+	keep  int
+	rows  []*messages.Operation
+	index map[string]*messages.Operation
+}
+
+func newOperationLog(keep int) *operationLog {
+	if keep <= 0 {
+		keep = 10000
+	}
+	return &operationLog{keep: keep, index: map[string]*messages.Operation{}}
+}
+
+// upsert returns the row of op.JobID, adding op when there is none.
+func (l *operationLog) upsert(op messages.Operation) *messages.Operation {
+	if row, ok := l.index[op.JobID]; ok {
+		return row
+	}
+	row := &op
+	l.rows = append(l.rows, row)
+	l.index[op.JobID] = row
+	for len(l.rows) > l.keep {
+		// Drop the oldest finished row; keep unfinished ones whatever their age.
+		drop := -1
+		for i, r := range l.rows {
+			if r.Status == messages.StatusDone || r.Status == messages.StatusFailed {
+				drop = i
+				break
+			}
+		}
+		if drop < 0 {
+			break
+		}
+		delete(l.index, l.rows[drop].JobID)
+		l.rows = append(l.rows[:drop], l.rows[drop+1:]...)
+	}
+	return row
+}
+
+func (l *operationLog) get(jobID string) *messages.Operation { return l.index[jobID] }
+
+func (l *operationLog) list(req *messages.OperationsRequest) []messages.Operation {
+	var out []messages.Operation
+	for i := len(l.rows) - 1; i >= 0; i-- {
+		r := l.rows[i]
+		if req.Table != "" && r.Table != req.Table || req.JobID != "" && r.JobID != req.JobID {
+			continue
+		}
+		out = append(out, *r)
+		if req.Limit > 0 && len(out) == req.Limit {
+			break
+		}
+	}
+	return out
+}
+
+// recommend fills the pools' memory-constrained figures and, where
+// operations outgrew their target, a plain recommendation: the memorysize
+// that would have given the largest peak seen its own target.
+func (l *operationLog) recommend(pools []messages.PoolStatus) {
+	for i := range pools {
+		p := &pools[i]
+		for _, r := range l.rows {
+			if r.Grant.Pool != p.Config.Name || !r.MemoryConstrained {
+				continue
+			}
+			p.Constrained++
+			p.LargestPeak = max(p.LargestPeak, r.PeakBytes)
+		}
+		if p.Constrained == 0 {
+			continue
+		}
+		const mib = 1 << 20
+		want := (p.LargestPeak*int64(p.Config.PlannedConcurrency) + mib - 1) / mib * mib
+		if want <= p.Config.MemorySize {
+			continue // already grown
+		}
+		p.Recommendation = fmt.Sprintf("grow pool %s to %s (memorysize; now %s): %d operations were memory-constrained, largest peak %s against a target of %s",
+			p.Config.Name, bytesize.Format(want), bytesize.Format(p.Config.MemorySize), p.Constrained,
+			bytesize.Format(p.LargestPeak), bytesize.Format(p.Target))
+	}
+}

@@ -1,0 +1,93 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/strata-db/strata/messages"
+)
+
+// SubmitWindow makes a window job over the live containers of the query's
+// table, asks the request's pool (general by default) for its grant, and
+// publishes it once granted. The job's containers stay readable until it
+// ends: a mergeout that retires them leaves their directories until then.
+// The result is container Output of table ResultTable, registered live when
+// the job is done.
+func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowRequest) (*messages.WindowReply, error) {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("window: %w: %v", ErrInvalid, err)
+	}
+	pool := req.Pool
+	if pool == "" {
+		pool = messages.DefaultWindowPool
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.adm.Pool(pool); !ok {
+		return nil, fmt.Errorf("window: pool %q: %w", pool, ErrUnknownPool)
+	}
+	table := req.Query.Table
+	projection, err := s.windowProjection(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var job *messages.WindowJob
+	_, err = s.catalog.Update(ctx, table, projection, func(st *ProjectionState) error {
+		if len(st.Live) == 0 {
+			return fmt.Errorf("window over %s: no live containers: %w", table, ErrUnknownTable)
+		}
+		st.NextSeq++
+		job = &messages.WindowJob{
+			JobID:       fmt.Sprintf("window.%s.%s.%d", table, projection, st.NextSeq),
+			Query:       req.Query,
+			Inputs:      append([]messages.ContainerRef(nil), st.Live...),
+			ResultTable: fmt.Sprintf("%s_window_%d", table, st.NextSeq),
+			Output:      fmt.Sprintf("w%08d", st.NextSeq),
+			Created:     now.UnixNano(),
+		}
+		st.Pending = append(st.Pending, PendingJob{
+			JobID: job.JobID, Operation: messages.OperationWindow, Inputs: idsOf(job.Inputs),
+			Grant: messages.Grant{Pool: pool}, Created: job.Created, Window: job,
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.where[job.JobID] = projKey{table, projection}
+	st := &ProjectionState{Table: table, Projection: projection}
+	s.ops.upsert(operationOf(st, &PendingJob{JobID: job.JobID, Operation: messages.OperationWindow,
+		Inputs: idsOf(job.Inputs), Created: job.Created, Window: job, Grant: messages.Grant{Pool: pool}}))
+	if err := s.admit(ctx, job.JobID, pool, now); err != nil {
+		return nil, err
+	}
+	return &messages.WindowReply{Job: s.jobRef(job.JobID), ResultTable: job.ResultTable}, nil
+}
+
+// windowProjection picks the projection a window query reads: the one with
+// the most live containers' rows, ties by name.
+func (s *Scheduler) windowProjection(ctx context.Context, table string) (string, error) {
+	states, err := s.catalog.List(ctx, table)
+	if err != nil {
+		return "", err
+	}
+	sort.SliceStable(states, func(i, j int) bool {
+		return rowsOf(states[i].Live) > rowsOf(states[j].Live)
+	})
+	for _, st := range states {
+		if len(st.Live) > 0 {
+			return st.Projection, nil
+		}
+	}
+	return "", fmt.Errorf("window over %s: %w (no projection has live containers)", table, ErrUnknownTable)
+}
+
+func rowsOf(cs []messages.ContainerRef) int64 {
+	var n int64
+	for _, c := range cs {
+		n += c.Rows
+	}
+	return n
+}
