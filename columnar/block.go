@@ -1,0 +1,237 @@
+package columnar
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+const continuationMarker = 0xFFFFFFFF
+
+// blockDecoder decodes the record batch messages of one column file into
+// arrays. It feeds messages one at a time to an arrow ipc.Reader, so the
+// decoding (decompression included) is arrow's own, and every buffer it
+// makes comes from the decoder's allocator.
+type blockDecoder struct {
+	schema *arrow.Schema // the file's one-field schema
+	header []byte        // the schema message: prefix and flatbuffer
+	mem    *limitAllocator
+	feed   messageFeed
+	rdr    *ipc.Reader
+}
+
+func newBlockDecoder(schema *arrow.Schema, header []byte, mem memory.Allocator) *blockDecoder {
+	return &blockDecoder{schema: schema, header: header, mem: &limitAllocator{parent: mem}}
+}
+
+// start makes the ipc.Reader, feeding it the schema message.
+func (d *blockDecoder) start() (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("decode schema message: %v", p)
+		}
+	}()
+	d.mem.left = 1 << 20
+	meta, body, err := splitMessage(d.header)
+	if err != nil {
+		return fmt.Errorf("schema message: %w", err)
+	}
+	if len(body) != 0 {
+		return fmt.Errorf("schema message has a %d-byte body", len(body))
+	}
+	msg := ipc.NewMessage(memory.NewBufferBytes(meta), memory.NewBufferBytes(nil))
+	d.feed.msg = msg
+	rdr, err := ipc.NewReaderFromMessageReader(&d.feed, ipc.WithSchema(d.schema), ipc.WithAllocator(d.mem))
+	msg.Release()
+	d.feed.msg = nil
+	if err != nil {
+		return err
+	}
+	d.rdr = rdr
+	return nil
+}
+
+// decode turns one block's message bytes (held in buf, which the decoder
+// retains as long as the array needs it) into the column's array. maxBytes
+// bounds what decoding may allocate, so a block whose sizes lie cannot make
+// the reader allocate without limit.
+func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr arrow.Array, err error) {
+	if d.rdr == nil {
+		if err := d.start(); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			arr, err = nil, fmt.Errorf("decode block: %v", p)
+			d.reset()
+		}
+	}()
+	meta, body, err := splitMessage(buf.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	metaBuf := memory.SliceBuffer(buf, 8, len(meta))
+	bodyBuf := memory.SliceBuffer(buf, 8+len(meta), len(body))
+	msg := ipc.NewMessage(metaBuf, bodyBuf)
+	metaBuf.Release()
+	bodyBuf.Release()
+	defer msg.Release()
+	if msg.Type() != ipc.MessageRecordBatch {
+		return nil, fmt.Errorf("message is a %s, want a record batch", msg.Type())
+	}
+	if msg.BodyLen() != int64(len(body)) {
+		return nil, fmt.Errorf("message body is %d bytes, metadata says %d", len(body), msg.BodyLen())
+	}
+	d.mem.left = maxBytes
+	d.feed.msg = msg
+	rec, err := d.rdr.Read()
+	d.feed.msg = nil
+	if err != nil {
+		d.reset()
+		return nil, err
+	}
+	if rec == nil {
+		d.reset()
+		return nil, errors.New("no record batch decoded")
+	}
+	if rec.NumCols() != 1 || rec.NumRows() != int64(rows) {
+		return nil, fmt.Errorf("decoded %d columns of %d rows, want 1 of %d", rec.NumCols(), rec.NumRows(), rows)
+	}
+	arr = rec.Column(0)
+	arr.Retain()
+	if err := validateArray(arr); err != nil {
+		arr.Release()
+		return nil, err
+	}
+	return arr, nil
+}
+
+// reset drops the ipc.Reader after an error (it refuses further reads).
+func (d *blockDecoder) reset() {
+	if d.rdr != nil {
+		d.rdr.Release()
+		d.rdr = nil
+	}
+}
+
+func (d *blockDecoder) close() {
+	d.reset()
+}
+
+// splitMessage splits an encapsulated IPC message (continuation marker,
+// metadata length, metadata flatbuffer, body) into metadata and body.
+func splitMessage(b []byte) (meta, body []byte, err error) {
+	if len(b) < 8 {
+		return nil, nil, fmt.Errorf("message of %d bytes is shorter than its 8-byte prefix", len(b))
+	}
+	if binary.LittleEndian.Uint32(b) != continuationMarker {
+		return nil, nil, fmt.Errorf("message does not start with the continuation marker")
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(b[4:])))
+	if n < 8 || n%8 != 0 || n > int64(len(b)-8) {
+		return nil, nil, fmt.Errorf("message metadata length %d invalid for a %d-byte message", n, len(b))
+	}
+	return b[8 : 8+n], b[8+n:], nil
+}
+
+// validateArray checks what arrow's IPC loader does not: that the offsets of
+// a variable-width array are monotonic and inside the values buffer, and
+// that buffers are long enough for the rows. Without this a corrupt block
+// could make later reads of the array index out of range.
+func validateArray(arr arrow.Array) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("invalid array: %v", p)
+		}
+	}()
+	data := arr.Data()
+	n := data.Len() + data.Offset()
+	bufs := data.Buffers()
+	if data.NullN() > 0 && (len(bufs) == 0 || bufs[0] == nil || int64(bufs[0].Len())*8 < int64(n)) {
+		return fmt.Errorf("validity bitmap shorter than %d rows", n)
+	}
+	switch arr.DataType().ID() {
+	case arrow.STRING, arrow.BINARY:
+		if len(bufs) < 3 || bufs[1] == nil || bufs[1].Len() < 4*(n+1) {
+			return fmt.Errorf("offsets buffer shorter than %d rows", n)
+		}
+		vo, _ := bytesOffsets(arr)
+		var vals int
+		if bufs[2] != nil {
+			vals = bufs[2].Len()
+		}
+		prev := vo[0]
+		if prev < 0 {
+			return fmt.Errorf("negative first offset %d", prev)
+		}
+		for i, o := range vo[1:] {
+			if o < prev {
+				return fmt.Errorf("offset of row %d (%d) below the previous (%d)", i+1, o, prev)
+			}
+			prev = o
+		}
+		if int(prev) > vals {
+			return fmt.Errorf("offsets reach %d beyond a %d-byte values buffer", prev, vals)
+		}
+	case arrow.BOOL:
+		if n > 0 && (len(bufs) < 2 || bufs[1] == nil || int64(bufs[1].Len())*8 < int64(n)) {
+			return fmt.Errorf("values bitmap shorter than %d rows", n)
+		}
+	default:
+		w := arr.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
+		if n > 0 && (len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() < w*n) {
+			return fmt.Errorf("values buffer shorter than %d rows", n)
+		}
+	}
+	return nil
+}
+
+// messageFeed is the ipc.MessageReader of a blockDecoder: it hands the
+// reader the one message it is given, then io.EOF-like emptiness.
+type messageFeed struct{ msg *ipc.Message }
+
+func (f *messageFeed) Message() (*ipc.Message, error) {
+	if f.msg == nil {
+		return nil, errors.New("no message")
+	}
+	m := f.msg
+	f.msg = nil
+	return m, nil
+}
+func (f *messageFeed) Retain()  {}
+func (f *messageFeed) Release() {}
+
+// limitAllocator passes allocations to its parent until left bytes have
+// been handed out, then panics; decode recovers the panic as an error.
+// Arrow's loader trusts the uncompressed sizes written in a block, so this
+// is what stops a corrupt size from allocating gigabytes.
+type limitAllocator struct {
+	parent memory.Allocator
+	left   int64
+}
+
+func (a *limitAllocator) take(n int) {
+	if int64(n) > a.left {
+		panic(fmt.Sprintf("block needs more than its recorded size allows (%d bytes more)", int64(n)-a.left))
+	}
+	a.left -= int64(n)
+}
+
+func (a *limitAllocator) Allocate(n int) []byte {
+	a.take(n)
+	return a.parent.Allocate(n)
+}
+
+func (a *limitAllocator) Reallocate(n int, b []byte) []byte {
+	if n > len(b) {
+		a.take(n - len(b))
+	}
+	return a.parent.Reallocate(n, b)
+}
+
+func (a *limitAllocator) Free(b []byte) { a.parent.Free(b) }

@@ -1,0 +1,225 @@
+package columnar
+
+import (
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// decodeSlack is what decoding a block may allocate beyond its recorded
+// raw size (buffer rounding, alignment).
+const decodeSlack = 64 << 10
+
+// ColumnReader streams the blocks of one column file. Each block is read
+// with one ReadAt into a buffer from the container's allocator, checked
+// against its CRC-32C, and decoded by arrow's IPC reader. A ColumnReader is
+// not safe for concurrent use.
+type ColumnReader struct {
+	c     *Container
+	col   int
+	meta  *FileMeta
+	f     *os.File
+	dec   *blockDecoder
+	next  int
+	stats *IOStats
+}
+
+func openColumnReader(c *Container, col int) (*ColumnReader, error) {
+	fm := &c.m.Files[col]
+	f, err := os.Open(filepath.Join(c.dir, fm.Name))
+	if err != nil {
+		if os.IsNotExist(err) {
+			return nil, corruptf(c.dir, fm.Name, NoBlock, err, "column file missing")
+		}
+		return nil, fmt.Errorf("open column %q of container %s: %w", fm.Column, c.dir, err)
+	}
+	if s := c.opts.Stats; s != nil {
+		s.FilesOpened.Add(1)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open column %q of container %s: %w", fm.Column, c.dir, err)
+	}
+	if st.Size() != fm.Size {
+		f.Close()
+		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "file is %d bytes, manifest says %d", st.Size(), fm.Size)
+	}
+	header := make([]byte, fm.HeaderLen)
+	if _, err := f.ReadAt(header, 0); err != nil {
+		f.Close()
+		return nil, corruptf(c.dir, fm.Name, NoBlock, err, "read header")
+	}
+	if got := crc32.Checksum(header, castagnoli); got != fm.HeaderCRC {
+		f.Close()
+		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "header checksum %08x, manifest says %08x", got, fm.HeaderCRC)
+	}
+	if string(header[:6]) != "ARROW1" {
+		f.Close()
+		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "not an Arrow IPC file")
+	}
+	schema := arrow.NewSchema([]arrow.Field{c.schema.Field(col)}, nil)
+	r := &ColumnReader{
+		c:     c,
+		col:   col,
+		meta:  fm,
+		f:     f,
+		dec:   newBlockDecoder(schema, header[8:], c.opts.Allocator),
+		stats: c.opts.Stats,
+	}
+	return r, nil
+}
+
+// Column returns the schema index of the column read.
+func (r *ColumnReader) Column() int { return r.col }
+
+// NumBlocks returns the number of blocks in the file.
+func (r *ColumnReader) NumBlocks() int { return len(r.meta.Blocks) }
+
+// Next returns the next block's array, or io.EOF after the last. The caller
+// owns the array and must Release it.
+func (r *ColumnReader) Next() (arrow.Array, error) {
+	if r.f == nil {
+		return nil, fmt.Errorf("read column %q of container %s: %w", r.meta.Column, r.c.dir, ErrClosed)
+	}
+	if r.next >= len(r.meta.Blocks) {
+		return nil, io.EOF
+	}
+	arr, err := r.ReadBlock(r.next)
+	if err != nil {
+		return nil, err
+	}
+	r.next++
+	return arr, nil
+}
+
+// Seek makes block the one Next returns next; Seek(NumBlocks()) is the end.
+func (r *ColumnReader) Seek(block int) error {
+	if block < 0 || block > len(r.meta.Blocks) {
+		return fmt.Errorf("seek column %q of container %s: block %d out of range [0, %d]", r.meta.Column, r.c.dir, block, len(r.meta.Blocks))
+	}
+	r.next = block
+	return nil
+}
+
+// ReadBlock reads and decodes block i without moving the stream position.
+func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
+	if r.f == nil {
+		return nil, fmt.Errorf("read column %q of container %s: %w", r.meta.Column, r.c.dir, ErrClosed)
+	}
+	if i < 0 || i >= len(r.meta.Blocks) {
+		return nil, fmt.Errorf("read column %q of container %s: block %d out of range [0, %d)", r.meta.Column, r.c.dir, i, len(r.meta.Blocks))
+	}
+	b := &r.meta.Blocks[i]
+	buf := memory.NewResizableBuffer(r.c.opts.Allocator)
+	defer buf.Release()
+	buf.Resize(int(b.Length))
+	n, err := r.f.ReadAt(buf.Bytes(), b.Offset)
+	if s := r.stats; s != nil {
+		s.BlocksRead.Add(1)
+		s.BytesRead.Add(int64(n))
+	}
+	if err != nil {
+		return nil, corruptf(r.c.dir, r.meta.Name, i, err, "read %d bytes at offset %d", b.Length, b.Offset)
+	}
+	if got := crc32.Checksum(buf.Bytes(), castagnoli); got != b.CRC {
+		return nil, corruptf(r.c.dir, r.meta.Name, i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
+	}
+	rows := r.c.m.Blocks[i].Rows
+	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack)
+	if err != nil {
+		return nil, corruptf(r.c.dir, r.meta.Name, i, err, "decode")
+	}
+	if s := r.stats; s != nil {
+		s.BlocksDecompressed.Add(1)
+		s.RawBytesRead.Add(b.RawBytes)
+	}
+	return arr, nil
+}
+
+// Close closes the file.
+func (r *ColumnReader) Close() error {
+	if r.f == nil {
+		return nil
+	}
+	r.dec.close()
+	err := r.f.Close()
+	r.f = nil
+	return err
+}
+
+// BatchReader streams record batches of some columns of a container, one
+// block of each column per batch.
+type BatchReader struct {
+	schema  *arrow.Schema
+	readers []*ColumnReader
+	nblocks int
+	next    int
+}
+
+// Schema returns the schema of the batches: the chosen columns in order.
+func (b *BatchReader) Schema() *arrow.Schema { return b.schema }
+
+// NumBlocks returns the number of blocks (batches).
+func (b *BatchReader) NumBlocks() int { return b.nblocks }
+
+// Next returns the next batch, or io.EOF after the last. The caller owns
+// the batch and must Release it.
+func (b *BatchReader) Next() (arrow.RecordBatch, error) {
+	if b.next >= b.nblocks {
+		return nil, io.EOF
+	}
+	rec, err := b.ReadBlock(b.next)
+	if err != nil {
+		return nil, err
+	}
+	b.next++
+	return rec, nil
+}
+
+// ReadBlock reads block i of every chosen column as one batch.
+func (b *BatchReader) ReadBlock(i int) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, len(b.readers))
+	defer func() {
+		for _, a := range cols {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	for j, r := range b.readers {
+		a, err := r.ReadBlock(i)
+		if err != nil {
+			return nil, err
+		}
+		cols[j] = a
+	}
+	return array.NewRecordBatch(b.schema, cols, int64(cols[0].Len())), nil
+}
+
+// Seek makes block the one Next returns next.
+func (b *BatchReader) Seek(block int) error {
+	if block < 0 || block > b.nblocks {
+		return fmt.Errorf("seek: block %d out of range [0, %d]", block, b.nblocks)
+	}
+	b.next = block
+	return nil
+}
+
+// Close closes every column file.
+func (b *BatchReader) Close() error {
+	var first error
+	for _, r := range b.readers {
+		if err := r.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	b.readers = nil
+	return first
+}

@@ -1,0 +1,258 @@
+package columnar
+
+import (
+	"fmt"
+	"hash/crc32"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcFile writes to a file and keeps CRC-32C checksums of the whole file, of
+// its header (the bytes before headerLen) and of the bytes since the last
+// resetBlock.
+type crcFile struct {
+	f         *os.File
+	pos       int64
+	headerLen int64
+	crc       uint32 // whole file
+	headerCRC uint32
+	blockCRC  uint32
+}
+
+func (w *crcFile) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	q := p[:n]
+	w.crc = crc32.Update(w.crc, castagnoli, q)
+	if h := w.headerLen - w.pos; h > 0 {
+		k := int(min(h, int64(len(q))))
+		w.headerCRC = crc32.Update(w.headerCRC, castagnoli, q[:k])
+		q = q[k:]
+	}
+	w.blockCRC = crc32.Update(w.blockCRC, castagnoli, q)
+	w.pos += int64(n)
+	return n, err
+}
+
+// columnWriter writes one column file: an Arrow IPC file of one field whose
+// record batches are the column's blocks.
+type columnWriter struct {
+	idx     int
+	name    string // file name
+	path    string
+	field   arrow.Field
+	schema  *arrow.Schema // the one-field schema of the file
+	mem     memory.Allocator
+	ipcOpts []ipc.Option
+	stats   *IOStats
+
+	out *crcFile
+	fw  *ipc.FileWriter
+
+	pending     []arrow.Array // slices of the caller's arrays not yet a full block
+	pendingRows int
+	rows        int64
+	blocks      []FileBlock
+	blockRows   []int
+	keyParts    [][2][]byte // per block: key part of first and last row (key columns only)
+	keyPos      int         // position in the sort key, or -1
+	finished    bool
+	meta        FileMeta
+}
+
+func (c *columnWriter) open() error {
+	f, err := os.OpenFile(c.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("create column file: %w", err)
+	}
+	// The file starts with the 8-byte magic and padding, then the schema
+	// message; the first block follows. Knowing this length lets the
+	// checksums split header from blocks.
+	p := ipc.GetSchemaPayload(c.schema, c.mem)
+	var cnt countWriter
+	_, err = p.WritePayload(&cnt)
+	p.Release()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("size schema message: %w", err)
+	}
+	c.out = &crcFile{f: f, headerLen: 8 + cnt.n}
+	fw, err := ipc.NewFileWriter(c.out, append([]ipc.Option{ipc.WithSchema(c.schema)}, c.ipcOpts...)...)
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("start arrow file: %w", err)
+	}
+	c.fw = fw
+	return nil
+}
+
+type countWriter struct{ n int64 }
+
+func (w *countWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
+
+// append adds the rows of arr, writing every block that fills up.
+func (c *columnWriter) append(arr arrow.Array, blockRows int, enc *KeyEncoder) error {
+	n := arr.Len()
+	for off := 0; off < n; {
+		if c.pendingRows == 0 && n-off >= blockRows {
+			// A whole block straight from the caller's array: no copy.
+			blk := arr
+			if off != 0 || n != blockRows {
+				blk = array.NewSlice(arr, int64(off), int64(off+blockRows))
+			} else {
+				blk.Retain()
+			}
+			err := c.writeBlock(blk, enc)
+			blk.Release()
+			if err != nil {
+				return err
+			}
+			off += blockRows
+			continue
+		}
+		m := min(blockRows-c.pendingRows, n-off)
+		c.pending = append(c.pending, array.NewSlice(arr, int64(off), int64(off+m)))
+		c.pendingRows += m
+		off += m
+		if c.pendingRows == blockRows {
+			if err := c.flush(enc); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flush writes the pending rows as one block.
+func (c *columnWriter) flush(enc *KeyEncoder) error {
+	if c.pendingRows == 0 {
+		return nil
+	}
+	var blk arrow.Array
+	if len(c.pending) == 1 {
+		blk = c.pending[0]
+	} else {
+		var err error
+		blk, err = array.Concatenate(c.pending, c.mem)
+		if err != nil {
+			return fmt.Errorf("concatenate %d pieces of a block: %w", len(c.pending), err)
+		}
+		for _, a := range c.pending {
+			a.Release()
+		}
+	}
+	clear(c.pending)
+	c.pending = c.pending[:0]
+	c.pendingRows = 0
+	err := c.writeBlock(blk, enc)
+	blk.Release()
+	return err
+}
+
+func (c *columnWriter) writeBlock(arr arrow.Array, enc *KeyEncoder) error {
+	if c.fw == nil {
+		if err := c.open(); err != nil {
+			return err
+		}
+	}
+	start := c.out.pos
+	if len(c.blocks) == 0 {
+		start = c.out.headerLen
+	}
+	c.out.blockCRC = 0
+	rec := array.NewRecordBatch(c.schema, []arrow.Array{arr}, int64(arr.Len()))
+	err := c.fw.Write(rec)
+	rec.Release()
+	if err != nil {
+		return fmt.Errorf("write block %d: %w", len(c.blocks), err)
+	}
+	b := FileBlock{Offset: start, Length: c.out.pos - start, CRC: c.out.blockCRC, RawBytes: rawBytes(arr)}
+	c.blocks = append(c.blocks, b)
+	c.blockRows = append(c.blockRows, arr.Len())
+	c.rows += int64(arr.Len())
+	if c.keyPos >= 0 && enc != nil {
+		first := enc.AppendColumn(nil, c.keyPos, arr, 0)
+		last := enc.AppendColumn(nil, c.keyPos, arr, arr.Len()-1)
+		c.keyParts = append(c.keyParts, [2][]byte{first, last})
+	}
+	if s := c.stats; s != nil {
+		s.BlocksWritten.Add(1)
+		s.BytesWritten.Add(b.Length)
+		s.RawBytesWritten.Add(b.RawBytes)
+	}
+	return nil
+}
+
+// finish writes the pending rows and the footer, syncs and closes the file.
+func (c *columnWriter) finish(enc *KeyEncoder) error {
+	if c.finished {
+		return nil
+	}
+	if err := c.flush(enc); err != nil {
+		return err
+	}
+	if c.fw == nil {
+		if err := c.open(); err != nil {
+			return err
+		}
+	}
+	if err := c.fw.Close(); err != nil {
+		return fmt.Errorf("write footer: %w", err)
+	}
+	if err := c.out.f.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	if err := c.out.f.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	c.finished = true
+	c.meta = FileMeta{
+		Column:    c.field.Name,
+		Name:      c.name,
+		Size:      c.out.pos,
+		CRC:       c.out.crc,
+		HeaderLen: c.out.headerLen,
+		HeaderCRC: c.out.headerCRC,
+		Blocks:    c.blocks,
+	}
+	c.fw = nil
+	return nil
+}
+
+// discard releases pending arrays and closes the file without finishing it.
+func (c *columnWriter) discard() {
+	for _, a := range c.pending {
+		a.Release()
+	}
+	c.pending = nil
+	c.pendingRows = 0
+	if c.out != nil && !c.finished {
+		c.out.f.Close()
+	}
+	c.finished = true
+}
+
+// rawBytes is the size of an array's Arrow buffers as the IPC writer lays
+// them out (validity bitmap, offsets, values), before compression.
+func rawBytes(arr arrow.Array) int64 {
+	n := int64(arr.Len())
+	var b int64
+	if arr.NullN() > 0 {
+		b += (n + 7) / 8
+	}
+	switch arr.DataType().ID() {
+	case arrow.BOOL:
+		b += (n + 7) / 8
+	case arrow.STRING, arrow.BINARY:
+		vo, _ := bytesOffsets(arr)
+		b += 4*(n+1) + int64(vo[n]-vo[0])
+	default:
+		b += n * int64(arr.DataType().(arrow.FixedWidthDataType).BitWidth()/8)
+	}
+	return b
+}

@@ -1,0 +1,299 @@
+package columnar
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// GenOptions configures Generate.
+type GenOptions struct {
+	Table, Projection string
+	Columns           int // total columns, key columns included; default 8
+	KeyColumns        int // leading sort-key columns; default 1
+	Containers        int // default 4
+	RowsPerContainer  int // default 10000
+	Seed              int64
+	BlockRows         int         // default DefaultBlockRows
+	Compression       Compression // default LZ4
+	NullFraction      float64     // share of NULLs in non-key columns; default 0.05, <0 for none
+	Allocator         memory.Allocator
+	Stats             *IOStats
+}
+
+func (o *GenOptions) defaults() {
+	if o.Table == "" {
+		o.Table = "t"
+	}
+	if o.Projection == "" {
+		o.Projection = "p"
+	}
+	if o.Columns <= 0 {
+		o.Columns = 8
+	}
+	if o.KeyColumns <= 0 {
+		o.KeyColumns = 1
+	}
+	if o.Containers <= 0 {
+		o.Containers = 4
+	}
+	if o.RowsPerContainer <= 0 {
+		o.RowsPerContainer = 10000
+	}
+	if o.BlockRows <= 0 {
+		o.BlockRows = DefaultBlockRows
+	}
+	if o.NullFraction == 0 {
+		o.NullFraction = 0.05
+	}
+	if o.NullFraction < 0 {
+		o.NullFraction = 0
+	}
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+}
+
+// genTypes is the cycle of column types Generate uses after the key columns.
+var genTypes = []arrow.DataType{
+	arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.String, arrow.PrimitiveTypes.Float64,
+	arrow.FixedWidthTypes.Timestamp_us, arrow.PrimitiveTypes.Int32, arrow.FixedWidthTypes.Boolean,
+	arrow.PrimitiveTypes.Int8, arrow.PrimitiveTypes.Int16, arrow.PrimitiveTypes.Uint8,
+	arrow.PrimitiveTypes.Uint16, arrow.PrimitiveTypes.Uint32, arrow.PrimitiveTypes.Uint64,
+	arrow.PrimitiveTypes.Float32, arrow.FixedWidthTypes.Date32, arrow.BinaryTypes.Binary,
+}
+
+// GenSchema returns the schema and sort key Generate writes: key columns
+// k0..k{keys-1} (int64, utf8, float64, timestamp, ... in that order, ASC
+// NULLS LAST), then columns c<i>_<type> cycling through every supported
+// type. All columns are nullable.
+func GenSchema(columns, keys int) (*arrow.Schema, SortKey) {
+	keys = min(keys, columns)
+	fields := make([]arrow.Field, columns)
+	key := make(SortKey, keys)
+	for i := range columns {
+		t := genTypes[i%len(genTypes)]
+		name := fmt.Sprintf("k%d", i)
+		if i >= keys {
+			tn, _ := TypeName(t)
+			name = fmt.Sprintf("c%03d_%s", i, tn)
+		} else {
+			key[i] = SortColumn{Name: name}
+		}
+		fields[i] = arrow.Field{Name: name, Type: t, Nullable: true}
+	}
+	return arrow.NewSchema(fields, nil), key
+}
+
+// Generate writes opts.Containers containers c0000, c0001, ... under
+// dataDir/<table>/<projection>/, each sorted on the key columns, with key
+// ranges that overlap fully (every container draws its first key column
+// from the same range), as in Vertica's mergeout experiments. Output is a
+// function of the options alone: the same seed gives the same rows.
+func Generate(dataDir string, opts GenOptions) ([]*Manifest, error) {
+	opts.defaults()
+	schema, key := GenSchema(opts.Columns, opts.KeyColumns)
+	out := make([]*Manifest, 0, opts.Containers)
+	for c := range opts.Containers {
+		id := fmt.Sprintf("c%04d", c)
+		m, err := generateContainer(ContainerDir(dataDir, opts.Table, opts.Projection, id), id, schema, key, c, &opts)
+		if err != nil {
+			return out, fmt.Errorf("generate container %s: %w", id, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, c int, o *GenOptions) (*Manifest, error) {
+	w, err := Create(dir, WriterOptions{
+		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: key,
+		BlockRows: o.BlockRows, Compression: o.Compression, Allocator: o.Allocator, Stats: o.Stats,
+		Epochs: [2]uint64{uint64(c), uint64(c)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	n := o.RowsPerContainer
+	keyRange := int64(2 * n * o.Containers)
+
+	// Key columns: generate whole, sort by normalized key, write in order.
+	keys := make([]arrow.Array, len(key))
+	defer func() {
+		for _, a := range keys {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	for k := range key {
+		rng := genRand(o.Seed, c, k)
+		keys[k] = genKeyArray(o.Allocator, schema.Field(k).Type, rng, n, k, keyRange)
+	}
+	enc, err := NewKeyEncoder(schema, key)
+	if err != nil {
+		return nil, err
+	}
+	var kb KeyBatch
+	if err := enc.EncodeBatch(&kb, keys, 0, n); err != nil {
+		return nil, err
+	}
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	slices.SortStableFunc(perm, func(a, b int) int { return bytes.Compare(kb.Key(a), kb.Key(b)) })
+	kb = KeyBatch{}
+	for k := range key {
+		for start := 0; start < n; start += o.BlockRows {
+			blk, err := Take(o.Allocator, keys[k], perm[start:min(n, start+o.BlockRows)])
+			if err != nil {
+				return nil, err
+			}
+			err = w.WriteColumn(k, blk)
+			blk.Release()
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := w.FinishColumn(k); err != nil {
+			return nil, err
+		}
+	}
+	// Other columns: block by block, so memory stays one block.
+	for col := len(key); col < schema.NumFields(); col++ {
+		rng := genRand(o.Seed, c, col)
+		for start := 0; start < n; start += o.BlockRows {
+			blk := genArray(o.Allocator, schema.Field(col).Type, rng, min(o.BlockRows, n-start), o.NullFraction)
+			err := w.WriteColumn(col, blk)
+			blk.Release()
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := w.FinishColumn(col); err != nil {
+			return nil, err
+		}
+	}
+	return w.Commit()
+}
+
+func genRand(seed int64, container, column int) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(seed), uint64(container)<<32|uint64(column)))
+}
+
+// genKeyStrings are low-cardinality key strings, prefixes of each other
+// included, so ties and prefix ordering are exercised.
+var genKeyStrings = []string{"", "a", "ab", "abc", "abd", "b", "ba", "bab", "c", "ca\x00", "ca", "d", "zz", "zzz"}
+
+// genKeyArray makes key column k: k0 spans keyRange (overlapping across
+// containers, with some duplicates); later key columns have few distinct
+// values and a few NULLs, so they break k0's ties.
+func genKeyArray(mem memory.Allocator, t arrow.DataType, rng *rand.Rand, n, k int, keyRange int64) arrow.Array {
+	if k == 0 {
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		b.Reserve(n)
+		for range n {
+			b.UnsafeAppend(rng.Int64N(keyRange))
+		}
+		return b.NewArray()
+	}
+	const nullFrac = 0.02
+	b := array.NewBuilder(mem, t)
+	defer b.Release()
+	for range n {
+		if rng.Float64() < nullFrac {
+			b.AppendNull()
+			continue
+		}
+		v := rng.IntN(8)
+		switch bb := b.(type) {
+		case *array.StringBuilder:
+			bb.Append(genKeyStrings[rng.IntN(len(genKeyStrings))])
+		case *array.BinaryBuilder:
+			bb.Append([]byte(genKeyStrings[rng.IntN(len(genKeyStrings))]))
+		case *array.Float64Builder:
+			bb.Append([]float64{-1.5, -0.0, 0, 0.5, 2, math.Inf(1), math.Inf(-1), math.NaN()}[v])
+		case *array.Float32Builder:
+			bb.Append([]float32{-1.5, 0, 0.5, 2, 3, 4, 5, 6}[v])
+		default:
+			appendRandom(b, rng, int64(v)-3)
+		}
+	}
+	return b.NewArray()
+}
+
+// genArray makes n random values of type t with nullFrac NULLs.
+func genArray(mem memory.Allocator, t arrow.DataType, rng *rand.Rand, n int, nullFrac float64) arrow.Array {
+	b := array.NewBuilder(mem, t)
+	defer b.Release()
+	b.Reserve(n)
+	var scratch [24]byte
+	for range n {
+		if nullFrac > 0 && rng.Float64() < nullFrac {
+			b.AppendNull()
+			continue
+		}
+		switch bb := b.(type) {
+		case *array.StringBuilder:
+			l := rng.IntN(17)
+			for i := range l {
+				scratch[i] = 'a' + byte(rng.IntN(26))
+			}
+			bb.BinaryBuilder.Append(scratch[:l])
+		case *array.BinaryBuilder:
+			l := rng.IntN(17)
+			for i := range l {
+				scratch[i] = byte(rng.Uint32())
+			}
+			bb.Append(scratch[:l])
+		case *array.Float64Builder:
+			bb.UnsafeAppend(rng.NormFloat64() * 1000)
+		case *array.Float32Builder:
+			bb.UnsafeAppend(float32(rng.NormFloat64() * 1000))
+		case *array.BooleanBuilder:
+			bb.UnsafeAppend(rng.IntN(2) == 1)
+		default:
+			appendRandom(b, rng, rng.Int64())
+		}
+	}
+	return b.NewArray()
+}
+
+// appendRandom appends v, truncated to the builder's integer type.
+func appendRandom(b array.Builder, rng *rand.Rand, v int64) {
+	switch bb := b.(type) {
+	case *array.Int8Builder:
+		bb.Append(int8(v))
+	case *array.Int16Builder:
+		bb.Append(int16(v))
+	case *array.Int32Builder:
+		bb.Append(int32(v))
+	case *array.Int64Builder:
+		bb.Append(v)
+	case *array.Uint8Builder:
+		bb.Append(uint8(v))
+	case *array.Uint16Builder:
+		bb.Append(uint16(v))
+	case *array.Uint32Builder:
+		bb.Append(uint32(v))
+	case *array.Uint64Builder:
+		bb.Append(uint64(v))
+	case *array.Date32Builder:
+		bb.Append(arrow.Date32(v % 100000))
+	case *array.TimestampBuilder:
+		bb.Append(arrow.Timestamp(v % (1 << 52)))
+	case *array.BooleanBuilder:
+		bb.Append(v&1 == 1)
+	default:
+		panic(fmt.Sprintf("columnar: generator has no values for %s", b.Type()))
+	}
+}

@@ -1,0 +1,307 @@
+package columnar
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// WriterOptions configures Create.
+type WriterOptions struct {
+	Table, Projection, ID string
+	Schema                *arrow.Schema
+	SortKey               SortKey          // may be empty (an unsorted container)
+	BlockRows             int              // rows per block; default DefaultBlockRows
+	Compression           Compression      // default CompressionLZ4
+	Allocator             memory.Allocator // for every Arrow buffer the writer makes; default Go heap
+	Epochs                [2]uint64        // epochs the container covers, recorded in the manifest
+	Stats                 *IOStats         // optional counters
+	Logger                *slog.Logger     // default: discard
+}
+
+// Writer writes one container. Rows go in either a record batch at a time
+// (Write) or a column at a time (WriteColumn: all of column 0, then all of
+// column 1, ..., or interleaved in any order). Rows must arrive in sort-key
+// order; the writer does not sort. A Writer is not safe for concurrent use.
+type Writer struct {
+	dir, tmp string
+	opts     WriterOptions
+	cols     []ColumnSchema
+	enc      *KeyEncoder
+	keyIdx   []int
+	columns  []*columnWriter
+	done     bool
+	log      *slog.Logger
+}
+
+// Create starts a container that will appear, at Commit, as dir (for
+// example ContainerDir(data, table, projection, id)). Until then it is
+// written to a temporary directory beside dir, which Abort removes.
+func Create(dir string, opts WriterOptions) (*Writer, error) {
+	if opts.BlockRows == 0 {
+		opts.BlockRows = DefaultBlockRows
+	}
+	if opts.BlockRows < 0 || opts.BlockRows > MaxBlockRows {
+		return nil, fmt.Errorf("create container %s: block rows %d out of range [1, %d]", dir, opts.BlockRows, MaxBlockRows)
+	}
+	if opts.Allocator == nil {
+		opts.Allocator = memory.DefaultAllocator
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var ipcOpts []ipc.Option
+	switch opts.Compression {
+	case CompressionLZ4:
+		ipcOpts = append(ipcOpts, ipc.WithLZ4())
+	case CompressionZstd:
+		ipcOpts = append(ipcOpts, ipc.WithZstd())
+	case CompressionNone:
+	default:
+		return nil, fmt.Errorf("create container %s: unknown compression %d", dir, opts.Compression)
+	}
+	ipcOpts = append(ipcOpts, ipc.WithAllocator(opts.Allocator))
+	cols, err := SchemaColumns(opts.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", dir, err)
+	}
+	w := &Writer{dir: filepath.Clean(dir), opts: opts, cols: cols, log: opts.Logger}
+	keyPos := make([]int, len(cols))
+	for i := range keyPos {
+		keyPos[i] = -1
+	}
+	if len(opts.SortKey) > 0 {
+		if w.enc, err = NewKeyEncoder(opts.Schema, opts.SortKey); err != nil {
+			return nil, fmt.Errorf("create container %s: %w", dir, err)
+		}
+		w.keyIdx, _ = opts.SortKey.Indices(opts.Schema)
+		for k, c := range w.keyIdx {
+			keyPos[c] = k
+		}
+	}
+	if _, err := os.Stat(w.dir); err == nil {
+		return nil, fmt.Errorf("create container %s: %w", dir, ErrExists)
+	}
+	parent := filepath.Dir(w.dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return nil, fmt.Errorf("create container %s: %w", dir, err)
+	}
+	w.tmp, err = os.MkdirTemp(parent, "."+filepath.Base(w.dir)+".tmp-")
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", dir, err)
+	}
+	w.columns = make([]*columnWriter, len(cols))
+	for i, f := range opts.Schema.Fields() {
+		w.columns[i] = &columnWriter{
+			idx:     i,
+			name:    ColumnFileName(i),
+			path:    filepath.Join(w.tmp, ColumnFileName(i)),
+			field:   f,
+			schema:  arrow.NewSchema([]arrow.Field{f}, nil),
+			mem:     opts.Allocator,
+			ipcOpts: ipcOpts,
+			stats:   opts.Stats,
+			keyPos:  keyPos[i],
+		}
+	}
+	return w, nil
+}
+
+// Schema returns the container's schema.
+func (w *Writer) Schema() *arrow.Schema { return w.opts.Schema }
+
+// Write appends a record batch holding every column.
+func (w *Writer) Write(rec arrow.RecordBatch) error {
+	if w.done {
+		return fmt.Errorf("write container %s: %w", w.dir, ErrClosed)
+	}
+	if int(rec.NumCols()) != len(w.columns) {
+		return fmt.Errorf("write container %s: %w: record has %d columns, schema %d", w.dir, ErrSchemaMismatch, rec.NumCols(), len(w.columns))
+	}
+	for i := range w.columns {
+		if err := w.WriteColumn(i, rec.Column(i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteColumn appends arr to column col. The writer retains (does not copy)
+// arr where it can; the caller may Release arr when WriteColumn returns.
+func (w *Writer) WriteColumn(col int, arr arrow.Array) error {
+	if w.done {
+		return fmt.Errorf("write container %s: %w", w.dir, ErrClosed)
+	}
+	if col < 0 || col >= len(w.columns) {
+		return fmt.Errorf("write container %s: column %d out of range [0, %d)", w.dir, col, len(w.columns))
+	}
+	c := w.columns[col]
+	if c.finished {
+		return fmt.Errorf("write container %s column %q: %w: column already finished", w.dir, c.field.Name, ErrClosed)
+	}
+	if !arrow.TypeEqual(arr.DataType(), c.field.Type) {
+		return fmt.Errorf("write container %s column %q: %w: array is %s, column is %s", w.dir, c.field.Name, ErrSchemaMismatch, arr.DataType(), c.field.Type)
+	}
+	if !c.field.Nullable && arr.NullN() > 0 {
+		return fmt.Errorf("write container %s column %q: %w: %d NULLs in a NOT NULL column", w.dir, c.field.Name, ErrSchemaMismatch, arr.NullN())
+	}
+	if err := c.append(arr, w.opts.BlockRows, w.enc); err != nil {
+		return fmt.Errorf("write container %s column %q: %w", w.dir, c.field.Name, err)
+	}
+	return nil
+}
+
+// FinishColumn writes column col's last block and closes its file. Writing
+// a column at a time, finishing each column when done keeps one file open
+// instead of one per column. Commit finishes every column not yet finished.
+func (w *Writer) FinishColumn(col int) error {
+	if w.done {
+		return fmt.Errorf("write container %s: %w", w.dir, ErrClosed)
+	}
+	if col < 0 || col >= len(w.columns) {
+		return fmt.Errorf("write container %s: column %d out of range [0, %d)", w.dir, col, len(w.columns))
+	}
+	c := w.columns[col]
+	if err := c.finish(w.enc); err != nil {
+		return fmt.Errorf("write container %s column %q: %w", w.dir, c.field.Name, err)
+	}
+	return nil
+}
+
+// Commit finishes every column, checks they all have the same rows, writes
+// and syncs manifest.json, and renames the temporary directory to the
+// container's directory, syncing its parent. On error the container does
+// not exist and the writer has been aborted.
+func (w *Writer) Commit() (*Manifest, error) {
+	if w.done {
+		return nil, fmt.Errorf("commit container %s: %w", w.dir, ErrClosed)
+	}
+	m, err := w.commit()
+	if err != nil {
+		w.Abort()
+		return nil, fmt.Errorf("commit container %s: %w", w.dir, err)
+	}
+	w.done = true
+	w.log.Debug("container committed", "dir", w.dir, "rows", m.Rows, "blocks", len(m.Blocks), "columns", len(m.Files))
+	return m, nil
+}
+
+func (w *Writer) commit() (*Manifest, error) {
+	for _, c := range w.columns {
+		if err := c.finish(w.enc); err != nil {
+			return nil, fmt.Errorf("column %q: %w", c.field.Name, err)
+		}
+	}
+	first := w.columns[0]
+	for _, c := range w.columns[1:] {
+		if c.rows != first.rows {
+			return nil, fmt.Errorf("%w: column %q has %d rows, column %q has %d", ErrSchemaMismatch, c.field.Name, c.rows, first.field.Name, first.rows)
+		}
+	}
+	m := &Manifest{
+		Version:     ManifestVersion,
+		Table:       w.opts.Table,
+		Projection:  w.opts.Projection,
+		ID:          w.opts.ID,
+		Schema:      w.cols,
+		SortKey:     w.opts.SortKey,
+		Rows:        first.rows,
+		BlockRows:   w.opts.BlockRows,
+		Compression: w.opts.Compression.String(),
+		Blocks:      make([]BlockMeta, len(first.blockRows)),
+		Files:       make([]FileMeta, len(w.columns)),
+		Epochs:      w.opts.Epochs,
+		Created:     time.Now().UTC(),
+	}
+	var row int64
+	for b, n := range first.blockRows {
+		bm := BlockMeta{FirstRow: row, Rows: n}
+		for _, k := range w.keyIdx {
+			bm.MinKey = append(bm.MinKey, w.columns[k].keyParts[b][0]...)
+			bm.MaxKey = append(bm.MaxKey, w.columns[k].keyParts[b][1]...)
+		}
+		m.Blocks[b] = bm
+		row += int64(n)
+	}
+	for i, c := range w.columns {
+		m.Files[i] = c.meta
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("built an invalid manifest: %w", err)
+	}
+	data, err := m.Encode()
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(filepath.Join(w.tmp, ManifestName), data); err != nil {
+		return nil, err
+	}
+	if err := syncDir(w.tmp); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(w.dir); err == nil {
+		return nil, ErrExists
+	}
+	if err := os.Rename(w.tmp, w.dir); err != nil {
+		return nil, fmt.Errorf("rename into place: %w", err)
+	}
+	if err := syncDir(filepath.Dir(w.dir)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Abort discards the container: it closes and removes the temporary
+// directory. It is safe to call after a failed Commit, and more than once;
+// after a successful Commit it does nothing.
+func (w *Writer) Abort() error {
+	if w.done {
+		return nil
+	}
+	w.done = true
+	for _, c := range w.columns {
+		c.discard()
+	}
+	if err := os.RemoveAll(w.tmp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("abort container %s: %w", w.dir, err)
+	}
+	return nil
+}
+
+func writeFileSync(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
