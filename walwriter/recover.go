@@ -1,0 +1,235 @@
+package walwriter
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// recover brings the directory to a clean state before appends resume:
+// leftover temporary files are removed, the last segment is scanned up to
+// its first bad or torn record, any damaged tail is copied to a .broken file
+// and cut off, and nextLSN and the dedup window are rebuilt from the WAL.
+func (w *WAL) recover() error {
+	entries, err := os.ReadDir(w.dir)
+	if err != nil {
+		return fmt.Errorf("walwriter: read %s: %w", w.dir, err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), tmpSuffix) {
+			if err := os.Remove(filepath.Join(w.dir, e.Name())); err != nil {
+				return fmt.Errorf("walwriter: remove leftover %s: %w", e.Name(), err)
+			}
+		}
+	}
+	ckpt, err := ReadCheckpoint(w.dir)
+	if err != nil {
+		return err
+	}
+	w.stats.checkpointLSN.Store(uint64(ckpt))
+	segs, err := listSegments(w.dir)
+	if err != nil {
+		return err
+	}
+	w.nextLSN = 1
+	if len(segs) == 0 {
+		if ckpt != 0 {
+			return fmt.Errorf("walwriter: %s has a checkpoint at LSN %d but no segments", w.dir, ckpt)
+		}
+		return nil
+	}
+	last := segs[len(segs)-1]
+	scan, err := w.recoverSegment(last)
+	if err != nil {
+		return err
+	}
+	if scan.empty {
+		// Nothing was ever written to it; the new segment takes its name.
+		if err := os.Remove(filepath.Join(w.dir, last.Name)); err != nil {
+			return fmt.Errorf("walwriter: remove empty segment %s: %w", last.Name, err)
+		}
+		w.nextLSN = last.First
+	} else {
+		w.nextLSN = scan.lastLSN + 1
+	}
+	// Rebuild the dedup window from the newest segments back.
+	ids := [][]dedupEntry{scan.ids}
+	have := len(scan.ids)
+	for i := len(segs) - 2; i >= 0 && have < w.opts.DedupWindow; i-- {
+		s, err := scanSegment(w.dir, segs[i], false)
+		if err != nil {
+			return fmt.Errorf("walwriter: rebuild dedup window: %w", err)
+		}
+		ids = append(ids, s.ids)
+		have += len(s.ids)
+	}
+	for i := len(ids) - 1; i >= 0; i-- {
+		for _, e := range ids[i] {
+			w.dedup.add(e.id, e.lsn, w.opts.DedupWindow)
+		}
+	}
+	w.stats.lastLSN.Store(uint64(w.nextLSN - 1))
+	w.log.Info("recovered WAL", "segments", len(segs), "next_lsn", w.nextLSN, "dedup_ids", len(w.dedup.lsns))
+	return nil
+}
+
+// segmentScan is what scanning a segment found.
+type segmentScan struct {
+	first   LSN
+	lastLSN LSN
+	empty   bool  // no records at all
+	end     int64 // offset just past the last good record
+	ids     []dedupEntry
+	err     error // the corruption that ended the scan, if any
+}
+
+// scanSegment reads a segment's records (without rows) up to its end or
+// first corruption. With tolerateTail false a corruption is an error.
+func scanSegment(dir string, seg segmentInfo, tolerateTail bool) (segmentScan, error) {
+	f, err := os.Open(filepath.Join(dir, seg.Name))
+	if err != nil {
+		return segmentScan{}, fmt.Errorf("walwriter: open segment %s: %w", seg.Name, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return segmentScan{}, fmt.Errorf("walwriter: stat segment %s: %w", seg.Name, err)
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	hdr := make([]byte, segmentHeaderSize)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return segmentScan{}, &CorruptError{Segment: seg.Name, Reason: fmt.Sprintf("header: %v", err)}
+	}
+	first, err := parseSegmentHeader(hdr)
+	if err != nil {
+		return segmentScan{}, &CorruptError{Segment: seg.Name, Reason: err.Error()}
+	}
+	if first != seg.First {
+		return segmentScan{}, &CorruptError{Segment: seg.Name, Reason: fmt.Sprintf("header says first LSN %d", first)}
+	}
+	s := segmentScan{first: first, lastLSN: first - 1, empty: true, end: segmentHeaderSize}
+	fr := frameReader{r: br, name: seg.Name, off: segmentHeaderSize, maxBody: int(st.Size())}
+	dec := newSegmentDecoder(first, false, maxRowLimit)
+	var rec Record
+	for {
+		start := fr.off
+		body, _, err := fr.next()
+		if err == io.EOF {
+			break
+		}
+		if err == nil {
+			var isRecord bool
+			isRecord, err = dec.decode(body, &rec)
+			if err != nil {
+				err = &CorruptError{Segment: seg.Name, Offset: start, Reason: err.Error()}
+			} else {
+				s.empty = false
+				s.end = fr.off
+				if isRecord {
+					s.lastLSN = rec.LSN
+					if rec.EventID != "" {
+						s.ids = append(s.ids, dedupEntry{rec.EventID, rec.LSN})
+					}
+				}
+				continue
+			}
+		}
+		if !errIsCorrupt(err) || !tolerateTail {
+			return s, err
+		}
+		s.err = err
+		break
+	}
+	return s, nil
+}
+
+// recoverSegment scans the last segment, moves any damaged tail to a
+// .broken file and truncates the segment to its good records.
+func (w *WAL) recoverSegment(seg segmentInfo) (segmentScan, error) {
+	s, err := scanSegment(w.dir, seg, true)
+	if err != nil {
+		return s, err
+	}
+	path := filepath.Join(w.dir, seg.Name)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return s, fmt.Errorf("walwriter: open segment %s: %w", seg.Name, err)
+	}
+	defer f.Close()
+	tail, err := damagedTail(f, s.end)
+	if err != nil {
+		return s, fmt.Errorf("walwriter: read tail of segment %s: %w", seg.Name, err)
+	}
+	if len(tail) > 0 {
+		broken, err := saveBroken(w.dir, seg.Name, tail)
+		if err != nil {
+			return s, err
+		}
+		reason := "garbage after the last record"
+		if s.err != nil {
+			reason = s.err.Error()
+		}
+		w.log.Warn("damaged WAL tail cut off", "segment", seg.Name, "offset", s.end, "bytes", len(tail), "copy", broken, "reason", reason)
+	}
+	// Cut the segment at its last good record; appends continue in a new one.
+	if err := f.Truncate(s.end); err != nil {
+		return s, fmt.Errorf("walwriter: truncate segment %s to %d: %w", seg.Name, s.end, err)
+	}
+	if err := f.Sync(); err != nil {
+		return s, fmt.Errorf("walwriter: sync segment %s: %w", seg.Name, err)
+	}
+	return s, nil
+}
+
+// damagedTail returns the bytes from end up to the last non-zero byte of f.
+func damagedTail(f *os.File, end int64) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() <= end {
+		return nil, nil
+	}
+	rest := make([]byte, st.Size()-end)
+	if _, err := f.ReadAt(rest, end); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	last := len(rest) - 1
+	for last >= 0 && rest[last] == 0 {
+		last--
+	}
+	return bytes.Clone(rest[:last+1]), nil
+}
+
+// saveBroken writes tail to a new <segment>.broken file (numbered when one
+// exists) and syncs it.
+func saveBroken(dir, seg string, tail []byte) (string, error) {
+	name := seg + brokenSuffix
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		name = fmt.Sprintf("%s.%d%s", seg, i, brokenSuffix)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, tail, 0o644); err != nil {
+		return "", fmt.Errorf("walwriter: save damaged tail to %s: %w", name, err)
+	}
+	f, err := os.Open(path)
+	if err == nil {
+		err = f.Sync()
+		f.Close()
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("walwriter: sync %s: %w", name, err)
+	}
+	return name, nil
+}
