@@ -1,7 +1,9 @@
 package natsutil
 
 import (
+	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +139,52 @@ func TestSplitURLs(t *testing.T) {
 func TestConnectRejectsHalfTLSPair(t *testing.T) {
 	if _, err := Connect(ConnOptions{TLSCert: "cert.pem"}); err == nil {
 		t.Error("Connect with a certificate and no key succeeded")
+	}
+}
+
+func TestRecordAndReplayStream(t *testing.T) {
+	_, js := startTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range []string{"a", "b", "c"} {
+		j := &messages.MergeoutJob{JobID: id, Table: "t", Projection: "p", Inputs: []messages.ContainerRef{{ID: "c1"}}, Output: "m" + id, Grant: messages.Grant{Bytes: int64(i + 1)}}
+		if _, err := Publish(ctx, js, messages.SubjectJobMergeout, "job-"+id, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	n, err := RecordStream(ctx, js, messages.StreamJobs, &buf)
+	if err != nil || n != 3 {
+		t.Fatalf("RecordStream = %d, %v", n, err)
+	}
+	msgs, err := ReadRecording(bytes.NewReader(buf.Bytes()))
+	if err != nil || len(msgs) != 3 || msgs[1].MsgID != "job-b" {
+		t.Fatalf("ReadRecording = %d messages, %v", len(msgs), err)
+	}
+
+	_, fresh := startTestServer(t)
+	if err := EnsureStreams(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ { // twice: deduplicated by msg id
+		if err := Replay(ctx, fresh, msgs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var again bytes.Buffer
+	if n, err := RecordStream(ctx, fresh, messages.StreamJobs, &again); err != nil || n != 3 {
+		t.Fatalf("record replayed stream = %d, %v", n, err)
+	}
+	replayed, _ := ReadRecording(&again)
+	for i := range msgs {
+		if !bytes.Equal(msgs[i].Data, replayed[i].Data) || msgs[i].Subject != replayed[i].Subject {
+			t.Errorf("message %d differs after replay", i)
+		}
+	}
+	if _, err := ReadRecording(strings.NewReader(`{"format":"other"}`)); err == nil {
+		t.Error("foreign file accepted as a recording")
 	}
 }

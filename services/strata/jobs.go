@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+)
+
+func init() {
+	register(command{
+		name:    "jobs record",
+		summary: "save the JOBS stream to a file (for replay into another deployment)",
+		run:     runJobsRecord,
+	})
+	register(command{
+		name:    "jobs replay",
+		summary: "publish a recorded job stream into a deployment",
+		run:     runJobsReplay,
+	})
+}
+
+// natsFlags are the connection flags of the commands in this file.
+type natsFlags struct{ common service.Common }
+
+func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata", "") }
+
+// connect opens a connection and makes sure the streams exist.
+func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+	opts := f.common.ConnOptions()
+	opts.Name = "strata-cli"
+	nc, err := natsutil.Connect(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	if err := natsutil.EnsureStreams(ctx, js); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+func runJobsRecord(ctx context.Context, args []string) error {
+	var nf natsFlags
+	fs := newFlagSet("jobs record")
+	nf.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: strata jobs record [flags] FILE\n\nSaves every job stored in the JOBS stream, oldest first, to FILE.")
+		fs.PrintDefaults()
+	}
+	if err := service.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: want one FILE", errUsage)
+	}
+	nc, js, err := nf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	path := fs.Arg(0)
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	n, err := natsutil.RecordStream(ctx, js, messages.StreamJobs, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "recorded %d jobs to %s\n", n, path)
+	return nil
+}
+
+func runJobsReplay(ctx context.Context, args []string) error {
+	var nf natsFlags
+	fs := newFlagSet("jobs replay")
+	nf.register(fs)
+	rate := fs.Float64("rate", 0, "jobs per second (0: as fast as the server takes them)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: strata jobs replay [flags] FILE\n\nPublishes a recording made by `strata jobs record` into this deployment, in order,\nwith the original message IDs (a second replay publishes nothing new).")
+		fs.PrintDefaults()
+	}
+	if err := service.Parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: want one FILE", errUsage)
+	}
+	f, err := os.Open(fs.Arg(0))
+	if err != nil {
+		return err
+	}
+	msgs, err := natsutil.ReadRecording(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+	}
+	nc, js, err := nf.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	var tick <-chan time.Time
+	if *rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	for i := range msgs {
+		if tick != nil {
+			select {
+			case <-tick:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := natsutil.Replay(ctx, js, msgs[i:i+1], nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "\rreplayed %d/%d", i+1, len(msgs))
+	}
+	fmt.Fprintln(os.Stderr)
+	return nil
+}
