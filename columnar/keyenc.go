@@ -32,7 +32,7 @@ const (
 
 type keyColumn struct {
 	kind     keyKind
-	width    int  // value bytes after the marker for fixed-width kinds; 0 for kindBytes
+	width    int // value bytes after the marker for fixed-width kinds; 0 for kindBytes
 	typ      arrow.Type
 	nullMark byte // markNullFirst or markNullLast
 	invert   byte // 0xFF for DESC, 0 for ASC: XORed into every value byte
