@@ -80,7 +80,7 @@ func run(args []string) error {
 		return fmt.Errorf("mergeout consumer: %w", err)
 	}
 
-	m := &mergeout{dataDir: common.DataDir, tempDir: tempDir, parallelism: *parallelism, log: log}
+	m := &mergeout{dataDir: common.DataDir, tempDir: tempDir, parallelism: *parallelism, staleAfter: topo.JobAckWait, log: log}
 	w := &service.JobWorker[*messages.MergeoutJob]{
 		Consumer:   cons,
 		JS:         js,

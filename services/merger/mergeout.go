@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/service"
@@ -17,7 +20,10 @@ type mergeout struct {
 	dataDir     string
 	tempDir     string
 	parallelism int
-	log         *slog.Logger
+	// staleAfter is how old a temporary directory of this job's output
+	// must be before it counts as left behind by a dead worker.
+	staleAfter time.Duration
+	log        *slog.Logger
 }
 
 // run merges the job's inputs into its output container. The job ID names
@@ -28,6 +34,7 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	if out, ok, err := m.existing(job, outDir); ok || err != nil {
 		return out, err
 	}
+	m.removeStale(outDir)
 	inputs := make([]string, len(job.Inputs))
 	var rowsTotal int64
 	for i, in := range job.Inputs {
@@ -109,4 +116,24 @@ func onDisk(m *columnar.Manifest) int64 {
 		n += f.Size
 	}
 	return n
+}
+
+// removeStale removes temporary directories of outDir that a worker killed
+// mid-commit left behind. Only directories older than staleAfter go: a
+// younger one may belong to a worker still running this job, which would
+// then find the output committed or fail and retry.
+func (m *mergeout) removeStale(outDir string) {
+	pattern := filepath.Join(filepath.Dir(outDir), "."+filepath.Base(outDir)+".tmp-*")
+	matches, _ := filepath.Glob(pattern)
+	for _, dir := range matches {
+		fi, err := os.Stat(dir)
+		if err != nil || time.Since(fi.ModTime()) < m.staleAfter {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			m.log.Warn("remove stale temporary container", "dir", dir, "err", err)
+			continue
+		}
+		m.log.Info("removed stale temporary container", "dir", dir)
+	}
 }
