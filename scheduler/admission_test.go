@@ -211,7 +211,7 @@ func TestAdmissionProperty(t *testing.T) {
 		a := newTestAdmission(t, testPool("p", 1000, 1500, 4, 5), testPool("q", 300, 300, 3, 0))
 		now := t0
 		held := map[string]int64{} // job -> granted bytes, per our own bookkeeping
-		known := map[string]bool{}  // jobs acquired and not yet settled
+		known := map[string]bool{} // jobs acquired and not yet settled
 		jobPool := map[string]string{}
 		next := 0
 		grant := func(adm []Admitted) {
