@@ -1,0 +1,285 @@
+package windower
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/messages"
+)
+
+var diffSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "g", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+	{Name: "x", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
+	{Name: "t", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+}, nil)
+
+// randomTable makes n rows with NULLs, many ties and skewed partitions.
+func randomTable(rng *rand.Rand, n int) (*refTable, arrow.RecordBatch) {
+	t := &refTable{cols: map[string][]refVal{}, n: n}
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), diffSchema)
+	defer b.Release()
+	null := func(p float64) bool { return rng.Float64() < p }
+	for i := 0; i < n; i++ {
+		t.cols["id"] = append(t.cols["id"], refVal{i: int64(i), kind: kindInt})
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		// g: skewed: half the rows in partition 0.
+		if null(0.05) {
+			t.cols["g"] = append(t.cols["g"], refVal{null: true, kind: kindInt})
+			b.Field(1).AppendNull()
+		} else {
+			g := int64(0)
+			if rng.IntN(2) == 0 {
+				g = int64(rng.IntN(6))
+			}
+			t.cols["g"] = append(t.cols["g"], refVal{i: g, kind: kindInt})
+			b.Field(1).(*array.Int32Builder).Append(int32(g))
+		}
+		if null(0.15) {
+			t.cols["x"] = append(t.cols["x"], refVal{null: true, kind: kindInt})
+			b.Field(2).AppendNull()
+		} else {
+			x := int64(rng.IntN(12)) - 3
+			t.cols["x"] = append(t.cols["x"], refVal{i: x, kind: kindInt})
+			b.Field(2).(*array.Int64Builder).Append(x)
+		}
+		if null(0.15) {
+			t.cols["f"] = append(t.cols["f"], refVal{null: true, kind: kindFloat})
+			b.Field(3).AppendNull()
+		} else {
+			f := float64(rng.IntN(20))/4 - 1
+			t.cols["f"] = append(t.cols["f"], refVal{f: f, kind: kindFloat})
+			b.Field(3).(*array.Float64Builder).Append(f)
+		}
+		if null(0.1) {
+			t.cols["t"] = append(t.cols["t"], refVal{null: true, kind: kindInt})
+			b.Field(4).AppendNull()
+		} else {
+			ts := int64(rng.IntN(30)) * 1e6
+			t.cols["t"] = append(t.cols["t"], refVal{i: ts, kind: kindInt})
+			b.Field(4).(*array.TimestampBuilder).Append(arrow.Timestamp(ts))
+		}
+		if null(0.1) {
+			t.cols["s"] = append(t.cols["s"], refVal{null: true, kind: kindString})
+			b.Field(5).AppendNull()
+		} else {
+			s := string(rune('a' + rng.IntN(8)))
+			t.cols["s"] = append(t.cols["s"], refVal{s: s, kind: kindString})
+			b.Field(5).(*array.StringBuilder).Append(s)
+		}
+	}
+	return t, b.NewRecordBatch()
+}
+
+func i64(v int64) *int64             { return &v }
+func f64(v float64) *float64         { return &v }
+func col(name string) *messages.Expr { return &messages.Expr{Column: name} }
+func cint(v int64) *messages.Expr    { return &messages.Expr{Const: &messages.Value{Int: i64(v)}} }
+
+var allFuncs = []string{"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile",
+	"lag", "lead", "first_value", "last_value", "nth_value", "count", "count*", "sum", "avg", "min", "max"}
+
+// randomCall makes a valid random window call.
+func randomCall(rng *rand.Rand) *messages.WindowCall {
+	w := &messages.WindowCall{}
+	name := allFuncs[rng.IntN(len(allFuncs))]
+	argCols := []string{"x", "f", "t", "s"}
+	numCols := []string{"x", "f"}
+	switch name {
+	case "count*":
+		w.Func, w.Star = "count", true
+	case "ntile":
+		w.Func, w.Args = name, []*messages.Expr{cint(int64(1 + rng.IntN(5)))}
+	case "lag", "lead":
+		w.Func = name
+		c := []string{"x", "f", "s"}[rng.IntN(3)]
+		w.Args = []*messages.Expr{col(c)}
+		if rng.IntN(2) == 0 {
+			w.Args = append(w.Args, cint(int64(rng.IntN(5)-1)))
+			if rng.IntN(2) == 0 && c != "s" {
+				w.Args = append(w.Args, cint(99))
+			}
+		}
+	case "first_value", "last_value":
+		w.Func, w.Args = name, []*messages.Expr{col(argCols[rng.IntN(len(argCols))])}
+	case "nth_value":
+		w.Func, w.Args = name, []*messages.Expr{col(argCols[rng.IntN(len(argCols))]), cint(int64(1 + rng.IntN(4)))}
+	case "count", "min", "max":
+		w.Func, w.Args = name, []*messages.Expr{col(argCols[rng.IntN(len(argCols))])}
+	case "sum", "avg":
+		w.Func, w.Args = name, []*messages.Expr{col(numCols[rng.IntN(2)])}
+	default:
+		w.Func = name
+	}
+	if messages.IsAggregate(w.Func) && rng.IntN(4) == 0 {
+		w.Filter = []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(2)}}}
+	}
+	if rng.IntN(4) != 0 {
+		w.PartitionBy = []messages.Expr{{Column: "g"}}
+	}
+	orderCols := []string{"x", "f", "t", "s"}
+	for k := rng.IntN(3); k > 0; k-- {
+		w.OrderBy = append(w.OrderBy, messages.SortItem{
+			Expr: messages.Expr{Column: orderCols[rng.IntN(len(orderCols))]}, Desc: rng.IntN(2) == 0, NullsFirst: rng.IntN(2) == 0})
+	}
+	if rng.IntN(5) != 0 {
+		w.Frame = randomFrame(rng, w.OrderBy)
+	}
+	return w
+}
+
+func randomFrame(rng *rand.Rand, order []messages.SortItem) *messages.Frame {
+	modes := []string{messages.FrameRows, messages.FrameRange}
+	if len(order) > 0 {
+		modes = append(modes, messages.FrameGroups)
+	}
+	f := &messages.Frame{Mode: modes[rng.IntN(len(modes))]}
+	kinds := []string{messages.BoundUnboundedPreceding, messages.BoundPreceding, messages.BoundCurrentRow, messages.BoundFollowing, messages.BoundUnboundedFollowing}
+	rangeOffsets := f.Mode != messages.FrameRange || (len(order) == 1 && order[0].Expr.Column != "s")
+	for {
+		s, e := rng.IntN(4), 1+rng.IntN(4)
+		if e < s {
+			continue
+		}
+		if !rangeOffsets && (s == 1 || s == 3 || e == 1 || e == 3) {
+			continue
+		}
+		f.Start, f.End = messages.FrameBound{Kind: kinds[s]}, messages.FrameBound{Kind: kinds[e]}
+		break
+	}
+	for _, b := range []*messages.FrameBound{&f.Start, &f.End} {
+		if b.Kind != messages.BoundPreceding && b.Kind != messages.BoundFollowing {
+			continue
+		}
+		off := int64(rng.IntN(4))
+		switch {
+		case f.Mode == messages.FrameRange && order[0].Expr.Column == "t":
+			b.Offset = &messages.Value{IntervalMicros: i64(off * 3e6)}
+		case f.Mode == messages.FrameRange && order[0].Expr.Column == "f":
+			b.Offset = &messages.Value{Float: f64(float64(off) / 2)}
+		default:
+			b.Offset = &messages.Value{Int: i64(off)}
+		}
+	}
+	f.Exclude = []string{"", "", messages.ExcludeCurrentRow, messages.ExcludeGroup, messages.ExcludeTies}[rng.IntN(5)]
+	return f
+}
+
+func sameValue(got, want refVal) bool {
+	if got.null || want.null {
+		return got.null == want.null
+	}
+	switch want.kind {
+	case kindFloat:
+		return floatsClose(got.f, want.f)
+	case kindString:
+		return got.s == want.s
+	}
+	return got.i == want.i
+}
+
+// resultValues reads column c of the result into refVals keyed by id.
+func resultValues(t *testing.T, res *Result, idCol, c int) map[int64]refVal {
+	t.Helper()
+	out := map[int64]refVal{}
+	for {
+		rec, err := res.Next()
+		if err != nil {
+			break
+		}
+		ids := rec.Column(idCol).(*array.Int64)
+		arr := rec.Column(c)
+		for r := 0; r < int(rec.NumRows()); r++ {
+			v := refVal{null: arr.IsNull(r)}
+			if !v.null {
+				switch a := arr.(type) {
+				case *array.Int64:
+					v.i, v.kind = a.Value(r), kindInt
+				case *array.Int32:
+					v.i, v.kind = int64(a.Value(r)), kindInt
+				case *array.Timestamp:
+					v.i, v.kind = int64(a.Value(r)), kindInt
+				case *array.Float64:
+					v.f, v.kind = a.Value(r), kindFloat
+				case *array.String:
+					v.s, v.kind = a.Value(r), kindString
+				default:
+					t.Fatalf("unexpected result type %s", arr.DataType())
+				}
+			}
+			out[ids.Value(r)] = v
+		}
+		rec.Release()
+	}
+	return out
+}
+
+func describeCall(w *messages.WindowCall) string {
+	q := messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "w", Window: w}}}
+	return fmt.Sprintf("%s star=%v args=%s filter=%v part=%v order=%v frame=%+v", w.Func, w.Star, argsString(w.Args), len(w.Filter) > 0, w.PartitionBy, q.Select[0].Window.OrderBy, w.Frame)
+}
+
+func argsString(args []*messages.Expr) string {
+	s := ""
+	for _, a := range args {
+		s += exprString(a) + " "
+	}
+	return s
+}
+
+func TestDifferential(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	iterations := 1500
+	if testing.Short() {
+		iterations = 80
+	}
+	for it := 0; it < iterations; it++ {
+		n := []int{0, 1, 2, 7, 40, 150}[rng.IntN(6)]
+		ref, rec := randomTable(rng, n)
+		var calls []*messages.WindowCall
+		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}}}
+		for k := 1 + rng.IntN(3); k > 0; k-- {
+			w := randomCall(rng)
+			calls = append(calls, w)
+			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", len(calls)), Window: w})
+		}
+		res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{})
+		if err != nil {
+			overflow := false
+			for _, w := range calls {
+				for _, v := range refWindow(ref, w) {
+					if v.null && v.s == "overflow" {
+						overflow = true
+					}
+				}
+			}
+			if !overflow {
+				t.Fatalf("iteration %d: %v\n%v", it, err, describeCall(calls[0]))
+			}
+			rec.Release()
+			continue
+		}
+		for k, w := range calls {
+			want := refWindow(ref, w)
+			res.next = 0
+			got := resultValues(t, res, 0, k+1)
+			if len(got) != n {
+				t.Fatalf("iteration %d: %d result rows, want %d", it, len(got), n)
+			}
+			for id := 0; id < n; id++ {
+				if !sameValue(got[int64(id)], want[id]) {
+					t.Fatalf("iteration %d (n=%d), call %s:\nrow id %d: got %+v, want %+v", it, n, describeCall(w), id, got[int64(id)], want[id])
+				}
+			}
+		}
+		res.Close()
+		rec.Release()
+	}
+}

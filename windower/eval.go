@@ -1,0 +1,308 @@
+package windower
+
+import (
+	"fmt"
+)
+
+// callState is one window call's inputs (in the group's sorted order), its
+// output, and the state it keeps across partitions.
+type callState struct {
+	c     *call
+	arg   *vector // first argument, sorted (nil for argument-less functions)
+	agg   aggInput
+	out   *vector
+	fr    framer
+	deq   deque
+	tree  segTree
+	state aggState
+}
+
+// groupEval evaluates the calls of one window group over rows that are
+// already in (partition, order) order. All buffers are allocated once and
+// reused for every partition.
+type groupEval struct {
+	n          int
+	partChange []bool // row i starts a new partition
+	peerChange []bool // row i starts a new peer group (or partition)
+	hasOrder   bool
+	part       partition
+	calls      []*callState
+	partitions int64
+}
+
+// evalPartitions walks the partitions and evaluates every call on each.
+func (g *groupEval) evalPartitions() error {
+	ps := 0
+	for i := 1; i <= g.n; i++ {
+		if i < g.n && !g.partChange[i] {
+			continue
+		}
+		g.evalPartition(ps, i)
+		ps = i
+	}
+	for _, cs := range g.calls {
+		if cs.agg.overflow {
+			return fmt.Errorf("%w: %s of select item %q", ErrOverflow, "sum", cs.c.alias)
+		}
+	}
+	return nil
+}
+
+func (g *groupEval) evalPartition(ps, pe int) {
+	if pe <= ps {
+		return
+	}
+	g.partitions++
+	needGroups := g.hasOrder
+	p := &g.part
+	if needGroups {
+		p.load(ps, pe, g.peerChange, true)
+	} else {
+		p.ps, p.pe, p.hasOrder, p.ngroups = ps, pe, false, 1
+	}
+	for _, cs := range g.calls {
+		cs.eval(p)
+	}
+}
+
+func (cs *callState) eval(p *partition) {
+	c := cs.c
+	out := cs.out
+	ps, pe := p.ps, p.pe
+	n := pe - ps
+	switch c.fn {
+	case fnRowNumber:
+		o := out.ints[ps:pe]
+		for k := range o {
+			o[k] = int64(k + 1)
+		}
+	case fnRank:
+		for i := ps; i < pe; i++ {
+			out.ints[i] = int64(p.peerStart(i) - ps + 1)
+		}
+	case fnDenseRank:
+		for i := ps; i < pe; i++ {
+			out.ints[i] = int64(p.group(i) + 1)
+		}
+	case fnPercentRank:
+		for i := ps; i < pe; i++ {
+			if n <= 1 {
+				out.floats[i] = 0
+			} else {
+				out.floats[i] = float64(p.peerStart(i)-ps) / float64(n-1)
+			}
+		}
+	case fnCumeDist:
+		for i := ps; i < pe; i++ {
+			out.floats[i] = float64(p.peerEnd(i)-ps) / float64(n)
+		}
+	case fnNtile:
+		if c.argNil {
+			for i := ps; i < pe; i++ {
+				out.nulls[i] = true
+			}
+			return
+		}
+		buckets := c.ntile
+		q := int64(n) / buckets
+		rem := int64(n) % buckets
+		big := rem * (q + 1) // rows in the larger buckets
+		for i := ps; i < pe; i++ {
+			k := int64(i - ps)
+			if k < big || q == 0 {
+				out.ints[i] = k/(q+1) + 1
+			} else {
+				out.ints[i] = rem + (k-big)/q + 1
+			}
+		}
+	case fnLag, fnLead:
+		cs.evalShift(p)
+	case fnFirstValue, fnLastValue, fnNthValue:
+		cs.evalValue(p)
+	default:
+		cs.evalAggregate(p)
+	}
+}
+
+// copyValue sets out[i] to arg[r] (NULL included).
+func (cs *callState) copyValue(i, r int) {
+	a, out := cs.arg, cs.out
+	if a.isNull(r) {
+		out.nulls[i] = true
+		return
+	}
+	out.nulls[i] = false
+	switch a.kind {
+	case kindFloat:
+		out.floats[i] = a.floats[r]
+	case kindString:
+		out.strs[i] = a.strs[r]
+	default:
+		out.ints[i] = a.ints[r]
+	}
+}
+
+func (cs *callState) evalShift(p *partition) {
+	c := cs.c
+	out := cs.out
+	for i := p.ps; i < p.pe; i++ {
+		if c.argNil {
+			out.nulls[i] = true
+			continue
+		}
+		off := c.offset
+		if c.fn == fnLag {
+			off = -off
+		}
+		r := addClamp(int64(i), off)
+		if r >= int64(p.ps) && r < int64(p.pe) {
+			cs.copyValue(i, int(r))
+			continue
+		}
+		if c.deflt == nil {
+			out.nulls[i] = true
+			continue
+		}
+		out.nulls[i] = false
+		switch out.kind {
+		case kindFloat:
+			out.floats[i] = c.deflt.floats[0]
+		case kindString:
+			out.strs[i] = c.deflt.strs[0]
+		default:
+			out.ints[i] = c.deflt.ints[0]
+		}
+	}
+}
+
+func (cs *callState) evalValue(p *partition) {
+	c := cs.c
+	fr := &cs.fr
+	fr.reset(p)
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		pc := framePieces(&c.frame, p, i, s, e)
+		r := -1
+		switch c.fn {
+		case fnFirstValue:
+			r = pc.at(0)
+		case fnLastValue:
+			if k := pc.count(); k > 0 {
+				r = pc.at(k - 1)
+			}
+		case fnNthValue:
+			if !c.argNil && c.nth <= int64(pc.count()) {
+				r = pc.at(int(c.nth - 1))
+			}
+		}
+		if r < 0 {
+			cs.out.nulls[i] = true
+			continue
+		}
+		cs.copyValue(i, r)
+	}
+}
+
+func (cs *callState) evalAggregate(p *partition) {
+	c := cs.c
+	a := &cs.agg
+	out := cs.out
+	st := &cs.state
+	ps, pe := p.ps, p.pe
+
+	// Whole partition: one aggregate, written to every row.
+	if c.frame.wholePartition(p.hasOrder) {
+		if a.fn == fnCount && a.incl == nil {
+			cnt := int64(pe - ps)
+			o := out.ints[ps:pe]
+			for k := range o {
+				o[k] = cnt
+			}
+			return
+		}
+		st.reset()
+		for r := ps; r < pe; r++ {
+			if a.included(r) {
+				a.add(st, r)
+			}
+		}
+		for i := ps; i < pe; i++ {
+			a.write(out, i, st)
+		}
+		return
+	}
+
+	fr := &cs.fr
+	fr.reset(p)
+	f := &c.frame
+	switch {
+	case f.exclude != excludeNoOthers || (!a.invertible() && (a.fn == fnSum || a.fn == fnAvg) && f.start.kind != boundUnboundedPreceding):
+		// Segment tree: exclusions, and float sums over sliding frames.
+		cs.tree.build(a, ps, pe)
+		for i := ps; i < pe; i++ {
+			s, e := fr.bounds(i)
+			pc := framePieces(f, p, i, s, e)
+			st.reset()
+			for k := 0; k < pc.n; k++ {
+				cs.tree.query(a, st, pc.r[k][0], pc.r[k][1])
+			}
+			a.write(out, i, st)
+		}
+	case f.start.kind == boundUnboundedPreceding:
+		// Running: the frame only grows.
+		st.reset()
+		end := ps
+		for i := ps; i < pe; i++ {
+			_, e := fr.bounds(i)
+			for ; end < e; end++ {
+				if a.included(end) {
+					a.add(st, end)
+				}
+			}
+			a.write(out, i, st)
+		}
+	case a.fn == fnMin || a.fn == fnMax:
+		// Sliding min/max: monotonic deque.
+		cs.deq.reset(pe - ps)
+		end := ps
+		for i := ps; i < pe; i++ {
+			s, e := fr.bounds(i)
+			if end < s {
+				end = s
+			}
+			for ; end < e; end++ {
+				if a.included(end) {
+					cs.deq.push(a, end)
+				}
+			}
+			cs.deq.expire(s)
+			st.reset()
+			if m := cs.deq.front(); m >= 0 {
+				st.cnt, st.m = 1, m
+			}
+			a.write(out, i, st)
+		}
+	default:
+		// Sliding invertible aggregate: add rows entering, remove rows leaving.
+		st.reset()
+		lo, hi := ps, ps // rows [lo, hi) are in st
+		for i := ps; i < pe; i++ {
+			s, e := fr.bounds(i)
+			if s >= hi {
+				st.reset()
+				lo, hi = s, s
+			}
+			for ; hi < e; hi++ {
+				if a.included(hi) {
+					a.add(st, hi)
+				}
+			}
+			for ; lo < s; lo++ {
+				if a.included(lo) {
+					a.remove(st, lo)
+				}
+			}
+			a.write(out, i, st)
+		}
+	}
+}

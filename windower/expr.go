@@ -1,0 +1,407 @@
+package windower
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/messages"
+)
+
+// expr is a compiled scalar expression.
+type expr struct {
+	col   int // input column index, or -1
+	konst *vector
+	op    byte
+	args  [2]*expr
+	kind  kind
+	typ   arrow.DataType
+}
+
+// schemaInfo resolves column names.
+type schemaInfo struct {
+	schema *arrow.Schema
+	kinds  []kind
+}
+
+func newSchemaInfo(s *arrow.Schema) (*schemaInfo, error) {
+	si := &schemaInfo{schema: s, kinds: make([]kind, s.NumFields())}
+	for i, f := range s.Fields() {
+		k, err := kindOf(f.Type)
+		if err != nil {
+			// Columns of other types may exist; they fail only when used.
+			k = 255
+		}
+		si.kinds[i] = k
+	}
+	return si, nil
+}
+
+func (si *schemaInfo) lookup(name string) (int, error) {
+	idx := si.schema.FieldIndices(name)
+	if len(idx) == 0 {
+		// SQL folds unquoted identifiers to lower case; accept a unique case-insensitive match.
+		found := -1
+		for i, f := range si.schema.Fields() {
+			if strings.EqualFold(f.Name, name) {
+				if found >= 0 {
+					return -1, fmt.Errorf("column %q is ambiguous", name)
+				}
+				found = i
+			}
+		}
+		if found < 0 {
+			return -1, fmt.Errorf("column %q does not exist", name)
+		}
+		idx = []int{found}
+	}
+	if len(idx) > 1 {
+		return -1, fmt.Errorf("column %q is ambiguous", name)
+	}
+	if si.kinds[idx[0]] == 255 {
+		return -1, fmt.Errorf("column %q has unsupported type %s", name, si.schema.Field(idx[0]).Type)
+	}
+	return idx[0], nil
+}
+
+func compileExpr(si *schemaInfo, e *messages.Expr) (*expr, error) {
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("missing expression")
+	case e.Column != "":
+		i, err := si.lookup(e.Column)
+		if err != nil {
+			return nil, err
+		}
+		return &expr{col: i, kind: si.kinds[i], typ: si.schema.Field(i).Type}, nil
+	case e.Const != nil:
+		v, err := constVector(e.Const)
+		if err != nil {
+			return nil, err
+		}
+		return &expr{col: -1, konst: v, kind: v.kind, typ: v.typ}, nil
+	case e.Op != "":
+		if len(e.Args) != 2 {
+			return nil, fmt.Errorf("operator %s needs 2 arguments", e.Op)
+		}
+		a, err := compileExpr(si, e.Args[0])
+		if err != nil {
+			return nil, err
+		}
+		b, err := compileExpr(si, e.Args[1])
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range []*expr{a, b} {
+			if x.kind != kindInt && x.kind != kindFloat {
+				return nil, fmt.Errorf("operator %s does not apply to %s", e.Op, x.kind)
+			}
+		}
+		out := &expr{col: -1, op: e.Op[0], args: [2]*expr{a, b}, kind: kindInt, typ: arrow.PrimitiveTypes.Int64}
+		if a.kind == kindFloat || b.kind == kindFloat {
+			out.kind, out.typ = kindFloat, arrow.PrimitiveTypes.Float64
+		}
+		if e.Op == "%" && out.kind == kindFloat {
+			return nil, fmt.Errorf("operator %% does not apply to floats")
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("empty expression")
+}
+
+// constVector makes a one-row vector from a constant.
+func constVector(c *messages.Value) (*vector, error) {
+	v := &vector{}
+	switch {
+	case c.Int != nil:
+		v.kind, v.typ, v.ints = kindInt, arrow.PrimitiveTypes.Int64, []int64{*c.Int}
+	case c.Float != nil:
+		v.kind, v.typ, v.floats = kindFloat, arrow.PrimitiveTypes.Float64, []float64{*c.Float}
+	case c.String != nil:
+		v.kind, v.typ, v.strs = kindString, arrow.BinaryTypes.String, []string{*c.String}
+	case c.Bool != nil:
+		b := int64(0)
+		if *c.Bool {
+			b = 1
+		}
+		v.kind, v.typ, v.ints = kindBool, arrow.FixedWidthTypes.Boolean, []int64{b}
+	case c.IntervalMicros != nil:
+		return nil, fmt.Errorf("an interval is allowed only as a RANGE frame offset")
+	default:
+		// NULL of unknown type: an integer NULL.
+		v.kind, v.typ, v.ints, v.nulls = kindInt, arrow.PrimitiveTypes.Int64, []int64{0}, []bool{true}
+	}
+	return v, nil
+}
+
+// eval computes e over the n input rows in cols.
+func (e *expr) eval(cols []*vector, n int) (*vector, error) {
+	if e.col >= 0 {
+		return cols[e.col], nil
+	}
+	if e.konst != nil {
+		return broadcast(e.konst, n), nil
+	}
+	a, err := e.args[0].eval(cols, n)
+	if err != nil {
+		return nil, err
+	}
+	b, err := e.args[1].eval(cols, n)
+	if err != nil {
+		return nil, err
+	}
+	out := &vector{kind: e.kind, typ: e.typ}
+	if a.nulls != nil || b.nulls != nil {
+		out.nulls = make([]bool, n)
+		for i := range out.nulls {
+			out.nulls[i] = a.isNull(i) || b.isNull(i)
+		}
+	}
+	if e.kind == kindFloat {
+		x, y := asFloats(a), asFloats(b)
+		out.floats = make([]float64, n)
+		for i := range out.floats {
+			switch e.op {
+			case '+':
+				out.floats[i] = x[i] + y[i]
+			case '-':
+				out.floats[i] = x[i] - y[i]
+			case '*':
+				out.floats[i] = x[i] * y[i]
+			case '/':
+				if y[i] == 0 && !out.isNull(i) {
+					return nil, fmt.Errorf("%w (row %d)", ErrDivisionByZero, i)
+				}
+				out.floats[i] = x[i] / y[i]
+			}
+		}
+		return out, nil
+	}
+	x, y := a.ints, b.ints
+	out.ints = make([]int64, n)
+	for i := range out.ints {
+		if out.isNull(i) {
+			continue
+		}
+		var r int64
+		ok := true
+		switch e.op {
+		case '+':
+			r = x[i] + y[i]
+			ok = (r > x[i]) == (y[i] > 0)
+			if y[i] == 0 {
+				ok = true
+			}
+		case '-':
+			r = x[i] - y[i]
+			ok = (r < x[i]) == (y[i] > 0)
+			if y[i] == 0 {
+				ok = true
+			}
+		case '*':
+			r = x[i] * y[i]
+			ok = x[i] == 0 || (r/x[i] == y[i] && !(x[i] == -1 && y[i] == math.MinInt64))
+		case '/', '%':
+			if y[i] == 0 {
+				return nil, fmt.Errorf("%w (row %d)", ErrDivisionByZero, i)
+			}
+			if y[i] == -1 {
+				// PostgreSQL: MinInt64 / -1 overflows; MinInt64 % -1 is 0.
+				if e.op == '%' {
+					r = 0
+				} else {
+					r, ok = -x[i], x[i] != math.MinInt64
+				}
+			} else if e.op == '/' {
+				r = x[i] / y[i] // truncates toward zero, as PostgreSQL
+			} else {
+				r = x[i] % y[i] // sign of the dividend, as PostgreSQL
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: %d %c %d (row %d)", ErrOverflow, x[i], e.op, y[i], i)
+		}
+		out.ints[i] = r
+	}
+	return out, nil
+}
+
+func asFloats(v *vector) []float64 {
+	if v.kind == kindFloat {
+		return v.floats
+	}
+	f := make([]float64, len(v.ints))
+	for i, x := range v.ints {
+		f[i] = float64(x)
+	}
+	return f
+}
+
+func broadcast(c *vector, n int) *vector {
+	out := &vector{kind: c.kind, typ: c.typ}
+	switch c.kind {
+	case kindFloat:
+		out.floats = make([]float64, n)
+		for i := range out.floats {
+			out.floats[i] = c.floats[0]
+		}
+	case kindString:
+		out.strs = make([]string, n)
+		for i := range out.strs {
+			out.strs[i] = c.strs[0]
+		}
+	default:
+		out.ints = make([]int64, n)
+		for i := range out.ints {
+			out.ints[i] = c.ints[0]
+		}
+	}
+	if c.nulls != nil && c.nulls[0] {
+		out.nulls = make([]bool, n)
+		for i := range out.nulls {
+			out.nulls[i] = true
+		}
+	}
+	return out
+}
+
+// predicate is a compiled `expr op const` test.
+type predicate struct {
+	left  *expr
+	op    string
+	right *vector // one row; nil for IS [NOT] NULL
+}
+
+func compilePredicates(si *schemaInfo, ps []messages.Predicate) ([]predicate, error) {
+	out := make([]predicate, 0, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		l, err := compileExpr(si, &p.Left)
+		if err != nil {
+			return nil, fmt.Errorf("predicate %d: %v", i+1, err)
+		}
+		cp := predicate{left: l, op: p.Op}
+		switch p.Op {
+		case messages.OpIsNull, messages.OpIsNotNull:
+		case "=", "<>", "<", "<=", ">", ">=":
+			if p.Right == nil {
+				return nil, fmt.Errorf("predicate %d: %s needs a constant", i+1, p.Op)
+			}
+			r, err := constVector(p.Right)
+			if err != nil {
+				return nil, fmt.Errorf("predicate %d: %v", i+1, err)
+			}
+			lnum := l.kind == kindInt || l.kind == kindFloat
+			rnum := r.kind == kindInt || r.kind == kindFloat
+			if !(r.nulls != nil || l.kind == r.kind || (lnum && rnum)) {
+				return nil, fmt.Errorf("predicate %d: cannot compare %s with %s", i+1, l.kind, r.kind)
+			}
+			cp.right = r
+		default:
+			return nil, fmt.Errorf("predicate %d: unknown operator %q", i+1, p.Op)
+		}
+		out = append(out, cp)
+	}
+	return out, nil
+}
+
+// evalPredicates returns, for each of the n rows, whether all predicates
+// are true (SQL: NULL counts as false).
+func evalPredicates(ps []predicate, cols []*vector, n int) ([]bool, error) {
+	keep := make([]bool, n)
+	for i := range keep {
+		keep[i] = true
+	}
+	for _, p := range ps {
+		v, err := p.left.eval(cols, n)
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < n; i++ {
+			if !keep[i] {
+				continue
+			}
+			null := v.isNull(i)
+			switch p.op {
+			case messages.OpIsNull:
+				keep[i] = null
+				continue
+			case messages.OpIsNotNull:
+				keep[i] = !null
+				continue
+			}
+			if null || p.right.nulls != nil {
+				keep[i] = false
+				continue
+			}
+			c := compareConst(v, i, p.right)
+			switch p.op {
+			case "=":
+				keep[i] = c == 0
+			case "<>":
+				keep[i] = c != 0
+			case "<":
+				keep[i] = c < 0
+			case "<=":
+				keep[i] = c <= 0
+			case ">":
+				keep[i] = c > 0
+			case ">=":
+				keep[i] = c >= 0
+			}
+		}
+	}
+	return keep, nil
+}
+
+func compareConst(v *vector, i int, c *vector) int {
+	switch {
+	case v.kind == kindString:
+		return strings.Compare(v.strs[i], c.strs[0])
+	case v.kind == kindFloat || c.kind == kindFloat:
+		var x, y float64
+		if v.kind == kindFloat {
+			x = v.floats[i]
+		} else {
+			x = float64(v.ints[i])
+		}
+		if c.kind == kindFloat {
+			y = c.floats[0]
+		} else {
+			y = float64(c.ints[0])
+		}
+		return compareFloat(x, y)
+	default:
+		return cmpInt(v.ints[i], c.ints[0])
+	}
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// compareFloat orders floats as PostgreSQL does: NaN equals NaN and is
+// greater than every other value; -0 equals 0.
+func compareFloat(a, b float64) int {
+	an, bn := a != a, b != b
+	switch {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

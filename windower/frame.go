@@ -1,0 +1,315 @@
+package windower
+
+// partition describes the rows [ps, pe) of one partition, in sorted order,
+// and their peer groups.
+type partition struct {
+	ps, pe   int
+	hasOrder bool
+	// groupOf[i-ps] is row i's peer group (0-based within the partition);
+	// groupStart[g] is the first row of group g, groupStart[ngroups] == pe.
+	groupOf    []int32
+	groupStart []int32
+	ngroups    int
+}
+
+func (p *partition) group(i int) int {
+	if !p.hasOrder {
+		return 0
+	}
+	return int(p.groupOf[i-p.ps])
+}
+
+func (p *partition) peerStart(i int) int {
+	if !p.hasOrder {
+		return p.ps
+	}
+	return int(p.groupStart[p.groupOf[i-p.ps]])
+}
+
+func (p *partition) peerEnd(i int) int {
+	if !p.hasOrder {
+		return p.pe
+	}
+	return int(p.groupStart[p.groupOf[i-p.ps]+1])
+}
+
+// load finds the peer groups of rows [ps, pe) from peer-change flags.
+func (p *partition) load(ps, pe int, peerChange []bool, hasOrder bool) {
+	p.ps, p.pe, p.hasOrder = ps, pe, hasOrder
+	if !hasOrder {
+		p.ngroups = 1
+		return
+	}
+	n := pe - ps
+	p.groupOf = grow(p.groupOf, n)
+	p.groupStart = grow(p.groupStart, n+1)
+	g := 0
+	p.groupStart[0] = int32(ps)
+	p.groupOf[0] = 0
+	for i := ps + 1; i < pe; i++ {
+		if peerChange[i] {
+			g++
+			p.groupStart[g] = int32(i)
+		}
+		p.groupOf[i-ps] = int32(g)
+	}
+	p.ngroups = g + 1
+	p.groupStart[g+1] = int32(pe)
+}
+
+// rangeKey is the single ORDER BY key a RANGE frame with offsets measures
+// distances on, in sorted order.
+type rangeKey struct {
+	v          *vector
+	desc       bool
+	nullsFirst bool
+}
+
+// framer computes frame bounds row by row. Bounds are monotonic in the
+// row, so RANGE offsets are found with cursors that only move forward.
+type framer struct {
+	f   *frame
+	key rangeKey
+	p   *partition
+	// Non-NULL rows of the partition (RANGE offsets).
+	nnStart, nnEnd int
+	startCur       int
+	endCur         int
+}
+
+func (fr *framer) reset(p *partition) {
+	fr.p = p
+	fr.startCur, fr.endCur = p.ps, p.ps
+	if fr.f.mode == modeRange && fr.key.v != nil && fr.key.v.nulls != nil {
+		nulls := fr.key.v.nulls
+		fr.nnStart, fr.nnEnd = p.ps, p.pe
+		if fr.key.nullsFirst {
+			for fr.nnStart < p.pe && nulls[fr.nnStart] {
+				fr.nnStart++
+			}
+		} else {
+			for fr.nnEnd > p.ps && nulls[fr.nnEnd-1] {
+				fr.nnEnd--
+			}
+		}
+	} else {
+		fr.nnStart, fr.nnEnd = p.ps, p.pe
+	}
+	fr.startCur, fr.endCur = fr.nnStart, fr.nnStart
+}
+
+// bounds returns row i's frame [s, e), before exclusion, clamped to the partition.
+func (fr *framer) bounds(i int) (s, e int) {
+	p := fr.p
+	s = fr.bound(i, &fr.f.start, true)
+	e = fr.bound(i, &fr.f.end, false)
+	if s < p.ps {
+		s = p.ps
+	}
+	if e > p.pe {
+		e = p.pe
+	}
+	if e < s {
+		e = s
+	}
+	return s, e
+}
+
+func (fr *framer) bound(i int, b *bound, isStart bool) int {
+	p := fr.p
+	switch b.kind {
+	case boundUnboundedPreceding:
+		return p.ps
+	case boundUnboundedFollowing:
+		return p.pe
+	case boundCurrentRow:
+		if fr.f.mode == modeRows {
+			if isStart {
+				return i
+			}
+			return i + 1
+		}
+		if isStart {
+			return p.peerStart(i)
+		}
+		return p.peerEnd(i)
+	}
+	sign := int64(1) // following
+	if b.kind == boundPreceding {
+		sign = -1
+	}
+	switch fr.f.mode {
+	case modeRows:
+		pos := addClamp(int64(i), sign*b.off)
+		if !isStart {
+			pos = addClamp(pos, 1)
+		}
+		return clampInt(pos, p.ps, p.pe)
+	case modeGroups:
+		g := addClamp(int64(p.group(i)), sign*b.off)
+		if !isStart {
+			g++
+		}
+		switch {
+		case g <= 0:
+			return p.ps
+		case g >= int64(p.ngroups):
+			return p.pe
+		}
+		if !p.hasOrder {
+			return p.ps
+		}
+		return int(p.groupStart[g])
+	}
+	return fr.rangeBound(i, b, sign, isStart)
+}
+
+// rangeBound finds a RANGE offset bound with PostgreSQL's semantics: a row
+// whose key is NULL has the NULL rows as its frame; other rows never reach
+// the NULLs.
+func (fr *framer) rangeBound(i int, b *bound, sign int64, isStart bool) int {
+	v := fr.key.v
+	if v.isNull(i) {
+		if isStart {
+			return fr.p.peerStart(i)
+		}
+		return fr.p.peerEnd(i)
+	}
+	desc := fr.key.desc
+	if desc {
+		sign = -sign
+	}
+	cur := &fr.endCur
+	if isStart {
+		cur = &fr.startCur
+	}
+	if *cur < fr.nnStart {
+		*cur = fr.nnStart
+	}
+	// ASC: start is the first row with key >= target, end the first with key > target.
+	// DESC: start is the first row with key <= target, end the first with key < target.
+	pos := *cur
+	if v.kind == kindFloat {
+		t := v.floats[i] + float64(sign)*b.foff
+		for pos < fr.nnEnd {
+			c := compareFloat(v.floats[pos], t)
+			if desc {
+				c = -c
+			}
+			if c > 0 || (isStart && c == 0) {
+				break
+			}
+			pos++
+		}
+	} else {
+		t, inf := addOverflow(v.ints[i], sign*b.off, sign)
+		for pos < fr.nnEnd {
+			var c int
+			switch {
+			case inf > 0:
+				c = -1
+			case inf < 0:
+				c = 1
+			default:
+				c = cmpInt(v.ints[pos], t)
+			}
+			if desc {
+				c = -c
+			}
+			if c > 0 || (isStart && c == 0) {
+				break
+			}
+			pos++
+		}
+	}
+	*cur = pos
+	return pos
+}
+
+// addOverflow returns a+d, or inf = +1/-1 when the sum is beyond int64.
+func addOverflow(a, d, sign int64) (int64, int) {
+	r := a + d
+	if (d > 0 && r < a) || (d < 0 && r > a) {
+		if d > 0 {
+			return 0, 1
+		}
+		return 0, -1
+	}
+	_ = sign
+	return r, 0
+}
+
+func addClamp(a, b int64) int64 {
+	r := a + b
+	if b > 0 && r < a {
+		return 1<<63 - 1
+	}
+	if b < 0 && r > a {
+		return -1 << 63
+	}
+	return r
+}
+
+func clampInt(v int64, lo, hi int) int {
+	if v < int64(lo) {
+		return lo
+	}
+	if v > int64(hi) {
+		return hi
+	}
+	return int(v)
+}
+
+// pieces is a frame after exclusion: up to three row ranges, in order.
+type pieces struct {
+	r [3][2]int
+	n int
+}
+
+func (ps *pieces) add(s, e int) {
+	if s < e {
+		ps.r[ps.n] = [2]int{s, e}
+		ps.n++
+	}
+}
+
+// framePieces returns row i's frame [s, e) minus the exclusion.
+func framePieces(f *frame, p *partition, i, s, e int) pieces {
+	var out pieces
+	var xs, xe int
+	switch f.exclude {
+	case excludeNoOthers:
+		out.add(s, e)
+		return out
+	case excludeCurrentRow:
+		xs, xe = i, i+1
+	default:
+		xs, xe = p.peerStart(i), p.peerEnd(i)
+	}
+	out.add(s, min(e, xs))
+	if f.exclude == excludeTies && i >= s && i < e {
+		out.add(i, i+1)
+	}
+	out.add(max(s, xe), e)
+	return out
+}
+
+func (ps *pieces) count() int {
+	n := 0
+	for k := 0; k < ps.n; k++ {
+		n += ps.r[k][1] - ps.r[k][0]
+	}
+	return n
+}
+
+// at returns the k-th row (0-based) of the pieces, or -1.
+func (ps *pieces) at(k int) int {
+	for j := 0; j < ps.n; j++ {
+		l := ps.r[j][1] - ps.r[j][0]
+		if k < l {
+			return ps.r[j][0] + k
+		}
+		k -= l
+	}
+	return -1
+}

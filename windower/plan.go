@@ -1,0 +1,576 @@
+package windower
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/messages"
+)
+
+// fn identifies a window function.
+type fn uint8
+
+const (
+	fnRowNumber fn = iota
+	fnRank
+	fnDenseRank
+	fnPercentRank
+	fnCumeDist
+	fnNtile
+	fnLag
+	fnLead
+	fnFirstValue
+	fnLastValue
+	fnNthValue
+	fnCount
+	fnSum
+	fnAvg
+	fnMin
+	fnMax
+)
+
+var fnByName = map[string]fn{
+	"row_number": fnRowNumber, "rank": fnRank, "dense_rank": fnDenseRank,
+	"percent_rank": fnPercentRank, "cume_dist": fnCumeDist, "ntile": fnNtile,
+	"lag": fnLag, "lead": fnLead, "first_value": fnFirstValue, "last_value": fnLastValue,
+	"nth_value": fnNthValue, "count": fnCount, "sum": fnSum, "avg": fnAvg, "min": fnMin, "max": fnMax,
+}
+
+func (f fn) isAggregate() bool { return f >= fnCount }
+
+// frameMode, boundKind, exclusion: the compiled frame.
+type frameMode uint8
+
+const (
+	modeRows frameMode = iota
+	modeRange
+	modeGroups
+)
+
+type boundKind uint8
+
+const (
+	boundUnboundedPreceding boundKind = iota
+	boundPreceding
+	boundCurrentRow
+	boundFollowing
+	boundUnboundedFollowing
+)
+
+type exclusion uint8
+
+const (
+	excludeNoOthers exclusion = iota
+	excludeCurrentRow
+	excludeGroup
+	excludeTies
+)
+
+type bound struct {
+	kind boundKind
+	// off is the offset: rows or groups, or for RANGE in the order key's
+	// unit (integer keys, dates in days, timestamps in their unit); foff
+	// for float keys.
+	off  int64
+	foff float64
+}
+
+type frame struct {
+	mode       frameMode
+	start, end bound
+	exclude    exclusion
+}
+
+// wholePartition reports whether every row's frame is its whole partition.
+func (f *frame) wholePartition(hasOrder bool) bool {
+	if f.exclude != excludeNoOthers || f.start.kind != boundUnboundedPreceding {
+		return false
+	}
+	if f.end.kind == boundUnboundedFollowing {
+		return true
+	}
+	// Without ORDER BY all rows are peers: CURRENT ROW ends at the partition end.
+	return !hasOrder && f.mode != modeRows && f.end.kind == boundCurrentRow
+}
+
+// sortKey is one compiled PARTITION BY or ORDER BY element.
+type sortKey struct {
+	expr       *expr
+	desc       bool
+	nullsFirst bool
+}
+
+// call is one compiled window call.
+type call struct {
+	item    int // select item index
+	alias   string
+	fn      fn
+	star    bool
+	args    []*expr
+	filter  []predicate
+	frame   frame
+	outKind kind
+	outTyp  arrow.DataType
+
+	// Constant arguments.
+	ntile  int64 // ntile bucket count (0 with ntileNull: NULL)
+	nth    int64
+	offset int64 // lag/lead
+	argNil bool  // ntile/nth_value/lag offset is NULL: the result is NULL
+	deflt  *vector
+}
+
+// windowGroup is the calls that share PARTITION BY and ORDER BY: one sort
+// serves them all.
+type windowGroup struct {
+	partition []sortKey
+	order     []sortKey
+	calls     []*call
+	signature string
+}
+
+// outputCol is one select item.
+type outputCol struct {
+	alias string
+	expr  *expr // plain item
+	call  *call // window item
+}
+
+// plan is a query compiled against a schema.
+type plan struct {
+	schema  *schemaInfo
+	where   []predicate
+	outputs []outputCol
+	groups  []*windowGroup
+	orderBy []sortKey // final ORDER BY, over outputs (by alias) or input columns
+	// orderByOut[i] is the output index the i-th ORDER BY item names, or -1.
+	orderByOut []int
+	limit      int64
+	usedCols   []bool // input columns the query reads
+	outSchema  *arrow.Schema
+}
+
+// Compile validates q against schema and compiles it. Every error is
+// reported here, before any data is read.
+func compile(q *messages.WindowQuery, schema *arrow.Schema) (*plan, error) {
+	if q == nil {
+		return nil, &QueryError{Reason: "nil query"}
+	}
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidQuery, err)
+	}
+	si, err := newSchemaInfo(schema)
+	if err != nil {
+		return nil, err
+	}
+	p := &plan{schema: si, limit: q.Limit, usedCols: make([]bool, schema.NumFields())}
+	if p.where, err = compilePredicates(si, q.Where); err != nil {
+		return nil, &QueryError{Reason: "where: " + err.Error()}
+	}
+	groupBySig := map[string]*windowGroup{}
+	fields := make([]arrow.Field, 0, len(q.Select))
+	for i := range q.Select {
+		s := &q.Select[i]
+		qerr := func(format string, a ...any) error {
+			return &QueryError{Item: i + 1, Alias: s.Alias, Reason: fmt.Sprintf(format, a...)}
+		}
+		if s.Expr != nil {
+			e, err := compileExpr(si, s.Expr)
+			if err != nil {
+				return nil, qerr("%v", err)
+			}
+			p.outputs = append(p.outputs, outputCol{alias: s.Alias, expr: e})
+			fields = append(fields, arrow.Field{Name: s.Alias, Type: e.typ, Nullable: true})
+			continue
+		}
+		c, part, order, err := compileCall(si, s.Window)
+		if err != nil {
+			return nil, qerr("%v", err)
+		}
+		c.item, c.alias = i, s.Alias
+		sig := keySignature(s.Window.PartitionBy, s.Window.OrderBy)
+		g := groupBySig[sig]
+		if g == nil {
+			g = &windowGroup{partition: part, order: order, signature: sig}
+			groupBySig[sig] = g
+			p.groups = append(p.groups, g)
+		}
+		g.calls = append(g.calls, c)
+		p.outputs = append(p.outputs, outputCol{alias: s.Alias, call: c})
+		fields = append(fields, arrow.Field{Name: s.Alias, Type: c.outTyp, Nullable: true})
+	}
+	p.outSchema = arrow.NewSchema(fields, nil)
+	for i := range q.OrderBy {
+		it := &q.OrderBy[i]
+		out := -1
+		if it.Expr.Column != "" {
+			for j, o := range p.outputs {
+				if o.alias == it.Expr.Column {
+					out = j
+					break
+				}
+			}
+		}
+		k := sortKey{desc: it.Desc, nullsFirst: it.NullsFirst}
+		if out < 0 {
+			e, err := compileExpr(si, &it.Expr)
+			if err != nil {
+				return nil, &QueryError{Reason: fmt.Sprintf("order by item %d: %v", i+1, err)}
+			}
+			k.expr = e
+		}
+		p.orderBy = append(p.orderBy, k)
+		p.orderByOut = append(p.orderByOut, out)
+	}
+	p.markUsed()
+	return p, nil
+}
+
+func keySignature(part []messages.Expr, order []messages.SortItem) string {
+	var b strings.Builder
+	for _, e := range part {
+		fmt.Fprintf(&b, "P%s;", exprString(&e))
+	}
+	for _, s := range order {
+		fmt.Fprintf(&b, "O%s,%v,%v;", exprString(&s.Expr), s.Desc, s.NullsFirst)
+	}
+	return b.String()
+}
+
+func exprString(e *messages.Expr) string {
+	switch {
+	case e == nil:
+		return "?"
+	case e.Column != "":
+		return fmt.Sprintf("%q", e.Column)
+	case e.Const != nil:
+		v := e.Const
+		switch {
+		case v.Int != nil:
+			return fmt.Sprint(*v.Int)
+		case v.Float != nil:
+			return fmt.Sprint(*v.Float)
+		case v.String != nil:
+			return fmt.Sprintf("'%s'", *v.String)
+		case v.Bool != nil:
+			return fmt.Sprint(*v.Bool)
+		}
+		return "NULL"
+	case len(e.Args) == 2:
+		return "(" + exprString(e.Args[0]) + e.Op + exprString(e.Args[1]) + ")"
+	}
+	return "?"
+}
+
+func (p *plan) markUsed() {
+	var mark func(e *expr)
+	mark = func(e *expr) {
+		if e == nil {
+			return
+		}
+		if e.col >= 0 {
+			p.usedCols[e.col] = true
+		}
+		mark(e.args[0])
+		mark(e.args[1])
+	}
+	for _, pr := range p.where {
+		mark(pr.left)
+	}
+	for _, o := range p.outputs {
+		mark(o.expr)
+	}
+	for _, g := range p.groups {
+		for _, k := range g.partition {
+			mark(k.expr)
+		}
+		for _, k := range g.order {
+			mark(k.expr)
+		}
+		for _, c := range g.calls {
+			for _, a := range c.args {
+				mark(a)
+			}
+			for _, f := range c.filter {
+				mark(f.left)
+			}
+		}
+	}
+	for _, k := range p.orderBy {
+		mark(k.expr)
+	}
+}
+
+func compileCall(si *schemaInfo, w *messages.WindowCall) (*call, []sortKey, []sortKey, error) {
+	f, ok := fnByName[w.Func]
+	if !ok {
+		return nil, nil, nil, fmt.Errorf("function %s does not exist", w.Func)
+	}
+	c := &call{fn: f, star: w.Star}
+	var part, order []sortKey
+	for i := range w.PartitionBy {
+		e, err := compileExpr(si, &w.PartitionBy[i])
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("partition by: %v", err)
+		}
+		// Partitions only need equal keys together; any order will do.
+		part = append(part, sortKey{expr: e})
+	}
+	for i := range w.OrderBy {
+		e, err := compileExpr(si, &w.OrderBy[i].Expr)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("order by: %v", err)
+		}
+		order = append(order, sortKey{expr: e, desc: w.OrderBy[i].Desc, nullsFirst: w.OrderBy[i].NullsFirst})
+	}
+	for i, a := range w.Args {
+		e, err := compileExpr(si, a)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s argument %d: %v", w.Func, i+1, err)
+		}
+		c.args = append(c.args, e)
+	}
+	var err error
+	if c.filter, err = compilePredicates(si, w.Filter); err != nil {
+		return nil, nil, nil, fmt.Errorf("filter: %v", err)
+	}
+	fr := messages.DefaultFrame()
+	if w.Frame != nil {
+		fr = *w.Frame
+	}
+	if c.frame, err = compileFrame(&fr, order); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := c.typeCheck(w.Func); err != nil {
+		return nil, nil, nil, err
+	}
+	return c, part, order, nil
+}
+
+func (c *call) typeCheck(name string) error {
+	int64T, float64T := arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Float64
+	constInt := func(i int, what string) (int64, bool, error) {
+		a := c.args[i]
+		if a.konst == nil {
+			return 0, false, fmt.Errorf("%s: %s must be a constant (per-row values are not supported)", name, what)
+		}
+		if a.konst.nulls != nil {
+			return 0, true, nil
+		}
+		if a.kind != kindInt {
+			return 0, false, fmt.Errorf("%s: %s must be an integer, not %s", name, what, a.kind)
+		}
+		return a.konst.ints[0], false, nil
+	}
+	switch c.fn {
+	case fnRowNumber, fnRank, fnDenseRank:
+		c.outKind, c.outTyp = kindInt, int64T
+	case fnPercentRank, fnCumeDist:
+		c.outKind, c.outTyp = kindFloat, float64T
+	case fnNtile:
+		n, null, err := constInt(0, "the bucket count")
+		if err != nil {
+			return err
+		}
+		if !null && n <= 0 {
+			return fmt.Errorf("argument of ntile must be greater than zero")
+		}
+		c.ntile, c.argNil = n, null
+		c.outKind, c.outTyp = kindInt, int64T
+	case fnLag, fnLead:
+		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
+		c.offset = 1
+		if len(c.args) >= 2 {
+			n, null, err := constInt(1, "the offset")
+			if err != nil {
+				return err
+			}
+			c.offset, c.argNil = n, null
+		}
+		if len(c.args) == 3 {
+			d := c.args[2]
+			if d.konst == nil {
+				return fmt.Errorf("%s: the default must be a constant", name)
+			}
+			if d.konst.nulls == nil {
+				if d.kind != c.outKind && !(c.outKind == kindFloat && d.kind == kindInt) {
+					return fmt.Errorf("%s: default of type %s does not match argument of type %s", name, d.kind, c.outKind)
+				}
+				if c.outKind == kindFloat && d.kind == kindInt {
+					c.deflt = &vector{kind: kindFloat, floats: []float64{float64(d.konst.ints[0])}}
+				} else {
+					c.deflt = d.konst
+				}
+			}
+		}
+	case fnFirstValue, fnLastValue:
+		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
+	case fnNthValue:
+		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
+		n, null, err := constInt(1, "the position")
+		if err != nil {
+			return err
+		}
+		if !null && n <= 0 {
+			return fmt.Errorf("argument of nth_value must be greater than zero")
+		}
+		c.nth, c.argNil = n, null
+	case fnCount:
+		c.outKind, c.outTyp = kindInt, int64T
+	case fnSum:
+		switch c.args[0].kind {
+		case kindInt:
+			if isTemporal(c.args[0].typ) {
+				return fmt.Errorf("function sum(%s) does not exist", c.args[0].typ)
+			}
+			c.outKind, c.outTyp = kindInt, int64T
+		case kindFloat:
+			c.outKind, c.outTyp = kindFloat, float64T
+		default:
+			return fmt.Errorf("function sum(%s) does not exist", c.args[0].kind)
+		}
+	case fnAvg:
+		if k := c.args[0].kind; (k != kindInt && k != kindFloat) || isTemporal(c.args[0].typ) {
+			return fmt.Errorf("function avg(%s) does not exist", c.args[0].typ)
+		}
+		c.outKind, c.outTyp = kindFloat, float64T
+	case fnMin, fnMax:
+		if c.args[0].kind == kindBool {
+			return fmt.Errorf("function %s(boolean) does not exist", name)
+		}
+		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
+	}
+	return nil
+}
+
+func isTemporal(t arrow.DataType) bool {
+	return t.ID() == arrow.DATE32 || t.ID() == arrow.TIMESTAMP
+}
+
+func compileFrame(f *messages.Frame, order []sortKey) (frame, error) {
+	var out frame
+	switch f.Mode {
+	case messages.FrameRows:
+		out.mode = modeRows
+	case messages.FrameRange:
+		out.mode = modeRange
+	case messages.FrameGroups:
+		out.mode = modeGroups
+	default:
+		return out, fmt.Errorf("unknown frame mode %q", f.Mode)
+	}
+	switch f.Exclude {
+	case messages.ExcludeNoOthers:
+	case messages.ExcludeCurrentRow:
+		out.exclude = excludeCurrentRow
+	case messages.ExcludeGroup:
+		out.exclude = excludeGroup
+	case messages.ExcludeTies:
+		out.exclude = excludeTies
+	default:
+		return out, fmt.Errorf("unknown frame exclusion %q", f.Exclude)
+	}
+	var err error
+	if out.start, err = compileBound(&f.Start, out.mode, order); err != nil {
+		return out, fmt.Errorf("frame start: %v", err)
+	}
+	if out.end, err = compileBound(&f.End, out.mode, order); err != nil {
+		return out, fmt.Errorf("frame end: %v", err)
+	}
+	return out, nil
+}
+
+func compileBound(b *messages.FrameBound, mode frameMode, order []sortKey) (bound, error) {
+	var out bound
+	switch b.Kind {
+	case messages.BoundUnboundedPreceding:
+		out.kind = boundUnboundedPreceding
+	case messages.BoundPreceding:
+		out.kind = boundPreceding
+	case messages.BoundCurrentRow:
+		out.kind = boundCurrentRow
+	case messages.BoundFollowing:
+		out.kind = boundFollowing
+	case messages.BoundUnboundedFollowing:
+		out.kind = boundUnboundedFollowing
+	default:
+		return out, fmt.Errorf("unknown frame bound %q", b.Kind)
+	}
+	if out.kind != boundPreceding && out.kind != boundFollowing {
+		return out, nil
+	}
+	o := b.Offset
+	if o.IsNull() {
+		return out, fmt.Errorf("frame offset must not be null")
+	}
+	if mode != modeRange {
+		if o.Int == nil {
+			return out, fmt.Errorf("frame offset must be an integer")
+		}
+		if *o.Int < 0 {
+			return out, fmt.Errorf("frame offset must not be negative")
+		}
+		out.off = *o.Int
+		return out, nil
+	}
+	if len(order) != 1 {
+		return out, fmt.Errorf("RANGE with offset PRECEDING/FOLLOWING requires exactly one ORDER BY column")
+	}
+	key := order[0].expr
+	switch {
+	case key.kind == kindFloat:
+		switch {
+		case o.Float != nil:
+			out.foff = *o.Float
+		case o.Int != nil:
+			out.foff = float64(*o.Int)
+		default:
+			return out, fmt.Errorf("RANGE offset for a float order key must be a number")
+		}
+		if !(out.foff >= 0) {
+			return out, fmt.Errorf("invalid preceding or following size in window function")
+		}
+	case key.kind == kindInt && key.typ.ID() == arrow.TIMESTAMP:
+		if o.IntervalMicros == nil {
+			return out, fmt.Errorf("RANGE offset for a timestamp order key must be an interval")
+		}
+		us := *o.IntervalMicros
+		unit := key.typ.(*arrow.TimestampType).Unit
+		switch unit {
+		case arrow.Second:
+			out.off = us / 1e6
+		case arrow.Millisecond:
+			out.off = us / 1e3
+		case arrow.Microsecond:
+			out.off = us
+		case arrow.Nanosecond:
+			if us > math.MaxInt64/1000 {
+				out.off = math.MaxInt64
+			} else {
+				out.off = us * 1000
+			}
+		}
+	case key.kind == kindInt && key.typ.ID() == arrow.DATE32:
+		if o.IntervalMicros == nil {
+			return out, fmt.Errorf("RANGE offset for a date order key must be an interval")
+		}
+		const day = 86400 * 1e6
+		if *o.IntervalMicros%day != 0 {
+			return out, fmt.Errorf("RANGE offset for a date order key must be a whole number of days")
+		}
+		out.off = *o.IntervalMicros / day
+	case key.kind == kindInt:
+		if o.Int == nil {
+			return out, fmt.Errorf("RANGE offset for an integer order key must be an integer")
+		}
+		out.off = *o.Int
+	default:
+		return out, fmt.Errorf("RANGE with offset is not supported for an order key of type %s", key.typ)
+	}
+	if out.off < 0 {
+		return out, fmt.Errorf("invalid preceding or following size in window function")
+	}
+	return out, nil
+}

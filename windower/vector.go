@@ -1,0 +1,294 @@
+package windower
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// kind is the evaluation representation of a column: every integer-like
+// Arrow type (intN, uintN up to 32 bits, uint64 values that fit, date32,
+// timestamp) evaluates as int64, floats as float64, utf8/binary as string.
+type kind uint8
+
+const (
+	kindInt kind = iota
+	kindFloat
+	kindString
+	kindBool // stored in ints as 0/1
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindInt:
+		return "integer"
+	case kindFloat:
+		return "float"
+	case kindString:
+		return "string"
+	case kindBool:
+		return "boolean"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// vector is one column in evaluation form. nulls is nil when no value is
+// NULL; otherwise nulls[i] is true for a NULL at row i.
+type vector struct {
+	kind   kind
+	typ    arrow.DataType // the Arrow type results of this column are written as
+	ints   []int64
+	floats []float64
+	strs   []string
+	nulls  []bool
+}
+
+func (v *vector) len() int {
+	switch v.kind {
+	case kindFloat:
+		return len(v.floats)
+	case kindString:
+		return len(v.strs)
+	}
+	return len(v.ints)
+}
+
+func (v *vector) isNull(i int) bool { return v.nulls != nil && v.nulls[i] }
+
+// bytes is the memory the vector holds, for the budget.
+func (v *vector) bytes() int64 {
+	n := int64(len(v.ints))*8 + int64(len(v.floats))*8 + int64(len(v.strs))*16 + int64(len(v.nulls))
+	return n
+}
+
+// kindOf maps an Arrow type to its evaluation kind.
+func kindOf(t arrow.DataType) (kind, error) {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64,
+		arrow.UINT8, arrow.UINT16, arrow.UINT32, arrow.UINT64,
+		arrow.DATE32, arrow.TIMESTAMP:
+		return kindInt, nil
+	case arrow.FLOAT32, arrow.FLOAT64:
+		return kindFloat, nil
+	case arrow.STRING, arrow.LARGE_STRING, arrow.BINARY, arrow.LARGE_BINARY:
+		return kindString, nil
+	case arrow.BOOL:
+		return kindBool, nil
+	}
+	return 0, fmt.Errorf("%w: column type %s", ErrUnsupported, t)
+}
+
+// appendArrow appends the values of arr to v (whose kind matches arr's type).
+func (v *vector) appendArrow(arr arrow.Array) error {
+	n := arr.Len()
+	base := v.len()
+	if arr.NullN() > 0 {
+		if v.nulls == nil {
+			v.nulls = make([]bool, base, base+n)
+		}
+		for i := 0; i < n; i++ {
+			v.nulls = append(v.nulls, arr.IsNull(i))
+		}
+	} else if v.nulls != nil {
+		v.nulls = append(v.nulls, make([]bool, n)...)
+	}
+	switch a := arr.(type) {
+	case *array.Int64:
+		v.ints = append(v.ints, a.Int64Values()...)
+	case *array.Int32:
+		for _, x := range a.Int32Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Int16:
+		for _, x := range a.Int16Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Int8:
+		for _, x := range a.Int8Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Uint8:
+		for _, x := range a.Uint8Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Uint16:
+		for _, x := range a.Uint16Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Uint32:
+		for _, x := range a.Uint32Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Uint64:
+		for i, x := range a.Uint64Values() {
+			if x > math.MaxInt64 && a.IsValid(i) {
+				return fmt.Errorf("%w: uint64 value %d does not fit in int64", ErrUnsupported, x)
+			}
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Date32:
+		for _, x := range a.Date32Values() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Timestamp:
+		for _, x := range a.TimestampValues() {
+			v.ints = append(v.ints, int64(x))
+		}
+	case *array.Float64:
+		v.floats = append(v.floats, a.Float64Values()...)
+	case *array.Float32:
+		for _, x := range a.Float32Values() {
+			v.floats = append(v.floats, float64(x))
+		}
+	case *array.String:
+		for i := 0; i < n; i++ {
+			v.strs = append(v.strs, a.Value(i))
+		}
+	case *array.LargeString:
+		for i := 0; i < n; i++ {
+			v.strs = append(v.strs, a.Value(i))
+		}
+	case *array.Binary:
+		for i := 0; i < n; i++ {
+			v.strs = append(v.strs, string(a.Value(i)))
+		}
+	case *array.LargeBinary:
+		for i := 0; i < n; i++ {
+			v.strs = append(v.strs, string(a.Value(i)))
+		}
+	case *array.Boolean:
+		for i := 0; i < n; i++ {
+			b := int64(0)
+			if a.Value(i) {
+				b = 1
+			}
+			v.ints = append(v.ints, b)
+		}
+	default:
+		return fmt.Errorf("%w: column type %s", ErrUnsupported, arr.DataType())
+	}
+	return nil
+}
+
+// gather returns v's rows in the order perm (nil: v itself), reusing dst's storage.
+func (v *vector) gather(perm []int32, dst *vector) *vector {
+	if perm == nil {
+		return v
+	}
+	dst.kind, dst.typ = v.kind, v.typ
+	n := len(perm)
+	switch v.kind {
+	case kindFloat:
+		dst.floats = grow(dst.floats, n)
+		src, out := v.floats, dst.floats
+		for i, p := range perm {
+			out[i] = src[p]
+		}
+	case kindString:
+		dst.strs = grow(dst.strs, n)
+		src, out := v.strs, dst.strs
+		for i, p := range perm {
+			out[i] = src[p]
+		}
+	default:
+		dst.ints = grow(dst.ints, n)
+		src, out := v.ints, dst.ints
+		for i, p := range perm {
+			out[i] = src[p]
+		}
+	}
+	if v.nulls == nil {
+		dst.nulls = nil
+	} else {
+		dst.nulls = grow(dst.nulls, n)
+		src, out := v.nulls, dst.nulls
+		for i, p := range perm {
+			out[i] = src[p]
+		}
+	}
+	return dst
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
+// toArrow builds an Arrow array of v's type from v.
+func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
+	n := v.len()
+	valid := func(i int) bool { return v.nulls == nil || !v.nulls[i] }
+	validBytes := func() []bool {
+		if v.nulls == nil {
+			return nil
+		}
+		out := make([]bool, n)
+		for i, x := range v.nulls {
+			out[i] = !x
+		}
+		return out
+	}
+	switch v.typ.ID() {
+	case arrow.INT64:
+		b := array.NewInt64Builder(mem)
+		defer b.Release()
+		b.AppendValues(v.ints, validBytes())
+		return b.NewArray()
+	case arrow.FLOAT64:
+		b := array.NewFloat64Builder(mem)
+		defer b.Release()
+		b.AppendValues(v.floats, validBytes())
+		return b.NewArray()
+	case arrow.STRING:
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.AppendValues(v.strs, validBytes())
+		return b.NewArray()
+	}
+	b := array.NewBuilder(mem, v.typ)
+	defer b.Release()
+	b.Reserve(n)
+	for i := 0; i < n; i++ {
+		if !valid(i) {
+			b.AppendNull()
+			continue
+		}
+		switch bb := b.(type) {
+		case *array.Int32Builder:
+			bb.Append(int32(v.ints[i]))
+		case *array.Int16Builder:
+			bb.Append(int16(v.ints[i]))
+		case *array.Int8Builder:
+			bb.Append(int8(v.ints[i]))
+		case *array.Uint8Builder:
+			bb.Append(uint8(v.ints[i]))
+		case *array.Uint16Builder:
+			bb.Append(uint16(v.ints[i]))
+		case *array.Uint32Builder:
+			bb.Append(uint32(v.ints[i]))
+		case *array.Uint64Builder:
+			bb.Append(uint64(v.ints[i]))
+		case *array.Date32Builder:
+			bb.Append(arrow.Date32(v.ints[i]))
+		case *array.TimestampBuilder:
+			bb.Append(arrow.Timestamp(v.ints[i]))
+		case *array.Float32Builder:
+			bb.Append(float32(v.floats[i]))
+		case *array.LargeStringBuilder:
+			bb.Append(v.strs[i])
+		case *array.BinaryBuilder:
+			bb.Append([]byte(v.strs[i]))
+		case *array.BooleanBuilder:
+			bb.Append(v.ints[i] != 0)
+		default:
+			// Types are checked when the query is planned; reaching here is a bug.
+			panic(fmt.Sprintf("windower: no builder for %s", v.typ))
+		}
+	}
+	return b.NewArray()
+}
