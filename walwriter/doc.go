@@ -1,0 +1,111 @@
+// Package walwriter is strata's write-ahead log for row updates. It logs
+// each update as a record carrying either the full new row or a delta
+// against the previous version of the same key, groups records from many
+// producers into one write and one fdatasync, drops duplicate event IDs (a
+// redelivered event is written once, across restarts), recovers from a torn
+// tail, and reads the log back with deltas applied.
+//
+// Callers register tables (name and column types), then call Append (blocks
+// until durable) or AppendAsync (reports durability through a callback) from
+// as many goroutines as they like. An update whose row does not fit its
+// table, that is too large, or whose table is unknown is rejected with a
+// *RejectError and counted in Stats; nothing of it is written.
+//
+// # Format
+//
+// A WAL is a directory of segment files and an optional checkpoint file.
+//
+// Segments are named by the LSN of their first record, as 20 decimal digits
+// plus ".wal" (00000000000000000001.wal). Each is created preallocated to
+// the segment size (64MiB by default) under a temporary name, synced,
+// renamed and the directory synced, so a segment with its final name always
+// has a whole header. A segment starts with a 32-byte header:
+//
+//	magic "STRATAWL" | version u32 (1) | reserved u32 | first LSN u64 | CRC-32C of the previous 24 bytes u32 | zero u32
+//
+// (integers little-endian), followed by records back to back. The records
+// end at the end of the file or at a zero byte where a record length would
+// be (the preallocated space). When the WAL is opened again the last
+// segment is cut at its last good record and appends continue in a new
+// segment, so a segment is at most the segment size.
+//
+// A record is framed as
+//
+//	length uvarint | CRC-32C of body u32 LE | body (length bytes)
+//
+// All varints are unsigned LEB128 (encoding/binary's Uvarint). The first
+// body byte holds the record kind in its low 4 bits and flags above:
+//
+//	1 full        data record, payload is the full row image
+//	2 delta       data record, payload is a delta against the key's previous image
+//	3 table       defines a segment-local table id
+//	4 producer    defines a segment-local event ID prefix id
+//	5 checkpoint  a checkpoint
+//	flag 0x10     (data records) the event ID is in compact form
+//
+// Data and checkpoint records are numbered by LSN: 1, 2, 3, ... with no
+// gaps, continuing across segments. Definitions carry no LSN. Bodies:
+//
+//	table:      kind | id uvarint | name length uvarint, name | column count uvarint | one type byte per column
+//	producer:   kind | id uvarint | prefix length uvarint, prefix
+//	checkpoint: kind | LSN delta uvarint
+//	data:       kind | LSN delta uvarint | event ID | table id uvarint | key length uvarint, key | payload
+//
+// The LSN delta is LSN - previous LSN - 1 (0 for consecutive records); the
+// previous LSN of a segment's first record is the header's first LSN - 1.
+// Table ids are 0, 1, 2, ... in order of definition within the segment; a
+// table is defined before its first record in each segment (column types:
+// 1 int64, 2 float64, 3 bool, 4 text, 5 bytes, 6 timestamp, 7 date).
+//
+// An event ID is either raw (length uvarint, bytes) or, with flag 0x10,
+// compact: producer id uvarint and the zigzag varint of sequence - the
+// producer's previous sequence in this segment (0 before its first). The
+// compact form is used for IDs shaped prefix + decimal number without
+// leading zeros ("orders-7-1234"), whose prefix has a producer definition;
+// a prefix is defined the second time it is seen in a segment, so IDs that
+// never repeat a prefix (UUIDs) stay raw. The ID is prefix + decimal sequence.
+//
+// A full row image is, per column in table order, uvarint 0 for NULL or
+// uvarint(length+1) followed by the value's bytes. It is byte for byte the
+// canonical row encoding of the messages package.
+//
+// Delta payload: against the previous image of the same key within the
+// same segment:
+//
+//	leading unchanged columns uvarint | trailing unchanged columns uvarint | per column in between:
+//	  0            unchanged
+//	  1            NULL
+//	  2            edit: prefix uvarint | suffix uvarint | middle length uvarint | ops
+//	  n >= 3       the whole new value, n-3 bytes, follows
+//
+// An edit keeps the first prefix and last suffix bytes of the old value and
+// produces the middle from ops until middle length bytes are made: an op
+// uvarint x with x&1 == 0 is a literal of x>>1 bytes that follow; with
+// x&1 == 1 a copy of (x>>1)+4 bytes from the old value at offset uvarint.
+// A delta is written only when it is shorter than the full image. The
+// writer keeps a bounded cache of each key's last image; a key not in it,
+// the first record of a key in a segment, and the first record of a key
+// after a checkpoint are full images. So replay from a checkpoint or from
+// the start of any segment needs nothing before it.
+//
+// The checkpoint file CHECKPOINT (24 bytes and a CRC, replaced atomically
+// after the checkpoint record is durable):
+//
+//	magic "STRATACK" | version u32 | reserved u32 | checkpoint LSN u64 | CRC-32C of the previous 24 bytes u32
+//
+// Segments whose records all precede the checkpoint LSN may be removed
+// (RemoveObsoleteSegments).
+//
+// Recovery: on Open the last segment is read up to its first record that
+// is torn or fails its CRC; everything from there to the last non-zero
+// byte is copied to <segment>.broken (numbered if one exists), the segment
+// is truncated to its good records, and the next LSN and the dedup window
+// (the last DedupWindow event IDs) are rebuilt from the WAL.
+//
+// # Durability
+//
+// Append returns, and AppendAsync's callback runs, only after the record's
+// batch was written and fdatasync'ed. A failed write or sync puts the WAL in
+// a failed state (ErrFailed): what reached the disk is then unknown, so it
+// accepts nothing more until reopened, which recovers from the disk.
+package walwriter
