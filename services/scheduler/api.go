@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/scheduler"
+)
+
+// apiServer answers the strata.api.* requests.
+type apiServer struct {
+	s        *scheduler.Scheduler
+	log      *slog.Logger
+	timeout  time.Duration
+	requests *prometheus.CounterVec
+}
+
+func newAPIServer(s *scheduler.Scheduler, log *slog.Logger, reg prometheus.Registerer) *apiServer {
+	a := &apiServer{s: s, log: log, timeout: 30 * time.Second,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_scheduler_api_requests_total",
+			Help: "API requests answered, by subject and outcome (ok, error).",
+		}, []string{"subject", "outcome"}),
+	}
+	reg.MustRegister(a.requests)
+	return a
+}
+
+// handle answers one request. A request that does not decode gets the
+// reply type of its subject with an "invalid" error, so the client learns
+// why rather than waiting for a timeout.
+func (a *apiServer) handle(msg *nats.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	reply, apiErr := a.dispatch(ctx, msg.Subject, msg.Data)
+	if reply == nil {
+		a.log.Warn("request on an unknown API subject", "subject", msg.Subject)
+		a.requests.WithLabelValues("unknown", "error").Inc()
+		return
+	}
+	outcome := "ok"
+	if apiErr != nil {
+		outcome = "error"
+		a.log.Info("request refused", "subject", msg.Subject, "code", apiErr.Code, "err", apiErr.Message)
+	}
+	a.requests.WithLabelValues(msg.Subject, outcome).Inc()
+	data, err := messages.Marshal(reply)
+	if err != nil {
+		a.log.Error("encode reply", "subject", msg.Subject, "err", err)
+		return
+	}
+	if msg.Reply == "" {
+		return
+	}
+	if err := msg.Respond(data); err != nil {
+		a.log.Warn("send reply", "subject", msg.Subject, "err", err)
+	}
+}
+
+func (a *apiServer) dispatch(ctx context.Context, subject string, data []byte) (messages.Message, *messages.APIError) {
+	switch subject {
+	case messages.SubjectAPIRegister:
+		return call(data, new(messages.RegisterRequest), func(r *messages.RegisterRequest) (*messages.RegisterReply, error) {
+			return a.s.Register(ctx, r)
+		}, func(e *messages.APIError) *messages.RegisterReply { return &messages.RegisterReply{Error: e} })
+	case messages.SubjectAPIMergeout:
+		return call(data, new(messages.MergeoutRequest), func(r *messages.MergeoutRequest) (*messages.MergeoutReply, error) {
+			return a.s.RequestMergeout(ctx, r)
+		}, func(e *messages.APIError) *messages.MergeoutReply { return &messages.MergeoutReply{Error: e} })
+	case messages.SubjectAPIWindow:
+		return call(data, new(messages.WindowRequest), func(r *messages.WindowRequest) (*messages.WindowReply, error) {
+			return a.s.SubmitWindow(ctx, r)
+		}, func(e *messages.APIError) *messages.WindowReply { return &messages.WindowReply{Error: e} })
+	case messages.SubjectAPIOperations:
+		return call(data, new(messages.OperationsRequest), a.s.Operations,
+			func(e *messages.APIError) *messages.OperationsReply { return &messages.OperationsReply{Error: e} })
+	case messages.SubjectAPIAcquisitions:
+		return call(data, new(messages.AcquisitionsRequest), a.s.Acquisitions,
+			func(e *messages.APIError) *messages.AcquisitionsReply { return &messages.AcquisitionsReply{Error: e} })
+	case messages.SubjectAPIPools:
+		return call(data, new(messages.PoolsRequest), func(*messages.PoolsRequest) (*messages.PoolsReply, error) {
+			return a.s.Pools(), nil
+		}, poolsError)
+	case messages.SubjectAPIPoolCreate:
+		return call(data, new(messages.CreatePoolRequest), func(r *messages.CreatePoolRequest) (*messages.PoolsReply, error) {
+			return a.s.CreatePool(ctx, r)
+		}, poolsError)
+	case messages.SubjectAPIPoolAlter:
+		return call(data, new(messages.AlterPoolRequest), func(r *messages.AlterPoolRequest) (*messages.PoolsReply, error) {
+			return a.s.AlterPool(ctx, r)
+		}, poolsError)
+	case messages.SubjectAPICatalog:
+		return call(data, new(messages.CatalogRequest), func(r *messages.CatalogRequest) (*messages.CatalogReply, error) {
+			return a.s.Catalog(ctx, r)
+		}, func(e *messages.APIError) *messages.CatalogReply { return &messages.CatalogReply{Error: e} })
+	}
+	return nil, nil
+}
+
+func poolsError(e *messages.APIError) *messages.PoolsReply { return &messages.PoolsReply{Error: e} }
+
+// call decodes a request into req, runs fn, and returns its reply, or the
+// reply fail makes from the error.
+func call[Req messages.Message, Rep messages.Message](data []byte, req Req, fn func(Req) (Rep, error), fail func(*messages.APIError) Rep) (messages.Message, *messages.APIError) {
+	if err := messages.Unmarshal(data, req); err != nil {
+		e := scheduler.APIError(err)
+		return fail(e), e
+	}
+	rep, err := fn(req)
+	if err != nil {
+		e := scheduler.APIError(err)
+		return fail(e), e
+	}
+	return rep, nil
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-db/strata/scheduler"
+)
+
+// bucketKV adapts a JetStream key-value bucket to scheduler.KV, mapping
+// its errors onto the scheduler's sentinels.
+type bucketKV struct {
+	kv jetstream.KeyValue
+}
+
+func (b bucketKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	e, err := b.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, fmt.Errorf("bucket %s key %q: %w", b.kv.Bucket(), key, scheduler.ErrKeyNotFound)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("bucket %s get %q: %w", b.kv.Bucket(), key, err)
+	}
+	return e.Value(), e.Revision(), nil
+}
+
+func (b bucketKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := b.kv.Create(ctx, key, value)
+	return rev, b.mapWrite("create", key, err)
+}
+
+func (b bucketKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	rev, err := b.kv.Update(ctx, key, value, last)
+	return rev, b.mapWrite("update", key, err)
+}
+
+func (b bucketKV) mapWrite(op, key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return fmt.Errorf("bucket %s %s %q: %v: %w", b.kv.Bucket(), op, key, err, scheduler.ErrConflict)
+	default:
+		return fmt.Errorf("bucket %s %s %q: %w", b.kv.Bucket(), op, key, err)
+	}
+}
+
+func (b bucketKV) Delete(ctx context.Context, key string) error {
+	if err := b.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("bucket %s delete %q: %w", b.kv.Bucket(), key, err)
+	}
+	return nil
+}
+
+func (b bucketKV) Keys(ctx context.Context, prefix string) ([]string, error) {
+	keys, err := b.kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s keys: %w", b.kv.Bucket(), err)
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}

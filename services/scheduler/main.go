@@ -1,0 +1,165 @@
+// Command scheduler decides what strata runs: it keeps the catalog of live
+// containers in the strata_catalog bucket, chooses mergeouts by strata,
+// grants memory from resource pools (strata_pools bucket), publishes
+// mergeout and window jobs on JOBS (Nats-Msg-Id = job ID), follows EVENTS
+// with its durable consumer to swap containers and release grants, and
+// answers the strata.api.* requests of the strata CLI.
+//
+// Given no --nats URL (flag or STRATA_NATS), it starts an embedded NATS
+// server with JetStream, storing under DATA/nats and listening on
+// --listen (127.0.0.1:4222), so one machine needs nothing else installed.
+//
+// Usage:
+//
+//	scheduler [--data DIR] [--nats URLS] [--listen HOST:PORT] [--capacity 32] [--max-containers 1024] [--http :9101]
+//
+// Every flag has an environment variable: --capacity is STRATA_CAPACITY.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/scheduler"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "scheduler:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var common service.Common
+	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
+	common.Register(fs, "scheduler", "127.0.0.1:9101")
+	listen := fs.String("listen", "127.0.0.1:4222", "where the embedded NATS server listens (used only without --nats)")
+	capacity := fs.Int("capacity", 32, "containers a stratum holds before it is merged")
+	base := fs.String("strata-base", "1MiB", "upper size bound of the smallest stratum")
+	maxContainers := fs.Int("max-containers", 1024, "live containers a projection may have; larger loads are refused")
+	orphanGrace := fs.Duration("orphan-grace", time.Hour, "age after which a container directory the catalog does not name is removed at start")
+	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
+	if err := service.Parse(fs, args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	log, err := service.NewLogger(os.Stderr, common.LogFormat, common.LogLevel)
+	if err != nil {
+		return err
+	}
+	log = log.With("service", "scheduler")
+	baseBytes, err := bytesize.Parse(*base)
+	if err != nil {
+		return fmt.Errorf("--strata-base: %w", err)
+	}
+	if err := os.MkdirAll(common.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+
+	if !natsGiven(fs) {
+		host, portText, err := net.SplitHostPort(*listen)
+		if err != nil {
+			return fmt.Errorf("--listen %q: %w", *listen, err)
+		}
+		port, err := strconv.Atoi(portText)
+		if err != nil {
+			return fmt.Errorf("--listen %q: port: %w", *listen, err)
+		}
+		if port == 0 {
+			port = natsutil.RandomPort
+		}
+		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: common.DataDir, Host: host, Port: port, Logger: log.With("component", "nats")})
+		if err != nil {
+			return fmt.Errorf("embedded NATS server: %w", err)
+		}
+		defer emb.Shutdown()
+		common.NATS = emb.ClientURL()
+		log.Info("embedded NATS server started", "url", emb.ClientURL(), "store", common.DataDir)
+	}
+
+	r := service.NewRunner("scheduler", log)
+	nc, js, err := common.ConnectNATS(log, r)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	setup, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := natsutil.EnsureStreams(setup, js); err != nil {
+		return err
+	}
+	catalogKV, err := js.KeyValue(setup, messages.BucketCatalog)
+	if err != nil {
+		return fmt.Errorf("catalog bucket: %w", err)
+	}
+	poolsKV, err := js.KeyValue(setup, messages.BucketPools)
+	if err != nil {
+		return fmt.Errorf("pools bucket: %w", err)
+	}
+	cons, err := js.Consumer(setup, messages.StreamEvents, messages.ConsumerScheduler)
+	if err != nil {
+		return fmt.Errorf("events consumer: %w", err)
+	}
+
+	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+		DataDir:     common.DataDir,
+		Strata:      scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
+		OrphanGrace: *orphanGrace,
+		Logger:      log,
+	})
+	if err != nil {
+		return fmt.Errorf("start scheduler: %w", err)
+	}
+	r.Registry().MustRegister(newPoolCollector(s))
+
+	api := newAPIServer(s, log, r.Registry())
+	sub, err := nc.QueueSubscribe(messages.SubjectAPIAll, "scheduler", api.handle)
+	if err != nil {
+		return fmt.Errorf("subscribe %s: %w", messages.SubjectAPIAll, err)
+	}
+	defer sub.Unsubscribe()
+
+	events := newEventLoop(s, cons, service.NewRejecter("scheduler", js, log, r.Registry()), log, r.Registry())
+	r.AddContext(events.run)
+	r.AddContext(func(ctx context.Context) error {
+		t := time.NewTicker(*tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				s.Tick(ctx)
+			}
+		}
+	})
+	log.Info("scheduler ready", "nats", common.NATS, "data", common.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
+	err = r.Run(common.HTTPAddr)
+	if derr := nc.Drain(); derr != nil {
+		log.Warn("drain nats connection", "err", derr)
+	}
+	return err
+}
+
+// natsGiven reports whether a NATS URL was given, on the command line or in
+// the environment.
+func natsGiven(fs *flag.FlagSet) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "nats" })
+	if _, ok := os.LookupEnv(service.EnvName("nats")); ok {
+		given = true
+	}
+	return given
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/messages"
+)
+
+// jsPublisher publishes the scheduler's jobs and events on JetStream with
+// Nats-Msg-Id set to the job ID, so a job published again (after a
+// restart) is stored once within the duplicate window.
+type jsPublisher struct {
+	js jetstream.JetStream
+}
+
+func (p jsPublisher) PublishMergeout(ctx context.Context, j *messages.MergeoutJob) error {
+	_, err := natsutil.Publish(ctx, p.js, messages.SubjectJobMergeout, j.JobID, j)
+	return err
+}
+
+func (p jsPublisher) PublishWindow(ctx context.Context, j *messages.WindowJob) error {
+	_, err := natsutil.Publish(ctx, p.js, messages.SubjectJobWindow, j.JobID, j)
+	return err
+}
+
+func (p jsPublisher) PublishEvent(ctx context.Context, ev *messages.JobEvent) error {
+	_, err := natsutil.Publish(ctx, p.js, ev.Type.Subject(), ev.JobID+"."+string(ev.Type), ev)
+	return err
+}
