@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -16,7 +17,7 @@ const (
 
 // Fixed costs of the plan's Go-side buffers, in bytes.
 const (
-	rowSourceWriterCost = 2 * rowSourceMaxChunk       // writer payload + first buffer
+	rowSourceWriterCost = 2 * rowSourceMaxChunk      // writer payload + first buffer
 	rowSourceReaderCost = rowSourceMaxChunk + 64<<10 // chunk + file read buffer
 	overheadPerReader   = 4 << 10                    // per open column reader: IPC footers, structs
 )
@@ -72,8 +73,26 @@ func gatherCost(k int, c columnCost) int64 {
 	return int64(k)*(c.read+overheadPerReader) + c.out + rowSourceReaderCost
 }
 
+// withHeadroom is what an estimate of need bytes asks of the grant: the
+// estimates cover the buffers the merge makes, and the headroom covers what
+// they leave out (allocation rounding, IPC metadata, small structures).
+func withHeadroom(need int64) int64 { return need + need/12 + 8<<10 }
+
 // makePlan picks the plan for in, or returns a *GrantError.
 func makePlan(in planInput) (plan, error) {
+	grant := in.grant
+	in.grant = (grant - 8<<10) * 12 / 13 // the inverse of withHeadroom
+	p, err := makePlanWithin(in)
+	var ge *GrantError
+	if errors.As(err, &ge) {
+		ge.Grant = grant
+		ge.Minimum = withHeadroom(ge.Minimum)
+	}
+	return p, err
+}
+
+// makePlanWithin plans for estimates that must fit in in.grant.
+func makePlanWithin(in planInput) (plan, error) {
 	workers := max(1, in.workers)
 	p := plan{keyPhase: keyPhaseCost(in.inputs, in.columns)}
 	var all int64
@@ -91,22 +110,21 @@ func makePlan(in planInput) (plan, error) {
 	if p.horizontal <= in.grant {
 		p.kind = PlanHorizontal
 		p.workers = workers
-		p.rowSourceMem = in.rowSource + rowSourceMaxChunk
+		p.rowSourceMem = in.rowSource
 		return p, nil
 	}
 	// Vertical: key merge first, then columns one per worker.
 	if p.keyPhase <= in.grant && p.gatherMax <= in.grant {
 		p.kind = PlanVertical
-		// Keep the row-source stream in memory if it leaves room for every
-		// worker; spill it otherwise (reading it back costs a buffer each).
-		free := in.grant - max(0, in.rowSource)
-		if in.rowSource > 0 && free >= p.keyPhase && free >= int64(workers)*p.gatherMax {
-			p.rowSourceMem = in.rowSource + rowSourceMaxChunk
-		} else {
-			free = in.grant
-			p.rowSourceMem = 0
+		// Keep the row-source stream in memory when that costs no worker;
+		// spill it otherwise (reading it back costs a buffer, in gatherMax).
+		spilled := min(int64(workers), in.grant/max(1, p.gatherMax))
+		p.workers = int(spilled)
+		if free := in.grant - in.rowSource; free >= p.keyPhase && free >= p.gatherMax {
+			if kept := min(int64(workers), free/max(1, p.gatherMax)); kept >= spilled {
+				p.rowSourceMem = in.rowSource
+			}
 		}
-		p.workers = int(min(int64(workers), max(1, free/max(1, p.gatherMax))))
 		return p, nil
 	}
 	// Passes: the largest fan-in whose vertical merge fits.

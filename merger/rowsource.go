@@ -51,7 +51,8 @@ type rowSourceWriter struct {
 	cur      run    // pending run, merged with appends of the same input
 	payload  []byte // current chunk payload
 	mem      []byte // closed chunks while in memory (header included)
-	reserved int64  // bytes reserved for mem and payload
+	fixed    int64  // bytes reserved for payload and the spill file's buffer
+	reserved int64  // bytes reserved for mem
 
 	file    *os.File // non-nil once spilled
 	fileBuf *bufio.Writer
@@ -72,13 +73,13 @@ func newRowSourceWriter(inputs int, memLimit int64, tempDir string, res reserver
 		res = nopReserver{}
 	}
 	w := &rowSourceWriter{inputs: inputs, memLimit: memLimit, tempDir: tempDir, res: res, cur: run{input: -1}}
-	// The chunk buffer is needed whatever happens.
-	if err := res.Reserve(2 * rowSourceMaxChunk); err != nil {
+	// The chunk buffer is needed whatever happens; the stream's own memory
+	// is reserved as it grows.
+	if err := res.Reserve(rowSourceWriterCost); err != nil {
 		return nil, fmt.Errorf("row-source buffer: %w", err)
 	}
-	w.reserved = 2 * rowSourceMaxChunk
+	w.fixed = rowSourceWriterCost
 	w.payload = make([]byte, 0, rowSourceMaxChunk)
-	w.mem = append(make([]byte, 0, rowSourceMaxChunk), rowSourceMagic...)
 	w.size = int64(len(rowSourceMagic))
 	return w, nil
 }
@@ -148,6 +149,9 @@ func (w *rowSourceWriter) flushChunk() {
 
 // growMem makes room in mem for n more bytes within the memory limit.
 func (w *rowSourceWriter) growMem(n int64) bool {
+	if w.mem == nil {
+		n += int64(len(rowSourceMagic))
+	}
 	need := int64(len(w.mem)) + n
 	if need <= int64(cap(w.mem)) {
 		return true
@@ -166,6 +170,9 @@ func (w *rowSourceWriter) growMem(n int64) bool {
 	w.reserved += extra
 	grown := make([]byte, len(w.mem), newCap)
 	copy(grown, w.mem)
+	if w.mem == nil {
+		grown = append(grown, rowSourceMagic...)
+	}
 	w.mem = grown
 	return true
 }
@@ -177,17 +184,17 @@ func (w *rowSourceWriter) spill() error {
 		return fmt.Errorf("merger: create row-source spill: %w", err)
 	}
 	w.file = f
-	if _, err := f.Write(w.mem); err != nil {
+	head := w.mem
+	if head == nil {
+		head = []byte(rowSourceMagic)
+	}
+	if _, err := f.Write(head); err != nil {
 		return fmt.Errorf("merger: write row-source spill %s: %w", f.Name(), err)
 	}
 	w.mem = nil
-	// The fixed reservation (payload + initial buffer) now covers the file
-	// buffer; give back whatever the in-memory stream had grown into.
-	if fixed := int64(2 * rowSourceMaxChunk); w.reserved > fixed {
-		w.res.Release(w.reserved - fixed)
-		w.reserved = fixed
-	}
-	w.fileBuf = bufio.NewWriterSize(f, 64<<10)
+	w.res.Release(w.reserved)
+	w.reserved = 0
+	w.fileBuf = bufio.NewWriterSize(f, 64<<10) // within the fixed reservation
 	return nil
 }
 
@@ -213,13 +220,18 @@ func (w *rowSourceWriter) finish() (*rowSource, error) {
 		s.file = w.file
 		s.spilled = true
 		w.file = nil
-		w.res.Release(w.reserved)
-		w.reserved = 0
+		w.res.Release(w.reserved + w.fixed)
+		w.reserved, w.fixed = 0, 0
 		return s, nil
+	}
+	if w.mem == nil {
+		w.mem = []byte(rowSourceMagic) // empty stream
 	}
 	s.mem = w.mem
 	s.memReserved = w.reserved
-	w.mem, w.reserved = nil, 0
+	w.res.Release(w.fixed)
+	w.mem, w.reserved, w.fixed = nil, 0, 0
+	w.payload = nil
 	return s, nil
 }
 
@@ -231,8 +243,8 @@ func (w *rowSourceWriter) abort() {
 		os.Remove(name)
 		w.file = nil
 	}
-	w.res.Release(w.reserved)
-	w.reserved = 0
+	w.res.Release(w.reserved + w.fixed)
+	w.reserved, w.fixed = 0, 0
 	w.mem = nil
 }
 

@@ -1,0 +1,561 @@
+package merger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bytesize"
+)
+
+// Merge merges the containers in inputs (directories, in container order)
+// into one container at output, within opts.Grant bytes of memory. Rows
+// with equal keys keep input order. On error nothing is left at output or in
+// opts.TempDir, and the inputs are untouched.
+func Merge(ctx context.Context, inputs []string, output string, opts Options) (*Stats, error) {
+	opts = opts.withDefaults()
+	start := time.Now()
+	if len(inputs) == 0 {
+		return nil, ErrNoInputs
+	}
+	if opts.Grant <= 0 {
+		return nil, fmt.Errorf("merger: grant %d: a positive grant is required", opts.Grant)
+	}
+	if _, err := os.Stat(output); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrOutputExists, output)
+	}
+	m := &merge{
+		ctx:    ctx,
+		opts:   opts,
+		budget: columnar.NewBudget(opts.Grant, nil),
+		io:     &columnar.IOStats{},
+		stats:  &Stats{GrantBytes: opts.Grant, Inputs: len(inputs)},
+	}
+	if err := m.run(inputs, output); err != nil {
+		return nil, err
+	}
+	m.stats.PeakBytes = m.budget.Peak()
+	m.stats.FilesOpened = m.io.FilesOpened.Load()
+	m.stats.BlocksDecompressed = m.io.BlocksDecompressed.Load()
+	if m.stats.Rows > 0 {
+		m.stats.ComparisonsPerRow = float64(m.stats.Comparisons) / float64(m.stats.Rows)
+	}
+	m.stats.Duration = time.Since(start)
+	opts.Logger.Info("mergeout done", "output", output, "plan", m.stats.Plan, "inputs", len(inputs),
+		"rows", m.stats.Rows, "peak", bytesize.Format(m.stats.PeakBytes), "grant", bytesize.Format(opts.Grant),
+		"duration", m.stats.Duration)
+	if m.budget.Exceeded() {
+		// The output is correct, but the plan broke its promise: report it loudly.
+		opts.Logger.Error("mergeout exceeded its memory grant", "peak", m.stats.PeakBytes, "grant", opts.Grant)
+	}
+	return m.stats, nil
+}
+
+// merge is one Merge call's state.
+type merge struct {
+	ctx      context.Context
+	opts     Options
+	budget   *columnar.Budget
+	io       *columnar.IOStats
+	stats    *Stats
+	progress atomic.Int64
+}
+
+// input is an open input container.
+type input struct {
+	c   *columnar.Container
+	dir string
+}
+
+func (m *merge) run(inputs []string, output string) error {
+	ins, err := m.open(inputs)
+	if err != nil {
+		return err
+	}
+	defer closeInputs(ins)
+	first := ins[0].c
+	schema := first.Schema()
+	keyIdx, err := first.SortKey().Indices(schema)
+	if err != nil {
+		return fmt.Errorf("merger: sort key of %s: %w", ins[0].dir, err)
+	}
+	if len(keyIdx) == 0 {
+		return fmt.Errorf("%w: %s has no sort key", ErrMismatch, ins[0].dir)
+	}
+	var rows int64
+	for _, in := range ins {
+		rows += in.c.Rows()
+		m.stats.BytesIn += rawBytes(in.c.Manifest())
+	}
+	m.stats.Rows = rows
+	m.stats.Columns = schema.NumFields()
+	blockRows := m.opts.BlockRows
+	if blockRows <= 0 {
+		blockRows = first.Manifest().BlockRows
+	}
+	costs := columnCosts(ins, keyIdx, blockRows)
+	p, err := makePlan(planInput{
+		inputs:    len(ins),
+		columns:   costs,
+		grant:     m.opts.Grant,
+		workers:   m.opts.Parallelism,
+		rowSource: rowSourceEstimate(rows, len(ins)),
+	})
+	if err != nil {
+		return err
+	}
+	m.stats.Plan = p.kind
+	m.opts.Logger.Info("mergeout plan", "plan", p.kind, "inputs", len(ins), "rows", rows, "columns", len(costs),
+		"grant", bytesize.Format(m.opts.Grant), "key_phase", bytesize.Format(p.keyPhase),
+		"gather_max", bytesize.Format(p.gatherMax), "workers", p.workers, "fan_in", p.fanIn)
+	total := rows * int64(len(costs))
+	if p.kind == PlanPasses {
+		return m.passes(ins, output, p, blockRows, total)
+	}
+	m.stats.Passes = 1
+	return m.once(ins, output, p, keyIdx, blockRows, total)
+}
+
+// open opens every input and checks they agree on schema and sort key.
+func (m *merge) open(dirs []string) ([]input, error) {
+	ins := make([]input, 0, len(dirs))
+	for _, d := range dirs {
+		c, err := columnar.Open(d, columnar.OpenOptions{Allocator: m.budget, Stats: m.io, Logger: m.opts.Logger})
+		if err != nil {
+			closeInputs(ins)
+			return nil, fmt.Errorf("merger: open input %s: %w", d, err)
+		}
+		ins = append(ins, input{c: c, dir: d})
+		if len(ins) == 1 {
+			continue
+		}
+		a, b := ins[0].c.Manifest(), c.Manifest()
+		if !slices.Equal(a.Schema, b.Schema) {
+			closeInputs(ins)
+			return nil, fmt.Errorf("%w: schema of %s differs from %s: %s", ErrMismatch, d, dirs[0], schemaDiff(a.Schema, b.Schema))
+		}
+		if !a.SortKey.Equal(b.SortKey) {
+			closeInputs(ins)
+			return nil, fmt.Errorf("%w: sort key of %s (%s) differs from %s (%s)", ErrMismatch, d, b.SortKey, dirs[0], a.SortKey)
+		}
+	}
+	return ins, nil
+}
+
+func schemaDiff(a, b []columnar.ColumnSchema) string {
+	if len(a) != len(b) {
+		return fmt.Sprintf("%d columns against %d", len(b), len(a))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return fmt.Sprintf("column %d is %s %s (nullable %v) against %s %s (nullable %v)",
+				i, b[i].Name, b[i].Type, b[i].Nullable, a[i].Name, a[i].Type, a[i].Nullable)
+		}
+	}
+	return "same"
+}
+
+func closeInputs(ins []input) {
+	for _, in := range ins {
+		in.c.Close()
+	}
+}
+
+func rawBytes(man *columnar.Manifest) int64 {
+	var n int64
+	for _, f := range man.Files {
+		for _, b := range f.Blocks {
+			n += b.RawBytes
+		}
+	}
+	return n
+}
+
+// rowSourceEstimate bounds the row-source stream of rows rows from k inputs:
+// at worst every row is its own run, of its input's varint and a 1-byte count.
+func rowSourceEstimate(rows int64, k int) int64 {
+	perRun := int64(uvarintLen(uint64(max(k-1, 0))) + 1)
+	return int64(len(rowSourceMagic)) + rows*perRun + (rows*perRun/rowSourceChunk+1)*(binaryMaxVarint+4)
+}
+
+const binaryMaxVarint = 10
+
+// columnCosts sizes every column from the inputs' manifests.
+func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
+	schema := ins[0].c.Manifest().Schema
+	costs := make([]columnCost, len(schema))
+	keyPos := make(map[int]bool, len(keyIdx))
+	for _, k := range keyIdx {
+		keyPos[k] = true
+	}
+	for c := range schema {
+		cost := columnCost{name: schema[c].Name, key: keyPos[c]}
+		var perRow float64 // largest uncompressed bytes per row of any block
+		var blockRows int
+		for _, in := range ins {
+			man := in.c.Manifest()
+			if c >= len(man.Files) {
+				continue
+			}
+			for b, fb := range man.Files[c].Blocks {
+				cost.read = max(cost.read, fb.RawBytes+fb.Length)
+				if b < len(man.Blocks) && man.Blocks[b].Rows > 0 {
+					perRow = max(perRow, float64(fb.RawBytes)/float64(man.Blocks[b].Rows))
+					blockRows = max(blockRows, man.Blocks[b].Rows)
+				}
+			}
+		}
+		outBlock := int64(perRow*float64(outBlockRows)) + 1024
+		// The gathered block, and the writer's compressed copy of it (LZ4
+		// may grow incompressible data slightly).
+		cost.out = 2*outBlock + outBlock/8
+		if cost.key {
+			// Normalized key: marker + value (strings escaped, ~+3 bytes),
+			// plus 16 bytes of offsets per row.
+			cost.keyBytes = int64((perRow*1.1+4+16)*float64(blockRows)) + 1024
+		}
+		costs[c] = cost
+	}
+	return costs
+}
+
+// once merges ins into output in one level (horizontal or vertical).
+func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows int, total int64) (err error) {
+	first := ins[0].c.Manifest()
+	wopts := columnar.WriterOptions{
+		Table:       firstNonEmpty(m.opts.Table, first.Table),
+		Projection:  firstNonEmpty(m.opts.Projection, first.Projection),
+		ID:          firstNonEmpty(m.opts.ID, filepath.Base(output)),
+		Schema:      ins[0].c.Schema(),
+		SortKey:     ins[0].c.SortKey(),
+		BlockRows:   blockRows,
+		Compression: m.opts.Compression,
+		Allocator:   m.budget,
+		Epochs:      m.opts.Epochs,
+		Stats:       m.io,
+		Logger:      m.opts.Logger,
+	}
+	if wopts.Epochs == ([2]uint64{}) {
+		wopts.Epochs = epochsOf(ins)
+	}
+	w, err := columnar.Create(output, wopts)
+	if err != nil {
+		return fmt.Errorf("merger: create output: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			w.Abort()
+		}
+	}()
+	for _, in := range ins {
+		m.stats.BlocksTotal += int64(len(in.c.Manifest().Blocks) * len(in.c.Manifest().Files))
+	}
+	// Serialize progress reports; writes to distinct columns run in parallel.
+	var progressMu sync.Mutex
+	emit := func(col int, arr arrow.Array) error {
+		if err := w.WriteColumn(col, arr); err != nil {
+			return err
+		}
+		done := m.progress.Add(int64(arr.Len()))
+		if m.opts.Progress != nil {
+			progressMu.Lock()
+			m.opts.Progress(done, total)
+			progressMu.Unlock()
+		}
+		return nil
+	}
+
+	rs, err := m.mergeKeys(ins, keyIdx, blockRows, p, w, emit)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	m.stats.RowSourceBytes = rs.size
+	if rs.spilled {
+		m.stats.SpilledBytes = rs.size
+	}
+	var rest []int
+	for c := range ins[0].c.Schema().NumFields() {
+		if !slices.Contains(keyIdx, c) {
+			rest = append(rest, c)
+		}
+	}
+	if err := m.gatherAll(ins, rest, rs, p, blockRows, w, emit); err != nil {
+		return err
+	}
+	if err := m.ctx.Err(); err != nil {
+		return err
+	}
+	man, err := w.Commit()
+	if err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	for _, f := range man.Files {
+		m.stats.BytesOut += f.Size
+	}
+	return nil
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func epochsOf(ins []input) [2]uint64 {
+	var e [2]uint64
+	for i, in := range ins {
+		me := in.c.Manifest().Epochs
+		if i == 0 || me[0] < e[0] {
+			e[0] = me[0]
+		}
+		e[1] = max(e[1], me[1])
+	}
+	return e
+}
+
+// mergeKeys runs the key merge: it writes the output's key columns and
+// returns the row-source stream.
+func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *columnar.Writer,
+	emit func(int, arrow.Array) error) (_ *rowSource, err error) {
+	schema := ins[0].c.Schema()
+	enc, err := columnar.NewKeyEncoder(schema, ins[0].c.SortKey())
+	if err != nil {
+		return nil, fmt.Errorf("merger: %w", err)
+	}
+	srcs := make([]recordSource, len(ins))
+	names := make([]string, len(ins))
+	var readers []*columnar.BatchReader
+	defer func() {
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	for i, in := range ins {
+		r, err := in.c.OpenKeyColumns()
+		if err != nil {
+			return nil, fmt.Errorf("merger: open key columns of input %d (%s): %w", i, in.dir, err)
+		}
+		readers = append(readers, r)
+		srcs[i], names[i] = r, in.dir
+	}
+	keyCols := make([]int, len(keyIdx))
+	for j := range keyCols {
+		keyCols[j] = j
+	}
+	kw, err := newKway(enc, keyCols, srcs, names, m.budget)
+	if err != nil {
+		return nil, fmt.Errorf("merger: %w", err)
+	}
+	defer kw.close()
+	builders := make([]columnBuilder, len(keyIdx))
+	defer func() {
+		for _, b := range builders {
+			if b != nil {
+				b.release()
+			}
+		}
+	}()
+	for j, c := range keyIdx {
+		if builders[j], err = newColumnBuilder(schema.Field(c).Type, m.budget, blockRows); err != nil {
+			return nil, err
+		}
+	}
+	rsw, err := newRowSourceWriter(len(ins), p.rowSourceMem, m.opts.TempDir, m.budget)
+	if err != nil {
+		return nil, fmt.Errorf("merger: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			rsw.abort()
+		}
+	}()
+	flush := func() error {
+		for j, b := range builders {
+			if b.len() == 0 {
+				continue
+			}
+			arr := b.finish()
+			err := emit(keyIdx[j], arr)
+			arr.Release()
+			if err != nil {
+				return fmt.Errorf("merger: write key column %q: %w", schema.Field(keyIdx[j]).Name, err)
+			}
+		}
+		return nil
+	}
+	for n := 0; ; n++ {
+		if n%1024 == 0 {
+			if err := m.ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		input, rec, start, cnt, err := kw.next(blockRows - builders[0].len())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merger: %w", err)
+		}
+		for j, b := range builders {
+			if err := b.appendRun(rec.Column(j), start, cnt); err != nil {
+				return nil, err
+			}
+		}
+		if err := rsw.append(input, int64(cnt)); err != nil {
+			return nil, err
+		}
+		if builders[0].len() == blockRows {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	m.opts.Logger.Debug("key phase done", "in_use", m.budget.InUse(), "peak", m.budget.Peak())
+	m.stats.Comparisons += kw.comparisons()
+	for _, c := range keyIdx {
+		if err := w.FinishColumn(c); err != nil {
+			return nil, fmt.Errorf("merger: %w", err)
+		}
+	}
+	return rsw.finish()
+}
+
+// gatherAll writes the non-key columns: horizontal plans give each worker a
+// fixed group of columns gathered in one pass over the row source; vertical
+// plans hand columns to workers one at a time.
+func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockRows int, w *columnar.Writer,
+	emit func(int, arrow.Array) error) error {
+	if len(cols) == 0 {
+		return nil
+	}
+	workers := max(1, min(p.workers, len(cols)))
+	m.stats.Workers = workers
+	var groups [][]int
+	if p.kind == PlanHorizontal {
+		groups = make([][]int, workers)
+		for i, c := range cols {
+			groups[i%workers] = append(groups[i%workers], c)
+		}
+	} else {
+		for _, c := range cols {
+			groups = append(groups, []int{c})
+		}
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	work := make(chan []int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for g := range work {
+				if err := m.gatherGroup(ctx, ins, g, rs, blockRows, w, emit); err != nil {
+					errs <- err
+					cancel()
+					return
+				}
+			}
+		}()
+	}
+feed:
+	for _, g := range groups {
+		select {
+		case work <- g:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	return m.ctx.Err()
+}
+
+// gatherGroup gathers the columns cols in one pass over the row source,
+// opening each input's file of each column once.
+func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *rowSource, blockRows int,
+	w *columnar.Writer, emit func(int, arrow.Array) error) (err error) {
+	schema := ins[0].c.Schema()
+	names := make([]string, len(ins))
+	for i, in := range ins {
+		names[i] = in.dir
+	}
+	gathers := make([]*columnGather, 0, len(cols))
+	var readers []*columnar.ColumnReader
+	defer func() {
+		for _, g := range gathers {
+			g.release()
+		}
+		for _, r := range readers {
+			r.Close()
+		}
+	}()
+	for _, c := range cols {
+		srcs := make([]blockSource, len(ins))
+		for i, in := range ins {
+			r, err := in.c.OpenColumn(c)
+			if err != nil {
+				return fmt.Errorf("merger: open column %q of input %d (%s): %w", schema.Field(c).Name, i, in.dir, err)
+			}
+			readers = append(readers, r)
+			srcs[i] = r
+		}
+		g, err := newColumnGather(c, schema.Field(c).Name, schema.Field(c).Type, srcs, names, blockRows, m.budget, emit)
+		if err != nil {
+			return err
+		}
+		gathers = append(gathers, g)
+	}
+	rr, err := rs.newReader(m.budget)
+	if err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	defer rr.close()
+	for n := 0; ; n++ {
+		if n%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+		}
+		input, count, err := rr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
+		for _, g := range gathers {
+			if err := g.take(input, count); err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+		}
+	}
+	for _, g := range gathers {
+		if err := g.finish(); err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
+		if err := w.FinishColumn(g.col); err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package merger
+
+import (
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+)
+
+// Options configures Merge.
+type Options struct {
+	// Grant is the memory the merge may hold, in bytes. Required.
+	Grant int64
+	// BlockRows is the output's rows per block; default: the first input's.
+	BlockRows int
+	// Compression of the output; default LZ4.
+	Compression columnar.Compression
+	// TempDir holds spill files and intermediate containers; default
+	// os.TempDir(). Everything the merge puts there is removed before it returns.
+	TempDir string
+	// Logger gets the plan and a summary; default: discard.
+	Logger *slog.Logger
+	// Progress, if set, is called as output is written, with the cells
+	// (rows x columns) written so far and in total: a vertical merge moves
+	// through its columns one after another, so cells are what advance
+	// evenly. It is called from the merge's goroutines, one at a time.
+	Progress func(done, total int64)
+	// Parallelism bounds the columns gathered at once; default GOMAXPROCS.
+	// The grant may allow fewer.
+	Parallelism int
+	// Table, Projection and ID name the output in its manifest; default: the
+	// first input's table and projection, and the output directory's name.
+	Table, Projection, ID string
+	// Epochs recorded in the output manifest; default: the lowest first and
+	// highest last epoch of the inputs.
+	Epochs [2]uint64
+}
+
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Parallelism <= 0 {
+		o.Parallelism = runtime.GOMAXPROCS(0)
+	}
+	return o
+}
+
+// Stats describes a finished merge.
+type Stats struct {
+	Plan       string `json:"plan"` // PlanHorizontal, PlanVertical or PlanPasses
+	Inputs     int    `json:"inputs"`
+	Rows       int64  `json:"rows"`
+	Columns    int    `json:"columns"`
+	BytesIn    int64  `json:"bytes_in"`  // uncompressed Arrow bytes of the inputs
+	BytesOut   int64  `json:"bytes_out"` // bytes of the output's column files
+	PeakBytes  int64  `json:"peak_bytes"`
+	GrantBytes int64  `json:"grant_bytes"`
+	// FilesOpened counts column files opened for reading (inputs and, with
+	// passes, intermediates); every file once is K x columns per level.
+	FilesOpened int64 `json:"files_opened"`
+	// BlocksDecompressed counts blocks decoded; BlocksTotal is the blocks
+	// (column files x blocks) of every container the merge read.
+	BlocksDecompressed int64         `json:"blocks_decompressed"`
+	BlocksTotal        int64         `json:"blocks_total"`
+	Comparisons        int64         `json:"comparisons"`
+	ComparisonsPerRow  float64       `json:"comparisons_per_row"`
+	Passes             int           `json:"passes"` // merge levels: 1 unless Plan is passes
+	Workers            int           `json:"workers"`
+	RowSourceBytes     int64         `json:"row_source_bytes"`
+	SpilledBytes       int64         `json:"spilled_bytes"` // row-source bytes written to disk
+	Duration           time.Duration `json:"duration_ns"`
+}

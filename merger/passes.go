@@ -1,0 +1,100 @@
+package merger
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// passes merges inputs too many to merge at once: consecutive groups of
+// p.fanIn inputs go into intermediate containers under a temporary
+// directory, level after level, until one merge fits; that one writes
+// output. Merging consecutive groups keeps the merge stable.
+func (m *merge) passes(ins []input, output string, p plan, blockRows int, total int64) error {
+	tmp, err := os.MkdirTemp(m.opts.TempDir, "strata-mergeout-*")
+	if err != nil {
+		return fmt.Errorf("merger: create directory for intermediate containers: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+
+	dirs := make([]string, len(ins))
+	for i, in := range ins {
+		dirs[i] = in.dir
+	}
+	closeInputs(ins) // each level reopens what it reads
+	level := 0
+	for {
+		level++
+		m.stats.Passes = level
+		if len(dirs) <= p.fanIn {
+			return m.level(dirs, output, blockRows, total, true)
+		}
+		var next []string
+		for g := 0; g*p.fanIn < len(dirs); g++ {
+			group := dirs[g*p.fanIn : min(len(dirs), (g+1)*p.fanIn)]
+			if len(group) == 1 {
+				next = append(next, group[0])
+				continue
+			}
+			dst := filepath.Join(tmp, fmt.Sprintf("level%d-%04d", level, g))
+			if err := m.level(group, dst, blockRows, total, false); err != nil {
+				return err
+			}
+			next = append(next, dst)
+		}
+		// Intermediates of the previous level are no longer needed.
+		for _, d := range dirs {
+			if filepath.Dir(d) == tmp && !contains(next, d) {
+				os.RemoveAll(d)
+			}
+		}
+		dirs = next
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// level merges dirs into dst with a single-level plan under the same budget
+// and counters.
+func (m *merge) level(dirs []string, dst string, blockRows int, total int64, final bool) error {
+	ins, err := m.open(dirs)
+	if err != nil {
+		return err
+	}
+	defer closeInputs(ins)
+	keyIdx, err := ins[0].c.SortKey().Indices(ins[0].c.Schema())
+	if err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	var rows int64
+	for _, in := range ins {
+		rows += in.c.Rows()
+	}
+	p, err := makePlan(planInput{
+		inputs:    len(ins),
+		columns:   columnCosts(ins, keyIdx, blockRows),
+		grant:     m.opts.Grant,
+		workers:   m.opts.Parallelism,
+		rowSource: rowSourceEstimate(rows, len(ins)),
+	})
+	if err != nil {
+		return err
+	}
+	if p.kind == PlanPasses {
+		return fmt.Errorf("merger: internal error: a group of %d inputs planned as passes", len(ins))
+	}
+	saved := m.opts
+	if !final {
+		// Intermediates are read back once: favor speed over size.
+		m.opts.ID = filepath.Base(dst)
+	}
+	defer func() { m.opts = saved }()
+	return m.once(ins, dst, p, keyIdx, blockRows, total)
+}
