@@ -17,7 +17,8 @@ type Record struct {
 	EventID string     // empty for checkpoints
 	Table   string
 	Key     []byte
-	Row     Row // the full new row, deltas applied; nil for checkpoints and when rows are not decoded
+	Row     Row          // the full new row, deltas applied; nil for checkpoints and when rows are not decoded
+	Columns []ColumnType // the table's column types
 	Segment string
 	Offset  int64 // of the record in its segment
 	Size    int   // encoded bytes of the record
@@ -128,6 +129,7 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 	}
 	t := d.tables[tid]
 	rec.Table = t.Name
+	rec.Columns = t.Columns
 	rec.Key = append([]byte(nil), key...)
 	if !d.rows {
 		return true, nil

@@ -1,0 +1,57 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxRowBytes bounds an encoded row in an update event.
+const MaxRowBytes = 256 << 10
+
+// UpdateEvent is one row update for the walwriter, published on
+// SubjectUpdates(Table). Rows are in the canonical row encoding (EncodeRow)
+// of the table's column types, which travel with the event so the
+// walwriter can check them against the table it knows.
+type UpdateEvent struct {
+	EventID string    `msgpack:"event_id"` // unique per event; also the Nats-Msg-Id
+	Table   string    `msgpack:"table"`
+	Columns []RowType `msgpack:"columns"` // the table's column types, in order
+	Key     []byte    `msgpack:"key"`
+	OldRow  []byte    `msgpack:"old_row,omitempty"` // the row before the update; empty for an insert
+	NewRow  []byte    `msgpack:"new_row"`
+}
+
+func (*UpdateEvent) Kind() string { return "update_event" }
+
+// Validate checks the event's fields and that its rows decode to its columns.
+func (e *UpdateEvent) Validate() error {
+	switch {
+	case e.EventID == "":
+		return errors.New("event_id is empty")
+	case len(e.EventID) > 1024:
+		return fmt.Errorf("event %.40q...: event_id of %d bytes exceeds 1024", e.EventID, len(e.EventID))
+	case len(e.Key) == 0:
+		return fmt.Errorf("event %s: key is empty", e.EventID)
+	case len(e.Columns) == 0:
+		return fmt.Errorf("event %s: no columns", e.EventID)
+	case len(e.NewRow) > MaxRowBytes || len(e.OldRow) > MaxRowBytes:
+		return fmt.Errorf("event %s: row larger than %d bytes", e.EventID, MaxRowBytes)
+	}
+	if err := validName(e.Table); err != nil {
+		return fmt.Errorf("event %s: table: %v", e.EventID, err)
+	}
+	for i, c := range e.Columns {
+		if !c.Valid() {
+			return fmt.Errorf("event %s: column %d: unknown type %q", e.EventID, i, c)
+		}
+	}
+	if _, err := SplitRow(e.Columns, e.NewRow); err != nil {
+		return fmt.Errorf("event %s: new_row: %v", e.EventID, err)
+	}
+	if len(e.OldRow) > 0 {
+		if _, err := SplitRow(e.Columns, e.OldRow); err != nil {
+			return fmt.Errorf("event %s: old_row: %v", e.EventID, err)
+		}
+	}
+	return nil
+}
