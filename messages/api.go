@@ -30,8 +30,8 @@ const (
 // reason ("too_many_containers", "not_found", "invalid", "internal"); Message
 // is for people.
 type APIError struct {
-	Code    string `msgpack:"code"`
-	Message string `msgpack:"message"`
+	Code    string `msgpack:"code" json:"code"`
+	Message string `msgpack:"message" json:"message"`
 }
 
 func (e *APIError) Error() string { return e.Message }
@@ -47,9 +47,9 @@ func (e *APIError) Err() error {
 // RegisterRequest adds loaded containers to the live set of a projection.
 // The containers must already be committed in the data directory.
 type RegisterRequest struct {
-	Table      string         `msgpack:"table"`
-	Projection string         `msgpack:"projection"`
-	Containers []ContainerRef `msgpack:"containers"`
+	Table      string         `msgpack:"table" json:"table"`
+	Projection string         `msgpack:"projection" json:"projection"`
+	Containers []ContainerRef `msgpack:"containers" json:"containers"`
 }
 
 func (*RegisterRequest) Kind() string { return "register_request" }
@@ -80,8 +80,8 @@ func (r *RegisterRequest) Validate() error {
 // RegisterReply reports the projection's live container count after the
 // registration.
 type RegisterReply struct {
-	Live  int       `msgpack:"live"`
-	Error *APIError `msgpack:"error,omitempty"`
+	Live  int       `msgpack:"live" json:"live"`
+	Error *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*RegisterReply) Kind() string { return "register_reply" }
@@ -90,8 +90,8 @@ func (*RegisterReply) Kind() string { return "register_reply" }
 // projection (every projection of Table when Projection is empty) that no
 // running job already merges is merged into one.
 type MergeoutRequest struct {
-	Table      string `msgpack:"table"`
-	Projection string `msgpack:"projection,omitempty"`
+	Table      string `msgpack:"table" json:"table"`
+	Projection string `msgpack:"projection,omitempty" json:"projection,omitempty"`
 }
 
 func (*MergeoutRequest) Kind() string { return "mergeout_request" }
@@ -111,28 +111,28 @@ func (r *MergeoutRequest) Validate() error {
 // MergeoutReply names the jobs the request started. A client learns their
 // outcome from the EVENTS stream (done or failed, by job ID).
 type MergeoutReply struct {
-	Jobs  []JobRef  `msgpack:"jobs"`
-	Error *APIError `msgpack:"error,omitempty"`
+	Jobs  []JobRef  `msgpack:"jobs" json:"jobs"`
+	Error *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*MergeoutReply) Kind() string { return "mergeout_reply" }
 
 // JobRef names a job the scheduler made and whether it waits for memory.
 type JobRef struct {
-	JobID      string `msgpack:"job_id"`
-	Table      string `msgpack:"table"`
-	Projection string `msgpack:"projection"`
-	Inputs     int    `msgpack:"inputs"`
-	Output     string `msgpack:"output"`
-	Queued     bool   `msgpack:"queued,omitempty"` // waiting in its pool's queue
-	Grant      Grant  `msgpack:"grant"`            // zero while queued
+	JobID      string `msgpack:"job_id" json:"job_id"`
+	Table      string `msgpack:"table" json:"table"`
+	Projection string `msgpack:"projection" json:"projection"`
+	Inputs     int    `msgpack:"inputs" json:"inputs"`
+	Output     string `msgpack:"output" json:"output"`
+	Queued     bool   `msgpack:"queued,omitempty" json:"queued,omitempty"` // waiting in its pool's queue
+	Grant      Grant  `msgpack:"grant" json:"grant"`                       // zero while queued
 }
 
 // WindowRequest submits a window query. Pool names the resource pool to run
 // in; empty means DefaultWindowPool.
 type WindowRequest struct {
-	Query WindowQuery `msgpack:"query"`
-	Pool  string      `msgpack:"pool,omitempty"`
+	Query WindowQuery `msgpack:"query" json:"query"`
+	Pool  string      `msgpack:"pool,omitempty" json:"pool,omitempty"`
 }
 
 func (*WindowRequest) Kind() string { return "window_request" }
@@ -155,9 +155,9 @@ func (r *WindowRequest) Validate() error {
 // WindowReply names the window job and where its result will be. The
 // result container is ready when the job's done event arrives.
 type WindowReply struct {
-	Job         JobRef    `msgpack:"job"`
-	ResultTable string    `msgpack:"result_table"`
-	Error       *APIError `msgpack:"error,omitempty"`
+	Job         JobRef    `msgpack:"job" json:"job"`
+	ResultTable string    `msgpack:"result_table" json:"result_table"`
+	Error       *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*WindowReply) Kind() string { return "window_reply" }
@@ -165,9 +165,9 @@ func (*WindowReply) Kind() string { return "window_reply" }
 // OperationsRequest lists the operations system table, newest first.
 // Zero Limit means all the scheduler keeps.
 type OperationsRequest struct {
-	Table string `msgpack:"table,omitempty"`
-	JobID string `msgpack:"job_id,omitempty"`
-	Limit int    `msgpack:"limit,omitempty"`
+	Table string `msgpack:"table,omitempty" json:"table,omitempty"`
+	JobID string `msgpack:"job_id,omitempty" json:"job_id,omitempty"`
+	Limit int    `msgpack:"limit,omitempty" json:"limit,omitempty"`
 }
 
 func (*OperationsRequest) Kind() string { return "operations_request" }
@@ -191,42 +191,42 @@ const (
 // tuple_mover_operations, for mergeouts and window jobs alike). Times are
 // unix nanoseconds; zero until known.
 type Operation struct {
-	JobID             string   `msgpack:"job_id"`
-	Operation         string   `msgpack:"operation"` // mergeout, window
-	Status            string   `msgpack:"status"`
-	Table             string   `msgpack:"table"`
-	Projection        string   `msgpack:"projection"`
-	Stratum           int      `msgpack:"stratum,omitempty"`
-	Inputs            int      `msgpack:"inputs"`
-	Output            string   `msgpack:"output,omitempty"`
-	Rows              int64    `msgpack:"rows,omitempty"`
-	Bytes             int64    `msgpack:"bytes,omitempty"`
-	Plan              string   `msgpack:"plan,omitempty"` // horizontal, vertical, passes
-	Worker            string   `msgpack:"worker,omitempty"`
-	Deliveries        uint64   `msgpack:"deliveries,omitempty"`
-	Created           int64    `msgpack:"created"`
-	Start             int64    `msgpack:"start,omitempty"` // published to workers
-	End               int64    `msgpack:"end,omitempty"`
-	PeakBytes         int64    `msgpack:"peak_bytes,omitempty"`
-	SpilledBytes      int64    `msgpack:"spilled_bytes,omitempty"`
-	Grant             Grant    `msgpack:"grant"`
-	MemoryConstrained bool     `msgpack:"memory_constrained,omitempty"` // peak exceeded the pool's target
-	Reason            string   `msgpack:"reason,omitempty"`
-	InputIDs          []string `msgpack:"input_ids,omitempty"`
+	JobID             string   `msgpack:"job_id" json:"job_id"`
+	Operation         string   `msgpack:"operation" json:"operation"` // mergeout, window
+	Status            string   `msgpack:"status" json:"status"`
+	Table             string   `msgpack:"table" json:"table"`
+	Projection        string   `msgpack:"projection" json:"projection"`
+	Stratum           int      `msgpack:"stratum,omitempty" json:"stratum,omitempty"`
+	Inputs            int      `msgpack:"inputs" json:"inputs"`
+	Output            string   `msgpack:"output,omitempty" json:"output,omitempty"`
+	Rows              int64    `msgpack:"rows,omitempty" json:"rows,omitempty"`
+	Bytes             int64    `msgpack:"bytes,omitempty" json:"bytes,omitempty"`
+	Plan              string   `msgpack:"plan,omitempty" json:"plan,omitempty"` // horizontal, vertical, passes
+	Worker            string   `msgpack:"worker,omitempty" json:"worker,omitempty"`
+	Deliveries        uint64   `msgpack:"deliveries,omitempty" json:"deliveries,omitempty"`
+	Created           int64    `msgpack:"created" json:"created"`
+	Start             int64    `msgpack:"start,omitempty" json:"start,omitempty"` // published to workers
+	End               int64    `msgpack:"end,omitempty" json:"end,omitempty"`
+	PeakBytes         int64    `msgpack:"peak_bytes,omitempty" json:"peak_bytes,omitempty"`
+	SpilledBytes      int64    `msgpack:"spilled_bytes,omitempty" json:"spilled_bytes,omitempty"`
+	Grant             Grant    `msgpack:"grant" json:"grant"`
+	MemoryConstrained bool     `msgpack:"memory_constrained,omitempty" json:"memory_constrained,omitempty"` // peak exceeded the pool's target
+	Reason            string   `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	InputIDs          []string `msgpack:"input_ids,omitempty" json:"input_ids,omitempty"`
 }
 
 // OperationsReply carries the operations table.
 type OperationsReply struct {
-	Operations []Operation `msgpack:"operations"`
-	Error      *APIError   `msgpack:"error,omitempty"`
+	Operations []Operation `msgpack:"operations" json:"operations"`
+	Error      *APIError   `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*OperationsReply) Kind() string { return "operations_reply" }
 
 // AcquisitionsRequest lists resource acquisitions, newest first.
 type AcquisitionsRequest struct {
-	Pool  string `msgpack:"pool,omitempty"`
-	Limit int    `msgpack:"limit,omitempty"`
+	Pool  string `msgpack:"pool,omitempty" json:"pool,omitempty"`
+	Limit int    `msgpack:"limit,omitempty" json:"limit,omitempty"`
 }
 
 func (*AcquisitionsRequest) Kind() string { return "acquisitions_request" }
@@ -242,17 +242,17 @@ func (r *AcquisitionsRequest) Validate() error {
 // resource_acquisitions): one job's memory from one pool. Times are unix
 // nanoseconds; zero until it happens.
 type Acquisition struct {
-	Pool     string `msgpack:"pool"`
-	JobID    string `msgpack:"job_id"`
-	Status   string `msgpack:"status"` // queued, granted, released, timed_out
-	Target   int64  `msgpack:"target"`
-	Grant    int64  `msgpack:"grant"`
-	Borrowed int64  `msgpack:"borrowed,omitempty"` // part of Grant above the pool's memorysize
-	Peak     int64  `msgpack:"peak,omitempty"`
-	Queued   int64  `msgpack:"queued"`
-	Acquired int64  `msgpack:"acquired,omitempty"`
-	Released int64  `msgpack:"released,omitempty"`
-	Reason   string `msgpack:"reason,omitempty"`
+	Pool     string `msgpack:"pool" json:"pool"`
+	JobID    string `msgpack:"job_id" json:"job_id"`
+	Status   string `msgpack:"status" json:"status"` // queued, granted, released, timed_out
+	Target   int64  `msgpack:"target" json:"target"`
+	Grant    int64  `msgpack:"grant" json:"grant"`
+	Borrowed int64  `msgpack:"borrowed,omitempty" json:"borrowed,omitempty"` // part of Grant above the pool's memorysize
+	Peak     int64  `msgpack:"peak,omitempty" json:"peak,omitempty"`
+	Queued   int64  `msgpack:"queued" json:"queued"`
+	Acquired int64  `msgpack:"acquired,omitempty" json:"acquired,omitempty"`
+	Released int64  `msgpack:"released,omitempty" json:"released,omitempty"`
+	Reason   string `msgpack:"reason,omitempty" json:"reason,omitempty"`
 }
 
 // Acquisition statuses.
@@ -265,8 +265,8 @@ const (
 
 // AcquisitionsReply carries the acquisitions table.
 type AcquisitionsReply struct {
-	Acquisitions []Acquisition `msgpack:"acquisitions"`
-	Error        *APIError     `msgpack:"error,omitempty"`
+	Acquisitions []Acquisition `msgpack:"acquisitions" json:"acquisitions"`
+	Error        *APIError     `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*AcquisitionsReply) Kind() string { return "acquisitions_reply" }
@@ -309,17 +309,17 @@ func (p *PoolConfig) Target() int64 { return p.MemorySize / int64(p.PlannedConcu
 // PoolStatus is one row of the pools system table: configuration and live
 // accounting.
 type PoolStatus struct {
-	Config   PoolConfig `msgpack:"config"`
-	Target   int64      `msgpack:"target"`
-	InUse    int64      `msgpack:"in_use"`
-	Borrowed int64      `msgpack:"borrowed"` // in use above memorysize
-	Running  int        `msgpack:"running"`
-	Queued   int        `msgpack:"queued"`
+	Config   PoolConfig `msgpack:"config" json:"config"`
+	Target   int64      `msgpack:"target" json:"target"`
+	InUse    int64      `msgpack:"in_use" json:"in_use"`
+	Borrowed int64      `msgpack:"borrowed" json:"borrowed"` // in use above memorysize
+	Running  int        `msgpack:"running" json:"running"`
+	Queued   int        `msgpack:"queued" json:"queued"`
 	// Memory-constrained operations of the pool the scheduler still keeps.
-	Constrained int   `msgpack:"constrained,omitempty"`
-	LargestPeak int64 `msgpack:"largest_peak,omitempty"`
+	Constrained int   `msgpack:"constrained,omitempty" json:"constrained,omitempty"`
+	LargestPeak int64 `msgpack:"largest_peak,omitempty" json:"largest_peak,omitempty"`
 	// Recommendation is a plain sentence when the pool should grow.
-	Recommendation string `msgpack:"recommendation,omitempty"`
+	Recommendation string `msgpack:"recommendation,omitempty" json:"recommendation,omitempty"`
 }
 
 // PoolsRequest lists the pools.
@@ -329,15 +329,15 @@ func (*PoolsRequest) Kind() string { return "pools_request" }
 
 // PoolsReply carries the pools table.
 type PoolsReply struct {
-	Pools []PoolStatus `msgpack:"pools"`
-	Error *APIError    `msgpack:"error,omitempty"`
+	Pools []PoolStatus `msgpack:"pools" json:"pools"`
+	Error *APIError    `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*PoolsReply) Kind() string { return "pools_reply" }
 
 // CreatePoolRequest creates a user-defined pool.
 type CreatePoolRequest struct {
-	Pool PoolConfig `msgpack:"pool"`
+	Pool PoolConfig `msgpack:"pool" json:"pool"`
 }
 
 func (*CreatePoolRequest) Kind() string { return "create_pool_request" }
@@ -346,13 +346,13 @@ func (r *CreatePoolRequest) Validate() error { return r.Pool.Validate() }
 
 // AlterPoolRequest changes the knobs that are set (non-nil) of pool Name.
 type AlterPoolRequest struct {
-	Name               string `msgpack:"name"`
-	MemorySize         *int64 `msgpack:"memorysize,omitempty"`
-	MaxMemorySize      *int64 `msgpack:"maxmemorysize,omitempty"`
-	PlannedConcurrency *int   `msgpack:"plannedconcurrency,omitempty"`
-	MaxConcurrency     *int   `msgpack:"maxconcurrency,omitempty"`
-	QueueTimeout       *int64 `msgpack:"queuetimeout,omitempty"`
-	Priority           *int   `msgpack:"priority,omitempty"`
+	Name               string `msgpack:"name" json:"name"`
+	MemorySize         *int64 `msgpack:"memorysize,omitempty" json:"memorysize,omitempty"`
+	MaxMemorySize      *int64 `msgpack:"maxmemorysize,omitempty" json:"maxmemorysize,omitempty"`
+	PlannedConcurrency *int   `msgpack:"plannedconcurrency,omitempty" json:"plannedconcurrency,omitempty"`
+	MaxConcurrency     *int   `msgpack:"maxconcurrency,omitempty" json:"maxconcurrency,omitempty"`
+	QueueTimeout       *int64 `msgpack:"queuetimeout,omitempty" json:"queuetimeout,omitempty"`
+	Priority           *int   `msgpack:"priority,omitempty" json:"priority,omitempty"`
 }
 
 func (*AlterPoolRequest) Kind() string { return "alter_pool_request" }
@@ -397,25 +397,25 @@ func (r *AlterPoolRequest) Apply(cfg PoolConfig) PoolConfig {
 
 // CatalogRequest lists live containers; empty fields match everything.
 type CatalogRequest struct {
-	Table      string `msgpack:"table,omitempty"`
-	Projection string `msgpack:"projection,omitempty"`
+	Table      string `msgpack:"table,omitempty" json:"table,omitempty"`
+	Projection string `msgpack:"projection,omitempty" json:"projection,omitempty"`
 }
 
 func (*CatalogRequest) Kind() string { return "catalog_request" }
 
 // ProjectionCatalog is the catalog of one projection.
 type ProjectionCatalog struct {
-	Table      string         `msgpack:"table"`
-	Projection string         `msgpack:"projection"`
-	Live       []ContainerRef `msgpack:"live"`
-	Dead       []ContainerRef `msgpack:"dead,omitempty"` // no longer live, still read by a running job
-	Running    []string       `msgpack:"running,omitempty"`
+	Table      string         `msgpack:"table" json:"table"`
+	Projection string         `msgpack:"projection" json:"projection"`
+	Live       []ContainerRef `msgpack:"live" json:"live"`
+	Dead       []ContainerRef `msgpack:"dead,omitempty" json:"dead,omitempty"` // no longer live, still read by a running job
+	Running    []string       `msgpack:"running,omitempty" json:"running,omitempty"`
 }
 
 // CatalogReply carries the catalog.
 type CatalogReply struct {
-	Projections []ProjectionCatalog `msgpack:"projections"`
-	Error       *APIError           `msgpack:"error,omitempty"`
+	Projections []ProjectionCatalog `msgpack:"projections" json:"projections"`
+	Error       *APIError           `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*CatalogReply) Kind() string { return "catalog_reply" }

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+)
+
+func init() {
+	register(command{name: "mergeout", summary: "merge a table's containers now, wait, and print the outcome", run: runMergeout})
+}
+
+func runMergeout(ctx context.Context, args []string) error {
+	var f apiFlags
+	fs := newFlagSet("mergeout")
+	f.register(fs)
+	projection := fs.String("projection", "", "only this projection (default: every projection of the table)")
+	wait := fs.Bool("wait", true, "wait for the mergeouts to finish and print the outcome")
+	format := fs.String("format", "table", "output format of the outcome: table, json or csv")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: strata mergeout [flags] TABLE\n\nAsks the scheduler to merge every container of TABLE that no running job merges.")
+		fs.PrintDefaults()
+	}
+	tableName, rest := leadingArg(args)
+	if err := service.Parse(fs, rest); err != nil {
+		return err
+	}
+	if tableName == "" && fs.NArg() == 1 {
+		tableName = fs.Arg(0)
+	}
+	if tableName == "" {
+		fs.Usage()
+		return fmt.Errorf("%w: want a TABLE", errUsage)
+	}
+	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w, err := c.watchEvents()
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	var rep messages.MergeoutReply
+	if err := c.call(ctx, messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: tableName, Projection: *projection}, &rep); err != nil {
+		return err
+	}
+	if err := rep.Error.Err(); err != nil {
+		return err
+	}
+	if len(rep.Jobs) == 0 {
+		fmt.Fprintf(os.Stderr, "nothing to merge in %s: every projection has fewer than two containers no running job merges\n", tableName)
+		return nil
+	}
+	ids := make([]string, len(rep.Jobs))
+	for i, j := range rep.Jobs {
+		ids[i] = j.JobID
+		state := fmt.Sprintf("granted %s from pool %s", fmtBytes(j.Grant.Bytes), j.Grant.Pool)
+		if j.Queued {
+			state = "queued for memory in pool " + messages.DefaultMergeoutPool
+		}
+		fmt.Fprintf(os.Stderr, "mergeout %s: %s.%s, %d containers -> %s, %s\n", j.JobID, j.Table, j.Projection, j.Inputs, j.Output, state)
+	}
+	if !*wait {
+		return nil
+	}
+	failed, err := w.wait(ctx, c, ids)
+	if err != nil {
+		return err
+	}
+	var ops messages.OperationsReply
+	if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{Table: tableName}, &ops); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	var mine []messages.Operation
+	for _, op := range ops.Operations {
+		if want[op.JobID] {
+			mine = append(mine, op)
+		}
+	}
+	if err := opsTable(mine).print(os.Stdout, *format); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d mergeouts failed", failed, len(ids))
+	}
+	return nil
+}
+
+// eventWatcher follows job events (a plain subscription on EVENTS'
+// subjects, started before the request so no event is missed).
+type eventWatcher struct {
+	sub *nats.Subscription
+	ch  chan *nats.Msg
+}
+
+func (c *apiClient) watchEvents() (*eventWatcher, error) {
+	ch := make(chan *nats.Msg, 4096)
+	sub, err := c.nc.ChanSubscribe(messages.SubjectEventsAll, ch)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to job events: %w", err)
+	}
+	return &eventWatcher{sub: sub, ch: ch}, nil
+}
+
+func (w *eventWatcher) stop() { w.sub.Unsubscribe() }
+
+// wait returns when every job has a done or failed event (or, should an
+// event be missed, the operations table says it ended), printing progress
+// to stderr. It returns how many failed.
+func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (failed int, err error) {
+	pending := map[string]bool{}
+	for _, id := range ids {
+		pending[id] = true
+	}
+	settle := func(id string, ok bool, how string) {
+		if !pending[id] {
+			return
+		}
+		delete(pending, id)
+		if !ok {
+			failed++
+		}
+		fmt.Fprintf(os.Stderr, "%s %s\n", id, how)
+	}
+	poll := time.NewTicker(5 * time.Second)
+	defer poll.Stop()
+	lastProgress := map[string]time.Time{}
+	for len(pending) > 0 {
+		select {
+		case <-ctx.Done():
+			return failed, fmt.Errorf("stopped waiting for %d jobs (they go on running): %w", len(pending), ctx.Err())
+		case msg := <-w.ch:
+			ev := new(messages.JobEvent)
+			if err := messages.Unmarshal(msg.Data, ev); err != nil || !pending[ev.JobID] {
+				continue
+			}
+			switch ev.Type {
+			case messages.EventAccepted:
+				fmt.Fprintf(os.Stderr, "%s accepted by %s (delivery %d)\n", ev.JobID, ev.Worker, ev.Delivery)
+			case messages.EventProgress:
+				if time.Since(lastProgress[ev.JobID]) >= time.Second && ev.RowsTotal > 0 {
+					lastProgress[ev.JobID] = time.Now()
+					fmt.Fprintf(os.Stderr, "%s %d/%d rows (%.0f%%)\n", ev.JobID, ev.RowsDone, ev.RowsTotal, 100*float64(ev.RowsDone)/float64(ev.RowsTotal))
+				}
+			case messages.EventDone:
+				settle(ev.JobID, true, fmt.Sprintf("done by %s: %d rows, %s, peak %s", ev.Worker, ev.RowsTotal, fmtBytes(ev.Bytes), fmtBytes(ev.PeakBytes)))
+			case messages.EventFailed:
+				if !ev.Retryable {
+					settle(ev.JobID, false, "failed: "+ev.Reason)
+				} else {
+					fmt.Fprintf(os.Stderr, "%s attempt failed, will be retried: %s\n", ev.JobID, ev.Reason)
+				}
+			}
+		case <-poll.C:
+			for id := range pending {
+				var rep messages.OperationsReply
+				if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &rep); err != nil {
+					if errors.Is(err, context.Canceled) {
+						return failed, err
+					}
+					continue
+				}
+				for _, op := range rep.Operations {
+					switch op.Status {
+					case messages.StatusDone:
+						settle(id, true, "done")
+					case messages.StatusFailed:
+						settle(id, false, "failed: "+op.Reason)
+					}
+				}
+			}
+		}
+	}
+	return failed, nil
+}
