@@ -138,7 +138,7 @@ func SplitRow(types []RowType, data []byte) ([][]byte, error) {
 	rest := data
 	for i, t := range types {
 		h, n := binary.Uvarint(rest)
-		if n <= 0 {
+		if n <= 0 || n != len(binary.AppendUvarint(nil, h)) {
 			return nil, fmt.Errorf("%w: column %d: bad length at byte %d", ErrBadRow, i, len(data)-len(rest))
 		}
 		rest = rest[n:]
