@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -174,7 +175,7 @@ func (w *JobWorker[J]) Serve(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, jetstream.ErrNoHeartbeat) {
 				continue
 			}
 			w.Log.Warn("fetch job", "err", err)
@@ -196,6 +197,7 @@ type jobRun struct {
 	operation string
 	worker    string
 	jobID     string
+	streamSeq uint64
 	delivery  uint64
 }
 
@@ -211,7 +213,8 @@ func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
 	case messages.EventProgress:
 		msgID = "" // not deduplicated: each report is news
 	default:
-		msgID = fmt.Sprintf("%s.%s.%d", r.jobID, t, r.delivery)
+		// One accepted or failed event per delivery of each job message.
+		msgID = fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -231,7 +234,7 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = w.Rejecter.Reject(ctx, msg, ClassMalformed, err.Error())
 		return
 	}
-	run := &jobRun{js: w.JS, log: w.Log.With("job", job.ID(), "delivery", md.NumDelivered), operation: w.Operation, worker: w.Worker, jobID: job.ID(), delivery: md.NumDelivered}
+	run := &jobRun{js: w.JS, log: w.Log.With("job", job.ID(), "delivery", md.NumDelivered), operation: w.Operation, worker: w.Worker, jobID: job.ID(), streamSeq: md.Sequence.Stream, delivery: md.NumDelivered}
 	last := md.NumDelivered >= uint64(w.MaxDeliver)
 
 	if g := job.MemoryGrant(); g.Bytes > w.Memory {

@@ -104,9 +104,9 @@ func (r *Runner) runWithAddr(httpAddr string, bound chan<- string) error {
 		})
 	}
 	err := r.group.Run()
-	var sig run.SignalError
-	if errors.As(err, &sig) {
-		r.log.Info("stopped by signal", "signal", sig.Signal.String())
+	var sig *run.SignalError
+	if errors.As(err, &sig) && sig != nil {
+		r.log.Info("stopped by signal", "signal", fmt.Sprint(sig.Signal))
 		return nil
 	}
 	return err

@@ -34,7 +34,7 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	if out, ok, err := m.existing(job, outDir); ok || err != nil {
 		return out, err
 	}
-	m.removeStale(outDir)
+	m.removeTemp(outDir, m.staleAfter)
 	inputs := make([]string, len(job.Inputs))
 	var rowsTotal int64
 	for i, in := range job.Inputs {
@@ -80,6 +80,7 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	if err != nil {
 		return service.Outcome{}, fmt.Errorf("read committed output: %w", err)
 	}
+	m.removeTemp(outDir, 0)
 	return service.Outcome{
 		Output:       containerRef(man),
 		Plan:         stats.Plan,
@@ -97,6 +98,7 @@ func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.O
 	man, err := columnar.ReadManifest(outDir)
 	switch {
 	case err == nil:
+		m.removeTemp(outDir, 0)
 		m.log.Info("output already committed; not merging again", "job", job.JobID, "output", outDir)
 		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: onDisk(man), Existing: true}, true, nil
 	case errors.Is(err, columnar.ErrNotFound):
@@ -118,16 +120,17 @@ func onDisk(m *columnar.Manifest) int64 {
 	return n
 }
 
-// removeStale removes temporary directories of outDir that a worker killed
-// mid-commit left behind. Only directories older than staleAfter go: a
-// younger one may belong to a worker still running this job, which would
-// then find the output committed or fail and retry.
-func (m *mergeout) removeStale(outDir string) {
+// removeTemp removes temporary directories of outDir that a worker killed
+// mid-job left behind. Before the merge only directories older than
+// minAge go: a younger one may belong to a worker still running this job
+// after losing its lease. Once the output is committed every one goes; a
+// worker still writing one fails, and its retry finds the output committed.
+func (m *mergeout) removeTemp(outDir string, minAge time.Duration) {
 	pattern := filepath.Join(filepath.Dir(outDir), "."+filepath.Base(outDir)+".tmp-*")
 	matches, _ := filepath.Glob(pattern)
 	for _, dir := range matches {
 		fi, err := os.Stat(dir)
-		if err != nil || time.Since(fi.ModTime()) < m.staleAfter {
+		if err != nil || time.Since(fi.ModTime()) < minAge {
 			continue
 		}
 		if err := os.RemoveAll(dir); err != nil {
