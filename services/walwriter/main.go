@@ -1,0 +1,139 @@
+// Command walwriter consumes update events from the UPDATES stream (the
+// shared durable consumer on strata.updates.>), appends each to a
+// write-ahead log with package walwriter, and acks each event only after
+// its record is durable. Events that do not decode, or that the WAL rejects
+// (unknown columns, oversized rows), go to strata.deadletter.<subject>
+// with the reason. A redelivered event is written once: the WAL drops
+// duplicate event IDs.
+//
+// Usage:
+//
+//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104]
+//
+// Every flag has an environment variable: --wal is STRATA_WAL.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/walwriter"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "walwriter:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	var common service.Common
+	fs := flag.NewFlagSet("walwriter", flag.ContinueOnError)
+	common.Register(fs, "walwriter", "127.0.0.1:9104")
+	walDir := fs.String("wal", "", "WAL directory (default: DATA/wal)")
+	segmentSize := fs.String("segment-size", "64MiB", "size of each preallocated WAL segment")
+	inFlight := fs.Int("in-flight", 4096, "events taken from NATS before their records are durable (the group-commit batch)")
+	batchWindow := fs.Duration("batch-window", 0, "wait this long to fill a group commit (0: commit what is queued when the last sync ends)")
+	noDelta := fs.Bool("no-delta", false, "log every update as a full row image")
+	if err := service.Parse(fs, args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	log, err := service.NewLogger(os.Stderr, common.LogFormat, common.LogLevel)
+	if err != nil {
+		return err
+	}
+	log = log.With("service", "walwriter", "worker", common.Worker)
+	segBytes, err := bytesize.Parse(*segmentSize)
+	if err != nil {
+		return fmt.Errorf("--segment-size: %w", err)
+	}
+	if *walDir == "" {
+		*walDir = filepath.Join(common.DataDir, "wal")
+	}
+	wal, err := walwriter.Open(*walDir, walwriter.Options{
+		Logger: log, SegmentSize: segBytes, BatchWindow: *batchWindow, DisableDelta: *noDelta,
+	})
+	if err != nil {
+		return err
+	}
+	walClosed := false
+	defer func() {
+		if !walClosed {
+			wal.Close()
+		}
+	}()
+
+	r := service.NewRunner("walwriter", log)
+	nc, js, err := common.ConnectNATS(log, r)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	topo := natsutil.DefaultTopology()
+	if err := topo.Ensure(ctx, js); err != nil {
+		return err
+	}
+	cons, err := js.Consumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter)
+	if err != nil {
+		return fmt.Errorf("updates consumer: %w", err)
+	}
+	a := &appender{
+		wal:      wal,
+		rejecter: service.NewRejecter("walwriter", js, log, r.Registry()),
+		log:      log,
+		appended: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_wal_events_total", Help: "Update events durable in the WAL and acked.", ConstLabels: prometheus.Labels{"service": "walwriter"},
+		}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_wal_append_errors_total", Help: "Update events the WAL could not make durable (left for redelivery).", ConstLabels: prometheus.Labels{"service": "walwriter"},
+		}),
+	}
+	r.Registry().MustRegister(a.appended, a.failed, newWALCollector(wal))
+
+	var cc jetstream.ConsumeContext
+	r.Add(func() error {
+		var err error
+		cc, err = cons.Consume(a.handle, jetstream.PullMaxMessages(*inFlight))
+		if err != nil {
+			return fmt.Errorf("consume updates: %w", err)
+		}
+		log.Info("walwriter ready", "wal", *walDir)
+		<-cc.Closed()
+		return nil
+	}, func(error) {
+		if cc != nil {
+			cc.Drain()
+		}
+	})
+	err = r.Run(common.HTTPAddr)
+	// Close writes what is queued; the acks of those events go out before
+	// the connection drains.
+	walClosed = true
+	if cerr := wal.Close(); cerr != nil {
+		log.Error("close WAL", "err", cerr)
+		if err == nil {
+			err = cerr
+		}
+	}
+	if derr := nc.Drain(); derr != nil {
+		log.Warn("drain nats connection", "err", derr)
+	}
+	return err
+}
