@@ -16,7 +16,7 @@ import (
 // rows gathered so far over as an array and starts a new one.
 type columnBuilder interface {
 	// appendRun copies rows [start, start+n) of src.
-	appendRun(src arrow.Array, start, n int) error
+	appendRun(src *blockView, start, n int) error
 	// len is the number of rows gathered since the last finish.
 	len() int
 	// finish returns the rows gathered as an array (the caller releases it).
@@ -39,6 +39,70 @@ func newColumnBuilder(t arrow.DataType, mem memory.Allocator, capRows int) (colu
 	return nil, fmt.Errorf("merger: cannot gather column type %s", t)
 }
 
+// blockView is a source array's buffers, looked up once per block rather
+// than once per run.
+type blockView struct {
+	arr     arrow.Array
+	len     int
+	off     int     // the array's offset into its buffers
+	valid   []byte  // validity bitmap, nil when the block has no NULLs
+	values  []byte  // fixed-width values or the boolean bitmap
+	offsets []int32 // utf8/binary offsets (from the array's offset)
+	data    []byte  // utf8/binary bytes
+}
+
+// newBlockView describes arr; arr must stay alive while the view is used.
+func newBlockView(arr arrow.Array) blockView {
+	d := arr.Data()
+	bufs := d.Buffers()
+	v := blockView{arr: arr, len: arr.Len(), off: d.Offset()}
+	if arr.NullN() > 0 && len(bufs) > 0 && bufs[0] != nil {
+		v.valid = bufs[0].Bytes()
+	}
+	if len(bufs) > 1 && bufs[1] != nil {
+		v.values = bufs[1].Bytes()
+	}
+	switch arr.DataType().ID() {
+	case arrow.STRING, arrow.BINARY:
+		if v.len > 0 {
+			v.offsets = arrow.Int32Traits.CastFromBytes(v.values)[v.off : v.off+v.len+1]
+		}
+		if len(bufs) > 2 && bufs[2] != nil {
+			v.data = bufs[2].Bytes()
+		}
+	}
+	return v
+}
+
+// copyBits copies n bits from src at srcOff to dst at dstOff. Runs in a
+// merge are mostly a few rows long, where a plain loop beats the word-wise
+// bitmap copy (which allocates its readers and writers).
+func copyBits(src []byte, srcOff int, dst []byte, dstOff, n int) {
+	if n >= 64 {
+		bitutil.CopyBitmap(src, srcOff, n, dst, dstOff)
+		return
+	}
+	for i := range n {
+		s, d := srcOff+i, dstOff+i
+		if src[s>>3]&(1<<(s&7)) != 0 {
+			dst[d>>3] |= 1 << (d & 7)
+		} else {
+			dst[d>>3] &^= 1 << (d & 7)
+		}
+	}
+}
+
+// setBits sets n bits of dst from off.
+func setBits(dst []byte, off, n int) {
+	if n >= 64 {
+		bitutil.SetBitsTo(dst, int64(off), int64(n), true)
+		return
+	}
+	for i := off; i < off+n; i++ {
+		dst[i>>3] |= 1 << (i & 7)
+	}
+}
+
 // validity is the null bitmap shared by the builders, allocated only once a
 // null shows up.
 type validity struct {
@@ -48,10 +112,10 @@ type validity struct {
 	bits    *memory.Buffer // nil while every row is valid
 }
 
-func (v *validity) appendValidity(src arrow.Array, start, n int) {
-	if src.NullN() == 0 {
+func (v *validity) appendValidity(src *blockView, start, n int) {
+	if src.valid == nil {
 		if v.bits != nil {
-			bitutil.SetBitsTo(v.bits.Bytes(), int64(v.n), int64(n), true)
+			setBits(v.bits.Bytes(), v.n, n)
 		}
 		return
 	}
@@ -60,9 +124,7 @@ func (v *validity) appendValidity(src arrow.Array, start, n int) {
 		v.bits.Resize(int(bitutil.BytesForBits(int64(v.capRows))))
 		bitutil.SetBitsTo(v.bits.Bytes(), 0, int64(v.n), true)
 	}
-	data := src.Data()
-	srcBits := data.Buffers()[0].Bytes()
-	bitutil.CopyBitmap(srcBits, data.Offset()+start, n, v.bits.Bytes(), v.n)
+	copyBits(src.valid, src.off+start, v.bits.Bytes(), v.n, n)
 }
 
 // take returns the bitmap and null count of the rows gathered, and resets.
@@ -104,7 +166,7 @@ type fixedBuilder struct {
 	values *memory.Buffer
 }
 
-func (b *fixedBuilder) appendRun(src arrow.Array, start, n int) error {
+func (b *fixedBuilder) appendRun(src *blockView, start, n int) error {
 	if b.values == nil {
 		b.values = memory.NewResizableBuffer(b.mem)
 		b.values.Resize(b.capRows * b.width)
@@ -112,10 +174,9 @@ func (b *fixedBuilder) appendRun(src arrow.Array, start, n int) error {
 	if b.n+n > b.capRows {
 		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
 	}
-	data := src.Data()
 	w := b.width
-	from := (data.Offset() + start) * w
-	copy(b.values.Bytes()[b.n*w:], data.Buffers()[1].Bytes()[from:from+n*w])
+	from := (src.off + start) * w
+	copy(b.values.Bytes()[b.n*w:], src.values[from:from+n*w])
 	b.appendValidity(src, start, n)
 	b.n += n
 	return nil
@@ -150,7 +211,7 @@ type boolBuilder struct {
 	values *memory.Buffer
 }
 
-func (b *boolBuilder) appendRun(src arrow.Array, start, n int) error {
+func (b *boolBuilder) appendRun(src *blockView, start, n int) error {
 	if b.values == nil {
 		b.values = memory.NewResizableBuffer(b.mem)
 		b.values.Resize(int(bitutil.BytesForBits(int64(b.capRows))))
@@ -158,8 +219,7 @@ func (b *boolBuilder) appendRun(src arrow.Array, start, n int) error {
 	if b.n+n > b.capRows {
 		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
 	}
-	data := src.Data()
-	bitutil.CopyBitmap(data.Buffers()[1].Bytes(), data.Offset()+start, n, b.values.Bytes(), b.n)
+	copyBits(src.values, src.off+start, b.values.Bytes(), b.n, n)
 	b.appendValidity(src, start, n)
 	b.n += n
 	return nil
@@ -196,7 +256,7 @@ type binaryBuilder struct {
 	size    int // bytes of data used
 }
 
-func (b *binaryBuilder) appendRun(src arrow.Array, start, n int) error {
+func (b *binaryBuilder) appendRun(src *blockView, start, n int) error {
 	if b.offsets == nil {
 		b.offsets = memory.NewResizableBuffer(b.mem)
 		b.offsets.Resize((b.capRows + 1) * 4)
@@ -206,9 +266,7 @@ func (b *binaryBuilder) appendRun(src arrow.Array, start, n int) error {
 	if b.n+n > b.capRows {
 		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
 	}
-	data := src.Data()
-	off := data.Offset() + start
-	srcOffs := arrow.Int32Traits.CastFromBytes(data.Buffers()[1].Bytes())[off : off+n+1]
+	srcOffs := src.offsets[start : start+n+1]
 	lo, hi := int(srcOffs[0]), int(srcOffs[n])
 	if b.size+hi-lo > math.MaxInt32 {
 		return fmt.Errorf("merger: a block of %s values exceeds 2GiB", b.dtype)
@@ -216,11 +274,7 @@ func (b *binaryBuilder) appendRun(src arrow.Array, start, n int) error {
 	if need := b.size + hi - lo; need > b.data.Len() {
 		b.data.ResizeNoShrink(max(need, 2*b.data.Len(), 4096))
 	}
-	var srcData []byte
-	if bufs := data.Buffers(); len(bufs) > 2 && bufs[2] != nil {
-		srcData = bufs[2].Bytes()
-	}
-	copy(b.data.Bytes()[b.size:], srcData[lo:hi])
+	copy(b.data.Bytes()[b.size:], src.data[lo:hi])
 	dst := arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[b.n+1 : b.n+1+n]
 	delta := int32(b.size - lo)
 	for i := range dst {

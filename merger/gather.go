@@ -24,8 +24,8 @@ type columnGather struct {
 	col       int
 	name      string
 	srcs      []blockSource
-	inputs    []string // container of each input, for errors
-	cur       []arrow.Array
+	inputs    []string    // container of each input, for errors
+	cur       []blockView // current block of each input; arr nil before the first
 	pos       []int
 	blocks    []int // blocks read per input, for errors
 	out       columnBuilder
@@ -41,7 +41,7 @@ func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSou
 	}
 	return &columnGather{
 		col: col, name: name, srcs: srcs, inputs: inputs,
-		cur: make([]arrow.Array, len(srcs)), pos: make([]int, len(srcs)), blocks: make([]int, len(srcs)),
+		cur: make([]blockView, len(srcs)), pos: make([]int, len(srcs)), blocks: make([]int, len(srcs)),
 		out: b, blockRows: blockRows, emit: emit,
 	}, nil
 }
@@ -49,14 +49,13 @@ func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSou
 // take copies the next count rows of input to the output.
 func (g *columnGather) take(input int, count int64) error {
 	for count > 0 {
-		a := g.cur[input]
-		if a == nil || g.pos[input] == a.Len() {
-			var err error
-			if a, err = g.advance(input); err != nil {
+		a := &g.cur[input]
+		if g.pos[input] == a.len {
+			if err := g.advance(input); err != nil {
 				return err
 			}
 		}
-		n := min(int(min(count, int64(a.Len()-g.pos[input]))), g.blockRows-g.out.len())
+		n := min(int(min(count, int64(a.len-g.pos[input]))), g.blockRows-g.out.len())
 		if err := g.out.appendRun(a, g.pos[input], n); err != nil {
 			return fmt.Errorf("column %q: %w", g.name, err)
 		}
@@ -72,27 +71,27 @@ func (g *columnGather) take(input int, count int64) error {
 }
 
 // advance releases input's current block and decodes its next non-empty one.
-func (g *columnGather) advance(input int) (arrow.Array, error) {
-	if g.cur[input] != nil {
-		g.cur[input].Release()
-		g.cur[input] = nil
+func (g *columnGather) advance(input int) error {
+	if g.cur[input].arr != nil {
+		g.cur[input].arr.Release()
+		g.cur[input] = blockView{}
 	}
 	for {
 		a, err := g.srcs[input].Next()
 		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%w: column %q of input %d (%s) has fewer rows than its key columns after %d blocks",
+			return fmt.Errorf("%w: column %q of input %d (%s) has fewer rows than its key columns after %d blocks",
 				ErrMismatch, g.name, input, g.inputs[input], g.blocks[input])
 		}
 		if err != nil {
-			return nil, fmt.Errorf("column %q of input %d (%s), block %d: %w", g.name, input, g.inputs[input], g.blocks[input], err)
+			return fmt.Errorf("column %q of input %d (%s), block %d: %w", g.name, input, g.inputs[input], g.blocks[input], err)
 		}
 		g.blocks[input]++
 		if a.Len() == 0 {
 			a.Release()
 			continue
 		}
-		g.cur[input], g.pos[input] = a, 0
-		return a, nil
+		g.cur[input], g.pos[input] = newBlockView(a), 0
+		return nil
 	}
 }
 
@@ -116,7 +115,7 @@ func (g *columnGather) finish() error {
 		return err
 	}
 	for i := range g.srcs {
-		if a := g.cur[i]; a != nil && g.pos[i] < a.Len() {
+		if g.pos[i] < g.cur[i].len {
 			return fmt.Errorf("%w: column %q of input %d (%s) has rows left in block %d", ErrMismatch, g.name, i, g.inputs[i], g.blocks[i]-1)
 		}
 		for {
@@ -140,10 +139,10 @@ func (g *columnGather) finish() error {
 
 // release frees the gather's blocks and output buffers.
 func (g *columnGather) release() {
-	for i, a := range g.cur {
-		if a != nil {
-			a.Release()
-			g.cur[i] = nil
+	for i := range g.cur {
+		if g.cur[i].arr != nil {
+			g.cur[i].arr.Release()
+			g.cur[i] = blockView{}
 		}
 	}
 	g.out.release()

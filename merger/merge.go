@@ -394,6 +394,12 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 		}
 		return nil
 	}
+	// Views of each input's current key batch, refreshed when it changes.
+	lastRec := make([]arrow.RecordBatch, len(ins))
+	views := make([][]blockView, len(ins))
+	for i := range views {
+		views[i] = make([]blockView, len(keyIdx))
+	}
 	for n := 0; ; n++ {
 		if n%1024 == 0 {
 			if err := m.ctx.Err(); err != nil {
@@ -407,8 +413,14 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 		if err != nil {
 			return nil, fmt.Errorf("merger: %w", err)
 		}
+		if rec != lastRec[input] {
+			lastRec[input] = rec
+			for j := range builders {
+				views[input][j] = newBlockView(rec.Column(j))
+			}
+		}
 		for j, b := range builders {
-			if err := b.appendRun(rec.Column(j), start, cnt); err != nil {
+			if err := b.appendRun(&views[input][j], start, cnt); err != nil {
 				return nil, err
 			}
 		}
@@ -490,6 +502,12 @@ feed:
 	return m.ctx.Err()
 }
 
+// gatherBatchRuns is how many runs a gather decodes before applying them.
+const (
+	gatherBatchRuns  = 4096
+	gatherBatchBytes = gatherBatchRuns * 16 // sizeof(run)
+)
+
 // gatherGroup gathers the columns cols in one pass over the row source,
 // opening each input's file of each column once.
 func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *rowSource, blockRows int,
@@ -530,22 +548,34 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 		return fmt.Errorf("merger: %w", err)
 	}
 	defer rr.close()
-	for n := 0; ; n++ {
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
+	// Decode a batch of runs, then apply it column by column: one column's
+	// input blocks stay in cache while the batch is applied to it.
+	if err := m.budget.Reserve(gatherBatchBytes); err != nil {
+		return fmt.Errorf("merger: run batch: %w", err)
+	}
+	defer m.budget.Release(gatherBatchBytes)
+	batch := make([]run, 0, gatherBatchRuns)
+	for eof := false; !eof; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		for len(batch) < cap(batch) {
+			input, count, err := rr.next()
+			if errors.Is(err, io.EOF) {
+				eof = true
+				break
 			}
-		}
-		input, count, err := rr.next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("merger: %w", err)
+			if err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+			batch = append(batch, run{input, count})
 		}
 		for _, g := range gathers {
-			if err := g.take(input, count); err != nil {
-				return fmt.Errorf("merger: %w", err)
+			for _, r := range batch {
+				if err := g.take(r.input, r.count); err != nil {
+					return fmt.Errorf("merger: %w", err)
+				}
 			}
 		}
 	}

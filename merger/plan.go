@@ -17,9 +17,9 @@ const (
 
 // Fixed costs of the plan's Go-side buffers, in bytes.
 const (
-	rowSourceWriterCost = 2 * rowSourceMaxChunk      // writer payload + first buffer
-	rowSourceReaderCost = rowSourceMaxChunk + 64<<10 // chunk + file read buffer
-	overheadPerReader   = 4 << 10                    // per open column reader: IPC footers, structs
+	rowSourceWriterCost = 2 * rowSourceMaxChunk                         // writer payload + first buffer
+	rowSourceReaderCost = rowSourceMaxChunk + 64<<10 + gatherBatchBytes // chunk, file read buffer, decoded runs
+	overheadPerReader   = 4 << 10                                       // per open column reader: IPC footers, structs
 )
 
 // columnCost is what one column of the projection costs the merge.

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/merger"
+)
+
+func init() {
+	register(command{
+		name:    "bench mergeout",
+		summary: "merge generated wide tables under several memory grants and report speed, memory and I/O",
+		run:     runBenchMergeout,
+	})
+}
+
+// benchMergeoutConfig is the parsed command line of `strata bench mergeout`.
+type benchMergeoutConfig struct {
+	widths      []int
+	containers  int
+	rows        int
+	blockRows   int
+	grants      []int64
+	compression columnar.Compression
+	parallelism int
+	seed        int64
+	dir         string
+	json        bool
+	cpuProfile  string
+	profile     io.Writer // open cpuProfile file, if any
+}
+
+// mergeoutCase is one line of the benchmark's output.
+type mergeoutCase struct {
+	Width              int     `json:"width"`
+	Containers         int     `json:"containers"`
+	Rows               int     `json:"rows"` // per container
+	TotalRows          int64   `json:"total_rows"`
+	BlockRows          int     `json:"block_rows"`
+	GrantBytes         int64   `json:"grant_bytes"`
+	Plan               string  `json:"plan"`
+	Seconds            float64 `json:"seconds"`
+	MBPerS             float64 `json:"mb_per_s"` // uncompressed input MB (1e6 bytes) merged per second
+	BytesIn            int64   `json:"bytes_in"`
+	PeakBytes          int64   `json:"peak_bytes"`
+	FilesOpened        int64   `json:"files_opened"`
+	FilesExpected      int64   `json:"files_expected"` // containers x width: every input column file once
+	BlocksDecompressed int64   `json:"blocks_decompressed"`
+	BlocksTotal        int64   `json:"blocks_total"`
+	CodecFloorSeconds  float64 `json:"codec_floor_seconds"`
+	FloorRatio         float64 `json:"floor_ratio"` // seconds / codec_floor_seconds
+	ComparisonsPerRow  float64 `json:"comparisons_per_row"`
+	Workers            int     `json:"workers"`
+	Passes             int     `json:"passes"`
+	SpilledBytes       int64   `json:"spilled_bytes"`
+}
+
+func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
+	fs := newFlagSet("bench mergeout")
+	widths := fs.String("widths", "100,200,400", "comma-separated table widths (columns)")
+	containers := fs.Int("containers", 32, "input containers per merge")
+	rows := fs.Int("rows", 4096, "rows per input container")
+	blockRows := fs.Int("block-rows", 4096, "rows per block of the inputs and the output")
+	grants := fs.String("grants", "32MiB,100MiB,1GiB,8GiB", "comma-separated memory grants")
+	compression := fs.String("compression", "lz4", "codec of inputs and output: lz4, zstd or none")
+	parallelism := fs.Int("parallelism", runtime.GOMAXPROCS(0), "columns gathered at once, at most")
+	seed := fs.Int64("seed", 1, "generator seed")
+	dir := fs.String("dir", "", "directory for the generated tables (default: the system temporary directory); removed after")
+	asJSON := fs.Bool("json", false, "print one JSON object per case and line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the merges (not generation or codec floor) to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	cfg := &benchMergeoutConfig{
+		containers: *containers, rows: *rows, blockRows: *blockRows, parallelism: *parallelism,
+		seed: *seed, dir: *dir, json: *asJSON, cpuProfile: *cpuProfile,
+	}
+	for _, w := range strings.Split(*widths, ",") {
+		if strings.TrimSpace(w) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(w))
+		if err != nil || n < 2 {
+			return nil, fmt.Errorf("%w: --widths: %q is not a width of at least 2 columns", errUsage, w)
+		}
+		cfg.widths = append(cfg.widths, n)
+	}
+	var err error
+	if cfg.grants, err = bytesize.ParseList(*grants); err != nil {
+		return nil, fmt.Errorf("%w: --grants: %v", errUsage, err)
+	}
+	if cfg.compression, err = columnar.ParseCompression(*compression); err != nil {
+		return nil, fmt.Errorf("%w: --compression: %v", errUsage, err)
+	}
+	switch {
+	case len(cfg.widths) == 0:
+		return nil, fmt.Errorf("%w: --widths: no width given", errUsage)
+	case len(cfg.grants) == 0:
+		return nil, fmt.Errorf("%w: --grants: no grant given", errUsage)
+	case cfg.containers < 1:
+		return nil, fmt.Errorf("%w: --containers must be at least 1", errUsage)
+	case cfg.rows < 1:
+		return nil, fmt.Errorf("%w: --rows must be at least 1", errUsage)
+	case cfg.blockRows < 1 || cfg.blockRows > columnar.MaxBlockRows:
+		return nil, fmt.Errorf("%w: --block-rows must be in [1, %d]", errUsage, columnar.MaxBlockRows)
+	}
+	return cfg, nil
+}
+
+func runBenchMergeout(ctx context.Context, args []string) error {
+	cfg, err := parseBenchMergeout(args)
+	if err != nil {
+		return err
+	}
+	root, err := os.MkdirTemp(cfg.dir, "strata-bench-mergeout-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(root)
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.profile = f
+	}
+	out := newCaseWriter(os.Stdout, cfg.json)
+	for _, width := range cfg.widths {
+		cases, err := benchWidth(ctx, cfg, root, width)
+		if err != nil {
+			return fmt.Errorf("width %d: %w", width, err)
+		}
+		for _, c := range cases {
+			if err := out.write(c); err != nil {
+				return err
+			}
+		}
+	}
+	return out.flush()
+}
+
+// benchWidth generates the inputs of one width, measures the codec floor,
+// and merges them under every grant.
+func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, width int) ([]mergeoutCase, error) {
+	data := filepath.Join(root, fmt.Sprintf("w%d", width))
+	defer os.RemoveAll(data)
+	mans, err := columnar.Generate(data, columnar.GenOptions{
+		Table: "bench", Projection: fmt.Sprintf("w%d", width), Columns: width, Containers: cfg.containers,
+		RowsPerContainer: cfg.rows, Seed: cfg.seed, BlockRows: cfg.blockRows, Compression: cfg.compression,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("generate inputs: %w", err)
+	}
+	dirs := make([]string, len(mans))
+	for i, m := range mans {
+		dirs[i] = columnar.ContainerDir(data, m.Table, m.Projection, m.ID)
+	}
+	floor, err := codecFloor(ctx, dirs, filepath.Join(data, "floor"), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("codec floor: %w", err)
+	}
+	var cases []mergeoutCase
+	for i, grant := range cfg.grants {
+		outDir := filepath.Join(data, fmt.Sprintf("out%d", i))
+		if cfg.profile != nil {
+			if err := pprof.StartCPUProfile(cfg.profile); err == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
+		st, err := merger.Merge(ctx, dirs, outDir, merger.Options{
+			Grant: grant, BlockRows: cfg.blockRows, Compression: cfg.compression,
+			TempDir: root, Parallelism: cfg.parallelism,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("merge with grant %s: %w", bytesize.Format(grant), err)
+		}
+		if err := os.RemoveAll(outDir); err != nil {
+			return nil, err
+		}
+		secs := st.Duration.Seconds()
+		cases = append(cases, mergeoutCase{
+			Width: width, Containers: cfg.containers, Rows: cfg.rows, TotalRows: st.Rows, BlockRows: cfg.blockRows,
+			GrantBytes: grant, Plan: st.Plan, Seconds: secs, MBPerS: float64(st.BytesIn) / 1e6 / secs,
+			BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, FilesOpened: st.FilesOpened,
+			FilesExpected: int64(cfg.containers) * int64(width), BlocksDecompressed: st.BlocksDecompressed,
+			BlocksTotal: st.BlocksTotal, CodecFloorSeconds: floor.Seconds(), FloorRatio: secs / floor.Seconds(),
+			ComparisonsPerRow: st.ComparisonsPerRow, Workers: st.Workers, Passes: st.Passes, SpilledBytes: st.SpilledBytes,
+		})
+	}
+	return cases, nil
+}
+
+// codecFloor times the work no merge can avoid on the same data: decoding
+// every block of every input column and encoding them into one output
+// container, column by column over the same number of workers, with no key
+// comparison and no reordering.
+func codecFloor(ctx context.Context, dirs []string, outDir string, cfg *benchMergeoutConfig) (time.Duration, error) {
+	start := time.Now()
+	ins := make([]*columnar.Container, len(dirs))
+	for i, d := range dirs {
+		c, err := columnar.Open(d, columnar.OpenOptions{})
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		ins[i] = c
+	}
+	w, err := columnar.Create(outDir, columnar.WriterOptions{
+		Table: "bench", Projection: "floor", ID: "floor", Schema: ins[0].Schema(),
+		BlockRows: cfg.blockRows, Compression: cfg.compression,
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(outDir)
+	cols := make(chan int)
+	errs := make(chan error, cfg.parallelism)
+	var wg sync.WaitGroup
+	for range max(1, cfg.parallelism) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for c := range cols {
+				if err := copyColumn(ins, c, w); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for c := range ins[0].Schema().NumFields() {
+		if ctx.Err() != nil {
+			break
+		}
+		cols <- c
+	}
+	close(cols)
+	wg.Wait()
+	close(errs)
+	if err := errors.Join(<-errs, ctx.Err()); err != nil {
+		w.Abort()
+		return 0, err
+	}
+	if _, err := w.Commit(); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// copyColumn appends column c of every input, in order, to w.
+func copyColumn(ins []*columnar.Container, c int, w *columnar.Writer) error {
+	for _, in := range ins {
+		r, err := in.OpenColumn(c)
+		if err != nil {
+			return err
+		}
+		for {
+			arr, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				r.Close()
+				return err
+			}
+			err = w.WriteColumn(c, arr)
+			arr.Release()
+			if err != nil {
+				r.Close()
+				return err
+			}
+		}
+		r.Close()
+	}
+	return w.FinishColumn(c)
+}
+
+// caseWriter prints cases as JSON lines or as an aligned table.
+type caseWriter struct {
+	json bool
+	enc  *json.Encoder
+	tw   *tabwriter.Writer
+	rows int
+}
+
+func newCaseWriter(w io.Writer, asJSON bool) *caseWriter {
+	if asJSON {
+		return &caseWriter{json: true, enc: json.NewEncoder(w)}
+	}
+	return &caseWriter{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)}
+}
+
+func (cw *caseWriter) write(c mergeoutCase) error {
+	if cw.json {
+		return cw.enc.Encode(c)
+	}
+	if cw.rows == 0 {
+		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tplan\tworkers\tseconds\tMB/s\tfloor s\tx floor\tpeak\tfiles\tblocks\tcmp/row\t")
+	}
+	cw.rows++
+	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%d/%d\t%d/%d\t%.2f\t\n",
+		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Plan, c.Workers, c.Seconds, c.MBPerS,
+		c.CodecFloorSeconds, c.FloorRatio, bytesize.Format(c.PeakBytes), c.FilesOpened, c.FilesExpected,
+		c.BlocksDecompressed, c.BlocksTotal, c.ComparisonsPerRow)
+	return err
+}
+
+func (cw *caseWriter) flush() error {
+	if cw.json {
+		return nil
+	}
+	return cw.tw.Flush()
+}
