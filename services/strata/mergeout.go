@@ -75,7 +75,7 @@ func runMergeout(ctx context.Context, args []string) error {
 	if !*wait {
 		return nil
 	}
-	failed, err := w.wait(ctx, c, ids)
+	_, failed, err := w.wait(ctx, c, ids)
 	if err != nil {
 		return err
 	}
@@ -122,8 +122,9 @@ func (w *eventWatcher) stop() { w.sub.Unsubscribe() }
 
 // wait returns when every job has a done or failed event (or, should an
 // event be missed, the operations table says it ended), printing progress
-// to stderr. It returns how many failed.
-func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (failed int, err error) {
+// to stderr. It returns the done events by job ID and how many failed.
+func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (done map[string]*messages.JobEvent, failed int, err error) {
+	done = map[string]*messages.JobEvent{}
 	pending := map[string]bool{}
 	for _, id := range ids {
 		pending[id] = true
@@ -144,7 +145,7 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (fa
 	for len(pending) > 0 {
 		select {
 		case <-ctx.Done():
-			return failed, fmt.Errorf("stopped waiting for %d jobs (they go on running): %w", len(pending), ctx.Err())
+			return done, failed, fmt.Errorf("stopped waiting for %d jobs (they go on running): %w", len(pending), ctx.Err())
 		case msg := <-w.ch:
 			ev := new(messages.JobEvent)
 			if err := messages.Unmarshal(msg.Data, ev); err != nil || !pending[ev.JobID] {
@@ -159,6 +160,9 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (fa
 					fmt.Fprintf(os.Stderr, "%s %d/%d rows (%.0f%%)\n", ev.JobID, ev.RowsDone, ev.RowsTotal, 100*float64(ev.RowsDone)/float64(ev.RowsTotal))
 				}
 			case messages.EventDone:
+				if pending[ev.JobID] {
+					done[ev.JobID] = ev
+				}
 				settle(ev.JobID, true, fmt.Sprintf("done by %s: %d rows, %s, peak %s", ev.Worker, ev.RowsTotal, fmtBytes(ev.Bytes), fmtBytes(ev.PeakBytes)))
 			case messages.EventFailed:
 				if !ev.Retryable {
@@ -172,7 +176,7 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (fa
 				var rep messages.OperationsReply
 				if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &rep); err != nil {
 					if errors.Is(err, context.Canceled) {
-						return failed, err
+						return done, failed, err
 					}
 					continue
 				}
@@ -187,5 +191,5 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (fa
 			}
 		}
 	}
-	return failed, nil
+	return done, failed, nil
 }

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower/sqlparse"
+)
+
+func init() {
+	register(command{name: "window", summary: "run a window query through the scheduler; print the first rows or write --out", run: runWindow})
+}
+
+func runWindow(ctx context.Context, args []string) error {
+	var f apiFlags
+	fs := newFlagSet("window")
+	f.register(fs)
+	pool := fs.String("pool", "", "resource pool to run in (default general)")
+	rows := fs.Int("rows", 20, "result rows to print")
+	out := fs.String("out", "", "write the whole result to FILE: .csv, .parquet or .arrow")
+	format := fs.String("format", "table", "how printed rows look: table, json or csv")
+	explain := fs.Bool("explain", false, "print the parsed query and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: strata window [flags] 'SELECT ... OVER (...) FROM table ...'\n\n"+
+			"Parses the query, has the scheduler grant it memory and hand it to a windower, waits,\n"+
+			"and prints the first rows of the result container (or writes it all with --out).")
+		fs.PrintDefaults()
+	}
+	sql, rest := leadingArg(args)
+	if err := service.Parse(fs, rest); err != nil {
+		return err
+	}
+	if sql == "" && fs.NArg() == 1 {
+		sql = fs.Arg(0)
+	}
+	if strings.TrimSpace(sql) == "" {
+		fs.Usage()
+		return fmt.Errorf("%w: want the query text", errUsage)
+	}
+	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	exportTo, err := exportFormat(*out)
+	if err != nil {
+		return err
+	}
+	query, err := sqlparse.Parse(sql)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *explain {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(query)
+	}
+	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	w, err := c.watchEvents()
+	if err != nil {
+		return err
+	}
+	defer w.stop()
+	var rep messages.WindowReply
+	if err := c.call(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *query, Pool: *pool}, &rep); err != nil {
+		return err
+	}
+	if err := rep.Error.Err(); err != nil {
+		return err
+	}
+	state := fmt.Sprintf("granted %s from pool %s", fmtBytes(rep.Job.Grant.Bytes), rep.Job.Grant.Pool)
+	if rep.Job.Queued {
+		state = "queued for memory"
+	}
+	fmt.Fprintf(os.Stderr, "window %s over %s (%d containers) -> %s, %s\n", rep.Job.JobID, query.Table, rep.Job.Inputs, rep.ResultTable, state)
+	done, failed, err := w.wait(ctx, c, []string{rep.Job.JobID})
+	if err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("window job %s failed", rep.Job.JobID)
+	}
+	dir, err := resultDir(ctx, c, f.common.DataDir, rep.ResultTable, done[rep.Job.JobID])
+	if err != nil {
+		return err
+	}
+	if exportTo != "" {
+		n, err := exportContainer(dir, *out, exportTo)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %d rows to %s\n", n, *out)
+		return nil
+	}
+	return printRows(dir, *rows, *format)
+}
+
+// resultDir finds the result container: from the done event, or else from
+// the catalog's entry of the result table.
+func resultDir(ctx context.Context, c *apiClient, dataDir, resultTable string, ev *messages.JobEvent) (string, error) {
+	if ev != nil && ev.Output != nil {
+		o := ev.Output
+		return columnar.ContainerDir(dataDir, o.Table, o.Projection, o.ID), nil
+	}
+	var rep messages.CatalogReply
+	if err := c.call(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {
+		return "", err
+	}
+	for _, p := range rep.Projections {
+		for _, l := range p.Live {
+			return columnar.ContainerDir(dataDir, l.Table, l.Projection, l.ID), nil
+		}
+	}
+	return "", fmt.Errorf("result table %s has no container in the catalog", resultTable)
+}
+
+func exportFormat(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".csv", ".parquet", ".arrow":
+		return ext[1:], nil
+	default:
+		return "", fmt.Errorf("%w: --out %q: want a .csv, .parquet or .arrow file", errUsage, path)
+	}
+}
+
+// forEachBatch streams every block of every column of the container at dir.
+func forEachBatch(dir string, fn func(schema *arrow.Schema, rec arrow.RecordBatch) (more bool, err error)) error {
+	ct, err := columnar.Open(dir, columnar.OpenOptions{})
+	if err != nil {
+		return fmt.Errorf("open result: %w", err)
+	}
+	defer ct.Close()
+	cols := make([]int, ct.Schema().NumFields())
+	for i := range cols {
+		cols[i] = i
+	}
+	br, err := ct.OpenColumns(cols)
+	if err != nil {
+		return fmt.Errorf("read result %s: %w", dir, err)
+	}
+	defer br.Close()
+	for {
+		rec, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read result %s: %w", dir, err)
+		}
+		more, err := fn(ct.Schema(), rec)
+		rec.Release()
+		if err != nil || !more {
+			return err
+		}
+	}
+}
+
+// printRows prints the first n rows of the container at dir.
+func printRows(dir string, n int, format string) error {
+	var t *table
+	err := forEachBatch(dir, func(schema *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
+		if t == nil {
+			t = &table{}
+			for _, f := range schema.Fields() {
+				t.header = append(t.header, f.Name)
+			}
+		}
+		for r := 0; r < int(rec.NumRows()) && len(t.rows) < n; r++ {
+			row := make([]string, rec.NumCols())
+			for c := range row {
+				col := rec.Column(c)
+				if col.IsNull(r) {
+					row[c] = "NULL"
+				} else {
+					row[c] = col.ValueStr(r)
+				}
+			}
+			t.add(row...)
+		}
+		return len(t.rows) < n, nil
+	})
+	if err != nil {
+		return err
+	}
+	if t == nil {
+		fmt.Fprintln(os.Stderr, "(no rows)")
+		return nil
+	}
+	return t.print(os.Stdout, format)
+}
+
+// exportContainer writes every row of the container at dir to path as
+// kind (csv, parquet or arrow), block by block, through a temporary file
+// renamed into place.
+func exportContainer(dir, path, kind string) (rows int64, err error) {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	var write func(arrow.RecordBatch) error
+	var finish func() error
+	err = forEachBatch(dir, func(schema *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
+		if write == nil {
+			if write, finish, err = newExporter(kind, schema, f); err != nil {
+				return false, err
+			}
+		}
+		rows += rec.NumRows()
+		return true, write(rec)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("export to %s: %w", path, err)
+	}
+	if finish != nil {
+		if err = finish(); err != nil {
+			return 0, fmt.Errorf("export to %s: %w", path, err)
+		}
+	}
+	if err = f.Sync(); err != nil {
+		return 0, err
+	}
+	if err = f.Close(); err != nil {
+		return 0, err
+	}
+	return rows, os.Rename(tmp, path)
+}
+
+func newExporter(kind string, schema *arrow.Schema, w io.Writer) (write func(arrow.RecordBatch) error, finish func() error, err error) {
+	switch kind {
+	case "csv":
+		cw := csv.NewWriter(w, schema, csv.WithHeader(true), csv.WithNullWriter("NULL"))
+		return cw.Write, func() error { cw.Flush(); return cw.Error() }, nil
+	case "arrow":
+		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithLZ4())
+		if err != nil {
+			return nil, nil, err
+		}
+		return fw.Write, fw.Close, nil
+	case "parquet":
+		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
+		// The parquet writer closes a sink that is an io.Closer; the file is
+		// synced and closed by the caller, so hide its Close.
+		pw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.DefaultWriterProps())
+		if err != nil {
+			return nil, nil, err
+		}
+		return pw.WriteBuffered, pw.Close, nil
+	}
+	return nil, nil, fmt.Errorf("unknown export format %q", kind)
+}
