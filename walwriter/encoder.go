@@ -79,20 +79,19 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, t *Table, ol
 			}
 		}
 	}
-	payload := appendRow(s.scratch[:0], u.Row)
-	fullPayload := len(payload)
+	// Try the delta first; build the full image only when it is not smaller.
+	var payload []byte
 	if old != nil {
-		d := s.delta.appendDelta(payload, old, u.Row)
-		if len(d)-fullPayload < fullPayload {
-			payload = d[fullPayload:]
+		payload = s.delta.appendDelta(s.scratch[:0], old, u.Row)
+		if len(payload) < imageLen {
 			kindByte = byte(KindDelta)
-		} else {
-			payload = d[:fullPayload]
 		}
-		s.scratch = d[:0]
-	} else {
-		s.scratch = payload[:0]
 	}
+	if kindByte != byte(KindDelta) {
+		payload = appendRow(payload[:0], u.Row)
+	}
+	s.scratch = payload[:0]
+	fullPayload := imageLen
 	maxBody := 1 + 3*binary.MaxVarintLen64 + len(u.EventID) + len(u.Key) + binary.MaxVarintLen64 + imageLen
 	dst, rec := beginRecord(dst, maxBody)
 	reserved := len(dst) - rec

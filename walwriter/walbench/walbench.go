@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,12 +69,20 @@ type Result struct {
 
 func int64Value(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)^1<<63) }
 
-func randomText(rng *rand.Rand, n int) []byte {
-	b := make([]byte, n)
+// textPool is random lowercase text that new text values are cut from, so
+// producing a value costs one copy rather than a random draw per byte.
+var textPool = func() []byte {
+	rng := rand.New(rand.NewPCG(5, 5))
+	b := make([]byte, 1<<16)
 	for i := range b {
 		b[i] = byte('a' + rng.IntN(26))
 	}
 	return b
+}()
+
+func randomText(rng *rand.Rand, n int) []byte {
+	off := rng.IntN(len(textPool) - n)
+	return append([]byte(nil), textPool[off:off+n]...)
 }
 
 func initialRow(id int64, rng *rand.Rand) walwriter.Row {
@@ -245,6 +254,7 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 			slots := make(chan struct{}, s.cfg.InFlight)
 			var pending sync.WaitGroup
 			rows := s.rows[p]
+			prefix := fmt.Sprintf("bench-p%d-", p)
 			for i := range count {
 				if ctx.Err() != nil || firstErr.Load() != nil {
 					break
@@ -257,7 +267,7 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 				id := p + k*s.cfg.Producers
 				s.seq[p]++
 				u := walwriter.Update{
-					EventID: fmt.Sprintf("bench-p%d-%d", p, s.seq[p]),
+					EventID: prefix + strconv.FormatUint(s.seq[p], 10),
 					Table:   Accounts.Name,
 					Key:     keyOf(id),
 					Row:     rows[k],
