@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/scheduler"
+)
+
+func startNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, Name: "scheduler-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := natsutil.EnsureStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
+func TestBucketKVSemantics(t *testing.T) {
+	_, js := startNATS(t)
+	ctx := context.Background()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := bucketKV{b}
+	if keys, err := kv.Keys(ctx, ""); err != nil || len(keys) != 0 {
+		t.Fatalf("empty bucket keys = %v, %v", keys, err)
+	}
+	if _, _, err := kv.Get(ctx, "t/p"); !errors.Is(err, scheduler.ErrKeyNotFound) {
+		t.Fatalf("missing key: %v", err)
+	}
+	rev, err := kv.Create(ctx, "t/p", []byte("1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "t/p", []byte("2")); !errors.Is(err, scheduler.ErrConflict) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+	rev2, err := kv.Update(ctx, "t/p", []byte("3"), rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Update(ctx, "t/p", []byte("4"), rev); !errors.Is(err, scheduler.ErrConflict) {
+		t.Fatalf("stale update: %v, want ErrConflict", err)
+	}
+	v, r, err := kv.Get(ctx, "t/p")
+	if err != nil || string(v) != "3" || r != rev2 {
+		t.Fatalf("get = %q, %d, %v", v, r, err)
+	}
+	kv.Create(ctx, "u/p", []byte("x"))
+	if keys, _ := kv.Keys(ctx, "t/"); len(keys) != 1 || keys[0] != "t/p" {
+		t.Fatalf("prefix keys %v", keys)
+	}
+	if err := kv.Delete(ctx, "t/p"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := kv.Get(ctx, "t/p"); !errors.Is(err, scheduler.ErrKeyNotFound) {
+		t.Fatalf("deleted key: %v", err)
+	}
+}
+
+// TestServiceRoundTrip runs the scheduler's wiring against a real server:
+// a load registered over the API starts a mergeout on JOBS, a done event on
+// EVENTS swaps the catalog, and the system tables answer.
+func TestServiceRoundTrip(t *testing.T) {
+	nc, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	log := slog.New(slog.DiscardHandler)
+	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
+	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
+	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+		Strata: scheduler.StrataOptions{Capacity: 4}, Logger: log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	api := newAPIServer(s, log, reg)
+	sub, err := nc.Subscribe(messages.SubjectAPIAll, api.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	cons, err := js.Consumer(ctx, messages.StreamEvents, messages.ConsumerScheduler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop := newEventLoop(s, cons, service.NewRejecter("scheduler", js, log, reg), log, reg)
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- loop.run(loopCtx) }()
+	defer func() { stopLoop(); <-loopDone }()
+
+	request := func(subject string, req, rep messages.Message) {
+		t.Helper()
+		data, err := messages.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := nc.RequestWithContext(ctx, subject, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := messages.Unmarshal(msg.Data, rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg4 := &messages.RegisterRequest{Table: "t", Projection: "p"}
+	for i := range 4 {
+		reg4.Containers = append(reg4.Containers, messages.ContainerRef{Table: "t", Projection: "p", ID: fmt.Sprintf("c%04d", i), Rows: 10, Bytes: 100})
+	}
+	var rr messages.RegisterReply
+	request(messages.SubjectAPIRegister, reg4, &rr)
+	if rr.Error != nil || rr.Live != 4 {
+		t.Fatalf("register reply %+v", rr)
+	}
+	// A malformed request gets a reply that says why.
+	msg, err := nc.RequestWithContext(ctx, messages.SubjectAPIRegister, []byte("junk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad messages.RegisterReply
+	if err := messages.Unmarshal(msg.Data, &bad); err != nil || bad.Error == nil || bad.Error.Code != "invalid" {
+		t.Fatalf("malformed request reply %+v, %v", bad, err)
+	}
+
+	// The mergeout job is on JOBS, deduplicated by job ID.
+	jobs, err := js.Consumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := jobs.Next(jetstream.FetchMaxWait(10 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job messages.MergeoutJob
+	if err := messages.Unmarshal(m.Data(), &job); err != nil {
+		t.Fatal(err)
+	}
+	if m.Headers().Get(jetstream.MsgIDHeader) != job.JobID || len(job.Inputs) != 4 || job.Grant.Pool != "tm" {
+		t.Fatalf("job %+v, msg id %q", job, m.Headers().Get(jetstream.MsgIDHeader))
+	}
+	m.Ack()
+
+	out := messages.ContainerRef{Table: "t", Projection: "p", ID: job.Output, Rows: 40, Bytes: 400}
+	done := &messages.JobEvent{JobID: job.JobID, Operation: messages.OperationMergeout, Type: messages.EventDone, Worker: "w1", Output: &out, RowsTotal: 40, PeakBytes: 200 << 20}
+	if _, err := natsutil.Publish(ctx, js, done.Type.Subject(), "", done); err != nil {
+		t.Fatal(err)
+	}
+	// Junk on EVENTS is dead-lettered, not fatal.
+	if _, err := js.Publish(ctx, messages.SubjectEventDone, []byte("junk")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var cr messages.CatalogReply
+		request(messages.SubjectAPICatalog, &messages.CatalogRequest{Table: "t"}, &cr)
+		if len(cr.Projections) == 1 && len(cr.Projections[0].Live) == 1 && cr.Projections[0].Live[0].ID == job.Output {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog never swapped: %+v", cr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var ops messages.OperationsReply
+	request(messages.SubjectAPIOperations, &messages.OperationsRequest{}, &ops)
+	if len(ops.Operations) != 1 || ops.Operations[0].Status != messages.StatusDone || !ops.Operations[0].MemoryConstrained {
+		t.Fatalf("operations %+v", ops)
+	}
+	var pools messages.PoolsReply
+	request(messages.SubjectAPIPools, &messages.PoolsRequest{}, &pools)
+	if len(pools.Pools) != 2 || pools.Pools[1].Recommendation == "" {
+		t.Fatalf("pools %+v", pools)
+	}
+	mem := int64(1 << 30)
+	request(messages.SubjectAPIPoolAlter, &messages.AlterPoolRequest{Name: "tm", MemorySize: &mem}, &pools)
+	if pools.Error != nil || pools.Pools[1].Config.MemorySize != 1<<30 {
+		t.Fatalf("alter %+v", pools)
+	}
+	request(messages.SubjectAPIPoolAlter, &messages.AlterPoolRequest{Name: "nope", MemorySize: &mem}, &pools)
+	if pools.Error == nil || pools.Error.Code != "not_found" {
+		t.Fatalf("alter unknown pool: %+v", pools.Error)
+	}
+	// The stored pool survives: read it from the bucket.
+	e, err := poolsKV.Get(ctx, "tm")
+	if err != nil || len(e.Value()) == 0 {
+		t.Fatalf("pool tm not stored: %v", err)
+	}
+	// The junk event went to the dead-letter stream.
+	dl, err := js.Stream(ctx, "DEADLETTER")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		info, err := dl.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("malformed event not dead-lettered")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
