@@ -45,7 +45,8 @@ type Options struct {
 	DisableDelta bool
 
 	// DedupWindow is how many recent event IDs are remembered (and rebuilt
-	// from the WAL on open) to drop duplicates. Default 1<<20.
+	// from the WAL on open) to drop duplicates. Default 1<<18 (262144);
+	// each costs roughly 100 bytes of memory.
 	DedupWindow int
 }
 
@@ -69,7 +70,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.DeltaCacheBytes = 64 << 20
 	}
 	if o.DedupWindow == 0 {
-		o.DedupWindow = 1 << 20
+		o.DedupWindow = 1 << 18
 	}
 	switch {
 	case o.SegmentSize < 64<<10:

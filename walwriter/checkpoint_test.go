@@ -1,0 +1,155 @@
+package walwriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// appendMany appends n updates of keys 0..keys-1 asynchronously and waits.
+func appendMany(t *testing.T, w *WAL, prefix string, n, keys int, rng *rand.Rand) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		k := int64(i % keys)
+		row := accountRow(k, rng)
+		row[5] = []byte("fixed text of thirty characters")[:30]
+		wg.Add(1)
+		if err := w.AppendAsync(Update{EventID: fmt.Sprint(prefix, i), Table: "accounts", Key: key(k), Row: row}, func(_ LSN, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			wg.Done()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+func TestCheckpointAndRemoveSegments(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 128 << 10, MaxRowBytes: 4096}
+	w := openTest(t, dir, opts)
+	rng := rand.New(rand.NewPCG(3, 3))
+	appendMany(t, w, "a-", 3000, 50, rng)
+	ckpt, err := w.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadCheckpoint(dir); err != nil || got != ckpt {
+		t.Fatalf("checkpoint file: %d, %v; want %d", got, err, ckpt)
+	}
+	appendMany(t, w, "b-", 200, 50, rng)
+	removed, err := w.RemoveObsoleteSegments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) == 0 {
+		t.Fatal("no segment removed before the checkpoint")
+	}
+	w.Close()
+
+	// Replay from the checkpoint needs nothing before it: every key's
+	// first record after it is a full image.
+	recs := readAll(t, dir, ckpt)
+	if recs[0].LSN != ckpt || recs[0].Kind != KindCheckpoint {
+		t.Fatalf("first record from the checkpoint: %+v", recs[0])
+	}
+	seen := map[string]bool{}
+	for _, r := range recs[1:] {
+		if !seen[string(r.Key)] && r.Kind != KindFull {
+			t.Fatalf("first record of key %x after the checkpoint is a %v", r.Key, r.Kind)
+		}
+		seen[string(r.Key)] = true
+	}
+	if len(recs) != 201 {
+		t.Fatalf("%d records from the checkpoint, want 201", len(recs))
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	// A reopened WAL continues after the remaining segments.
+	w = openTest(t, dir, opts)
+	lsn, err := w.Append(context.Background(), Update{EventID: "c-1", Table: "accounts", Key: key(1), Row: accountRow(1, rng)})
+	w.Close()
+	if err != nil || lsn != recs[len(recs)-1].LSN+1 {
+		t.Fatalf("append after reopen: LSN %d, %v", lsn, err)
+	}
+}
+
+func TestReaderFromLSN(t *testing.T) {
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{SegmentSize: 128 << 10, MaxRowBytes: 4096})
+	appendMany(t, w, "r-", 2000, 20, rand.New(rand.NewPCG(4, 4)))
+	w.Close()
+	all := readAll(t, dir, 0)
+	for _, from := range []LSN{1, 2, 777, 1999, 2000} {
+		got := readAll(t, dir, from)
+		want := all[from-1:]
+		if len(got) != len(want) || got[0].LSN != from || !sameRow(got[0].Row, want[0].Row) {
+			t.Errorf("from %d: %d records starting at %d, want %d", from, len(got), got[0].LSN, len(want))
+		}
+	}
+	if got := readAll(t, dir, 5000); len(got) != 0 {
+		t.Errorf("from past the end: %d records", len(got))
+	}
+}
+
+func TestBatchWindowAndClose(t *testing.T) {
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{BatchWindow: 20 * time.Millisecond, MaxBatchRecords: 100})
+	appendMany(t, w, "w-", 300, 10, rand.New(rand.NewPCG(5, 5)))
+	st := w.Stats()
+	if st.Batches > 6 {
+		t.Errorf("%d batches for 300 records queued at once with a 20ms window and 100-record batches", st.Batches)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(context.Background(), Update{EventID: "late", Table: "accounts", Key: key(1), Row: accountRow(1, rand.New(rand.NewPCG(1, 1)))}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("append after close: %v", err)
+	}
+}
+
+func TestRegisterTable(t *testing.T) {
+	w := openTest(t, t.TempDir(), Options{})
+	defer w.Close()
+	if err := w.RegisterTable(accounts); err != nil {
+		t.Errorf("registering the same table again: %v", err)
+	}
+	if err := w.RegisterTable(Table{Name: "accounts", Columns: []ColumnType{Int64}}); err == nil {
+		t.Error("registering a table again with other columns succeeded")
+	}
+	for _, bad := range []Table{{Name: "", Columns: []ColumnType{Int64}}, {Name: "t"}, {Name: "t", Columns: []ColumnType{99}}} {
+		if err := w.RegisterTable(bad); err == nil {
+			t.Errorf("registering %+v succeeded", bad)
+		}
+	}
+}
+
+func TestOpenRejectsCorruptSealedSegment(t *testing.T) {
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{SegmentSize: 128 << 10, MaxRowBytes: 4096})
+	appendMany(t, w, "s-", 2000, 20, rand.New(rand.NewPCG(6, 6)))
+	w.Close()
+	segs, _ := listSegments(dir)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments, want at least 3", len(segs))
+	}
+	flipByte(t, filepath.Join(dir, segs[0].Name), segmentHeaderSize+100)
+	_, err := Verify(dir)
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.Segment != segs[0].Name {
+		t.Fatalf("verify: %v, want a corruption in %s", err, segs[0].Name)
+	}
+	if _, err := os.Stat(filepath.Join(dir, segs[0].Name)); err != nil {
+		t.Fatal(err)
+	}
+}
