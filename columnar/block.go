@@ -75,6 +75,9 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 	if err != nil {
 		return nil, err
 	}
+	if err := checkRecordBatchMeta(meta); err != nil {
+		return nil, fmt.Errorf("block metadata: %w", err)
+	}
 	metaBuf := memory.SliceBuffer(buf, 8, len(meta))
 	bodyBuf := memory.SliceBuffer(buf, 8+len(meta), len(body))
 	msg := ipc.NewMessage(metaBuf, bodyBuf)
@@ -103,6 +106,9 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 		return nil, fmt.Errorf("decoded %d columns of %d rows, want 1 of %d", rec.NumCols(), rec.NumRows(), rows)
 	}
 	arr = rec.Column(0)
+	if arr.Len() != rows {
+		return nil, fmt.Errorf("decoded column has %d rows, batch says %d", arr.Len(), rows)
+	}
 	arr.Retain()
 	if err := validateArray(arr); err != nil {
 		arr.Release()
@@ -152,8 +158,18 @@ func validateArray(arr arrow.Array) (err error) {
 	data := arr.Data()
 	n := data.Len() + data.Offset()
 	bufs := data.Buffers()
-	if data.NullN() > 0 && (len(bufs) == 0 || bufs[0] == nil || int64(bufs[0].Len())*8 < int64(n)) {
-		return fmt.Errorf("validity bitmap shorter than %d rows", n)
+	if len(bufs) == 0 {
+		return fmt.Errorf("array has no buffers")
+	}
+	if bufs[0] != nil && bufs[0].Len() > 0 {
+		if int64(bufs[0].Len())*8 < int64(n) {
+			return fmt.Errorf("validity bitmap of %d bytes shorter than %d rows", bufs[0].Len(), n)
+		}
+	} else if data.NullN() > 0 {
+		return fmt.Errorf("%d NULLs but no validity bitmap", data.NullN())
+	}
+	if nn := arr.NullN(); nn < 0 || nn > data.Len() {
+		return fmt.Errorf("%d NULLs in %d rows", nn, data.Len())
 	}
 	switch arr.DataType().ID() {
 	case arrow.STRING, arrow.BINARY:

@@ -63,3 +63,5 @@ func readColumn(t testing.TB, c *Container, col int) arrow.Array {
 	}
 	return out
 }
+
+func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(11, 13)) }
