@@ -53,7 +53,7 @@ type appended struct {
 // appendData appends the data record of u at lsn, preceded by the
 // definitions it needs. old is the key's previous image in this segment, or
 // nil; imageLen is rowImageLen(u.Row).
-func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, t *Table, old Row, imageLen int) ([]byte, appended) {
+func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, id eventID, t *Table, old Row, imageLen int) ([]byte, appended) {
 	start := len(dst)
 	tableID, ok := s.tableIDs[t.Name]
 	if !ok {
@@ -63,8 +63,8 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, t *Table, ol
 	}
 	kindByte := byte(KindFull)
 	var prod *producerState
-	prefix, seq, compact := splitEventID(u.EventID)
-	if compact {
+	prefix, seq := id.prefix, id.seq
+	if id.compact {
 		prod = s.producers[prefix]
 		if prod == nil {
 			_, seen := s.candidates[prefix]

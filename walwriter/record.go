@@ -87,6 +87,18 @@ func (e *CorruptError) Error() string {
 
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
+// eventID is an event ID split for the compact form.
+type eventID struct {
+	prefix  string
+	seq     uint64
+	compact bool // the ID is prefix + FormatUint(seq)
+}
+
+func parseEventID(id string) eventID {
+	prefix, seq, ok := splitEventID(id)
+	return eventID{prefix, seq, ok}
+}
+
 // splitEventID splits id into a prefix and a trailing decimal sequence when
 // id has that shape canonically (no leading zeros), so that
 // prefix+FormatUint(seq) == id.

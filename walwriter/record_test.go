@@ -19,7 +19,7 @@ func encodeSegmentBody(first LSN, us []Update) []byte {
 	for i := range us {
 		u := &us[i]
 		old := cache.get(&accounts, u.Key)
-		buf, _ = enc.appendData(buf, first+LSN(i), u, &accounts, old, rowImageLen(u.Row))
+		buf, _ = enc.appendData(buf, first+LSN(i), u, parseEventID(u.EventID), &accounts, old, rowImageLen(u.Row))
 		cache.put(&accounts, u.Key, u.Row)
 	}
 	return buf

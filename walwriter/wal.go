@@ -59,10 +59,14 @@ type request struct {
 	u          Update
 	table      *Table
 	imageLen   int
+	id         eventID
 	checkpoint bool
 	done       func(LSN, error)
 	lsn        LSN
 }
+
+// requestPool recycles requests once their callback has run.
+var requestPool = sync.Pool{New: func() any { return new(request) }}
 
 // Open opens (creating if needed) the WAL in dir, recovering its last
 // segment, and starts a new segment for appends.
@@ -153,11 +157,18 @@ func (w *WAL) Append(ctx context.Context, u Update) (LSN, error) {
 // be. done must return quickly. u's slices must not change until done is
 // called. A rejected update returns a *RejectError and done is not called.
 func (w *WAL) AppendAsync(u Update, done func(LSN, error)) error {
-	r := &request{u: u, done: done}
+	r := requestPool.Get().(*request)
+	*r = request{u: u, done: done}
 	if err := w.validate(r); err != nil {
+		requestPool.Put(r)
 		return err
 	}
-	return w.enqueue(r)
+	r.id = parseEventID(u.EventID)
+	if err := w.enqueue(r); err != nil {
+		requestPool.Put(r)
+		return err
+	}
+	return nil
 }
 
 // Checkpoint writes a checkpoint record and, once it is durable, the
@@ -364,6 +375,10 @@ func (w *WAL) commit(batch []*request) {
 		} else {
 			r.done(r.lsn, nil)
 		}
+		if !r.checkpoint {
+			*r = request{}
+			requestPool.Put(r)
+		}
 	}
 }
 
@@ -399,7 +414,7 @@ func (w *WAL) writeBatch(batch []*request) error {
 		r.lsn = w.nextLSN
 		w.nextLSN++
 		var a appended
-		buf, a = w.enc.appendData(buf, r.lsn, &r.u, r.table, old, r.imageLen)
+		buf, a = w.enc.appendData(buf, r.lsn, &r.u, r.id, r.table, old, r.imageLen)
 		if !w.opts.DisableDelta {
 			w.cache.put(r.table, r.u.Key, r.u.Row)
 		}
