@@ -4,7 +4,7 @@ BIN     ?= bin
 BINARIES := scheduler merger windower walwriter strata
 FUZZTIME ?= 20s
 
-.PHONY: help build test test-race demo bench bench-deps lint fuzz clean
+.PHONY: help build test test-race demo local bench bench-deps lint fuzz clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -32,6 +32,12 @@ fuzz: ## run every fuzz target for FUZZTIME each
 			echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
+
+demo: build ## run every service, load a 200-column table, merge, query, update, print the system tables
+	BIN=$(BIN) deploy/demo.sh
+
+local: build ## run a real nats-server and every service as its own process (deploy/local)
+	BIN=$(BIN) deploy/local/run.sh
 
 clean: ## remove build output
 	rm -rf $(BIN)
