@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Run strata as an operator would on one machine: a real nats-server
+# (built from the nats-server module, JetStream on) and every service as its
+# own process, with any number of workers. Ctrl-C stops everything cleanly.
+#
+# Environment: BIN (default ./bin), STRATA_DIR (data and logs, default
+# ./local-run), NATS_PORT (default 4222), MERGERS (default 2), WINDOWERS
+# (default 1), WALWRITERS (default 1), MEMORY (per worker, default 512MiB).
+#
+# Then, in another shell: bin/strata load --table t --columns 200 --containers 32 --data local-run/data
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. deploy/lib.sh
+
+BIN=${BIN:-bin}
+DIR=${STRATA_DIR:-local-run}
+PORT=${NATS_PORT:-4222}
+MERGERS=${MERGERS:-2}
+WINDOWERS=${WINDOWERS:-1}
+WALWRITERS=${WALWRITERS:-1}
+MEMORY=${MEMORY:-512MiB}
+DATA=$DIR/data
+LOGS=$DIR/logs
+NATS=nats://127.0.0.1:$PORT
+mkdir -p "$DATA" "$LOGS" "$DIR/nats"
+
+if [ ! -x "$BIN/nats-server" ]; then
+	echo "building nats-server from the nats-server module"
+	go build -o "$BIN/nats-server" github.com/nats-io/nats-server/v2
+fi
+trap 'stop_all' EXIT INT TERM
+
+start nats-server "$LOGS" "$BIN/nats-server" --jetstream --store_dir "$DIR/nats" --addr 127.0.0.1 --port "$PORT"
+wait_port 127.0.0.1 "$PORT"
+start scheduler "$LOGS" "$BIN/scheduler" --nats "$NATS" --data "$DATA" --http 127.0.0.1:9101
+for ((i = 1; i <= MERGERS; i++)); do
+	start "merger-$i" "$LOGS" "$BIN/merger" --nats "$NATS" --data "$DATA" --memory "$MEMORY" --http "127.0.0.1:$((9110 + i))" --worker "merger-$i"
+done
+for ((i = 1; i <= WINDOWERS; i++)); do
+	start "windower-$i" "$LOGS" "$BIN/windower" --nats "$NATS" --data "$DATA" --memory "$MEMORY" --http "127.0.0.1:$((9130 + i))" --worker "windower-$i"
+done
+for ((i = 1; i <= WALWRITERS; i++)); do
+	start "walwriter-$i" "$LOGS" "$BIN/walwriter" --nats "$NATS" --data "$DATA" --wal "$DATA/wal-$i" --http "127.0.0.1:$((9150 + i))" --worker "walwriter-$i"
+done
+echo
+echo "strata is running on $NATS; data in $DATA, logs in $LOGS. Ctrl-C stops it."
+echo "try: $BIN/strata load --table t --columns 200 --containers 32 --data $DATA --nats $NATS"
+wait -n "${PIDS[@]}" || true
+echo "a process exited; stopping the rest" >&2
