@@ -29,6 +29,8 @@ type loadFlags struct {
 	seed              int64
 	compression       string
 	noRegister        bool
+	csvPath, pqPath   string
+	sortKey           string
 }
 
 func runLoad(ctx context.Context, args []string) error {
@@ -45,11 +47,16 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.Int64Var(&f.seed, "seed", 1, "generator seed: the same seed writes the same rows")
 	fs.StringVar(&f.compression, "compression", "lz4", "block compression: lz4, zstd or none")
 	fs.BoolVar(&f.noRegister, "no-register", false, "only write the containers; do not tell the scheduler")
+	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred) instead of generating")
+	fs.StringVar(&f.pqPath, "parquet", "", "import this Parquet file instead of generating")
+	fs.StringVar(&f.sortKey, "sort-key", "", "sort key of an import: 'a, b DESC, c NULLS FIRST' (required with --csv/--parquet)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [flags]\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [flags]\n"+
+			"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--rows R] [flags]\n\n"+
 			"Writes K sorted containers of a generated table (every supported type, some NULLs, overlapping\n"+
-			"sort-key ranges) under the data directory and registers them with the scheduler, which starts\n"+
-			"the mergeouts its strata call for.")
+			"sort-key ranges), or of an imported file cut into containers of R rows each sorted by the sort\n"+
+			"key, under the data directory, and registers them with the scheduler, which starts the\n"+
+			"mergeouts its strata call for.")
 		fs.PrintDefaults()
 	}
 	if err := service.Parse(fs, args); err != nil {
@@ -83,7 +90,12 @@ func runLoad(ctx context.Context, args []string) error {
 	opts := columnar.GenOptions{Table: f.table, Projection: f.projection, Columns: f.columns, KeyColumns: f.keys,
 		Containers: f.containers, RowsPerContainer: f.rows, Seed: f.seed, BlockRows: f.blockRows, Compression: comp}
 	start := time.Now()
-	manifests, err := generate(ctx, dataDir, opts)
+	var manifests []*columnar.Manifest
+	if f.csvPath != "" || f.pqPath != "" {
+		manifests, err = importLoad(ctx, dataDir, &f, comp)
+	} else {
+		manifests, err = generate(ctx, dataDir, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -96,7 +108,7 @@ func runLoad(ctx context.Context, args []string) error {
 	}
 	elapsed := time.Since(start)
 	fmt.Fprintf(os.Stderr, "wrote %d containers of %s.%s: %d rows, %d columns, %s on disk in %s (%.0f rows/s)\n",
-		len(refs), f.table, f.projection, rows, f.columns, fmtBytes(bytes), elapsed.Round(time.Millisecond), float64(rows)/elapsed.Seconds())
+		len(refs), f.table, f.projection, rows, len(manifests[0].Schema), fmtBytes(bytes), elapsed.Round(time.Millisecond), float64(rows)/elapsed.Seconds())
 	if f.noRegister {
 		return nil
 	}
@@ -115,6 +127,40 @@ func runLoad(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "registered: %s.%s has %d live containers\n", f.table, f.projection, rep.Live)
 	return nil
+}
+
+// importLoad imports the --csv or --parquet file.
+func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar.Compression) ([]*columnar.Manifest, error) {
+	o := importOptions{path: f.csvPath, kind: "csv", table: f.table, projection: f.projection,
+		rowsPerContainer: f.rows, blockRows: f.blockRows, compression: comp}
+	if f.pqPath != "" {
+		if f.csvPath != "" {
+			return nil, fmt.Errorf("%w: give --csv or --parquet, not both", errUsage)
+		}
+		o.path, o.kind = f.pqPath, "parquet"
+	}
+	if f.sortKey == "" {
+		return nil, fmt.Errorf("%w: an import needs --sort-key", errUsage)
+	}
+	key, err := parseSortKey(f.sortKey)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --sort-key: %v", errUsage, err)
+	}
+	o.sortKey = key
+	if o.firstID, err = nextContainerNumber(filepath.Join(dataDir, f.table, f.projection)); err != nil {
+		return nil, err
+	}
+	ms, err := importFile(ctx, dataDir, o, func(written int, rows int64) {
+		fmt.Fprintf(os.Stderr, "  %d containers written, %d rows read\n", written, rows)
+	})
+	if err != nil {
+		// Leave nothing half-loaded behind: remove what this import wrote.
+		for _, m := range ms {
+			os.RemoveAll(columnar.ContainerDir(dataDir, m.Table, m.Projection, m.ID))
+		}
+		return nil, fmt.Errorf("import %s: %w", o.path, err)
+	}
+	return ms, nil
 }
 
 // generate writes the containers, showing progress. On an empty projection
