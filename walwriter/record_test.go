@@ -18,9 +18,13 @@ func encodeSegmentBody(first LSN, us []Update) []byte {
 	var buf []byte
 	for i := range us {
 		u := &us[i]
-		old := cache.get(&accounts, u.Key)
+		e, hash := cache.lookup(&accounts, u.Key)
+		var old Row
+		if e != nil {
+			old = e.row
+		}
 		buf, _ = enc.appendData(buf, first+LSN(i), u, parseEventID(u.EventID), &accounts, old, rowImageLen(u.Row))
-		cache.put(&accounts, u.Key, u.Row)
+		cache.store(e, hash, &accounts, u.Key, u.Row)
 	}
 	return buf
 }

@@ -74,7 +74,7 @@ func (w *WAL) recover() error {
 		}
 	}
 	w.stats.lastLSN.Store(uint64(w.nextLSN - 1))
-	w.log.Info("recovered WAL", "segments", len(segs), "next_lsn", w.nextLSN, "dedup_ids", len(w.dedup.lsns))
+	w.log.Info("recovered WAL", "segments", len(segs), "next_lsn", w.nextLSN, "dedup_ids", w.dedup.len())
 	return nil
 }
 
@@ -133,7 +133,7 @@ func scanSegment(dir string, seg segmentInfo, tolerateTail bool) (segmentScan, e
 				if isRecord {
 					s.lastLSN = rec.LSN
 					if rec.EventID != "" {
-						s.ids = append(s.ids, dedupEntry{rec.EventID, rec.LSN})
+						s.ids = append(s.ids, dedupEntry{id: rec.EventID, lsn: rec.LSN})
 					}
 				}
 				continue

@@ -408,15 +408,19 @@ func (w *WAL) writeBatch(batch []*request) error {
 			return err
 		}
 		var old Row
+		var entry *cacheEntry
+		var hash uint64
 		if !w.opts.DisableDelta {
-			old = w.cache.get(r.table, r.u.Key)
+			if entry, hash = w.cache.lookup(r.table, r.u.Key); entry != nil {
+				old = entry.row
+			}
 		}
 		r.lsn = w.nextLSN
 		w.nextLSN++
 		var a appended
 		buf, a = w.enc.appendData(buf, r.lsn, &r.u, r.id, r.table, old, r.imageLen)
 		if !w.opts.DisableDelta {
-			w.cache.put(r.table, r.u.Key, r.u.Row)
+			w.cache.store(entry, hash, r.table, r.u.Key, r.u.Row)
 		}
 		w.dedup.add(r.u.EventID, r.lsn, w.opts.DedupWindow)
 		w.stats.records.Add(1)
