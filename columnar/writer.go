@@ -72,6 +72,11 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", dir, err)
 	}
+	// The files carry the canonical schema the manifest describes: no
+	// field or schema metadata (a Parquet import brings field IDs).
+	if opts.Schema, err = ArrowSchema(cols); err != nil {
+		return nil, fmt.Errorf("create container %s: %w", dir, err)
+	}
 	w := &Writer{dir: filepath.Clean(dir), opts: opts, cols: cols, log: opts.Logger}
 	keyPos := make([]int, len(cols))
 	for i := range keyPos {

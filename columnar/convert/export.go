@@ -1,0 +1,122 @@
+package convert
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/csv"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/strata-db/strata/columnar"
+)
+
+// ExportOptions configures the exports.
+type ExportOptions struct {
+	Allocator memory.Allocator // default Go heap
+	// CSV only.
+	Comma    rune   // default ','
+	NoHeader bool   // omit the header row
+	Null     string // the spelling of NULL; default "" (empty field)
+	// Arrow only: write the IPC stream format instead of the file format.
+	ArrowStream bool
+}
+
+func (o *ExportOptions) defaults() {
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+	if o.Comma == 0 {
+		o.Comma = ','
+	}
+}
+
+// batchWriter is what arrow's CSV, Parquet and IPC writers have in common.
+type batchWriter interface {
+	Write(arrow.RecordBatch) error
+	Close() error
+}
+
+// export streams every block of the container at dir (all columns) to the
+// writer mk makes for the container's schema.
+func export(dir string, o *ExportOptions, what string, mk func(*arrow.Schema) (batchWriter, error)) (err error) {
+	c, err := columnar.Open(dir, columnar.OpenOptions{Allocator: o.Allocator})
+	if err != nil {
+		return fmt.Errorf("export %s: %w", what, err)
+	}
+	defer c.Close()
+	cols := make([]int, c.Schema().NumFields())
+	for i := range cols {
+		cols[i] = i
+	}
+	br, err := c.OpenColumns(cols)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", what, err)
+	}
+	defer br.Close()
+	w, err := mk(c.Schema())
+	if err != nil {
+		return fmt.Errorf("export %s of %s: %w", what, dir, err)
+	}
+	defer func() {
+		if cerr := w.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("export %s of %s: %w", what, dir, cerr)
+		}
+	}()
+	for {
+		rec, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("export %s: %w", what, err)
+		}
+		err = w.Write(rec)
+		rec.Release()
+		if err != nil {
+			return fmt.Errorf("export %s of %s: %w", what, dir, err)
+		}
+	}
+}
+
+// ExportCSV writes the container at dir to w as CSV.
+func ExportCSV(dir string, w io.Writer, opts ExportOptions) error {
+	opts.defaults()
+	return export(dir, &opts, "csv", func(s *arrow.Schema) (batchWriter, error) {
+		return &csvWriter{csv.NewWriter(w, s, csv.WithComma(opts.Comma), csv.WithHeader(!opts.NoHeader), csv.WithNullWriter(opts.Null))}, nil
+	})
+}
+
+type csvWriter struct{ *csv.Writer }
+
+func (w *csvWriter) Close() error {
+	w.Flush()
+	return w.Error()
+}
+
+// ExportParquet writes the container at dir to w as a Parquet file
+// (Snappy-compressed, the Arrow schema stored so types round-trip).
+func ExportParquet(dir string, w io.Writer, opts ExportOptions) error {
+	opts.defaults()
+	return export(dir, &opts, "parquet", func(s *arrow.Schema) (batchWriter, error) {
+		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy), parquet.WithAllocator(opts.Allocator))
+		return pqarrow.NewFileWriter(s, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+	})
+}
+
+// ExportArrow writes the container at dir to w as one Arrow IPC file (or
+// stream, with ArrowStream), one record batch per block, LZ4-compressed.
+func ExportArrow(dir string, w io.Writer, opts ExportOptions) error {
+	opts.defaults()
+	return export(dir, &opts, "arrow", func(s *arrow.Schema) (batchWriter, error) {
+		ipcOpts := []ipc.Option{ipc.WithSchema(s), ipc.WithAllocator(opts.Allocator), ipc.WithLZ4()}
+		if opts.ArrowStream {
+			return ipc.NewWriter(w, ipcOpts...), nil
+		}
+		return ipc.NewFileWriter(w, ipcOpts...)
+	})
+}
