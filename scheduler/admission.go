@@ -49,9 +49,11 @@ type TimedOut struct {
 // Rules, after Vertica's resource pools: a job's grant is the pool's target,
 // memorysize / plannedconcurrency. A job is admitted when the pool's memory
 // in use plus the target stays within maxmemorysize and fewer than
-// maxconcurrency jobs run (memory above memorysize is borrowed). Otherwise
-// it queues; the queue is ordered by priority, then arrival, and only its
-// head may be admitted, so a large request is not starved by small ones.
+// maxconcurrency jobs run; memory in use above memorysize is borrowed. A job
+// that could use more than the target (Request.Want) also borrows, up to
+// what it wants, from the free memory above memorysize. Otherwise it queues;
+// the queue is ordered by priority, then arrival, and only its head may be
+// admitted, so a large request is not starved by small ones.
 type Admission struct {
 	pools  map[string]*poolState
 	grants map[string]*grantState // by job ID: running and queued
@@ -246,9 +248,13 @@ func (a *Admission) drain(p *poolState, now time.Time) []Admitted {
 		if p.inUse+target > p.cfg.MaxMemorySize {
 			break
 		}
+		// A job that could use more than the target borrows it from the
+		// memory above memorysize that is free; it never takes the share
+		// memorysize plans for other jobs.
 		size := target
 		if g.req.Want > target {
-			size = min(g.req.Want, p.cfg.MaxMemorySize-p.inUse)
+			above := p.cfg.MaxMemorySize - max(p.inUse+target, p.cfg.MemorySize)
+			size += min(g.req.Want-target, max(0, above))
 		}
 		borrowed := max(0, p.inUse+size-p.cfg.MemorySize) - max(0, p.inUse-p.cfg.MemorySize)
 		p.queue[0] = nil

@@ -83,13 +83,24 @@ func TestAdmissionBorrowing(t *testing.T) {
 }
 
 func TestAdmissionWantBorrowsWhenFree(t *testing.T) {
+	// memorysize 100 (two targets of 50), max 300: 200 can be borrowed.
 	a := newTestAdmission(t, testPool("p", 100, 300, 2, 0))
 	g, _ := mustAcquire(t, a, "big", "p", 1000)
-	if g.Bytes != 300 || g.Target != 50 {
-		t.Fatalf("grant %+v, want all 300 free bytes with target 50", g)
+	if g.Bytes != 250 || g.Target != 50 {
+		t.Fatalf("grant %+v, want the target plus the 200 above memorysize", g)
 	}
-	if _, q := mustAcquire(t, a, "next", "p", 0); !q {
+	// The other planned share is still there for a job at its target...
+	if g, q := mustAcquire(t, a, "next", "p", 1000); q || g.Bytes != 50 {
+		t.Fatalf("second job %+v queued=%v, want its 50-byte target", g, q)
+	}
+	// ...and then the pool is full.
+	if _, q := mustAcquire(t, a, "third", "p", 0); !q {
 		t.Fatal("admitted with nothing free")
+	}
+	// Without borrowable memory a job gets its target whatever it wants.
+	b := newTestAdmission(t, testPool("q", 100, 100, 2, 0))
+	if g, _ := mustAcquire(t, b, "big", "q", 1000); g.Bytes != 50 {
+		t.Fatalf("grant %+v in a pool with maxmemorysize = memorysize", g)
 	}
 }
 

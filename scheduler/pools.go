@@ -13,6 +13,11 @@ import (
 // DefaultPools returns the built-in pools: tm, where mergeouts run, sized as
 // in the original experiment (200MiB, plannedconcurrency 2, so a 100MiB
 // target), and general, where window jobs run unless told otherwise.
+//
+// Neither borrows by default (maxmemorysize = memorysize), so a grant never
+// exceeds the target and workers started with --memory at least the target
+// run every job. Raising maxmemorysize lets a mergeout that could use more
+// borrow up to its inputs' size; give the workers the memory to hold it.
 func DefaultPools() []messages.PoolConfig {
 	return []messages.PoolConfig{
 		{Name: messages.DefaultMergeoutPool, MemorySize: 200 << 20, MaxMemorySize: 200 << 20, PlannedConcurrency: 2,

@@ -149,7 +149,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	// Queued jobs go back to their queue in the order they were made.
 	sort.SliceStable(requeue, func(i, j int) bool { return requeue[i].Created < requeue[j].Created })
 	for _, p := range requeue {
-		if err := s.admit(ctx, p.JobID, p.Grant.Pool, now); err != nil {
+		if err := s.admit(ctx, p.JobID, p.Grant.Pool, wantOf(&p), now); err != nil {
 			s.log.Error("requeue job after restart", "job", p.JobID, "err", err)
 		}
 	}
@@ -307,7 +307,7 @@ func (s *Scheduler) startMergeout(ctx context.Context, table, projection string,
 	s.ops.upsert(operationOf(st, &PendingJob{JobID: job.JobID, Operation: messages.OperationMergeout,
 		Inputs: idsOf(job.Inputs), Created: job.Created, Mergeout: job, Grant: messages.Grant{Pool: messages.DefaultMergeoutPool}}))
 	s.log.Info("mergeout selected", "job", job.JobID, "stratum", sel.Stratum, "inputs", len(job.Inputs))
-	if err := s.admit(ctx, job.JobID, messages.DefaultMergeoutPool, now); err != nil {
+	if err := s.admit(ctx, job.JobID, messages.DefaultMergeoutPool, wantOf(&PendingJob{Mergeout: job}), now); err != nil {
 		return messages.JobRef{}, err
 	}
 	return s.jobRef(job.JobID), nil
@@ -330,10 +330,23 @@ func (s *Scheduler) jobRef(jobID string) messages.JobRef {
 		Output: op.Output, Queued: op.Status == messages.StatusQueued, Grant: op.Grant}
 }
 
+// wantOf is the memory a job could use: for a mergeout, its inputs' size
+// on disk (all of them at once); a window job asks for the target.
+func wantOf(p *PendingJob) int64 {
+	if p.Mergeout == nil {
+		return 0
+	}
+	var n int64
+	for _, in := range p.Mergeout.Inputs {
+		n += in.Bytes
+	}
+	return n
+}
+
 // admit asks the pool for a pending job's grant and starts the jobs that
 // get one. A job that can never be admitted is failed.
-func (s *Scheduler) admit(ctx context.Context, jobID, pool string, now time.Time) error {
-	_, queued, err := s.adm.Acquire(Request{JobID: jobID, Pool: pool}, now)
+func (s *Scheduler) admit(ctx context.Context, jobID, pool string, want int64, now time.Time) error {
+	_, queued, err := s.adm.Acquire(Request{JobID: jobID, Pool: pool, Want: want}, now)
 	if err != nil {
 		s.finishFailed(ctx, jobID, err.Error(), now)
 		return err

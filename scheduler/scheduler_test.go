@@ -547,3 +547,27 @@ func TestPublishFailureRetried(t *testing.T) {
 		t.Fatalf("publish not retried: %d", len(h.pub.mergeouts))
 	}
 }
+
+func TestMergeoutBorrowsWhenAllowed(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 2, BaseBytes: 1 << 40}})
+	maxMem := int64(1 << 30)
+	if _, err := h.s.AlterPool(h.ctx, &messages.AlterPoolRequest{Name: "tm", MaxMemorySize: &maxMem}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.load("t", 0, 2, 150<<20); err != nil { // inputs of 300MiB: wants 300MiB
+		t.Fatal(err)
+	}
+	j := h.pub.mergeouts[0]
+	if j.Grant.Bytes != 300<<20 || j.Grant.Target != 100<<20 {
+		t.Fatalf("grant %+v, want 300MiB borrowed beyond the 100MiB target", j.Grant)
+	}
+	h.finish(j, 280<<20)
+	ops, _ := h.s.Operations(&messages.OperationsRequest{JobID: j.JobID})
+	if !ops.Operations[0].MemoryConstrained {
+		t.Fatalf("a 280MiB peak against a 100MiB target not marked: %+v", ops.Operations[0])
+	}
+	tm := h.s.Pools().Pools[1]
+	if !strings.Contains(tm.Recommendation, "grow pool tm to 560MiB") {
+		t.Fatalf("recommendation %q", tm.Recommendation)
+	}
+}

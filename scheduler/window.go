@@ -60,7 +60,7 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 	st := &ProjectionState{Table: table, Projection: projection}
 	s.ops.upsert(operationOf(st, &PendingJob{JobID: job.JobID, Operation: messages.OperationWindow,
 		Inputs: idsOf(job.Inputs), Created: job.Created, Window: job, Grant: messages.Grant{Pool: pool}}))
-	if err := s.admit(ctx, job.JobID, pool, now); err != nil {
+	if err := s.admit(ctx, job.JobID, pool, 0, now); err != nil {
 		return nil, err
 	}
 	return &messages.WindowReply{Job: s.jobRef(job.JobID), ResultTable: job.ResultTable}, nil
