@@ -1,0 +1,101 @@
+// Package columnar stores the rows of a projection (a table in one sort
+// order) as immutable containers, and reads them back a column and a block
+// at a time, so that a job can work on a table of any width in memory that
+// does not grow with the width.
+//
+// A container is written once by a Writer (Create, Write or WriteColumn,
+// Commit) and then only read (Open, OpenColumn, OpenKeyColumns,
+// OpenColumns) and eventually deleted. Rows of a sorted container are in
+// the order of its SortKey; the writer records the order but does not sort
+// (see the convert subpackage for importing unsorted data).
+//
+// Every buffer a reader or writer makes for Arrow data comes from the
+// memory.Allocator in its options, so a Budget passed there sees what a job
+// holds. KeyEncoder turns sort-key values into normalized keys, byte strings
+// that compare with bytes.Compare in the row order, shared by the merger and
+// the windower.
+//
+// # Format
+//
+// A container is a directory, by convention DATA/<table>/<projection>/<id>
+// (ContainerDir), holding:
+//
+//	manifest.json        the manifest (below)
+//	col-0000.arrow       column 0
+//	col-0001.arrow       column 1, and so on, one file per schema column
+//
+// Commit is atomic. The writer fills a temporary directory
+// ".<id>.tmp-<random>" beside the final one; at Commit it finishes and
+// fsyncs every column file, writes and fsyncs manifest.json, fsyncs the
+// temporary directory, renames it to <id> and fsyncs the parent. A
+// directory without a dot prefix is therefore complete. Temporary
+// directories left by a crash may be removed by whoever owns the parent.
+//
+// Column files. Each column file is a standard Arrow IPC file (readable by
+// any Arrow implementation) whose schema has one nullable or non-nullable
+// field, the column. Its record batches are the column's blocks: block i
+// holds rows [i*block_rows, min((i+1)*block_rows, rows)), the same rows in
+// every column file. Bodies are compressed with the Arrow IPC body
+// compression named in the manifest (LZ4 frame by default, or zstd, or
+// none). The file layout is Arrow's:
+//
+//	"ARROW1" 0x00 0x00                     magic and padding (8 bytes)
+//	schema message                          header_len - 8 bytes
+//	block 0 message, block 1 message, ...   each: 0xFFFFFFFF, int32 metadata
+//	                                        length, flatbuffer metadata, body
+//	footer, int32 footer length, "ARROW1"
+//
+// Readers never use the footer: the manifest locates every block, so a
+// block is read with one positioned read of exactly its bytes.
+//
+// Manifest. manifest.json is one JSON object:
+//
+//	version      1
+//	table, projection, id
+//	schema       [{name, type, nullable, timezone?}]; type is one of int8,
+//	             int16, int32, int64, uint8, uint16, uint32, uint64,
+//	             float32, float64, bool, utf8, binary, date32, timestamp_us
+//	sort_key     [{name, desc?, nulls_first?}]; absent or empty: unsorted
+//	rows         total rows
+//	block_rows   rows per block (every block but the last is full)
+//	compression  "lz4", "zstd" or "none"
+//	blocks       [{first_row, rows, min_key, max_key}]: per block, the
+//	             normalized keys (base64) of its first and last rows, which
+//	             are its least and greatest keys in a sorted container
+//	files        [{column, name, size, crc32c, header_len, header_crc32c,
+//	             blocks: [{offset, length, crc32c, raw_bytes}]}], one per
+//	             column in schema order; raw_bytes is the block's
+//	             uncompressed Arrow buffer size
+//	epochs       [first, last] epochs of the data, as the writer was told
+//	created      RFC 3339 time of the commit
+//
+// Checksums are CRC-32C (Castagnoli): of each file as a whole, of its
+// header (the bytes before block 0), and of each block's message bytes.
+// Readers check the header when opening a column and each block's checksum
+// before decoding it; Verify also checks whole files, so damage in a footer
+// is found too. A mismatch, a size that differs from the manifest, a
+// missing file or a block that does not decode is reported as a
+// *CorruptError naming the container, the file and the block, wrapping
+// ErrCorrupt. Decoding of a damaged block never allocates more than twice
+// the block's raw_bytes (plus a small constant) and never panics.
+//
+// Normalized keys. The key of a row is the concatenation, over the sort-key
+// columns in order, of one part per column:
+//
+//	NULL:      marker (0x00 if NULLS FIRST, 0x02 if NULLS LAST), then for
+//	           fixed-width types as many zero bytes as a value takes
+//	non-NULL:  0x01, then the value bytes
+//
+// Value bytes are big-endian: signed integers, date32 and timestamp_us
+// with the sign bit flipped; unsigned integers as they are; bool as one
+// byte 0 or 1; floats as their IEEE bits, all bits inverted when negative
+// and only the sign bit flipped otherwise, after mapping -0.0 to +0.0 and
+// every NaN to one NaN that sorts after +Inf (so -0.0 = 0.0, NaN = NaN, and
+// NaN is greater than every other value); utf8 and binary as their bytes
+// with each 0x00 written 0x00 0xFF, then the terminator 0x00 0x00, which
+// makes a string sort before every longer string it prefixes. For a DESC
+// column every value byte (terminator included) is inverted; the NULL
+// marker is not, so NULLS FIRST/LAST hold in either direction. Each part is
+// self-delimiting, so bytes.Compare of two keys orders rows exactly as the
+// sort key does, column by column.
+package columnar
