@@ -470,17 +470,35 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 	ctx, cancel := context.WithCancel(m.ctx)
 	defer cancel()
 	work := make(chan []int)
-	errs := make(chan error, workers)
+	errs := make(chan error, 2*workers+len(cols))
+	fail := func(err error) {
+		errs <- err
+		cancel()
+	}
+	// Finishing a column (its last block, footer and fsync) mostly waits on
+	// the disk: it runs beside the gathers, at most workers at a time.
+	finishing := make(chan struct{}, workers)
+	var finishers sync.WaitGroup
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for g := range work {
-				if err := m.gatherGroup(ctx, ins, g, rs, blockRows, w, emit); err != nil {
-					errs <- err
-					cancel()
+				if err := m.gatherGroup(ctx, ins, g, rs, blockRows, emit); err != nil {
+					fail(err)
 					return
+				}
+				for _, c := range g {
+					finishing <- struct{}{}
+					finishers.Add(1)
+					go func() {
+						defer finishers.Done()
+						if err := w.FinishColumn(c); err != nil {
+							fail(fmt.Errorf("merger: %w", err))
+						}
+						<-finishing
+					}()
 				}
 			}
 		}()
@@ -495,6 +513,7 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	finishers.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -509,9 +528,10 @@ const (
 )
 
 // gatherGroup gathers the columns cols in one pass over the row source,
-// opening each input's file of each column once.
+// opening each input's file of each column once. The caller finishes the
+// columns.
 func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *rowSource, blockRows int,
-	w *columnar.Writer, emit func(int, arrow.Array) error) (err error) {
+	emit func(int, arrow.Array) error) (err error) {
 	schema := ins[0].c.Schema()
 	names := make([]string, len(ins))
 	for i, in := range ins {
@@ -581,9 +601,6 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 	}
 	for _, g := range gathers {
 		if err := g.finish(); err != nil {
-			return fmt.Errorf("merger: %w", err)
-		}
-		if err := w.FinishColumn(g.col); err != nil {
 			return fmt.Errorf("merger: %w", err)
 		}
 	}

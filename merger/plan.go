@@ -53,7 +53,7 @@ type plan struct {
 	fanIn        int   // passes: inputs merged per intermediate container
 	rowSourceMem int64 // bytes the row-source stream may hold in memory before spilling
 	keyPhase     int64 // memory of the key merge
-	gatherMax    int64 // memory of the costliest single-column gather
+	gatherMax    int64 // memory of the costliest single-column gather, and of finishing a column beside it
 	horizontal   int64 // memory of a horizontal merge
 }
 
@@ -101,7 +101,9 @@ func makePlanWithin(in planInput) (plan, error) {
 			continue
 		}
 		g := gatherCost(in.inputs, c)
-		p.gatherMax = max(p.gatherMax, g)
+		// A gathered column's last block waits in the writer while the
+		// column is finished beside the next gather.
+		p.gatherMax = max(p.gatherMax, g+c.out)
 		all += g - rowSourceReaderCost
 	}
 	// Horizontal: the row-source stream stays in memory, and every column of
@@ -143,7 +145,7 @@ func maxGather(k int, cols []columnCost) int64 {
 	var m int64
 	for _, c := range cols {
 		if !c.key {
-			m = max(m, gatherCost(k, c))
+			m = max(m, gatherCost(k, c)+c.out)
 		}
 	}
 	return m
