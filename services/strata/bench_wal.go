@@ -51,7 +51,7 @@ func runBenchWAL(ctx context.Context, args []string) error {
 	var tw *tabwriter.Writer
 	if !*asJSON {
 		tw = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "workload\tupdates\trow B\tB/update\tfull image B/update\tratio\tupdates/s\tfsyncs\trecords/fsync\tfsync-per-record updates/s\tspeedup\t")
+		fmt.Fprintln(tw, "workload\tupdates\trow B\tB/update\tfull image B/update\tratio\tupdates/s\tfsyncs\trecords/fsync\tfsync-per-record updates/s\tspeedup\tupdates/cpu-s\t")
 	}
 	for _, wl := range strings.Split(*workloads, ",") {
 		res, err := walbench.Run(ctx, walbench.Config{
@@ -76,9 +76,9 @@ func runBenchWAL(ctx context.Context, args []string) error {
 			fmt.Println(string(b))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.0f\t%d\t%.0f\t%.0f\t%.1fx\t\n",
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.3f\t%.0f\t%d\t%.0f\t%.0f\t%.1fx\t%.0f\t\n",
 			res.Workload, res.Updates, res.RowBytes, res.BytesPerUpdate, res.FullImageBytesPerUpdate, res.DeltaRatio,
-			res.UpdatesPerS, res.Fsyncs, res.RecordsPerFsync, res.FsyncPerRecordUpdatesPerS, res.GroupCommitSpeedup)
+			res.UpdatesPerS, res.Fsyncs, res.RecordsPerFsync, res.FsyncPerRecordUpdatesPerS, res.GroupCommitSpeedup, res.UpdatesPerCPUSecond)
 	}
 	if tw != nil {
 		return tw.Flush()

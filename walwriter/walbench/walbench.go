@@ -65,6 +65,11 @@ type Result struct {
 	FsyncPerRecordUpdatesPerS float64 `json:"fsync_per_record_updates_per_s"`
 	GroupCommitSpeedup        float64 `json:"group_commit_speedup"`
 	Seconds                   float64 `json:"seconds"`
+	// CPUSeconds is the process's user+system CPU time during the measured
+	// group-commit phase, producers included; on a shared machine
+	// updates_per_s is bounded by the CPU the process gets.
+	CPUSeconds          float64 `json:"cpu_s"`
+	UpdatesPerCPUSecond float64 `json:"updates_per_cpu_s"`
 }
 
 func int64Value(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)^1<<63) }
@@ -165,7 +170,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	before := w.Stats()
+	cpu0 := cpuTime()
 	elapsed, err := st.drive(ctx, w, cfg.Updates, false)
+	cpu := cpuTime() - cpu0
 	after := w.Stats()
 	if cerr := w.Close(); err == nil {
 		err = cerr
@@ -183,6 +190,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.Fsyncs = after.Fsyncs - before.Fsyncs
 	res.RecordsPerFsync = n / float64(max(res.Fsyncs, 1))
 	res.UpdatesPerS = n / elapsed.Seconds()
+	if cpu > 0 {
+		res.CPUSeconds = cpu.Seconds()
+		res.UpdatesPerCPUSecond = n / cpu.Seconds()
+	}
 
 	if cfg.SyncUpdates > 0 {
 		opts.MaxBatchRecords = 1
@@ -253,6 +264,13 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 			rng := rand.New(rand.NewPCG(s.cfg.Seed, uint64(p)+1))
 			slots := make(chan struct{}, s.cfg.InFlight)
 			var pending sync.WaitGroup
+			done := func(_ walwriter.LSN, err error) {
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+				}
+				<-slots
+				pending.Done()
+			}
 			rows := s.rows[p]
 			prefix := fmt.Sprintf("bench-p%d-", p)
 			for i := range count {
@@ -274,13 +292,7 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 				}
 				slots <- struct{}{}
 				pending.Add(1)
-				err := w.AppendAsync(u, func(_ walwriter.LSN, err error) {
-					if err != nil {
-						firstErr.CompareAndSwap(nil, &err)
-					}
-					<-slots
-					pending.Done()
-				})
+				err := w.AppendAsync(u, done)
 				if err != nil {
 					firstErr.CompareAndSwap(nil, &err)
 					<-slots
