@@ -25,7 +25,9 @@ func init() {
 	register(command{
 		name:    "bench mergeout",
 		summary: "merge generated wide tables under several memory grants and report speed, memory and I/O",
-		run:     runBenchMergeout,
+		run: func(ctx context.Context, args []string) error {
+			return runBenchMergeout(ctx, args, os.Stdout)
+		},
 	})
 }
 
@@ -125,7 +127,7 @@ func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
 	return cfg, nil
 }
 
-func runBenchMergeout(ctx context.Context, args []string) error {
+func runBenchMergeout(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg, err := parseBenchMergeout(args)
 	if err != nil {
 		return err
@@ -143,7 +145,7 @@ func runBenchMergeout(ctx context.Context, args []string) error {
 		defer f.Close()
 		cfg.profile = f
 	}
-	out := newCaseWriter(os.Stdout, cfg.json)
+	out := newCaseWriter(stdout, cfg.json)
 	for _, width := range cfg.widths {
 		cases, err := benchWidth(ctx, cfg, root, width)
 		if err != nil {
