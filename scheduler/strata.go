@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
 	"math"
+	"slices"
 	"sort"
 
 	"github.com/strata-db/strata/messages"
@@ -92,12 +94,7 @@ func SelectStrata(live []messages.ContainerRef, busy map[string]bool, opts Strat
 	var out []Selection
 	for _, s := range strata {
 		cs := byStratum[s]
-		sort.SliceStable(cs, func(i, j int) bool {
-			if cs[i].Bytes != cs[j].Bytes {
-				return cs[i].Bytes < cs[j].Bytes
-			}
-			return cs[i].ID < cs[j].ID
-		})
+		slices.SortFunc(cs, smallestFirst)
 		for len(cs) >= opts.Capacity {
 			out = append(out, Selection{Stratum: s, Inputs: append([]messages.ContainerRef(nil), cs[:opts.Capacity]...)})
 			cs = cs[opts.Capacity:]
@@ -119,12 +116,7 @@ func SelectAll(live []messages.ContainerRef, busy map[string]bool, opts StrataOp
 	if len(cs) < 2 {
 		return Selection{}, false
 	}
-	sort.SliceStable(cs, func(i, j int) bool {
-		if cs[i].Bytes != cs[j].Bytes {
-			return cs[i].Bytes < cs[j].Bytes
-		}
-		return cs[i].ID < cs[j].ID
-	})
+	slices.SortFunc(cs, smallestFirst)
 	if len(cs) > opts.MaxInputs {
 		cs = cs[:opts.MaxInputs]
 	}
@@ -133,4 +125,9 @@ func SelectAll(live []messages.ContainerRef, busy map[string]bool, opts StrataOp
 		total += c.Bytes
 	}
 	return Selection{Stratum: opts.Stratum(total), Inputs: cs}, true
+}
+
+// smallestFirst orders containers by size, then ID.
+func smallestFirst(a, b messages.ContainerRef) int {
+	return cmp.Or(cmp.Compare(a.Bytes, b.Bytes), cmp.Compare(a.ID, b.ID))
 }
