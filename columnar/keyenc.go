@@ -241,7 +241,22 @@ func bytesValue(arr arrow.Array, row int) []byte {
 }
 
 // escapedLen is the encoded length of a string value, terminator included.
-func escapedLen(s []byte) int { return len(s) + bytes.Count(s, zeroByte) + 2 }
+func escapedLen(s []byte) int { return len(s) + countZeros(s) + 2 }
+
+// countZeros counts 0x00 bytes; short strings (the common key) skip the
+// setup cost of bytes.Count.
+func countZeros(s []byte) int {
+	if len(s) > 32 {
+		return bytes.Count(s, zeroByte)
+	}
+	n := 0
+	for _, c := range s {
+		if c == 0 {
+			n++
+		}
+	}
+	return n
+}
 
 var zeroByte = []byte{0}
 
@@ -267,9 +282,18 @@ func appendEscaped(dst, s []byte, inv byte) []byte {
 	return dst
 }
 
-// putEscaped is appendEscaped into d, which is exactly escapedLen(s) long.
-func putEscaped(d, s []byte, inv byte) {
+// putEscaped is appendEscaped into d, which is exactly escapedLen(s) long;
+// zeros is the number of 0x00 bytes in s.
+func putEscaped(d, s []byte, inv byte, zeros int) {
 	p := 0
+	if zeros == 0 {
+		p = copy(d, s)
+		d[p], d[p+1] = 0, 0
+		if inv != 0 {
+			invertBytes(d)
+		}
+		return
+	}
 	for {
 		i := bytes.IndexByte(s, 0)
 		if i < 0 {
@@ -357,7 +381,7 @@ func (e *KeyEncoder) EncodeBatch(kb *KeyBatch, cols []arrow.Array, from, to int)
 				continue
 			}
 			s := data[vo[row]:vo[row+1]]
-			offs[j+1] += 1 + len(s) + 2 + bytes.Count(s, zeroByte)
+			offs[j+1] += 1 + escapedLen(s)
 		}
 	}
 	offs[0] = 0
@@ -463,9 +487,9 @@ func (e *KeyEncoder) encodeColumn(d []byte, cur []int, i int, arr arrow.Array, f
 				continue
 			}
 			s := data[vo[row]:vo[row+1]]
-			l := len(s) + 2 + bytes.Count(s, zeroByte)
+			l := escapedLen(s)
 			d[p] = markValue
-			putEscaped(d[p+1:p+1+l], s, c.invert)
+			putEscaped(d[p+1:p+1+l], s, c.invert, l-len(s)-2)
 			cur[j] = p + 1 + l
 		}
 	default:

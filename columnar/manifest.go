@@ -196,3 +196,13 @@ func (m *Manifest) Validate() error {
 	}
 	return nil
 }
+
+// MaxBlockBytes returns the largest raw (decoded) and compressed sizes of
+// any block of column col: what reading one block of it holds at most.
+func (m *Manifest) MaxBlockBytes(col int) (raw, compressed int64) {
+	for _, b := range m.Files[col].Blocks {
+		raw = max(raw, b.RawBytes)
+		compressed = max(compressed, b.Length)
+	}
+	return raw, compressed
+}
