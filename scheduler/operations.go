@@ -1,7 +1,9 @@
 package scheduler
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/messages"
@@ -50,6 +52,7 @@ func (l *operationLog) upsert(op messages.Operation) *messages.Operation {
 
 func (l *operationLog) get(jobID string) *messages.Operation { return l.index[jobID] }
 
+// list returns the matching rows, newest (by creation) first.
 func (l *operationLog) list(req *messages.OperationsRequest) []messages.Operation {
 	var out []messages.Operation
 	for i := len(l.rows) - 1; i >= 0; i-- {
@@ -58,9 +61,10 @@ func (l *operationLog) list(req *messages.OperationsRequest) []messages.Operatio
 			continue
 		}
 		out = append(out, *r)
-		if req.Limit > 0 && len(out) == req.Limit {
-			break
-		}
+	}
+	slices.SortStableFunc(out, func(a, b messages.Operation) int { return cmp.Compare(b.Created, a.Created) })
+	if req.Limit > 0 && len(out) > req.Limit {
+		out = out[:req.Limit]
 	}
 	return out
 }

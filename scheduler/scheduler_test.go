@@ -571,3 +571,45 @@ func TestMergeoutBorrowsWhenAllowed(t *testing.T) {
 		t.Fatalf("recommendation %q", tm.Recommendation)
 	}
 }
+
+func TestRestoreHistory(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 2}})
+	if err := h.load("t", 0, 4, 1000); err != nil {
+		t.Fatal(err)
+	}
+	first, second := h.pub.mergeouts[0], h.pub.mergeouts[1]
+	out := messages.ContainerRef{Table: "t", Projection: "p", ID: first.Output, Rows: 200, Bytes: 2000}
+	h.mkdir(out)
+	done := &messages.JobEvent{JobID: first.JobID, Type: messages.EventDone, Worker: "w1", Time: t0.Add(time.Second).UnixNano(),
+		Output: &out, RowsTotal: 200, PeakBytes: 150 << 20, Plan: "vertical"}
+	h.event(done)
+	h.start() // restart: only the second job is pending
+	if ops, _ := h.s.Operations(&messages.OperationsRequest{}); len(ops.Operations) != 1 || ops.Operations[0].JobID != second.JobID {
+		t.Fatalf("before restoring history: %+v", ops.Operations)
+	}
+	// Replay what JOBS and EVENTS hold.
+	for _, j := range []*messages.MergeoutJob{first, second} {
+		h.s.RestoreJob(j, t0)
+	}
+	h.s.RestoreEvent(&messages.JobEvent{JobID: first.JobID, Type: messages.EventAccepted, Worker: "w1", Delivery: 1})
+	h.s.RestoreEvent(done)
+	h.s.RestoreEvent(&messages.JobEvent{JobID: second.JobID, Type: messages.EventDone}) // pending: left to HandleEvent
+	h.s.RestoreEvent(&messages.JobEvent{JobID: "window.t.p.9", Operation: "window", Type: messages.EventFailed, Reason: "queued too long", Time: 5})
+	ops, _ := h.s.Operations(&messages.OperationsRequest{})
+	byID := map[string]messages.Operation{}
+	for _, op := range ops.Operations {
+		byID[op.JobID] = op
+	}
+	if op := byID[first.JobID]; op.Status != messages.StatusDone || op.Worker != "w1" || op.Rows != 200 || !op.MemoryConstrained || op.Plan != "vertical" {
+		t.Fatalf("restored first job %+v", op)
+	}
+	if op := byID[second.JobID]; op.Status != messages.StatusRunning {
+		t.Fatalf("pending job changed by history: %+v", op)
+	}
+	if op := byID["window.t.p.9"]; op.Status != messages.StatusFailed || op.Reason != "queued too long" {
+		t.Fatalf("failed-only job %+v", op)
+	}
+	if _, ok := h.state("t").pending(second.JobID); !ok {
+		t.Fatal("history touched the catalog")
+	}
+}

@@ -49,6 +49,7 @@ func run(args []string) error {
 	maxContainers := fs.Int("max-containers", 1024, "live containers a projection may have; larger loads are refused")
 	orphanGrace := fs.Duration("orphan-grace", time.Hour, "age after which a container directory the catalog does not name is removed at start")
 	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
+	keepOps := fs.Int("keep-operations", 10000, "rows of the operations and acquisitions tables kept (and restored at start)")
 	if err := service.Parse(fs, args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -114,15 +115,22 @@ func run(args []string) error {
 	}
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
-		DataDir:     common.DataDir,
-		Strata:      scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
-		OrphanGrace: *orphanGrace,
-		Logger:      log,
+		DataDir:          common.DataDir,
+		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
+		OrphanGrace:      *orphanGrace,
+		KeepOperations:   *keepOps,
+		KeepAcquisitions: *keepOps,
+		Logger:           log,
 	})
 	if err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
 	r.Registry().MustRegister(newPoolCollector(s))
+	if err := restoreHistory(setup, js, s, *keepOps, log); err != nil {
+		// The tables are for people; a stream that cannot be read must not
+		// keep the scheduler from scheduling.
+		log.Warn("restore operations history", "err", err)
+	}
 
 	api := newAPIServer(s, log, r.Registry())
 	sub, err := nc.QueueSubscribe(messages.SubjectAPIAll, "scheduler", api.handle)

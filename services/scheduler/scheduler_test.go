@@ -215,6 +215,19 @@ func TestServiceRoundTrip(t *testing.T) {
 	if err != nil || len(e.Value()) == 0 {
 		t.Fatalf("pool tm not stored: %v", err)
 	}
+	// A restarted scheduler gets the finished job's row back from the streams.
+	s2, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restoreHistory(ctx, js, s2, 100, log); err != nil {
+		t.Fatal(err)
+	}
+	restored, _ := s2.Operations(&messages.OperationsRequest{})
+	if len(restored.Operations) != 1 || restored.Operations[0].JobID != job.JobID || restored.Operations[0].Status != messages.StatusDone ||
+		restored.Operations[0].Worker != "w1" || restored.Operations[0].Rows != 40 {
+		t.Fatalf("restored operations %+v", restored.Operations)
+	}
 	// The junk event went to the dead-letter stream.
 	dl, err := js.Stream(ctx, "DEADLETTER")
 	if err != nil {
