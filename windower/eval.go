@@ -23,45 +23,67 @@ type callState struct {
 type groupEval struct {
 	n          int
 	partChange []bool // row i starts a new partition
-	peerChange []bool // row i starts a new peer group (or partition)
+	peerChange []bool // row i starts a new peer group (or partition); nil without ORDER BY
 	hasOrder   bool
 	part       partition
 	calls      []*callState
 	partitions int64
+	starts     []int32 // first row of each partition, then n
 }
 
-// evalPartitions walks the partitions and evaluates every call on each.
+// evalPartitions finds the partitions and peer groups, then evaluates
+// every call over every partition.
 func (g *groupEval) evalPartitions() error {
-	ps := 0
-	for i := 1; i <= g.n; i++ {
-		if i < g.n && !g.partChange[i] {
-			continue
+	starts := g.starts[:0]
+	for i, c := range g.partChange[:g.n] {
+		if c || i == 0 {
+			starts = append(starts, int32(i))
 		}
-		g.evalPartition(ps, i)
-		ps = i
+	}
+	starts = append(starts, int32(g.n))
+	g.starts = starts
+	g.partitions += int64(len(starts) - 1)
+	p := &g.part
+	p.hasOrder = g.hasOrder
+	if g.hasOrder {
+		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], grow(p.groupOf, g.n), p.groupStart[:0])
 	}
 	for _, cs := range g.calls {
+		cs.evalAll(p, starts)
 		if cs.agg.overflow {
-			return fmt.Errorf("%w: %s of select item %q", ErrOverflow, "sum", cs.c.alias)
+			return fmt.Errorf("%w: sum of select item %q", ErrOverflow, cs.c.alias)
 		}
 	}
 	return nil
 }
 
-func (g *groupEval) evalPartition(ps, pe int) {
-	if pe <= ps {
-		return
-	}
-	g.partitions++
-	needGroups := g.hasOrder
-	p := &g.part
-	if needGroups {
-		p.load(ps, pe, g.peerChange, true)
-	} else {
-		p.ps, p.pe, p.hasOrder, p.ngroups = ps, pe, false, 1
-	}
-	for _, cs := range g.calls {
-		cs.eval(p)
+// evalAll evaluates the call over every partition. Functions whose result
+// depends only on the partition's size run as one tight loop.
+func (cs *callState) evalAll(p *partition, starts []int32) {
+	c := cs.c
+	switch {
+	case c.fn == fnCount && cs.agg.incl == nil && c.frame.wholePartition(p.hasOrder):
+		o := cs.out.ints
+		for k := 0; k+1 < len(starts); k++ {
+			ps, pe := starts[k], starts[k+1]
+			cnt := int64(pe - ps)
+			for i := ps; i < pe; i++ {
+				o[i] = cnt
+			}
+		}
+	case c.fn == fnRowNumber:
+		o := cs.out.ints
+		for k := 0; k+1 < len(starts); k++ {
+			ps, pe := starts[k], starts[k+1]
+			for i := ps; i < pe; i++ {
+				o[i] = int64(i - ps + 1)
+			}
+		}
+	default:
+		for k := 0; k+1 < len(starts); k++ {
+			p.set(int(starts[k]), int(starts[k+1]))
+			cs.eval(p)
+		}
 	}
 }
 

@@ -11,12 +11,13 @@ import (
 
 // expr is a compiled scalar expression.
 type expr struct {
-	col   int // input column index, or -1
-	konst *vector
-	op    byte
-	args  [2]*expr
-	kind  kind
-	typ   arrow.DataType
+	col     int    // input column index, or -1
+	colName string // the column's name when col >= 0
+	konst   *vector
+	op      byte
+	args    [2]*expr
+	kind    kind
+	typ     arrow.DataType
 }
 
 // schemaInfo resolves column names.
@@ -74,7 +75,7 @@ func compileExpr(si *schemaInfo, e *messages.Expr) (*expr, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &expr{col: i, kind: si.kinds[i], typ: si.schema.Field(i).Type}, nil
+		return &expr{col: i, colName: si.schema.Field(i).Name, kind: si.kinds[i], typ: si.schema.Field(i).Type}, nil
 	case e.Const != nil:
 		v, err := constVector(e.Const)
 		if err != nil {

@@ -1,60 +1,79 @@
 package windower
 
 // partition describes the rows [ps, pe) of one partition, in sorted order,
-// and their peer groups.
+// and their peer groups. Peer groups are numbered over the whole sorted
+// input (groupOf, groupStart are shared by all partitions); g0 is the
+// first group of this partition.
 type partition struct {
 	ps, pe   int
 	hasOrder bool
-	// groupOf[i-ps] is row i's peer group (0-based within the partition);
-	// groupStart[g] is the first row of group g, groupStart[ngroups] == pe.
+	// groupOf[i] is row i's peer group; groupStart[g] is the first row of
+	// group g, and groupStart[last group + 1] is the number of rows.
 	groupOf    []int32
 	groupStart []int32
+	g0         int
 	ngroups    int
 }
 
+// set makes p describe rows [ps, pe).
+func (p *partition) set(ps, pe int) {
+	p.ps, p.pe = ps, pe
+	if !p.hasOrder {
+		p.ngroups = 1
+		return
+	}
+	p.g0 = int(p.groupOf[ps])
+	p.ngroups = int(p.groupOf[pe-1]) - p.g0 + 1
+}
+
+// group returns row i's peer group, counted from 0 within the partition.
 func (p *partition) group(i int) int {
 	if !p.hasOrder {
 		return 0
 	}
-	return int(p.groupOf[i-p.ps])
+	return int(p.groupOf[i]) - p.g0
+}
+
+// groupRow returns the first row of the partition's peer group g (0 <= g <= ngroups).
+func (p *partition) groupRow(g int) int {
+	if !p.hasOrder {
+		if g == 0 {
+			return p.ps
+		}
+		return p.pe
+	}
+	return int(p.groupStart[p.g0+g])
 }
 
 func (p *partition) peerStart(i int) int {
 	if !p.hasOrder {
 		return p.ps
 	}
-	return int(p.groupStart[p.groupOf[i-p.ps]])
+	return int(p.groupStart[p.groupOf[i]])
 }
 
 func (p *partition) peerEnd(i int) int {
 	if !p.hasOrder {
 		return p.pe
 	}
-	return int(p.groupStart[p.groupOf[i-p.ps]+1])
+	return int(p.groupStart[p.groupOf[i]+1])
 }
 
-// load finds the peer groups of rows [ps, pe) from peer-change flags.
-func (p *partition) load(ps, pe int, peerChange []bool, hasOrder bool) {
-	p.ps, p.pe, p.hasOrder = ps, pe, hasOrder
-	if !hasOrder {
-		p.ngroups = 1
-		return
-	}
-	n := pe - ps
-	p.groupOf = grow(p.groupOf, n)
-	p.groupStart = grow(p.groupStart, n+1)
-	g := 0
-	p.groupStart[0] = int32(ps)
-	p.groupOf[0] = 0
-	for i := ps + 1; i < pe; i++ {
-		if peerChange[i] {
+// loadGroups numbers the peer groups of all n rows from peer-change flags
+// (peerChange[i] is true where a group starts, including every partition start).
+func loadGroups(peerChange []bool, groupOf, groupStart []int32) (groups, starts []int32) {
+	n := len(peerChange)
+	g := int32(-1)
+	starts = groupStart[:0]
+	for i := 0; i < n; i++ {
+		if peerChange[i] || i == 0 {
 			g++
-			p.groupStart[g] = int32(i)
+			starts = append(starts, int32(i))
 		}
-		p.groupOf[i-ps] = int32(g)
+		groupOf[i] = g
 	}
-	p.ngroups = g + 1
-	p.groupStart[g+1] = int32(pe)
+	starts = append(starts, int32(n))
+	return groupOf[:n], starts
 }
 
 // rangeKey is the single ORDER BY key a RANGE frame with offsets measures
@@ -156,10 +175,7 @@ func (fr *framer) bound(i int, b *bound, isStart bool) int {
 		case g >= int64(p.ngroups):
 			return p.pe
 		}
-		if !p.hasOrder {
-			return p.ps
-		}
-		return int(p.groupStart[g])
+		return p.groupRow(int(g))
 	}
 	return fr.rangeBound(i, b, sign, isStart)
 }

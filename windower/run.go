@@ -154,6 +154,14 @@ func loadRecords(p *plan, recs []arrow.RecordBatch, budget *columnar.Budget) (*i
 		f := p.schema.schema.Field(c)
 		k := p.schema.kinds[c]
 		v := &vector{kind: k, typ: f.Type}
+		switch k {
+		case kindFloat:
+			v.floats = make([]float64, 0, in.n)
+		case kindString:
+			v.strs = make([]string, 0, in.n)
+		default:
+			v.ints = make([]int64, 0, in.n)
+		}
 		for _, r := range recs {
 			if !r.Schema().Field(c).Equal(f) && !arrow.TypeEqual(r.Schema().Field(c).Type, f.Type) {
 				return nil, fmt.Errorf("windower: input batch column %d is %s, schema says %s", c, r.Schema().Field(c).Type, f.Type)
@@ -220,6 +228,7 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 	results := make([]*vector, len(p.outputs)) // window outputs, in original row order unless final
 	var lastPerm []int32
 	var lastOuts map[int]*vector
+	var lastSorted map[int]*vector
 	for gi, g := range p.groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -251,27 +260,80 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 		} else {
 			stats.SortedInput = true
 		}
-		ge := &groupEval{n: n, hasOrder: len(g.order) > 0}
+		// Key and argument columns in sorted order, each gathered once.
+		sortedCols := map[int]*vector{}
+		sortedOf := func(e *expr, v *vector) *vector {
+			if perm == nil {
+				return v
+			}
+			if e.col >= 0 {
+				if sv, ok := sortedCols[e.col]; ok {
+					return sv
+				}
+			}
+			sv := v.gather(perm, &vector{})
+			if e.col >= 0 {
+				sortedCols[e.col] = sv
+			}
+			return sv
+		}
+		if perm != nil && s.sorted != nil && len(keys) > 0 && keys[0].v.kind != kindFloat {
+			// The sort leaves the first key's values in order: decode
+			// them instead of gathering.
+			first := keys[0]
+			flip := uint64(1) << 63
+			if first.desc {
+				flip = ^flip
+			}
+			sv := &vector{kind: first.v.kind, typ: first.v.typ, ints: make([]int64, n)}
+			for i, u := range s.sorted[:n] {
+				sv.ints[i] = int64(u ^ flip)
+			}
+			var e *expr
+			if len(g.partition) > 0 {
+				e = g.partition[0].expr
+			} else {
+				e = g.order[0].expr
+			}
+			if e.col >= 0 {
+				sortedCols[e.col] = sv
+			}
+			if len(g.partition) > 0 {
+				partVecs[0] = sv
+			} else {
+				orderVecs[0] = sv
+			}
+			keys[0].v = nil // marks the first key as already sorted
+		}
+		sortedKeyVec := func(k int, e *expr, v *vector) *vector {
+			if keys[k].v == nil {
+				return v // decoded from the sort above
+			}
+			return sortedOf(e, v)
+		}
+		ge := &groupEval{n: n, hasOrder: len(g.order) > 0, starts: make([]int32, 0, n+1)}
 		ge.partChange = make([]bool, n)
-		ge.peerChange = make([]bool, n)
-		for _, v := range partVecs {
-			markChanges(v.gather(perm, &vector{}), ge.partChange)
+		for k, v := range partVecs {
+			markChanges(sortedKeyVec(k, g.partition[k].expr, v), ge.partChange)
 		}
 		if n > 0 {
 			ge.partChange[0] = true
 		}
-		copy(ge.peerChange, ge.partChange)
 		var rangeKey *vector
-		for k, v := range orderVecs {
-			sv := v.gather(perm, &vector{})
-			markChanges(sv, ge.peerChange)
-			if k == 0 {
-				rangeKey = sv
+		if ge.hasOrder {
+			ge.peerChange = make([]bool, n)
+			copy(ge.peerChange, ge.partChange)
+			for k, v := range orderVecs {
+				sv := sortedKeyVec(len(partVecs)+k, g.order[k].expr, v)
+				markChanges(sv, ge.peerChange)
+				if k == 0 {
+					rangeKey = sv
+				}
 			}
 		}
 		outs := map[int]*vector{}
 		for _, c := range g.calls {
-			cs, err := newCallState(c, in, n, perm, rangeKey, g)
+			cs, err := newCallState(c, in, n, perm, rangeKey, g, sortedOf)
 			if err != nil {
 				return nil, err
 			}
@@ -286,7 +348,7 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 		}
 		stats.Partitions += ge.partitions
 		if gi == len(p.groups)-1 && len(p.orderBy) == 0 {
-			lastPerm, lastOuts = perm, outs
+			lastPerm, lastOuts, lastSorted = perm, outs, sortedCols
 			break
 		}
 		// Put the outputs back in input row order.
@@ -340,7 +402,9 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 				return nil, err
 			}
 			v = ev
-			if final != nil {
+			if sv, ok := lastSorted[o.expr.col]; ok && o.expr.col >= 0 && final != nil && lastOuts != nil {
+				v = sv // already in the final order
+			} else if final != nil {
 				v = v.gather(final, &vector{})
 			}
 		} else {
@@ -411,7 +475,7 @@ func scatter(v *vector, perm []int32) *vector {
 	return out
 }
 
-func newCallState(c *call, in *input, n int, perm []int32, rangeKey *vector, g *windowGroup) (*callState, error) {
+func newCallState(c *call, in *input, n int, perm []int32, rangeKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
 	cs := &callState{c: c}
 	out := &vector{kind: c.outKind, typ: c.outTyp}
 	switch c.outKind {
@@ -431,7 +495,7 @@ func newCallState(c *call, in *input, n int, perm []int32, rangeKey *vector, g *
 		if err != nil {
 			return nil, fmt.Errorf("windower: %s: %w", c.alias, err)
 		}
-		cs.arg = v.gather(perm, &vector{})
+		cs.arg = sortedOf(c.args[0], v)
 	}
 	cs.fr.f = &c.frame
 	if rangeKey != nil && len(g.order) > 0 {

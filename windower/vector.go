@@ -3,6 +3,9 @@ package windower
 import (
 	"fmt"
 	"math"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -219,6 +222,29 @@ func grow[T any](s []T, n int) []T {
 	return make([]T, n)
 }
 
+// wrapFixed makes an Arrow array of a fixed-width type over values
+// without copying them; the array keeps the Go memory alive.
+func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n int) arrow.Array {
+	var bitmap *memory.Buffer
+	nullN := 0
+	if nulls != nil {
+		bm := make([]byte, bitutil.BytesForBits(int64(n)))
+		for i, null := range nulls[:n] {
+			if null {
+				nullN++
+			} else {
+				bitutil.SetBit(bm, i)
+			}
+		}
+		if nullN > 0 {
+			bitmap = memory.NewBufferBytes(bm)
+		}
+	}
+	data := array.NewData(typ, n, []*memory.Buffer{bitmap, memory.NewBufferBytes(values)}, nil, nullN, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
+}
+
 // toArrow builds an Arrow array of v's type from v.
 func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 	n := v.len()
@@ -234,16 +260,10 @@ func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 		return out
 	}
 	switch v.typ.ID() {
-	case arrow.INT64:
-		b := array.NewInt64Builder(mem)
-		defer b.Release()
-		b.AppendValues(v.ints, validBytes())
-		return b.NewArray()
+	case arrow.INT64, arrow.TIMESTAMP:
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n)
 	case arrow.FLOAT64:
-		b := array.NewFloat64Builder(mem)
-		defer b.Release()
-		b.AppendValues(v.floats, validBytes())
-		return b.NewArray()
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n)
 	case arrow.STRING:
 		b := array.NewStringBuilder(mem)
 		defer b.Release()

@@ -1,0 +1,246 @@
+package windower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/messages"
+)
+
+// openInputs opens the containers at dirs and checks they share a schema.
+func openInputs(dirs []string, o *Options) ([]*columnar.Container, *arrow.Schema, error) {
+	if len(dirs) == 0 {
+		return nil, nil, fmt.Errorf("%w: no input containers", ErrInvalidQuery)
+	}
+	cs := make([]*columnar.Container, 0, len(dirs))
+	var schema *arrow.Schema
+	for _, d := range dirs {
+		c, err := columnar.Open(d, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
+		if err != nil {
+			return nil, nil, fmt.Errorf("windower: open input: %w", err)
+		}
+		if schema == nil {
+			schema = c.Schema()
+		} else if !schema.Equal(c.Schema()) {
+			return nil, nil, fmt.Errorf("windower: input %s: %w: schema %s, first input has %s", d, columnar.ErrSchemaMismatch, c.Schema(), schema)
+		}
+		cs = append(cs, c)
+	}
+	return cs, schema, nil
+}
+
+// Run evaluates q over the containers at dirs (the live containers of
+// q.Table) within the grant in opts. The query is checked against the
+// containers' schema before any data is read.
+func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Options) (*Result, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cs, schema, err := openInputs(dirs, &o)
+	if err != nil {
+		return nil, err
+	}
+	p, err := compile(q, schema)
+	if err != nil {
+		return nil, err
+	}
+	var rows int64
+	for _, c := range cs {
+		rows += c.Rows()
+	}
+	if len(cs) == 1 && len(p.groups) == 1 && sortedFor(cs[0].SortKey(), p.groups[0]) {
+		o.InputSorted = true
+	}
+	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
+		return runExternal(ctx, p, cs, rows, o)
+	}
+	in, err := loadContainers(ctx, p, cs, rows, o.Budget)
+	if err != nil {
+		return nil, err
+	}
+	return evaluate(ctx, p, in, o)
+}
+
+// memoryPerRow estimates the bytes per input row the in-memory evaluation
+// holds at its peak: input columns, sort buffers, sorted keys and
+// arguments, outputs, and the result's Arrow columns.
+func (p *plan) memoryPerRow() int64 {
+	var n int64
+	for c, used := range p.usedCols {
+		if used {
+			n += kindBytes(p.schema.kinds[c])
+		}
+	}
+	n += 4 + 8 + 8 + 4 + 2 // permutation, radix keys and scratch, boundary flags
+	for _, g := range p.groups {
+		n += int64(len(g.partition)+len(g.order)) * 9
+		for _, c := range g.calls {
+			n += 2 * (kindBytes(c.outKind) + 1) // output and its scatter/gather copy
+			n += int64(len(c.args)) * 9
+			if c.frame.exclude != excludeNoOthers {
+				n += 64 // segment tree
+			}
+		}
+	}
+	for _, o := range p.outputs {
+		if o.expr != nil {
+			n += 2 * (kindBytes(o.expr.kind) + 1)
+		}
+		n += 9 // Arrow result column
+	}
+	return n
+}
+
+func kindBytes(k kind) int64 {
+	if k == kindString {
+		return 32
+	}
+	return 9
+}
+
+// sortedFor reports whether a container sorted on key yields the group's
+// (partition, order) order: the partition columns, in any order and
+// direction, then exactly the ORDER BY columns.
+func sortedFor(key columnar.SortKey, g *windowGroup) bool {
+	np := len(g.partition)
+	if len(key) < np+len(g.order) {
+		return false
+	}
+	for _, k := range g.partition {
+		if k.expr.col < 0 {
+			return false
+		}
+	}
+	for _, o := range g.order {
+		if o.expr.col < 0 {
+			return false
+		}
+	}
+	for i := 0; i < np; i++ {
+		found := false
+		for _, k := range g.partition {
+			if k.expr.colName == key[i].Name {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	for i, o := range g.order {
+		kc := key[np+i]
+		if kc.Name != o.expr.colName || kc.Desc != o.desc || kc.NullsFirst != o.nullsFirst {
+			return false
+		}
+	}
+	return true
+}
+
+// loadContainers reads the used columns of every container into memory.
+func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, budget *columnar.Budget) (*input, error) {
+	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows)}
+	var used []int
+	for c, u := range p.usedCols {
+		if !u {
+			continue
+		}
+		used = append(used, c)
+		f := p.schema.schema.Field(c)
+		v := &vector{kind: p.schema.kinds[c], typ: f.Type}
+		switch v.kind {
+		case kindFloat:
+			v.floats = make([]float64, 0, rows)
+		case kindString:
+			v.strs = make([]string, 0, rows)
+		default:
+			v.ints = make([]int64, 0, rows)
+		}
+		in.cols[c] = v
+	}
+	if err := in.reserve(budget); err != nil {
+		return nil, err
+	}
+	// The reservation counted only what is allocated so far; count full size.
+	budget.Release(in.reserved)
+	in.reserved = 0
+	for _, v := range in.cols {
+		if v != nil {
+			in.reserved += (kindBytes(v.kind)) * rows
+		}
+	}
+	if err := budget.Reserve(in.reserved); err != nil {
+		in.reserved = 0
+		return nil, fmt.Errorf("windower: load %d input rows: %w", rows, err)
+	}
+	if len(used) == 0 {
+		return in, nil // count(*) OVER () over no columns
+	}
+	for _, c := range cs {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		br, err := c.OpenColumns(used)
+		if err != nil {
+			return nil, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+		}
+		for {
+			rec, err := br.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				br.Close()
+				return nil, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+			}
+			for j, col := range used {
+				if err := in.cols[col].appendArrow(rec.Column(j)); err != nil {
+					rec.Release()
+					br.Close()
+					return nil, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), p.schema.schema.Field(col).Name, err)
+				}
+			}
+			rec.Release()
+		}
+		if err := br.Close(); err != nil {
+			return nil, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+		}
+	}
+	return in, nil
+}
+
+// WriteContainer writes the rest of res as a container at dir (committed
+// atomically) and returns its manifest. opts.Schema is set from res.
+func WriteContainer(res *Result, dir string, opts columnar.WriterOptions) (*columnar.Manifest, error) {
+	opts.Schema = res.Schema()
+	w, err := columnar.Create(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("windower: write result: %w", err)
+	}
+	for {
+		rec, err := res.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("windower: write result: %w", err)
+		}
+		err = w.Write(rec)
+		rec.Release()
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("windower: write result %s: %w", dir, err)
+		}
+	}
+	m, err := w.Commit()
+	if err != nil {
+		w.Abort()
+		return nil, fmt.Errorf("windower: commit result %s: %w", dir, err)
+	}
+	return m, nil
+}
