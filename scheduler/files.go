@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/strata-db/strata/messages"
 )
@@ -76,7 +77,7 @@ func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState
 		}
 		named := st.named()
 		for _, e := range entries {
-			if named[e.Name()] {
+			if named[e.Name()] || named[writerTempOf(e.Name())] {
 				continue
 			}
 			info, err := e.Info()
@@ -92,4 +93,18 @@ func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState
 		}
 	}
 	return nil
+}
+
+// writerTempOf returns the container ID a container writer's temporary
+// directory (".<id>.tmp-<random>") is for, or "".
+func writerTempOf(name string) string {
+	rest, ok := strings.CutPrefix(name, ".")
+	if !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, ".tmp-")
+	if !ok {
+		return ""
+	}
+	return id
 }

@@ -348,7 +348,7 @@ func wantOf(p *PendingJob) int64 {
 func (s *Scheduler) admit(ctx context.Context, jobID, pool string, want int64, now time.Time) error {
 	_, queued, err := s.adm.Acquire(Request{JobID: jobID, Pool: pool, Want: want}, now)
 	if err != nil {
-		s.finishFailed(ctx, jobID, err.Error(), now)
+		s.finishFailed(ctx, jobID, err.Error(), 0, now)
 		return err
 	}
 	if queued {
@@ -387,7 +387,7 @@ func (s *Scheduler) granted(ctx context.Context, admitted []Admitted, now time.T
 			// and pending, and fails visibly.
 			s.log.Error("record grant", "job", a.JobID, "err", err)
 			s.adm.Release(a.JobID, 0, now)
-			s.finishFailed(ctx, a.JobID, "record grant: "+err.Error(), now)
+			s.finishFailed(ctx, a.JobID, "record grant: "+err.Error(), 0, now)
 			continue
 		}
 		if op := s.ops.get(a.JobID); op != nil {
@@ -478,7 +478,7 @@ func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) erro
 		if ev.Retryable || !pending {
 			return nil // the job is redelivered, or already settled
 		}
-		s.finishFailed(ctx, ev.JobID, ev.Reason, now)
+		s.finishFailed(ctx, ev.JobID, ev.Reason, ev.PeakBytes, now)
 		return nil
 	case messages.EventDone:
 		if !pending {
@@ -557,7 +557,7 @@ func (s *Scheduler) registerResult(ctx context.Context, out messages.ContainerRe
 
 // finishFailed settles a job that will not complete: its inputs stay live,
 // its grant is released, and anyone waiting hears a failed event.
-func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, now time.Time) {
+func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak int64, now time.Time) {
 	where, ok := s.where[jobID]
 	if ok {
 		_, err := s.catalog.Update(ctx, where.table, where.projection, func(st *ProjectionState) error {
@@ -578,7 +578,7 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, now 
 		op.MemoryConstrained = op.Grant.Target > 0 && op.PeakBytes > op.Grant.Target
 	}
 	s.log.Warn("job failed", "job", jobID, "reason", reason)
-	s.granted(ctx, s.adm.Release(jobID, 0, now), now)
+	s.granted(ctx, s.adm.Release(jobID, peak, now), now)
 	if ok {
 		s.collectDead(ctx, where.table, where.projection)
 	}
@@ -593,7 +593,7 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	now := s.now()
 	for _, t := range s.adm.Expire(now) {
 		where, ok := s.where[t.JobID]
-		s.finishFailed(ctx, t.JobID, t.Reason, now)
+		s.finishFailed(ctx, t.JobID, t.Reason, 0, now)
 		op := s.ops.get(t.JobID)
 		ev := &messages.JobEvent{JobID: t.JobID, Type: messages.EventFailed, Worker: "scheduler", Time: now.UnixNano(), Reason: t.Reason}
 		if op != nil {

@@ -421,6 +421,10 @@ func TestRestartMidMergeout(t *testing.T) {
 	h.mkdir(orphan)
 	old := t0.Add(-time.Hour)
 	os.Chtimes(filepath.Join(h.dir, "t", "p", "orphan"), old, old)
+	// The writer of a running job's output keeps its temporary directory.
+	writing := filepath.Join(h.dir, "t", "p", "."+h.pub.mergeouts[1].Output+".tmp-123")
+	os.MkdirAll(writing, 0o755)
+	os.Chtimes(writing, old, old)
 	fresh := messages.ContainerRef{Table: "t", Projection: "p", ID: "fresh"}
 	h.mkdir(fresh)
 	os.Chtimes(filepath.Join(h.dir, "t", "p", "fresh"), t0, t0)
@@ -429,6 +433,9 @@ func TestRestartMidMergeout(t *testing.T) {
 	h.pub.mergeouts = nil
 	h.start()
 
+	if _, err := os.Stat(writing); err != nil {
+		t.Fatalf("a running job's temporary output was removed: %v", err)
+	}
 	if h.exists(orphan) || !h.exists(fresh) {
 		t.Fatalf("orphan removal: old exists=%v, fresh exists=%v; want only the old one gone", h.exists(orphan), h.exists(fresh))
 	}
