@@ -294,4 +294,3 @@ func generateWindowTable(dir, name string, rows int, seed uint64) error {
 	_, err = w.Commit()
 	return err
 }
-
