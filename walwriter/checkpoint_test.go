@@ -153,3 +153,21 @@ func TestOpenRejectsCorruptSealedSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestWriteFailureIsSticky(t *testing.T) {
+	w := openTest(t, t.TempDir(), Options{})
+	// Make the next write fail, as a dying disk would.
+	w.seg.Close()
+	rng := rand.New(rand.NewPCG(8, 8))
+	_, err := w.Append(context.Background(), Update{EventID: "x-1", Table: "accounts", Key: key(1), Row: accountRow(1, rng)})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("append on a failing disk: %v, want ErrFailed", err)
+	}
+	_, err = w.Append(context.Background(), Update{EventID: "x-2", Table: "accounts", Key: key(2), Row: accountRow(2, rng)})
+	if !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after a failure: %v, want ErrFailed", err)
+	}
+	if err := w.Close(); !errors.Is(err, ErrFailed) {
+		t.Fatalf("close after a failure: %v, want ErrFailed", err)
+	}
+}

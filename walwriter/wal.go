@@ -2,14 +2,11 @@ package walwriter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // Update is one update event as the WAL logs it.
@@ -41,16 +38,17 @@ type WAL struct {
 	wake   chan struct{}
 	done   chan struct{}
 
-	// Owned by the committer goroutine.
-	seg      *os.File
-	segName  string
-	segOff   int64
-	enc      *segmentEncoder
-	nextLSN  LSN
-	cache    *imageCache
-	dedup    *dedupWindow
-	buf      []byte
-	pendingC LSN // a checkpoint written in the current batch
+	flushes chan flushItem // encoder to syncer
+	buffers chan []byte    // syncer back to encoder
+
+	// Owned by the encoder goroutine.
+	seg     *os.File
+	segName string
+	segOff  int64
+	enc     *segmentEncoder
+	nextLSN LSN
+	cache   *imageCache
+	dedup   *dedupWindow
 
 	stats statCounters
 }
@@ -82,8 +80,11 @@ func Open(dir string, opts Options) (*WAL, error) {
 		tables: make(map[string]*Table),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
-		cache:  newImageCache(opts.DeltaCacheBytes),
-		dedup:  newDedupWindow(opts.DedupWindow),
+		// One item being synced, one queued: encoding overlaps syncing.
+		flushes: make(chan flushItem, 1),
+		buffers: make(chan []byte, 4),
+		cache:   newImageCache(opts.DeltaCacheBytes),
+		dedup:   newDedupWindow(opts.DedupWindow),
 	}
 	w.stats.rejected = make(map[string]*atomic.Uint64)
 	for _, r := range []string{ReasonUnknownTable, ReasonColumns, ReasonOversized, ReasonInvalid} {
@@ -103,7 +104,8 @@ func Open(dir string, opts Options) (*WAL, error) {
 	if err := w.startSegment(); err != nil {
 		return nil, err
 	}
-	go w.commitLoop()
+	go w.encodeLoop()
+	go w.syncLoop()
 	return w, nil
 }
 
@@ -262,239 +264,5 @@ func (w *WAL) Close() error {
 	default:
 	}
 	<-w.done
-	err := w.seg.Close()
-	w.mu.Lock()
-	failed := w.failed
-	w.mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("walwriter: close segment %s: %w", w.segName, err)
-	}
-	if failed != nil && !errors.Is(failed, ErrClosed) {
-		return failed
-	}
-	return nil
-}
-
-// commitLoop is the single goroutine that encodes, writes and syncs.
-func (w *WAL) commitLoop() {
-	defer close(w.done)
-	var batch []*request
-	for {
-		batch = w.takeBatch(batch[:0])
-		if batch == nil {
-			return
-		}
-		w.commit(batch)
-		clear(batch)
-	}
-}
-
-// takeBatch waits for queued requests and takes up to a batch of them; it
-// returns nil when the WAL is closed and drained.
-func (w *WAL) takeBatch(batch []*request) []*request {
-	var deadline time.Time
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	bytes := 0
-	for {
-		w.mu.Lock()
-		n := 0
-		for n < len(w.queue) && len(batch) < w.opts.MaxBatchRecords && bytes < w.opts.MaxBatchBytes {
-			r := w.queue[n]
-			batch = append(batch, r)
-			bytes += r.imageLen
-			n++
-		}
-		rest := copy(w.queue, w.queue[n:])
-		clear(w.queue[rest:])
-		w.queue = w.queue[:rest]
-		closed := w.closed
-		w.mu.Unlock()
-
-		full := len(batch) >= w.opts.MaxBatchRecords || bytes >= w.opts.MaxBatchBytes
-		if len(batch) > 0 && (full || closed || w.opts.BatchWindow == 0) {
-			return batch
-		}
-		if len(batch) == 0 && closed {
-			return nil
-		}
-		if len(batch) > 0 {
-			if deadline.IsZero() {
-				deadline = time.Now().Add(w.opts.BatchWindow)
-				timer = time.NewTimer(w.opts.BatchWindow)
-			}
-			select {
-			case <-w.wake:
-			case <-timer.C:
-				return w.takeMore(batch, bytes)
-			}
-			continue
-		}
-		<-w.wake
-	}
-}
-
-// takeMore adds whatever is queued to batch, within the batch limits.
-func (w *WAL) takeMore(batch []*request, bytes int) []*request {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := 0
-	for n < len(w.queue) && len(batch) < w.opts.MaxBatchRecords && bytes < w.opts.MaxBatchBytes {
-		batch = append(batch, w.queue[n])
-		bytes += w.queue[n].imageLen
-		n++
-	}
-	rest := copy(w.queue, w.queue[n:])
-	clear(w.queue[rest:])
-	w.queue = w.queue[:rest]
-	return batch
-}
-
-// commit encodes batch, writes it with one write and one fdatasync per
-// segment touched, and reports the outcome to every request.
-func (w *WAL) commit(batch []*request) {
-	w.mu.Lock()
-	failed := w.failed
-	w.mu.Unlock()
-	if failed == nil {
-		failed = w.writeBatch(batch)
-		if failed != nil {
-			w.log.Error("WAL write failed; refusing further appends", "err", failed)
-			w.mu.Lock()
-			w.failed = failed
-			w.mu.Unlock()
-		}
-	}
-	for _, r := range batch {
-		if failed != nil {
-			r.done(0, failed)
-		} else {
-			r.done(r.lsn, nil)
-		}
-		if !r.checkpoint {
-			*r = request{}
-			requestPool.Put(r)
-		}
-	}
-}
-
-func (w *WAL) writeBatch(batch []*request) error {
-	buf := w.buf[:0]
-	var err error
-	w.pendingC = 0
-	for _, r := range batch {
-		if r.checkpoint {
-			if buf, err = w.ensureRoom(buf, 2*maxRecordHeader); err != nil {
-				return err
-			}
-			r.lsn = w.nextLSN
-			w.nextLSN++
-			buf = w.enc.appendCheckpoint(buf, r.lsn)
-			w.cache.reset()
-			w.pendingC = r.lsn
-			w.stats.checkpoints.Add(1)
-			continue
-		}
-		if lsn, dup := w.dedup.lookup(r.u.EventID); dup {
-			r.lsn = lsn
-			w.stats.duplicates.Add(1)
-			continue
-		}
-		if buf, err = w.ensureRoom(buf, dataRecordBound(&r.u, r.table, r.imageLen)); err != nil {
-			return err
-		}
-		var old Row
-		var entry *cacheEntry
-		var hash uint64
-		if !w.opts.DisableDelta {
-			if entry, hash = w.cache.lookup(r.table, r.u.Key); entry != nil {
-				old = entry.row
-			}
-		}
-		r.lsn = w.nextLSN
-		w.nextLSN++
-		var a appended
-		buf, a = w.enc.appendData(buf, r.lsn, &r.u, r.id, r.table, old, r.imageLen)
-		if !w.opts.DisableDelta {
-			w.cache.store(entry, hash, r.table, r.u.Key, r.u.Row)
-		}
-		w.dedup.add(r.u.EventID, r.lsn, w.opts.DedupWindow)
-		w.stats.records.Add(1)
-		if a.kind == KindDelta {
-			w.stats.deltas.Add(1)
-		} else {
-			w.stats.fullImages.Add(1)
-		}
-		w.stats.bytes.Add(uint64(a.defBytes + a.recordBytes))
-		w.stats.fullImageBytes.Add(uint64(a.defBytes + a.fullImageLen))
-	}
-	if err := w.flush(buf); err != nil {
-		return err
-	}
-	w.buf = buf[:0]
-	w.stats.batches.Add(1)
-	w.stats.lastLSN.Store(uint64(w.nextLSN - 1))
-	if w.pendingC != 0 {
-		if err := writeCheckpointFile(w.dir, w.pendingC); err != nil {
-			return err
-		}
-		w.stats.checkpointLSN.Store(uint64(w.pendingC))
-	}
-	return nil
-}
-
-// ensureRoom makes sure n more bytes fit in the current segment after buf,
-// flushing buf and starting a new segment when they do not.
-func (w *WAL) ensureRoom(buf []byte, n int) ([]byte, error) {
-	if w.segOff+int64(len(buf))+int64(n) <= w.opts.SegmentSize {
-		return buf, nil
-	}
-	if err := w.flush(buf); err != nil {
-		return buf, err
-	}
-	if err := w.seg.Close(); err != nil {
-		return buf[:0], fmt.Errorf("walwriter: close segment %s: %w", w.segName, err)
-	}
-	if err := w.startSegment(); err != nil {
-		return buf[:0], err
-	}
-	return buf[:0], nil
-}
-
-// flush writes buf at the end of the current segment and syncs it.
-func (w *WAL) flush(buf []byte) error {
-	if len(buf) == 0 {
-		return nil
-	}
-	if _, err := w.seg.WriteAt(buf, w.segOff); err != nil {
-		return fmt.Errorf("%w: write %d bytes to segment %s at %d: %v", ErrFailed, len(buf), w.segName, w.segOff, err)
-	}
-	if err := datasync(w.seg); err != nil {
-		return fmt.Errorf("%w: fdatasync segment %s: %v", ErrFailed, w.segName, err)
-	}
-	w.segOff += int64(len(buf))
-	w.stats.fsyncs.Add(1)
-	return nil
-}
-
-// startSegment creates the segment that starts at nextLSN and resets the
-// per-segment state.
-func (w *WAL) startSegment() error {
-	f, err := createSegment(w.dir, w.nextLSN, w.opts.SegmentSize)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrFailed, err)
-	}
-	w.seg = f
-	w.segName = filepath.Base(f.Name())
-	w.segName = segmentName(w.nextLSN)
-	w.segOff = segmentHeaderSize
-	w.enc = newSegmentEncoder(w.nextLSN)
-	w.cache.reset()
-	w.stats.segments.Add(1)
-	w.log.Debug("started segment", "segment", w.segName)
-	return nil
+	return w.failure()
 }
