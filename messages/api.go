@@ -111,8 +111,11 @@ func (r *MergeoutRequest) Validate() error {
 // MergeoutReply names the jobs the request started. A client learns their
 // outcome from the EVENTS stream (done or failed, by job ID).
 type MergeoutReply struct {
-	Jobs  []JobRef  `msgpack:"jobs" json:"jobs"`
-	Error *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
+	Jobs []JobRef `msgpack:"jobs" json:"jobs"`
+	// Running are the table's mergeouts that were already under way and
+	// hold the containers the request did not get.
+	Running []JobRef  `msgpack:"running,omitempty" json:"running,omitempty"`
+	Error   *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*MergeoutReply) Kind() string { return "mergeout_reply" }

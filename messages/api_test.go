@@ -20,14 +20,15 @@ func apiSamples() map[string]Message {
 	job := JobRef{JobID: "mergeout.t.p.1", Table: "t", Projection: "p", Inputs: 32, Output: "m00000001", Grant: grant}
 	pool := PoolConfig{Name: "tm", MemorySize: 200 << 20, MaxMemorySize: 200 << 20, PlannedConcurrency: 2, QueueTimeout: 300e9, Priority: 10}
 	return map[string]Message{
-		"register_request":     &RegisterRequest{Table: "t", Projection: "p", Containers: []ContainerRef{ref}},
-		"register_reply":       &RegisterReply{Live: 33},
-		"register_reply_error": &RegisterReply{Error: &APIError{Code: ErrCodeTooManyContainers, Message: "too many containers"}},
-		"mergeout_request":     &MergeoutRequest{Table: "t"},
-		"mergeout_reply":       &MergeoutReply{Jobs: []JobRef{job}},
-		"window_request":       &WindowRequest{Query: WindowQuery{Table: "t", Select: []SelectItem{{Alias: "a", Expr: &Expr{Column: "a"}}}}, Pool: "general"},
-		"window_reply":         &WindowReply{Job: job, ResultTable: "window_1"},
-		"operations_request":   &OperationsRequest{Table: "t", Limit: 10},
+		"register_request":       &RegisterRequest{Table: "t", Projection: "p", Containers: []ContainerRef{ref}},
+		"register_reply":         &RegisterReply{Live: 33},
+		"register_reply_error":   &RegisterReply{Error: &APIError{Code: ErrCodeTooManyContainers, Message: "too many containers"}},
+		"mergeout_request":       &MergeoutRequest{Table: "t"},
+		"mergeout_reply":         &MergeoutReply{Jobs: []JobRef{job}},
+		"mergeout_reply_running": &MergeoutReply{Running: []JobRef{job}},
+		"window_request":         &WindowRequest{Query: WindowQuery{Table: "t", Select: []SelectItem{{Alias: "a", Expr: &Expr{Column: "a"}}}}, Pool: "general"},
+		"window_reply":           &WindowReply{Job: job, ResultTable: "window_1"},
+		"operations_request":     &OperationsRequest{Table: "t", Limit: 10},
 		"operations_reply": &OperationsReply{Operations: []Operation{{
 			JobID: "mergeout.t.p.1", Operation: OperationMergeout, Status: StatusDone, Table: "t", Projection: "p",
 			Inputs: 32, Output: "m00000001", Rows: 1000, Bytes: 4096, Plan: "vertical", Worker: "merger-1",

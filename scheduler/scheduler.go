@@ -231,6 +231,11 @@ func (s *Scheduler) RequestMergeout(ctx context.Context, req *messages.MergeoutR
 			continue
 		}
 		found = true
+		for _, p := range st.Pending {
+			if p.Mergeout != nil {
+				reply.Running = append(reply.Running, s.jobRef(p.JobID))
+			}
+		}
 		sel, ok := SelectAll(st.Live, st.readers(), s.opts.Strata)
 		if !ok {
 			continue

@@ -369,6 +369,10 @@ func TestDeadContainerWaitsForReader(t *testing.T) {
 	if err != nil || len(m.Jobs) != 1 {
 		t.Fatalf("mergeout now: %+v %v", m, err)
 	}
+	again, err := h.s.RequestMergeout(h.ctx, &messages.MergeoutRequest{Table: "t"})
+	if err != nil || len(again.Jobs) != 0 || len(again.Running) != 1 || again.Running[0].JobID != m.Jobs[0].JobID {
+		t.Fatalf("second request while the first runs: %+v %v", again, err)
+	}
 	// A window starts while the mergeout runs and reads the same containers.
 	if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
 		Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {

@@ -59,13 +59,17 @@ func runMergeout(ctx context.Context, args []string) error {
 	if err := rep.Error.Err(); err != nil {
 		return err
 	}
-	if len(rep.Jobs) == 0 {
+	if len(rep.Jobs) == 0 && len(rep.Running) == 0 {
 		fmt.Fprintf(os.Stderr, "nothing to merge in %s: every projection has fewer than two containers no running job merges\n", tableName)
 		return nil
 	}
-	ids := make([]string, len(rep.Jobs))
-	for i, j := range rep.Jobs {
-		ids[i] = j.JobID
+	var ids []string
+	for _, j := range rep.Running {
+		ids = append(ids, j.JobID)
+		fmt.Fprintf(os.Stderr, "mergeout %s: %s.%s, %d containers -> %s, already under way\n", j.JobID, j.Table, j.Projection, j.Inputs, j.Output)
+	}
+	for _, j := range rep.Jobs {
+		ids = append(ids, j.JobID)
 		state := fmt.Sprintf("granted %s from pool %s", fmtBytes(j.Grant.Bytes), j.Grant.Pool)
 		if j.Queued {
 			state = "queued for memory in pool " + messages.DefaultMergeoutPool
