@@ -378,3 +378,43 @@ func TestReaderMemoryFromAllocator(t *testing.T) {
 		t.Fatalf("peak %d exceeded %v", budget.Peak(), budget.Exceeded())
 	}
 }
+
+func TestWriterRejectsUnsortedBlocks(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	w, err := Create(filepath.Join(t.TempDir(), "c"), WriterOptions{Schema: schema, SortKey: SortKey{{Name: "k"}}, BlockRows: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues([]int64{1, 5, 3, 4}, nil)
+	a := b.NewArray()
+	defer a.Release()
+	if err := w.WriteColumn(0, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); !errors.Is(err, ErrNotSorted) {
+		t.Fatalf("commit of unsorted blocks: %v", err)
+	}
+}
+
+func TestVerifyFindsUnsortedRows(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "k", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	dir := filepath.Join(t.TempDir(), "c")
+	w, err := Create(dir, WriterOptions{Schema: schema, SortKey: SortKey{{Name: "k"}}, BlockRows: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues([]int64{1, 9, 3, 10}, nil) // out of order inside one block
+	a := b.NewArray()
+	defer a.Release()
+	if err := w.WriteColumn(0, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := Verify(dir); !errors.Is(err, ErrNotSorted) || !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("verify: %v", err)
+	}
+}

@@ -24,6 +24,8 @@ var (
 	// ErrBudgetExceeded marks a reservation that would take a Budget over
 	// its limit.
 	ErrBudgetExceeded = errors.New("columnar: memory budget exceeded")
+	// ErrNotSorted marks rows that are not in the container's sort-key order.
+	ErrNotSorted = errors.New("columnar: rows not in sort-key order")
 	// ErrClosed marks use of a writer or reader after Close, Commit or Abort.
 	ErrClosed = errors.New("columnar: use after close")
 )

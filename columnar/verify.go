@@ -1,6 +1,7 @@
 package columnar
 
 import (
+	"bytes"
 	"hash/crc32"
 	"io"
 	"os"
@@ -21,6 +22,48 @@ func Verify(dir string) error {
 	for col := range c.m.Files {
 		if err := verifyFile(c, col); err != nil {
 			return err
+		}
+	}
+	if len(c.keyIdx) > 0 {
+		return verifyOrder(c)
+	}
+	return nil
+}
+
+// verifyOrder checks that every row is in sort-key order and that each
+// block's first and last keys are the ones the manifest records.
+func verifyOrder(c *Container) error {
+	enc, err := NewKeyEncoder(c.schema, c.m.SortKey)
+	if err != nil {
+		return corruptf(c.dir, ManifestName, NoBlock, err, "sort key")
+	}
+	br, err := c.OpenKeyColumns()
+	if err != nil {
+		return err
+	}
+	defer br.Close()
+	var kb KeyBatch
+	var prev []byte
+	for b := range br.NumBlocks() {
+		rec, err := br.ReadBlock(b)
+		if err != nil {
+			return err
+		}
+		err = enc.EncodeBatch(&kb, rec.Columns(), 0, int(rec.NumRows()))
+		rec.Release()
+		if err != nil {
+			return corruptf(c.dir, c.m.Files[c.keyIdx[0]].Name, b, err, "encode keys")
+		}
+		bm := &c.m.Blocks[b]
+		if !bytes.Equal(kb.Key(0), bm.MinKey) || !bytes.Equal(kb.Key(kb.Len()-1), bm.MaxKey) {
+			return corruptf(c.dir, ManifestName, b, nil, "block %d min/max keys differ from its rows", b)
+		}
+		for i := range kb.Len() {
+			k := kb.Key(i)
+			if prev != nil && bytes.Compare(prev, k) > 0 {
+				return corruptf(c.dir, c.m.Files[c.keyIdx[0]].Name, b, ErrNotSorted, "row %d of the block is out of sort-key order", i)
+			}
+			prev = append(prev[:0], k...)
 		}
 	}
 	return nil

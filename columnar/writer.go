@@ -1,6 +1,7 @@
 package columnar
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -238,6 +239,9 @@ func (w *Writer) commit() (*Manifest, error) {
 	for i, c := range w.columns {
 		m.Files[i] = c.meta
 	}
+	if err := checkBlockOrder(m); err != nil {
+		return nil, err
+	}
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("built an invalid manifest: %w", err)
 	}
@@ -307,6 +311,25 @@ func syncDir(dir string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// checkBlockOrder checks, from the blocks' first and last keys, that the
+// blocks of a sorted container are in key order: a cheap check that
+// catches a writer fed unsorted input at block granularity. Verify checks
+// every row.
+func checkBlockOrder(m *Manifest) error {
+	for i, b := range m.Blocks {
+		if len(m.SortKey) == 0 {
+			return nil
+		}
+		if bytes.Compare(b.MinKey, b.MaxKey) > 0 {
+			return fmt.Errorf("%w: block %d's first row sorts after its last", ErrNotSorted, i)
+		}
+		if i > 0 && bytes.Compare(m.Blocks[i-1].MaxKey, b.MinKey) > 0 {
+			return fmt.Errorf("%w: block %d's first row sorts before block %d's last", ErrNotSorted, i, i-1)
+		}
 	}
 	return nil
 }
