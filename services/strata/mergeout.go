@@ -83,19 +83,9 @@ func runMergeout(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	var ops messages.OperationsReply
-	if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{Table: tableName}, &ops); err != nil {
+	mine, err := settledOperations(ctx, c, tableName, ids)
+	if err != nil {
 		return err
-	}
-	want := map[string]bool{}
-	for _, id := range ids {
-		want[id] = true
-	}
-	var mine []messages.Operation
-	for _, op := range ops.Operations {
-		if want[op.JobID] {
-			mine = append(mine, op)
-		}
 	}
 	if err := opsTable(mine).print(os.Stdout, *format); err != nil {
 		return err
@@ -104,6 +94,42 @@ func runMergeout(ctx context.Context, args []string) error {
 		return fmt.Errorf("%d of %d mergeouts failed", failed, len(ids))
 	}
 	return nil
+}
+
+// settledOperations returns the operations rows of ids once the scheduler
+// has settled them all (it learns of a job's end from the same event the
+// client saw, a moment later), or as they are after a few seconds.
+func settledOperations(ctx context.Context, c *apiClient, table string, ids []string) ([]messages.Operation, error) {
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var rep messages.OperationsReply
+		if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{Table: table}, &rep); err != nil {
+			return nil, err
+		}
+		if err := rep.Error.Err(); err != nil {
+			return nil, err
+		}
+		var mine []messages.Operation
+		settled := true
+		for _, op := range rep.Operations {
+			if want[op.JobID] {
+				mine = append(mine, op)
+				settled = settled && (op.Status == messages.StatusDone || op.Status == messages.StatusFailed)
+			}
+		}
+		if settled || time.Now().After(deadline) {
+			return mine, nil
+		}
+		select {
+		case <-ctx.Done():
+			return mine, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // eventWatcher follows job events (a plain subscription on EVENTS'
