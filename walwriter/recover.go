@@ -43,23 +43,41 @@ func (w *WAL) recover() error {
 		}
 		return nil
 	}
-	last := segs[len(segs)-1]
-	scan, err := w.recoverSegment(last)
-	if err != nil {
-		return err
-	}
-	if scan.empty {
-		// Nothing was ever written to it; the new segment takes its name.
+	// Recover the last segment. A segment without records is removed
+	// and the one before it recovered instead: the encoder creates the next
+	// segment while the syncer may still be writing the previous one's last
+	// batch, so a crash can leave an empty new segment after a torn one.
+	var scan segmentScan
+	for {
+		last := segs[len(segs)-1]
+		s, err := w.recoverSegment(last)
+		if err != nil {
+			return err
+		}
+		if s.lastLSN >= s.first { // it holds records, not just definitions
+			scan = s
+			w.nextLSN = s.lastLSN + 1
+			break
+		}
 		if err := os.Remove(filepath.Join(w.dir, last.Name)); err != nil {
 			return fmt.Errorf("walwriter: remove empty segment %s: %w", last.Name, err)
 		}
+		if err := syncDir(w.dir); err != nil {
+			return fmt.Errorf("walwriter: %w", err)
+		}
+		w.log.Info("removed empty segment", "segment", last.Name)
+		segs = segs[:len(segs)-1]
 		w.nextLSN = last.First
-	} else {
-		w.nextLSN = scan.lastLSN + 1
+		if len(segs) == 0 {
+			break
+		}
 	}
 	// Rebuild the dedup window from the newest segments back.
 	ids := [][]dedupEntry{scan.ids}
 	have := len(scan.ids)
+	if len(segs) == 0 {
+		return nil
+	}
 	for i := len(segs) - 2; i >= 0 && have < w.opts.DedupWindow; i-- {
 		s, err := scanSegment(w.dir, segs[i], false)
 		if err != nil {
@@ -82,7 +100,6 @@ func (w *WAL) recover() error {
 type segmentScan struct {
 	first   LSN
 	lastLSN LSN
-	empty   bool  // no records at all
 	end     int64 // offset just past the last good record
 	ids     []dedupEntry
 	err     error // the corruption that ended the scan, if any
@@ -112,7 +129,7 @@ func scanSegment(dir string, seg segmentInfo, tolerateTail bool) (segmentScan, e
 	if first != seg.First {
 		return segmentScan{}, &CorruptError{Segment: seg.Name, Reason: fmt.Sprintf("header says first LSN %d", first)}
 	}
-	s := segmentScan{first: first, lastLSN: first - 1, empty: true, end: segmentHeaderSize}
+	s := segmentScan{first: first, lastLSN: first - 1, end: segmentHeaderSize}
 	fr := frameReader{r: br, name: seg.Name, off: segmentHeaderSize, maxBody: int(st.Size())}
 	dec := newSegmentDecoder(first, false, maxRowLimit)
 	var rec Record
@@ -128,7 +145,6 @@ func scanSegment(dir string, seg segmentInfo, tolerateTail bool) (segmentScan, e
 			if err != nil {
 				err = &CorruptError{Segment: seg.Name, Offset: start, Reason: err.Error()}
 			} else {
-				s.empty = false
 				s.end = fr.off
 				if isRecord {
 					s.lastLSN = rec.LSN

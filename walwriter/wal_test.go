@@ -329,3 +329,38 @@ func writeAt(t *testing.T, path string, off int64, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+func TestRecoverEmptySegmentAfterTornOne(t *testing.T) {
+	// A crash after the next segment was created but before the previous
+	// one's last batch was synced: an empty segment follows a torn one.
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{})
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := range 20 {
+		if _, err := w.Append(context.Background(), Update{EventID: fmt.Sprint("e", i), Table: "accounts", Key: key(int64(i)), Row: accountRow(int64(i), rng)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	recs := readAll(t, dir, 0)
+	last := recs[len(recs)-1]
+	truncateAt(t, filepath.Join(dir, segmentName(1)), last.Offset+int64(last.Size)-5)
+	f, err := createSegment(dir, 21, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	w = openTest(t, dir, Options{})
+	lsn, err := w.Append(context.Background(), Update{EventID: "after", Table: "accounts", Key: key(1), Row: accountRow(1, rng)})
+	w.Close()
+	if err != nil || lsn != 20 {
+		t.Fatalf("append after recovery: LSN %d, %v; want 20", lsn, err)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(readAll(t, dir, 0)); n != 20 {
+		t.Fatalf("%d records, want 20", n)
+	}
+}
