@@ -142,3 +142,38 @@ func mustRows(t *testing.T, dir string) int64 {
 	}
 	return man.Rows
 }
+
+func TestMergeCancelled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	dirs := makeInputs(t, t.TempDir(), rng, 4, 500, 20, 32)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Merge(ctx, dirs, out, Options{Grant: 64 << 20, TempDir: t.TempDir()}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(out)); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+}
+
+func TestMergeProgress(t *testing.T) {
+	rng := rand.New(rand.NewPCG(35, 36))
+	dirs := makeInputs(t, t.TempDir(), rng, 4, 500, 20, 32)
+	var last, total int64
+	st, err := Merge(context.Background(), dirs, filepath.Join(t.TempDir(), "out"), Options{
+		Grant: 64 << 20, TempDir: t.TempDir(),
+		Progress: func(done, tot int64) {
+			if done < last {
+				t.Errorf("progress went back from %d to %d", last, done)
+			}
+			last, total = done, tot
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := st.Rows * int64(st.Columns); last != want || total != want {
+		t.Errorf("progress ended at %d of %d, want %d of %d", last, total, want, want)
+	}
+}

@@ -265,10 +265,9 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 		if err := w.WriteColumn(col, arr); err != nil {
 			return err
 		}
-		done := m.progress.Add(int64(arr.Len()))
 		if m.opts.Progress != nil {
 			progressMu.Lock()
-			m.opts.Progress(done, total)
+			m.opts.Progress(m.progress.Add(int64(arr.Len())), total)
 			progressMu.Unlock()
 		}
 		return nil

@@ -92,7 +92,6 @@ func (m *merge) level(dirs []string, dst string, blockRows int, total int64, fin
 	}
 	saved := m.opts
 	if !final {
-		// Intermediates are read back once: favor speed over size.
 		m.opts.ID = filepath.Base(dst)
 	}
 	defer func() { m.opts = saved }()

@@ -1,0 +1,127 @@
+package messages
+
+import (
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func sampleMergeoutJob() *MergeoutJob {
+	return &MergeoutJob{
+		JobID: "mergeout.t.p.7", Table: "t", Projection: "p", Output: "m00000007", Stratum: 2, Created: 1700000000000000000,
+		Inputs: []ContainerRef{{Table: "t", Projection: "p", ID: "c0001", Rows: 10000, Bytes: 1 << 20}, {Table: "t", Projection: "p", ID: "c0002", Rows: 5}},
+		Grant:  Grant{Pool: "tm", Bytes: 100 << 20, Target: 100 << 20},
+	}
+}
+
+// jobSamples is one filled-in value of each job and event type.
+func jobSamples() map[string]Message {
+	return map[string]Message{
+		"mergeout_job": sampleMergeoutJob(),
+		"window_job":   sampleWindowJob(),
+		"job_event_done": &JobEvent{JobID: "mergeout.t.p.7", Operation: OperationMergeout, Type: EventDone, Worker: "merger-1", Time: 1700000000000000001,
+			Delivery: 2, RowsDone: 10005, RowsTotal: 10005, Bytes: 1 << 20, Plan: "vertical", PeakBytes: 12 << 20, SpilledBytes: 4096,
+			Output: &ContainerRef{Table: "t", Projection: "p", ID: "m00000007", Rows: 10005}},
+		"job_event_failed": &JobEvent{JobID: "w1", Operation: OperationWindow, Type: EventFailed, Worker: "windower-1", Time: 1, Delivery: 5,
+			Reason: "grant of 1 bytes is below the minimum", Retryable: false},
+	}
+}
+
+// TestJobsGolden pins the wire bytes of jobs and events: a change that
+// alters them breaks recorded job streams and deployed workers, and must bump
+// Version. STRATA_UPDATE_GOLDEN=1 rewrites testdata after a deliberate change.
+func TestJobsGolden(t *testing.T) {
+	for name, m := range jobSamples() {
+		t.Run(name, func(t *testing.T) {
+			data, err := Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", "jobs", name+".hex")
+			if os.Getenv("STRATA_UPDATE_GOLDEN") != "" {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(hex.EncodeToString(data)+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden (STRATA_UPDATE_GOLDEN=1 writes it): %v", err)
+			}
+			if got := hex.EncodeToString(data); got != strings.TrimSpace(string(want)) {
+				t.Fatalf("wire bytes changed:\n got %s\nwant %s", got, want)
+			}
+			// The golden bytes decode to the sample.
+			raw, _ := hex.DecodeString(strings.TrimSpace(string(want)))
+			got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
+			if err := Unmarshal(raw, got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("golden decodes to\n%+v\nwant\n%+v", got, m)
+			}
+		})
+	}
+}
+
+func TestJobsValidate(t *testing.T) {
+	mj := func(f func(*MergeoutJob)) *MergeoutJob { j := sampleMergeoutJob(); f(j); return j }
+	wj := func(f func(*WindowJob)) *WindowJob { j := sampleWindowJob(); f(j); return j }
+	tests := []struct {
+		name string
+		m    interface{ Validate() error }
+		want string // substring of the error; empty: valid
+	}{
+		{"mergeout ok", sampleMergeoutJob(), ""},
+		{"mergeout no id", mj(func(j *MergeoutJob) { j.JobID = "" }), "job_id"},
+		{"mergeout no table", mj(func(j *MergeoutJob) { j.Table = "" }), "table and projection"},
+		{"mergeout no inputs", mj(func(j *MergeoutJob) { j.Inputs = nil }), "no inputs"},
+		{"mergeout no output", mj(func(j *MergeoutJob) { j.Output = "" }), "output is empty"},
+		{"mergeout zero grant", mj(func(j *MergeoutJob) { j.Grant.Bytes = 0 }), "grant of 0 bytes"},
+		{"mergeout escaping output", mj(func(j *MergeoutJob) { j.Output = "../../etc" }), "invalid name"},
+		{"mergeout escaping input", mj(func(j *MergeoutJob) { j.Inputs[1].ID = ".." }), "input 1"},
+		{"mergeout slash in table", mj(func(j *MergeoutJob) { j.Table = "a/b" }), "invalid name"},
+		{"window ok", sampleWindowJob(), ""},
+		{"window no output", wj(func(j *WindowJob) { j.Output = "" }), "result table and output"},
+		{"window negative grant", wj(func(j *WindowJob) { j.Grant.Bytes = -1 }), "grant of -1 bytes"},
+		{"window bad result table", wj(func(j *WindowJob) { j.ResultTable = "a b" }), "invalid name"},
+		{"event ok", &JobEvent{JobID: "j", Type: EventProgress}, ""},
+		{"event no id", &JobEvent{Type: EventDone}, "job_id"},
+		{"event unknown type", &JobEvent{JobID: "j", Type: "exploded"}, "unknown event type"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.m.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("valid message rejected: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("invalid message accepted, want an error containing %q", tt.want)
+			case tt.want != "" && !strings.Contains(err.Error(), tt.want):
+				t.Fatalf("error %q does not contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEventTypeSubjects(t *testing.T) {
+	for typ, want := range map[EventType]string{
+		EventAccepted: SubjectEventAccepted, EventProgress: SubjectEventProgress,
+		EventDone: SubjectEventDone, EventFailed: SubjectEventFailed,
+	} {
+		if got := typ.Subject(); got != want {
+			t.Errorf("%s.Subject() = %q, want %q", typ, got, want)
+		}
+	}
+	if got := SubjectDeadLetter(SubjectJobMergeout); got != "strata.deadletter.strata.jobs.mergeout" {
+		t.Errorf("SubjectDeadLetter = %q", got)
+	}
+	if got := SubjectUpdates("accounts"); got != "strata.updates.accounts" {
+		t.Errorf("SubjectUpdates = %q", got)
+	}
+}
