@@ -1,0 +1,241 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Chart file names, under the charts directory.
+const (
+	chartMergeout = "mergeout.png"
+	chartWindows  = "windows.png"
+	chartWAL      = "wal.png"
+)
+
+// systemColors keeps each system one color in every chart.
+var systemColors = map[string]color.Color{
+	sysStrata:   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	sysDuck1:    color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	sysDuckAll:  color.RGBA{R: 0xff, G: 0xbb, B: 0x78, A: 0xff},
+	sysPostgres: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"strata, full images": color.RGBA{R: 0x9e, G: 0xc9, B: 0xe2, A: 0xff},
+	pgPlain:     color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	pgHOT:       color.RGBA{R: 0x98, G: 0xdf, B: 0x8a, A: 0xff},
+	pgFPI:       color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff},
+}
+
+// widthColors tells the widths apart in the mergeout chart.
+var widthColors = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+}
+
+// drawCharts writes the PNG charts the report has data for and returns
+// their paths.
+func drawCharts(rep *report, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var out []string
+	draws := []struct {
+		name string
+		have bool
+		draw func(string) error
+	}{
+		{chartWindows, rep.Windows != nil, func(p string) error { return drawWindowChart(rep.Windows, p) }},
+		{chartMergeout, rep.Mergeout != nil, func(p string) error { return drawMergeoutChart(rep.Mergeout, p) }},
+		{chartWAL, rep.WAL != nil, func(p string) error { return drawWALChart(rep.WAL, p) }},
+	}
+	for _, d := range draws {
+		path := filepath.Join(dir, d.name)
+		if !d.have {
+			// A chart of a suite not run this time would show stale figures.
+			os.Remove(path)
+			continue
+		}
+		if err := d.draw(path); err != nil {
+			return nil, fmt.Errorf("%s: %w", d.name, err)
+		}
+		out = append(out, path)
+	}
+	return out, nil
+}
+
+func newPlot(title, xLabel, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(14)
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// drawMergeoutChart: seconds against memory grant (log x), one line per
+// width, strata solid and DuckDB dashed, like the Vertica experiment's chart.
+func drawMergeoutChart(s *mergeSuite, path string) error {
+	p := newPlot(fmt.Sprintf("Mergeout of %d sorted inputs: seconds by memory grant", s.Containers),
+		"memory grant (log scale)", "seconds")
+	p.X.Scale = plot.LogScale{}
+	var ticks []plot.Tick
+	for _, g := range s.Grants {
+		ticks = append(ticks, plot.Tick{Value: float64(g) / mib, Label: formatBytes(g)})
+	}
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	maxY := 0.0
+	for i, w := range s.Widthwise {
+		c := widthColors[i%len(widthColors)]
+		for _, sys := range []string{sysStrata, "DuckDB"} {
+			var pts plotter.XYs
+			for _, mc := range w.Cases {
+				m := mc.Strata
+				if sys != sysStrata {
+					m = mc.Duck
+				}
+				if m.ok() {
+					pts = append(pts, plotter.XY{X: float64(mc.Grant) / mib, Y: m.Seconds})
+					maxY = math.Max(maxY, m.Seconds)
+				}
+			}
+			if len(pts) == 0 {
+				continue
+			}
+			line, points, err := plotter.NewLinePoints(pts)
+			if err != nil {
+				return err
+			}
+			line.Color, points.Color = c, c
+			line.Width = vg.Points(2)
+			points.Shape = draw.CircleGlyph{}
+			if sys != sysStrata {
+				line.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+				points.Shape = draw.TriangleGlyph{}
+			}
+			p.Add(line, points)
+			p.Legend.Add(fmt.Sprintf("%s, %d columns", sys, w.Width), line, points)
+		}
+	}
+	p.Y.Min = 0
+	p.Y.Max = maxY * 1.25
+	if maxY == 0 {
+		p.Y.Max = 1
+	}
+	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+}
+
+// drawWindowChart: grouped bars, one group per query, one bar per system.
+func drawWindowChart(s *windowSuite, path string) error {
+	p := newPlot(fmt.Sprintf("Window queries over %s rows: seconds per system (lower is better)", formatCount(s.Rows)),
+		"", "seconds")
+	names := make([]string, len(s.Results))
+	for i, r := range s.Results {
+		names[i] = r.Query.Name
+	}
+	series := make(map[string]plotter.Values, len(s.Systems))
+	for _, r := range s.Results {
+		for _, sys := range s.Systems {
+			series[sys] = append(series[sys], r.Times[sys].Seconds) // 0 when skipped or failed
+		}
+	}
+	if err := addGroupedBars(p, s.Systems, series, 11); err != nil {
+		return err
+	}
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YCenter
+	p.Legend.Left = false
+	return p.Save(11*vg.Inch, 5.5*vg.Inch, path)
+}
+
+// drawWALChart: grouped bars, one group per workload, one bar per system.
+func drawWALChart(s *walSuite, path string) error {
+	p := newPlot(fmt.Sprintf("WAL bytes per UPDATE of a %d-byte row (lower is better)", s.StrataRowBytes), "", "bytes per update")
+	systems := []string{sysStrata, "strata, full images", pgPlain, pgHOT, pgFPI}
+	series := make(map[string]plotter.Values)
+	var names []string
+	for _, c := range s.Cases {
+		names = append(names, c.Workload.Name)
+		series[sysStrata] = append(series[sysStrata], c.Strata.BytesPerUpdate)
+		series["strata, full images"] = append(series["strata, full images"], c.StrataFullImage.BytesPerUpdate)
+		for _, cfg := range pgWALConfigs {
+			series[cfg.name] = append(series[cfg.name], c.PG[cfg.name].BytesPerUpdate)
+		}
+	}
+	labels := map[string]string{pgFPI: "PostgreSQL, after a checkpoint (page images)"}
+	if err := addGroupedBarsLabelled(p, systems, series, 14, labels); err != nil {
+		return err
+	}
+	p.NominalX(names...)
+	return p.Save(9*vg.Inch, 5*vg.Inch, path)
+}
+
+func addGroupedBars(p *plot.Plot, systems []string, series map[string]plotter.Values, barPoints float64) error {
+	return addGroupedBarsLabelled(p, systems, series, barPoints, nil)
+}
+
+func addGroupedBarsLabelled(p *plot.Plot, systems []string, series map[string]plotter.Values, barPoints float64, labels map[string]string) error {
+	w := vg.Points(barPoints)
+	n := float64(len(systems))
+	maxY := 0.0
+	for i, sys := range systems {
+		vals := series[sys]
+		if len(vals) == 0 {
+			continue
+		}
+		maxY = math.Max(maxY, slices.Max(vals))
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		bars.LineStyle.Width = 0
+		bars.Color = systemColors[sys]
+		bars.Offset = vg.Length(float64(i)-(n-1)/2) * w
+		p.Add(bars)
+		label := sys
+		if l, ok := labels[sys]; ok {
+			label = l
+		}
+		p.Legend.Add(label, bars)
+	}
+	p.Y.Min = 0
+	p.Y.Max = maxY * 1.3
+	if maxY == 0 {
+		p.Y.Max = 1
+	}
+	return nil
+}
+
+// chartPathsRelativeTo rewrites chart paths relative to the report's directory.
+func chartPathsRelativeTo(base string, paths []string) (map[string]string, error) {
+	out := make(map[string]string, len(paths))
+	for _, p := range paths {
+		absP, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		absB, err := filepath.Abs(base)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(absB, absP)
+		if err != nil {
+			return nil, err
+		}
+		out[filepath.Base(p)] = filepath.ToSlash(rel)
+	}
+	return out, nil
+}

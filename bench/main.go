@@ -1,0 +1,206 @@
+// Command bench measures strata side by side with DuckDB and PostgreSQL on the
+// same data on the same machine, checks that they computed the same thing,
+// and writes BENCHMARKS.md at the repository root with tables and charts.
+//
+// Usage (from the bench directory):
+//
+//	go run . [--quick] [--out DIR] [--only windows,mergeout,wal]
+//
+// Three suites run:
+//
+//   - windows: the window query suite of the windower issue, on strata,
+//     DuckDB (one thread and all cores) and PostgreSQL 15, with every query's
+//     result compared across the systems;
+//   - mergeout: strata's merger at several memory grants and table widths
+//     against DuckDB re-sorting the same inputs (as Parquet) under the same
+//     memory_limit, and against the codec floor (decompress every input block
+//     and compress the output, with no merge);
+//   - wal: bytes of write-ahead log per UPDATE for strata's walwriter and for
+//     PostgreSQL on the same update workloads.
+//
+// A peer that cannot run here (DuckDB fails to open, PostgreSQL binaries
+// missing) is reported as skipped; no figure is ever made up. The bench is its
+// own Go module so the peers' dependencies stay out of strata's binaries.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command-line settings of one run.
+type options struct {
+	quick    bool
+	outDir   string   // scratch space for generated data; emptied at the start and the end
+	keep     bool     // keep outDir after the run
+	report   string   // path of BENCHMARKS.md
+	charts   string   // directory for the PNG charts
+	suites   []string // subset of windows, mergeout, wal
+	pgBinDir string   // where initdb, pg_ctl and postgres live
+	logger   *slog.Logger
+}
+
+var allSuites = []string{"windows", "mergeout", "wal"}
+
+func parseOptions(args []string) (options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	var o options
+	var only string
+	fs.BoolVar(&o.quick, "quick", false, "a smaller run (a few minutes)")
+	fs.StringVar(&o.outDir, "out", "out", "scratch directory for generated data (emptied at start and end)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the scratch directory after the run")
+	fs.StringVar(&o.report, "report", filepath.Join("..", "BENCHMARKS.md"), "where to write the report")
+	fs.StringVar(&o.charts, "charts", "charts", "directory for the PNG charts")
+	fs.StringVar(&only, "only", strings.Join(allSuites, ","), "suites to run: "+strings.Join(allSuites, ","))
+	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
+	verbose := fs.Bool("v", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, s := range strings.Split(only, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !contains(allSuites, s) {
+			return o, fmt.Errorf("--only: unknown suite %q (want some of %s)", s, strings.Join(allSuites, ","))
+		}
+		o.suites = append(o.suites, s)
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	o.logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return o, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func run(ctx context.Context, args []string) error {
+	o, err := parseOptions(args)
+	if err != nil {
+		return err
+	}
+	sz := sizesFor(o.quick)
+	log := o.logger
+
+	if err := os.RemoveAll(o.outDir); err != nil {
+		return fmt.Errorf("empty scratch directory %s: %w", o.outDir, err)
+	}
+	if err := os.MkdirAll(o.outDir, 0o755); err != nil {
+		return fmt.Errorf("create scratch directory: %w", err)
+	}
+	outAbs, err := filepath.Abs(o.outDir)
+	if err != nil {
+		return err
+	}
+	if !o.keep {
+		defer os.RemoveAll(outAbs)
+	}
+
+	rep := &report{
+		Started: time.Now().UTC(),
+		Command: commandLine(o),
+		Quick:   o.quick,
+		Sizes:   sz,
+		Machine: describeMachine(ctx),
+	}
+
+	peers := startPeers(ctx, o, outAbs)
+	defer peers.Close()
+	rep.Peers = peers.describe(ctx)
+	for _, p := range rep.Peers {
+		log.Info("peer", "name", p.Name, "version", p.Version, "skipped", p.Skipped)
+	}
+
+	for _, s := range o.suites {
+		start := time.Now()
+		log.Info("suite start", "suite", s)
+		dir := filepath.Join(outAbs, s)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		switch s {
+		case "windows":
+			rep.Windows, err = runWindowSuite(ctx, log, sz, dir, peers)
+		case "mergeout":
+			rep.Mergeout, err = runMergeoutSuite(ctx, log, sz, dir, peers)
+		case "wal":
+			rep.WAL, err = runWALSuite(ctx, log, sz, dir, peers)
+		}
+		if err != nil {
+			return fmt.Errorf("suite %s: %w", s, err)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			log.Warn("remove suite scratch", "dir", dir, "err", err)
+		}
+		log.Info("suite done", "suite", s, "seconds", time.Since(start).Seconds())
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	rep.Finished = time.Now().UTC()
+
+	charts, err := drawCharts(rep, o.charts)
+	if err != nil {
+		return fmt.Errorf("charts: %w", err)
+	}
+	rel, err := chartPathsRelativeTo(filepath.Dir(o.report), charts)
+	if err != nil {
+		return err
+	}
+	rep.Charts = rel
+	if err := writeReport(o.report, rep); err != nil {
+		return fmt.Errorf("write %s: %w", o.report, err)
+	}
+	log.Info("report written", "path", o.report, "charts", len(charts), "seconds", rep.Finished.Sub(rep.Started).Seconds())
+	if n := rep.failures(); n > 0 {
+		return fmt.Errorf("%d result mismatches or failures (see %s)", n, o.report)
+	}
+	return nil
+}
+
+// commandLine is the command a reader runs to reproduce the report.
+func commandLine(o options) string {
+	var b strings.Builder
+	b.WriteString("cd bench && go run .")
+	if o.quick {
+		b.WriteString(" --quick")
+	}
+	if len(o.suites) != len(allSuites) {
+		b.WriteString(" --only " + strings.Join(o.suites, ","))
+	}
+	return b.String()
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// measure is one system's figure for one case: the fastest of Runs timed
+// runs, or why there is no figure.
+type measure struct {
+	Seconds  float64
+	Runs     int
+	TimedOut bool   // the run hit the time limit: Seconds is the limit, a lower bound
+	Skipped  string // the system could not run here (missing peer, not in this build)
+	Err      string // it ran and failed
+	Note     string // e.g. peak memory, spill
+}
+
+// ok reports whether m has a figure: a time, or a lower bound when it timed out.
+func (m measure) ok() bool { return m.Skipped == "" && m.Err == "" && (m.Runs > 0 || m.TimedOut) }
+
+// errTimedOut marks a run stopped by its time limit (the caller's deadline or,
+// for PostgreSQL, statement_timeout).
+var errTimedOut = errors.New("time limit reached")
+
+func skipped(reason string) measure { return measure{Skipped: reason} }
+
+func failed(err error) measure { return measure{Err: err.Error()} }
+
+// bestOf runs fn runs times and keeps the fastest run: on a shared two-core
+// machine the minimum is the figure least disturbed by other work. A run
+// longer than limit (0: no limit) is stopped and the measure records the
+// limit as a lower bound; it is not repeated.
+func bestOf(ctx context.Context, runs int, limit time.Duration, fn func(context.Context) error) measure {
+	m := measure{}
+	for r := 0; r < runs; r++ {
+		if err := ctx.Err(); err != nil {
+			return failed(err)
+		}
+		runCtx, cancel := ctx, context.CancelFunc(func() {})
+		if limit > 0 {
+			runCtx, cancel = context.WithTimeout(ctx, limit)
+		}
+		start := time.Now()
+		err := fn(runCtx)
+		s := time.Since(start).Seconds()
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && (errors.Is(err, errTimedOut) || errors.Is(err, context.DeadlineExceeded) || (limit > 0 && s >= limit.Seconds())) {
+				return measure{Seconds: limit.Seconds(), TimedOut: true, Note: fmt.Sprintf("stopped after %s", limit)}
+			}
+			return failed(err)
+		}
+		if m.Runs == 0 || s < m.Seconds {
+			m.Seconds = s
+		}
+		m.Runs++
+	}
+	return m
+}
+
+// ratio is a/b when both are figures, else 0. When a timed out it is a
+// lower bound (see ratioText).
+func ratio(a, b measure) float64 {
+	if !a.ok() || !b.ok() || b.Seconds == 0 {
+		return 0
+	}
+	return a.Seconds / b.Seconds
+}
+
+// ratioText renders ratio(a, b), marking a lower bound with ">".
+func ratioText(a, b measure) string {
+	r := ratio(a, b)
+	if r == 0 || b.TimedOut {
+		return "-"
+	}
+	if a.TimedOut {
+		return "> " + formatRatio(r)
+	}
+	return formatRatio(r)
+}

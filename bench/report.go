@@ -1,0 +1,534 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// report is everything one run measured; writeReport renders it as
+// BENCHMARKS.md.
+type report struct {
+	Started, Finished time.Time
+	Command           string
+	Quick             bool
+	Sizes             sizes
+	Machine           machine
+	Peers             []peerInfo
+	Windows           *windowSuite
+	Mergeout          *mergeSuite
+	WAL               *walSuite
+	Charts            map[string]string // chart file name -> path relative to the report
+}
+
+// failures counts result mismatches and failed measurements (not skips).
+func (r *report) failures() int {
+	n := 0
+	if r.Windows != nil {
+		for _, q := range r.Windows.Results {
+			for _, m := range q.Times {
+				if m.Err != "" {
+					n++
+				}
+			}
+			for _, c := range q.Checks {
+				if !c.OK {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
+func writeReport(path string, r *report) error {
+	var b bytes.Buffer
+	r.render(&b)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func (r *report) render(b *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("# strata benchmarks\n\n")
+	p("strata measured side by side with DuckDB and PostgreSQL on the same data on the same machine, ")
+	p("with every window query's result checked across the systems. This file is generated: ")
+	p("`make bench` (or `%s`) rewrites it and the charts in `bench/charts/`.\n\n", r.Command)
+	mode := "full"
+	if r.Quick {
+		mode = "quick (`--quick`: smaller data, fewer repetitions)"
+	}
+	p("- Command: `%s` (mode: %s)\n", r.Command, mode)
+	p("- Run: %s, %s\n", r.Started.Format("2006-01-02 15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second))
+	p("- Machine: %s; %s; kernel %s; %s\n", r.Machine, r.Machine.OS, r.Machine.Kernel, r.Machine.Go)
+	p("- Times are the fastest of the repeated runs (the machine is shared; the minimum is the least disturbed figure).\n\n")
+
+	p("## Systems\n\n")
+	p("| system | version | settings | status |\n| --- | --- | --- | --- |\n")
+	for _, peer := range r.Peers {
+		status := "measured"
+		if peer.Skipped != "" {
+			status = "skipped: " + cell(peer.Skipped)
+		}
+		p("| %s | %s | %s | %s |\n", peer.Name, orDash(peer.Version), cell(peer.Settings), status)
+	}
+	p("\n")
+
+	r.renderTargets(b)
+	if r.Windows != nil {
+		r.renderWindows(b)
+	}
+	if r.Mergeout != nil {
+		r.renderMergeout(b)
+	}
+	if r.WAL != nil {
+		r.renderWAL(b)
+	}
+}
+
+// renderTargets compares the figures with the ones the issues set.
+func (r *report) renderTargets(b *bytes.Buffer) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Against the targets\n\n")
+	p("| target | measured | met |\n| --- | --- | --- |\n")
+	if w := r.Windows; w != nil {
+		minD, minP := math.Inf(1), math.Inf(1)
+		var worstD, worstP string
+		missing := 0
+		for _, q := range w.Results {
+			d := ratio(q.Times[sysDuck1], q.Times[sysStrata])
+			pg := ratio(q.Times[sysPostgres], q.Times[sysStrata])
+			if d == 0 || pg == 0 {
+				missing++
+			}
+			if d > 0 && d < minD {
+				minD, worstD = d, q.Query.Name
+			}
+			if pg > 0 && pg < minP {
+				minP, worstP = pg, q.Query.Name
+			}
+		}
+		p("| windows: every query >= 3x faster than DuckDB with one thread | %s | %s |\n", worstRatio(minD, worstD, missing), met(minD >= 3 && missing == 0))
+		p("| windows: every query >= 10x faster than PostgreSQL 15 | %s | %s |\n", worstRatio(minP, worstP, missing), met(minP >= 10 && missing == 0))
+		bad, checked, uncompared := 0, 0, 0
+		for _, q := range w.Results {
+			for _, c := range q.Checks {
+				checked++
+				if !c.OK {
+					bad++
+				}
+			}
+			if len(q.Checks) < 3 {
+				uncompared++
+			}
+		}
+		detail := fmt.Sprintf("%d of %d comparisons identical", checked-bad, checked)
+		if uncompared > 0 {
+			detail += fmt.Sprintf("; %d queries not compared across all three (a system skipped, failed or stopped)", uncompared)
+		}
+		p("| windows: same results as DuckDB and PostgreSQL | %s | %s |\n", detail, met(bad == 0 && checked > 0 && uncompared == 0))
+	}
+	if m := r.Mergeout; m != nil {
+		slower, total := 0, 0
+		worst := math.Inf(1)
+		var worstCase string
+		var flat []string
+		flatOK := true
+		for _, w := range m.Widthwise {
+			for _, c := range w.Cases {
+				total++
+				rt := ratio(c.Duck, c.Strata)
+				if c.Duck.Err != "" && c.Strata.ok() {
+					continue // DuckDB failed (out of memory): strata finished, so it is faster
+				}
+				if rt == 0 || rt <= 1 {
+					slower++
+				}
+				if rt > 0 && rt < worst {
+					worst, worstCase = rt, fmt.Sprintf("%d columns at %s", w.Width, formatBytes(c.Grant))
+				}
+			}
+			lo, hi := w.caseAt(smallestGrant(m.Grants)), w.caseAt(largestGrant(m.Grants))
+			rt := ratio(lo.Strata, hi.Strata)
+			flat = append(flat, fmt.Sprintf("%d columns: %s", w.Width, formatRatio(rt)))
+			if rt == 0 || rt > 1.25 {
+				flatOK = false
+			}
+		}
+		p("| mergeout: faster than DuckDB at the same memory limit, every grant and width | faster in %d of %d cases; smallest DuckDB/strata %s | %s |\n",
+			total-slower, total, worstRatio(worst, worstCase, 0), met(slower == 0 && total > 0))
+		p("| mergeout: strata at %s within 1.25x of strata at %s | %s | %s |\n",
+			formatBytes(smallestGrant(m.Grants)), formatBytes(largestGrant(m.Grants)), strings.Join(flat, "; "), met(flatOK && len(flat) > 0))
+	}
+	if wl := r.WAL; wl != nil {
+		for _, c := range wl.Cases {
+			if c.Workload.Name != "int1" {
+				continue
+			}
+			for _, cfg := range []string{pgPlain, pgHOT} {
+				pg := c.PG[cfg]
+				if !c.Strata.ok() || !pg.ok() {
+					p("| WAL: one int column, at most half of %s | not measured | no |\n", cfg)
+					continue
+				}
+				share := c.Strata.BytesPerUpdate / pg.BytesPerUpdate
+				p("| WAL: one int column, at most half of %s | %.1f vs %.1f bytes (%.0f%%) | %s |\n",
+					cfg, c.Strata.BytesPerUpdate, pg.BytesPerUpdate, share*100, met(share <= 0.5))
+			}
+		}
+	}
+	p("\n")
+}
+
+func (r *report) renderWindows(b *bytes.Buffer) {
+	w := r.Windows
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Window functions\n\n")
+	p("Table `w` of %s rows: `id` (stored order), `a` (a permutation: %s distinct partitions), `c` (constant: one partition), ",
+		formatCount(w.Rows), formatCount(w.Rows))
+	p("`g` (%d groups), `x` (a permutation: unique order key), `t` (distinct timestamps, one second apart, in random order). ", w.Groups)
+	p("`w_by_a` holds the same rows stored sorted on `a` (for strata: a projection sorted on `a`). ")
+	p("Loading is not timed. DuckDB and PostgreSQL are timed running `SELECT count(*), max(col)... FROM (query) q` ")
+	p("over every output column, so the windows are computed in full and no rows are shipped to the client; ")
+	p("strata is timed from the query spec to the last result batch in memory. ")
+	p("Results are then fetched in full from each system, sorted (no query has an ORDER BY) and compared row by row: ")
+	p("integers exactly, fractions within a relative %.0e. Best of %d runs.\n\n", relTolerance, w.Repeats)
+	for _, n := range w.Notes {
+		if n != "" {
+			p("%s\n\n", n)
+		}
+	}
+	p("| query | ")
+	for _, s := range w.Systems {
+		p("%s s | ", s)
+	}
+	p("DuckDB 1 thread / strata | PostgreSQL / strata | results |\n|")
+	for range len(w.Systems) + 4 {
+		p(" --- |")
+	}
+	p("\n")
+	var notes []string
+	for _, q := range w.Results {
+		p("| `%s` | ", q.Query.Name)
+		for _, s := range w.Systems {
+			p("%s | ", formatSeconds(q.Times[s]))
+		}
+		if n := q.Times[sysStrata].Note; n != "" {
+			notes = append(notes, fmt.Sprintf("`%s`: %s", q.Query.Name, n))
+		}
+		p("%s | %s | %s |\n", ratioText(q.Times[sysDuck1], q.Times[sysStrata]),
+			ratioText(q.Times[sysPostgres], q.Times[sysStrata]), checksCell(q.Checks))
+	}
+	p("\n")
+	if len(notes) > 0 {
+		p("strata's runs: %s.\n\n", strings.Join(notes, "; "))
+	}
+	if path, ok := r.Charts[chartWindows]; ok {
+		p("![window query seconds per system](%s)\n\n", path)
+	}
+	p("<details><summary>The queries</summary>\n\n")
+	for _, q := range w.Results {
+		p("- `%s`: `%s`\n", q.Query.Name, q.Query.text())
+	}
+	p("\n</details>\n\n")
+	var problems []string
+	for _, q := range w.Results {
+		for _, s := range w.Systems {
+			if m := q.Times[s]; m.Err != "" {
+				problems = append(problems, fmt.Sprintf("- `%s` on %s failed: %s", q.Query.Name, s, cell(m.Err)))
+			}
+		}
+		for _, c := range q.Checks {
+			if !c.OK {
+				problems = append(problems, fmt.Sprintf("- `%s`: %s vs %s: %s", q.Query.Name, c.A, c.B, cell(c.Detail)))
+			}
+		}
+	}
+	if len(problems) > 0 {
+		p("Failures and mismatches:\n\n%s\n\n", strings.Join(problems, "\n"))
+	}
+	if skips := skipReasons(w); len(skips) > 0 {
+		p("Skipped: %s\n\n", strings.Join(skips, "; "))
+	}
+}
+
+func (r *report) renderMergeout(b *bytes.Buffer) {
+	m := r.Mergeout
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## Mergeout\n\n")
+	p("%d input containers of %s rows each, sorted on a bigint key `k` drawn from one range (every input overlaps every other), ",
+		m.Containers, formatCount(m.RowsPerContainer))
+	p("then columns cycling through int64, float64, utf8 (8-24 chars), int32, timestamp, bool, date32 and float32, one value in ten NULL. ")
+	p("strata merges the containers into one (`merger.Merge` with the grant). DuckDB, in a fresh in-memory database with all cores and ")
+	p("`memory_limit` set to the grant, produces the same sorted output from the same rows exported as Parquet: ")
+	p("`COPY (SELECT * FROM read_parquet([...]) ORDER BY k) TO 'out.parquet' (FORMAT parquet, COMPRESSION lz4_raw)`. ")
+	p("The codec floor decompresses every input block and compresses the same rows into one container, with no merge. ")
+	p("Best of %d runs.\n\n", m.Repeats)
+	p("| columns | input (raw / on disk) | grant | strata s | MB/s | peak | plan | files opened | blocks decoded / total | DuckDB s | DuckDB / strata | codec floor s | strata / floor |\n")
+	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, w := range m.Widthwise {
+		if w.InputErr != "" {
+			p("| %d | failed: %s | | | | | | | | | | | |\n", w.Width, cell(w.InputErr))
+			continue
+		}
+		for _, c := range w.Cases {
+			mbps, peak, plan, files, blocks := "-", "-", "-", "-", "-"
+			if c.Stats != nil && c.Strata.ok() {
+				mbps = fmt.Sprintf("%.0f", float64(w.BytesIn)/1e6/c.Strata.Seconds)
+				peak = formatBytes(c.Stats.PeakBytes)
+				if c.Stats.PeakBytes > c.Grant {
+					peak += " (over the grant)"
+				}
+				plan = c.Stats.Plan
+				files = fmt.Sprintf("%d", c.Stats.FilesOpened)
+				blocks = fmt.Sprintf("%d / %d", c.Stats.BlocksDecompressed, c.Stats.BlocksTotal)
+			}
+			p("| %d | %s / %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				w.Width, formatBytes(w.BytesIn), formatBytes(w.DiskIn), formatBytes(c.Grant), formatSeconds(c.Strata), mbps, peak, plan,
+				files, blocks, formatSeconds(c.Duck), formatRatio(ratio(c.Duck, c.Strata)), formatSeconds(w.Floor), formatRatio(ratio(c.Strata, w.Floor)))
+		}
+	}
+	p("\n")
+	if path, ok := r.Charts[chartMergeout]; ok {
+		p("![mergeout seconds by memory grant](%s)\n\n", path)
+	}
+	var problems []string
+	for _, w := range m.Widthwise {
+		for _, c := range w.Cases {
+			for sys, mm := range map[string]measure{sysStrata: c.Strata, "DuckDB": c.Duck} {
+				if mm.Err != "" {
+					problems = append(problems, fmt.Sprintf("- %s, %d columns at %s: %s", sys, w.Width, formatBytes(c.Grant), cell(mm.Err)))
+				}
+			}
+		}
+		if w.Floor.Err != "" {
+			problems = append(problems, fmt.Sprintf("- codec floor, %d columns: %s", w.Width, cell(w.Floor.Err)))
+		}
+	}
+	if len(problems) > 0 {
+		p("Failures:\n\n%s\n\n", strings.Join(problems, "\n"))
+	}
+}
+
+func (r *report) renderWAL(b *bytes.Buffer) {
+	wl := r.WAL
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## WAL volume per UPDATE\n\n")
+	p("Table `u (id bigint primary key, i1..i4 bigint, s1 text (30 chars), s2 text, s3 text (90 chars))`: %d bytes a row in strata's row image, ",
+		wl.StrataRowBytes)
+	if wl.PGRowBytes > 0 {
+		p("%.0f bytes a heap tuple in PostgreSQL. ", wl.PGRowBytes)
+	}
+	p("%s rows are loaded (not counted), then %s updates of uniformly random keys per workload, the same updates on both systems. ",
+		formatCount(wl.Rows), formatCount(wl.Updates))
+	p("strata: `walwriter` fed by %d concurrent producers (group commit), bytes of records written per update (the delta against the key's previous image, ", walProducers)
+	p("or the full image when that is smaller), and what full-image logging would have written. ")
+	p("PostgreSQL: `pg_wal_lsn_diff(pg_current_wal_lsn())` after minus before, divided by the updates, run in transactions of 1000; ")
+	p("with `full_page_writes = off` after a checkpoint (the per-record cost, as in steady state), with fillfactor 100 and with fillfactor 50 ")
+	p("(room for heap-only-tuple updates on the same page, which get PostgreSQL's prefix/suffix compression), ")
+	p("and with `full_page_writes = on` right after a checkpoint (every first touch of a page logs the whole page).\n\n")
+	p("| workload | strata B/update | strata, full images | ")
+	for _, cfg := range pgWALConfigs {
+		p("%s | ", cfg.name)
+	}
+	p("strata / %s | strata updates/s |\n|", pgPlain)
+	for range 5 + len(pgWALConfigs) {
+		p(" --- |")
+	}
+	p("\n")
+	for _, c := range wl.Cases {
+		p("| %s | %s | %s | ", c.Workload.Title, formatBytesPerUpdate(c.Strata), formatBytesPerUpdate(c.StrataFullImage))
+		for _, cfg := range pgWALConfigs {
+			f := c.PG[cfg.name]
+			s := formatBytesPerUpdate(f)
+			if f.ok() && f.Note != "" && cfg.name == pgHOT {
+				s += fmt.Sprintf(" (%s)", f.Note[strings.LastIndex(f.Note, ",")+2:])
+			}
+			p("%s | ", s)
+		}
+		share := "-"
+		if pg := c.PG[pgPlain]; pg.ok() && c.Strata.ok() && pg.BytesPerUpdate > 0 {
+			share = fmt.Sprintf("%.0f%%", 100*c.Strata.BytesPerUpdate/pg.BytesPerUpdate)
+		}
+		rate := "-"
+		if c.StrataRate > 0 {
+			rate = formatCount(int(c.StrataRate))
+		}
+		p("%s | %s |\n", share, rate)
+	}
+	p("\n")
+	if path, ok := r.Charts[chartWAL]; ok {
+		p("![WAL bytes per update per system](%s)\n\n", path)
+	}
+}
+
+func (w mergeWidth) caseAt(grant int64) mergeCase {
+	for _, c := range w.Cases {
+		if c.Grant == grant {
+			return c
+		}
+	}
+	return mergeCase{}
+}
+
+func smallestGrant(g []int64) int64 {
+	if len(g) == 0 {
+		return 0
+	}
+	m := g[0]
+	for _, v := range g {
+		m = min(m, v)
+	}
+	return m
+}
+
+func largestGrant(g []int64) int64 {
+	m := int64(0)
+	for _, v := range g {
+		m = max(m, v)
+	}
+	return m
+}
+
+func skipReasons(w *windowSuite) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, q := range w.Results {
+		for _, s := range w.Systems {
+			if m := q.Times[s]; m.Skipped != "" && !seen[s] {
+				seen[s] = true
+				out = append(out, fmt.Sprintf("%s (%s)", s, cell(m.Skipped)))
+			}
+		}
+	}
+	return out
+}
+
+func checksCell(checks []resultCheck) string {
+	if len(checks) == 0 {
+		return "not compared"
+	}
+	bad := 0
+	for _, c := range checks {
+		if !c.OK {
+			bad++
+		}
+	}
+	if bad == 0 {
+		names := map[string]bool{}
+		for _, c := range checks {
+			names[c.A], names[c.B] = true, true
+		}
+		return fmt.Sprintf("same (%d systems)", len(names))
+	}
+	return fmt.Sprintf("**%d mismatch(es)**", bad)
+}
+
+func formatSeconds(m measure) string {
+	switch {
+	case m.Skipped != "":
+		return "skipped"
+	case m.Err != "":
+		if strings.Contains(m.Err, "Out of Memory") {
+			return "out of memory"
+		}
+		return "failed"
+	case m.TimedOut:
+		return fmt.Sprintf("> %.0f (stopped)", m.Seconds)
+	case m.Seconds < 0.01:
+		return fmt.Sprintf("%.4f", m.Seconds)
+	case m.Seconds < 1:
+		return fmt.Sprintf("%.3f", m.Seconds)
+	default:
+		return fmt.Sprintf("%.2f", m.Seconds)
+	}
+}
+
+func formatRatio(r float64) string {
+	if r == 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+		return "-"
+	}
+	if r < 10 {
+		return fmt.Sprintf("%.2fx", r)
+	}
+	return fmt.Sprintf("%.1fx", r)
+}
+
+func worstRatio(r float64, where string, missing int) string {
+	s := "not measured"
+	if !math.IsInf(r, 1) {
+		s = fmt.Sprintf("smallest %s (%s)", formatRatio(r), where)
+	}
+	if missing > 0 {
+		s += fmt.Sprintf("; %d queries without a figure", missing)
+	}
+	return s
+}
+
+func formatBytesPerUpdate(f walFigure) string {
+	switch {
+	case f.Skipped != "":
+		return "skipped"
+	case f.Err != "":
+		return "failed"
+	}
+	return fmt.Sprintf("%.1f", f.BytesPerUpdate)
+}
+
+func met(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= gib && n%gib == 0:
+		return fmt.Sprintf("%dGiB", n/gib)
+	case n >= gib:
+		return fmt.Sprintf("%.1fGiB", float64(n)/gib)
+	case n >= mib:
+		return fmt.Sprintf("%.0fMiB", float64(n)/mib)
+	case n >= kib:
+		return fmt.Sprintf("%.0fKiB", float64(n)/kib)
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func formatCount(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1_000 && n%1_000 == 0:
+		return fmt.Sprintf("%dk", n/1_000)
+	}
+	return fmt.Sprintf("%d", n)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cell makes text safe inside a markdown table cell.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if len(s) > 300 {
+		s = s[:297] + "..."
+	}
+	return s
+}

@@ -1,0 +1,58 @@
+package main
+
+import "time"
+
+// sizes are the data sizes and repetitions of one run.
+type sizes struct {
+	// Windows.
+	WindowRows   int // rows of the window table
+	WindowGroups int // distinct values of g
+	Repeats      int // timed runs per query and system; the fastest counts
+	QueryLimit   time.Duration // a query running longer is stopped and reported as "> limit"
+
+	// Mergeout.
+	MergeWidths     []int   // table widths (columns)
+	MergeContainers int     // K inputs per merge
+	MergeRows       int     // rows per input container
+	MergeGrants     []int64 // memory grants in bytes
+	MergeRepeats    int
+
+	// WAL.
+	WALRows    int // rows in the table being updated
+	WALUpdates int // updates per workload
+}
+
+const (
+	kib = 1 << 10
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+func sizesFor(quick bool) sizes {
+	s := sizes{
+		WindowRows:      1_000_000,
+		WindowGroups:    1000,
+		Repeats:         3,
+		QueryLimit:      60 * time.Second,
+		MergeWidths:     []int{100, 200, 400},
+		MergeContainers: 32,
+		MergeRows:       8192,
+		MergeGrants:     []int64{32 * mib, 100 * mib, 1 * gib, 8 * gib},
+		MergeRepeats:    2,
+		WALRows:         100_000,
+		WALUpdates:      100_000,
+	}
+	if quick {
+		s.WindowRows = 200_000
+		s.WindowGroups = 200
+		s.Repeats = 2
+		s.QueryLimit = 20 * time.Second
+		s.MergeWidths = []int{25, 50}
+		s.MergeContainers = 16
+		s.MergeRows = 4096
+		s.MergeRepeats = 1
+		s.WALRows = 20_000
+		s.WALUpdates = 20_000
+	}
+	return s
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/windower"
+	"github.com/strata-db/strata/windower/sqlparse"
+)
+
+// strataWindowGrant is the memory grant of strata's window runs: as generous
+// as the peers' settings (PostgreSQL's work_mem, DuckDB's default limit), so
+// nothing spills at these sizes.
+const strataWindowGrant = 1 * gib
+
+// strataWindows runs the window suite on strata's windower, over the table
+// written as containers: projection by_id (table w: sorted on id, so not on
+// any window key) and projection by_a (table w_by_a: sorted on a).
+type strataWindows struct {
+	log  *slog.Logger
+	dirs map[string][]string // suite table name -> container dirs
+	tmp  string
+
+	mu    sync.Mutex
+	stats map[string]windower.Stats // last run's stats per query
+}
+
+func newStrataWindows(_ context.Context, log *slog.Logger, dir string, data *windowTable) (*strataWindows, error) {
+	s := &strataWindows{log: log, dirs: map[string][]string{}, tmp: filepath.Join(dir, "tmp"), stats: map[string]windower.Stats{}}
+	if err := os.MkdirAll(s.tmp, 0o755); err != nil {
+		return nil, err
+	}
+	for _, t := range []struct {
+		table, projection, key string
+		order                  []int64
+	}{
+		{"w", "by_id", "id", data.id},
+		{"w_by_a", "by_a", "a", data.a},
+	} {
+		recs := data.records(memory.DefaultAllocator, data.orderBy(t.order), columnar.DefaultBlockRows)
+		cdir := columnar.ContainerDir(filepath.Join(dir, "data"), "w", t.projection, "c0001")
+		_, err := writeContainer(cdir, "w", t.projection, "c0001", columnar.SortKey{{Name: t.key}}, recs...)
+		for _, r := range recs {
+			r.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("strata window input %s: %w", t.projection, err)
+		}
+		s.dirs[t.table] = []string{cdir}
+	}
+	return s, nil
+}
+
+func (s *strataWindows) run(ctx context.Context, q windowQuery) (*windower.Result, error) {
+	wq, err := sqlparse.Parse(q.text())
+	if err != nil {
+		return nil, err
+	}
+	return windower.Run(ctx, wq, s.dirs[q.Table], windower.Options{
+		Grant: strataWindowGrant, TempDir: s.tmp, Logger: s.log.With("component", "windower"),
+	})
+}
+
+// timed evaluates the query and consumes every result batch.
+func (s *strataWindows) timed(ctx context.Context, q windowQuery) error {
+	res, err := s.run(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	for {
+		rec, err := res.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		rec.Release()
+	}
+	s.mu.Lock()
+	s.stats[q.Name] = res.Stats()
+	s.mu.Unlock()
+	return nil
+}
+
+// note describes the last timed run: peak memory, spill, and whether the
+// input streamed without a sort.
+func (s *strataWindows) note(q windowQuery) string {
+	s.mu.Lock()
+	st, ok := s.stats[q.Name]
+	s.mu.Unlock()
+	if !ok {
+		return ""
+	}
+	n := fmt.Sprintf("peak %s", formatBytes(st.PeakBytes))
+	if st.SpilledBytes > 0 {
+		n += fmt.Sprintf(", spilled %s", formatBytes(st.SpilledBytes))
+	}
+	if st.SortedInput {
+		n += ", presorted input streamed"
+	}
+	return n
+}
+
+func (s *strataWindows) fetch(ctx context.Context, q windowQuery) (*resultSet, error) {
+	res, err := s.run(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	rs := newResultSet(res.Schema().NumFields())
+	row := make([]value, rs.cols)
+	for {
+		rec, err := res.Next()
+		if errors.Is(err, io.EOF) {
+			return rs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			for c := range row {
+				if row[c], err = arrowValue(rec.Column(c), i); err != nil {
+					rec.Release()
+					return nil, fmt.Errorf("strata result column %s: %w", rec.Schema().Field(c).Name, err)
+				}
+			}
+			rs.append(row)
+		}
+		rec.Release()
+	}
+}
+
+func (s *strataWindows) describe() string {
+	return fmt.Sprintf("strata reads the table from containers on disk (one per projection, LZ4, in the page cache), "+
+		"parses the SQL with its PostgreSQL-grammar parser and runs `windower.Run` single-threaded with a %s grant.",
+		formatBytes(strataWindowGrant))
+}
+
+func (s *strataWindows) Close() {}
+
+// arrowValue converts one Arrow value to canonical form.
+func arrowValue(arr arrow.Array, i int) (value, error) {
+	if arr.IsNull(i) {
+		return value{}, nil
+	}
+	switch a := arr.(type) {
+	case *array.Int64:
+		return intValue(a.Value(i)), nil
+	case *array.Int32:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Int16:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Int8:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Uint64:
+		return canonical(a.Value(i))
+	case *array.Uint32:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Uint16:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Uint8:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Float64:
+		return floatValue(a.Value(i)), nil
+	case *array.Float32:
+		return floatValue(float64(a.Value(i))), nil
+	case *array.Boolean:
+		return canonical(a.Value(i))
+	case *array.Timestamp:
+		return intValue(int64(a.Value(i))), nil
+	case *array.Date32:
+		return intValue(int64(a.Value(i))), nil
+	case *array.String:
+		return parseNumber(a.Value(i))
+	}
+	return value{}, fmt.Errorf("unsupported result type %s", arr.DataType())
+}
