@@ -23,14 +23,14 @@ const (
 
 // systemColors keeps each system one color in every chart.
 var systemColors = map[string]color.Color{
-	sysStrata:   color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	sysDuck1:    color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
-	sysDuckAll:  color.RGBA{R: 0xff, G: 0xbb, B: 0x78, A: 0xff},
-	sysPostgres: color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	sysStrata:             color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	sysDuck1:              color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	sysDuckAll:            color.RGBA{R: 0xff, G: 0xbb, B: 0x78, A: 0xff},
+	sysPostgres:           color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 	"strata, full images": color.RGBA{R: 0x9e, G: 0xc9, B: 0xe2, A: 0xff},
-	pgPlain:     color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
-	pgHOT:       color.RGBA{R: 0x98, G: 0xdf, B: 0x8a, A: 0xff},
-	pgFPI:       color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff},
+	pgPlain:               color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	pgHOT:                 color.RGBA{R: 0x98, G: 0xdf, B: 0x8a, A: 0xff},
+	pgFPI:                 color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff},
 }
 
 // widthColors tells the widths apart in the mergeout chart.

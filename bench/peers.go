@@ -55,7 +55,9 @@ func startPeers(ctx context.Context, o options, scratch string) *peers {
 	return p
 }
 
-func needsPostgres(suites []string) bool { return contains(suites, "windows") || contains(suites, "wal") }
+func needsPostgres(suites []string) bool {
+	return contains(suites, "windows") || contains(suites, "wal")
+}
 
 func (p *peers) duckOK() bool { return p.duckSkip == "" }
 func (p *peers) pgOK() bool   { return p.pg != nil }

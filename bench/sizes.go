@@ -5,9 +5,9 @@ import "time"
 // sizes are the data sizes and repetitions of one run.
 type sizes struct {
 	// Windows.
-	WindowRows   int // rows of the window table
-	WindowGroups int // distinct values of g
-	Repeats      int // timed runs per query and system; the fastest counts
+	WindowRows   int           // rows of the window table
+	WindowGroups int           // distinct values of g
+	Repeats      int           // timed runs per query and system; the fastest counts
 	QueryLimit   time.Duration // a query running longer is stopped and reported as "> limit"
 
 	// Mergeout.

@@ -38,8 +38,8 @@ type resultCheck struct {
 type windowRunner struct {
 	name  string
 	skip  string
-	prep  func(context.Context) error                          // before timing a query (e.g. SET threads)
-	timed func(context.Context, windowQuery) error             // one timed run
+	prep  func(context.Context) error                            // before timing a query (e.g. SET threads)
+	timed func(context.Context, windowQuery) error               // one timed run
 	fetch func(context.Context, windowQuery) (*resultSet, error) // the full result, for the checks; nil: not fetched
 	note  func(windowQuery) string                               // optional detail of the last timed run
 }
