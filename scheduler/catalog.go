@@ -22,6 +22,10 @@ type ProjectionState struct {
 	Dead       []messages.ContainerRef `json:"dead,omitempty"`
 	Pending    []PendingJob            `json:"pending,omitempty"`
 	NextSeq    uint64                  `json:"next_seq"`
+	// ResultOf names the window job whose result this table is; empty for
+	// loaded tables. Created is when a result table was made (unix ns).
+	ResultOf string `json:"result_of,omitempty"`
+	Created  int64  `json:"created,omitempty"`
 }
 
 // PendingJob is a job the scheduler made and has not seen finish. It is in
@@ -145,6 +149,14 @@ func (c *Catalog) Update(ctx context.Context, table, projection string, fn func(
 		return st, nil
 	}
 	return nil, fmt.Errorf("catalog: update %s.%s: %d attempts lost the race: %w", table, projection, c.retries, ErrConflict)
+}
+
+// Delete forgets a projection.
+func (c *Catalog) Delete(ctx context.Context, table, projection string) error {
+	if err := c.kv.Delete(ctx, catalogKey(table, projection)); err != nil {
+		return fmt.Errorf("catalog: delete %s.%s: %w", table, projection, err)
+	}
+	return nil
 }
 
 // List returns every projection's state, by table then projection. A

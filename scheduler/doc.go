@@ -22,7 +22,8 @@
 //	 "dead":    [...same shape: retired, still read by a pending job...],
 //	 "pending": [{"job_id": "mergeout.t.p.7", "operation": "mergeout", "inputs": ["c0001", ...],
 //	              "granted": true, "grant": {...}, "created": 1700000000000000000,
-//	              "granted_at": ..., "mergeout": {...the MergeoutJob...}}]}
+//	              "granted_at": ..., "mergeout": {...the MergeoutJob...}}],
+//	 "result_of": "window.t.p.8", "created": ...}   (window result tables only)
 //
 // Every change is a compare-and-set on the entry's revision, retried on
 // conflict, so a finished mergeout removes its inputs from live, adds them to
@@ -37,6 +38,10 @@
 // Pools bucket (messages.BucketPools): one key per pool name, whose value is
 // the JSON encoding of messages.PoolConfig (sizes in bytes, queuetimeout in
 // nanoseconds).
+//
+// A window job's result is registered live in its own table
+// ("<table>_window_<seq>"); the scheduler keeps the newest
+// Options.KeepResults result tables and drops older ones.
 //
 // Container directories are DATA/<table>/<projection>/<id>/. A dead
 // container's directory is removed once no pending job reads it; at start,

@@ -624,3 +624,36 @@ func TestRestoreHistory(t *testing.T) {
 		t.Fatal("history touched the catalog")
 	}
 }
+
+func TestWindowResultsPruned(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}, KeepResults: 2})
+	if err := h.load("t", 0, 2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var results []messages.ContainerRef
+	for i := range 4 {
+		if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
+			Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		w := h.pub.windows[i]
+		out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
+		h.mkdir(out)
+		h.clock.Advance(time.Second)
+		h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+		results = append(results, out)
+	}
+	for i, r := range results {
+		kept := i >= 2
+		if h.exists(r) != kept {
+			t.Fatalf("result %d (%s): exists=%v, want %v", i, r.Table, h.exists(r), kept)
+		}
+		st, rev, err := NewCatalog(h.catalog).Get(h.ctx, r.Table, r.Projection)
+		if err != nil || (rev != 0) != kept {
+			t.Fatalf("result %d catalog entry: rev %d, %+v, %v; want kept=%v", i, rev, st, err, kept)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, results[0].Table)); !os.IsNotExist(err) {
+		t.Fatalf("dropped result table directory left: %v", err)
+	}
+}

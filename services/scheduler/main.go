@@ -49,6 +49,7 @@ func run(args []string) error {
 	maxContainers := fs.Int("max-containers", 1024, "live containers a projection may have; larger loads are refused")
 	orphanGrace := fs.Duration("orphan-grace", time.Hour, "age after which a container directory the catalog does not name is removed at start")
 	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
+	keepResults := fs.Int("keep-results", 100, "window result tables kept; older ones are dropped")
 	keepOps := fs.Int("keep-operations", 10000, "rows of the operations and acquisitions tables kept (and restored at start)")
 	if err := service.Parse(fs, args); err != nil {
 		if err == flag.ErrHelp {
@@ -120,6 +121,7 @@ func run(args []string) error {
 		OrphanGrace:      *orphanGrace,
 		KeepOperations:   *keepOps,
 		KeepAcquisitions: *keepOps,
+		KeepResults:      *keepResults,
 		Logger:           log,
 	})
 	if err != nil {
