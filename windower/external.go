@@ -2,13 +2,490 @@ package windower
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/merger"
+	"github.com/strata-db/strata/messages"
 )
 
+// The external path runs a query whose input does not fit the grant:
+//
+//  1. Unless the input is already in (partition, order) order, it is read
+//     in chunks that fit the grant; each chunk is filtered, sorted and
+//     written as a sorted run (a container in the temp directory, with
+//     computed keys such as a % 1000 materialized as columns __key0, ...).
+//     The runs are merged into one sorted container with merger.Merge.
+//  2. The sorted rows stream through a buffer. Whenever the buffer is
+//     full, the complete partitions in it are evaluated in memory and
+//     their result rows appended to a result container in the temp
+//     directory; the incomplete last partition stays in the buffer.
+//  3. A partition larger than the buffer is evaluated in slices with a
+//     halo: each slice carries the rows before and after it that its
+//     frames can reach. This works for frames bounded in rows (ROWS with
+//     offsets or CURRENT ROW bounds, lag, lead, row_number); other frames
+//     need the whole partition and get an error naming the call.
+
 // runExternal evaluates a query whose input does not fit the grant.
-func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, o Options) (*Result, error) {
-	return nil, fmt.Errorf("%w: %d input rows need about %d bytes, more than the %d-byte grant, and spilling is not implemented yet",
-		ErrUnsupported, rows, p.memoryPerRow()*rows, o.Budget.Limit())
+func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, o Options) (res *Result, err error) {
+	if len(p.groups) != 1 {
+		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and spilling supports one window group (PARTITION BY + ORDER BY) per query, not %d",
+			ErrUnsupported, rows, o.Budget.Limit(), len(p.groups))
+	}
+	if len(p.orderBy) > 0 {
+		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and spilling does not support a final ORDER BY",
+			ErrUnsupported, rows, o.Budget.Limit())
+	}
+	tmp, err := os.MkdirTemp(o.TempDir, "windower-")
+	if err != nil {
+		return nil, fmt.Errorf("windower: spill directory: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(tmp)
+		}
+	}()
+	st := &Stats{InputRows: rows, Groups: 1}
+
+	var (
+		src     *columnar.Container
+		splan   *plan
+		filters []predicate // applied while streaming (sorted input only)
+	)
+	if o.InputSorted {
+		src = cs[0]
+		cp := *p
+		cp.where = nil
+		splan, filters = &cp, p.where
+		st.SortedInput = true
+	} else {
+		dir, q2, err := sortToContainer(ctx, p, cs, tmp, o, st)
+		if err != nil {
+			return nil, err
+		}
+		if src, err = columnar.Open(dir, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger}); err != nil {
+			return nil, fmt.Errorf("windower: open sorted input: %w", err)
+		}
+		if splan, err = compile(q2, src.Schema()); err != nil {
+			return nil, fmt.Errorf("windower: plan over sorted runs: %w", err)
+		}
+	}
+	out, err := streamSorted(ctx, splan, src, filters, tmp, o, st)
+	if err != nil {
+		return nil, err
+	}
+	oc, err := columnar.Open(out, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("windower: open result: %w", err)
+	}
+	all := make([]int, len(p.outputs))
+	for i := range all {
+		all[i] = i
+	}
+	br, err := oc.OpenColumns(all)
+	if err != nil {
+		return nil, fmt.Errorf("windower: read result: %w", err)
+	}
+	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
+	return &Result{schema: p.outSchema, reader: br, stats: *st, release: func() { os.RemoveAll(tmp) }}, nil
 }
+
+// containerBytes is the on-disk size of a container's column files.
+func containerBytes(m *columnar.Manifest) int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += f.Size
+	}
+	return n
+}
+
+// sortToContainer writes sorted runs of the input and merges them into one
+// container. It returns that container's directory and the query rewritten
+// to read it (keys as columns, WHERE already applied).
+func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp string, o Options, st *Stats) (string, *messages.WindowQuery, error) {
+	g := p.groups[0]
+	schema := p.schema.schema
+	// Columns of a run: the used input columns, then the computed keys.
+	var used []int
+	var fields []arrow.Field
+	for c, u := range p.usedCols {
+		if u {
+			used = append(used, c)
+			fields = append(fields, schema.Field(c))
+		}
+	}
+	keys := append(append([]sortKey(nil), g.partition...), g.order...)
+	keyNames := make([]string, len(keys))
+	var computed []int // indexes into keys of keys that need a column
+	for i, k := range keys {
+		if k.expr.col >= 0 {
+			keyNames[i] = k.expr.colName
+			continue
+		}
+		keyNames[i] = fmt.Sprintf("__key%d", i)
+		computed = append(computed, i)
+		fields = append(fields, arrow.Field{Name: keyNames[i], Type: k.expr.typ, Nullable: true})
+	}
+	runSchema := arrow.NewSchema(fields, nil)
+	var runKey columnar.SortKey
+	for i, k := range keys {
+		runKey = append(runKey, columnar.SortColumn{Name: keyNames[i], Desc: k.desc, NullsFirst: k.nullsFirst})
+	}
+	// Rows per run: what the grant holds with room for sorting and writing.
+	perRow := p.memoryPerRow() + int64(len(computed))*9 + int64(len(used))*18
+	runRows := int((o.Budget.Limit() - o.Budget.InUse()) / 2 / perRow)
+	if runRows < 1024 {
+		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run", ErrGrantTooSmall, o.Budget.Limit(), runRows)
+	}
+	var runs []string
+	var s sorter
+	writeRun := func(in *input) error {
+		if in.n == 0 {
+			return nil
+		}
+		if len(p.where) > 0 {
+			keep, err := evalPredicates(p.where, in.cols, in.n)
+			if err != nil {
+				return fmt.Errorf("windower: where: %w", err)
+			}
+			in.compact(keep)
+		}
+		n := in.n
+		sk := make([]sortedKey, len(keys))
+		kv := make([]*vector, len(keys))
+		for i, k := range keys {
+			v, err := k.expr.eval(in.cols, n)
+			if err != nil {
+				return fmt.Errorf("windower: sort key: %w", err)
+			}
+			kv[i] = v
+			sk[i] = sortedKey{v: v, desc: k.desc, nullsFirst: k.nullsFirst}
+		}
+		perm := s.sortPerm(sk, n, nil)
+		dir := filepath.Join(tmp, fmt.Sprintf("run-%06d", len(runs)))
+		w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
+			Schema: runSchema, SortKey: runKey, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: runBlockRows})
+		if err != nil {
+			return fmt.Errorf("windower: spill run: %w", err)
+		}
+		cols := make([]*vector, 0, len(fields))
+		for _, c := range used {
+			cols = append(cols, in.cols[c])
+		}
+		for _, i := range computed {
+			cols = append(cols, kv[i])
+		}
+		for j, v := range cols {
+			arr := v.gather(perm, &vector{}).toArrow(o.Budget)
+			err := w.WriteColumn(j, arr)
+			arr.Release()
+			if err != nil {
+				w.Abort()
+				return fmt.Errorf("windower: spill run %s: %w", dir, err)
+			}
+		}
+		m, err := w.Commit()
+		if err != nil {
+			w.Abort()
+			return fmt.Errorf("windower: spill run %s: %w", dir, err)
+		}
+		st.SpilledBytes += containerBytes(m)
+		runs = append(runs, dir)
+		return nil
+	}
+	if err := readChunks(ctx, p, cs, used, runRows, o.Budget, writeRun); err != nil {
+		return "", nil, err
+	}
+	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
+	merged := filepath.Join(tmp, "sorted")
+	switch len(runs) {
+	case 0:
+		w, err := columnar.Create(merged, columnar.WriterOptions{Table: "windower", Projection: "run", ID: "sorted", Schema: runSchema, SortKey: runKey})
+		if err != nil {
+			return "", nil, err
+		}
+		if _, err := w.Commit(); err != nil {
+			return "", nil, err
+		}
+	case 1:
+		merged = runs[0]
+	default:
+		ms, err := merger.Merge(ctx, runs, merged, merger.Options{
+			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: tmp, Logger: o.Logger, Parallelism: 1,
+		})
+		if err != nil {
+			return "", nil, fmt.Errorf("windower: merge %d sorted runs: %w", len(runs), err)
+		}
+		st.PeakBytes = max(st.PeakBytes, ms.PeakBytes)
+		st.SpilledBytes += ms.BytesOut + ms.SpilledBytes
+		for _, r := range runs {
+			os.RemoveAll(r)
+		}
+	}
+	// The query over the sorted container: keys by column name, no WHERE.
+	q2 := rewriteForRuns(p, keyNames)
+	return merged, q2, nil
+}
+
+// rewriteForRuns rebuilds the query from the plan's source query shape:
+// every window call's keys become the run's key columns.
+func rewriteForRuns(p *plan, keyNames []string) *messages.WindowQuery {
+	q := p.source
+	out := &messages.WindowQuery{Table: q.Table, Select: make([]messages.SelectItem, len(q.Select)), Limit: q.Limit}
+	g := p.groups[0]
+	np := len(g.partition)
+	for i, it := range q.Select {
+		out.Select[i] = it
+		if it.Window == nil {
+			continue
+		}
+		w := *it.Window
+		w.PartitionBy = make([]messages.Expr, np)
+		for k := 0; k < np; k++ {
+			w.PartitionBy[k] = messages.Expr{Column: keyNames[k]}
+		}
+		w.OrderBy = make([]messages.SortItem, len(g.order))
+		for k, o := range g.order {
+			w.OrderBy[k] = messages.SortItem{Expr: messages.Expr{Column: keyNames[np+k]}, Desc: o.desc, NullsFirst: o.nullsFirst}
+		}
+		out.Select[i].Window = &w
+	}
+	return out
+}
+
+// readChunks reads the used columns of the containers in chunks of at
+// most chunkRows rows and calls fn with each.
+func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []int, chunkRows int, budget *columnar.Budget, fn func(*input) error) error {
+	blockRows := 0
+	for _, c := range cs {
+		blockRows = max(blockRows, c.Manifest().BlockRows)
+	}
+	in, reserved, err := reserveBuffer(p, chunkRows+blockRows, budget)
+	if err != nil {
+		return err
+	}
+	defer budget.Release(reserved)
+	for _, c := range cs {
+		br, err := c.OpenColumns(used)
+		if err != nil {
+			return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+		}
+		for {
+			if err := ctx.Err(); err != nil {
+				br.Close()
+				return err
+			}
+			rec, err := br.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				br.Close()
+				return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+			}
+			err = in.appendRecord(rec, used)
+			rec.Release()
+			if err != nil {
+				br.Close()
+				return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+			}
+			if in.n >= chunkRows {
+				if err := fn(in); err != nil {
+					br.Close()
+					return err
+				}
+				in.reset()
+			}
+		}
+		if err := br.Close(); err != nil {
+			return err
+		}
+	}
+	return fn(in)
+}
+
+// reserveBuffer reserves and makes a buffer of capacity rows.
+func reserveBuffer(p *plan, capacity int, budget *columnar.Budget) (*input, int64, error) {
+	var perRow int64
+	for c, u := range p.usedCols {
+		if u {
+			perRow += kindBytes(p.schema.kinds[c])
+		}
+	}
+	n := perRow * int64(capacity)
+	if err := budget.Reserve(n); err != nil {
+		return nil, 0, fmt.Errorf("windower: buffer of %d rows: %w", capacity, err)
+	}
+	return newBuffer(p, capacity), n, nil
+}
+
+// newBuffer makes an input buffer for the plan's used columns with room
+// for capacity rows.
+func newBuffer(p *plan, capacity int) *input {
+	in := &input{cols: make([]*vector, len(p.usedCols))}
+	for c, u := range p.usedCols {
+		if !u {
+			continue
+		}
+		v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
+		switch v.kind {
+		case kindFloat:
+			v.floats = make([]float64, 0, capacity)
+		case kindString:
+			v.strs = make([]string, 0, capacity)
+		default:
+			v.ints = make([]int64, 0, capacity)
+		}
+		in.cols[c] = v
+	}
+	return in
+}
+
+func (in *input) capacityBytes() int64 {
+	var n int64
+	for _, v := range in.cols {
+		if v != nil {
+			n += int64(cap(v.ints))*8 + int64(cap(v.floats))*8 + int64(cap(v.strs))*16 + int64(max(cap(v.ints), cap(v.floats), cap(v.strs)))
+		}
+	}
+	return n
+}
+
+// appendRecord appends a batch whose columns are the used columns, in order.
+func (in *input) appendRecord(rec arrow.RecordBatch, used []int) error {
+	for j, c := range used {
+		if err := in.cols[c].appendArrow(rec.Column(j)); err != nil {
+			return err
+		}
+	}
+	in.n += int(rec.NumRows())
+	return nil
+}
+
+// reset empties the buffer, keeping its storage.
+func (in *input) reset() { in.shift(in.n) }
+
+// shift drops the first k rows, moving the rest to the front.
+func (in *input) shift(k int) {
+	for _, v := range in.cols {
+		if v == nil {
+			continue
+		}
+		switch v.kind {
+		case kindFloat:
+			v.floats = v.floats[:copy(v.floats, v.floats[k:])]
+		case kindString:
+			m := copy(v.strs, v.strs[k:])
+			clear(v.strs[m:])
+			v.strs = v.strs[:m]
+		default:
+			v.ints = v.ints[:copy(v.ints, v.ints[k:])]
+		}
+		if v.nulls != nil {
+			v.nulls = v.nulls[:copy(v.nulls, v.nulls[k:])]
+		}
+	}
+	in.n -= k
+}
+
+// compact keeps the rows where keep is true.
+func (in *input) compact(keep []bool) {
+	j := 0
+	for i, k := range keep {
+		if !k {
+			continue
+		}
+		for _, v := range in.cols {
+			if v == nil {
+				continue
+			}
+			switch v.kind {
+			case kindFloat:
+				v.floats[j] = v.floats[i]
+			case kindString:
+				v.strs[j] = v.strs[i]
+			default:
+				v.ints[j] = v.ints[i]
+			}
+			if v.nulls != nil {
+				v.nulls[j] = v.nulls[i]
+			}
+		}
+		j++
+	}
+	for _, v := range in.cols {
+		if v == nil {
+			continue
+		}
+		switch v.kind {
+		case kindFloat:
+			v.floats = v.floats[:j]
+		case kindString:
+			v.strs = v.strs[:j]
+		default:
+			v.ints = v.ints[:j]
+		}
+		if v.nulls != nil {
+			v.nulls = v.nulls[:j]
+		}
+	}
+	in.n = j
+}
+
+// compactTail keeps, of the rows from start on, those where keep is true.
+func (in *input) compactTail(start int, keep []bool) {
+	tail := in.view(start, in.n)
+	tail.compact(keep)
+	for c, v := range in.cols {
+		if v == nil {
+			continue
+		}
+		m := start + tail.n
+		switch v.kind {
+		case kindFloat:
+			v.floats = v.floats[:m]
+		case kindString:
+			v.strs = v.strs[:m]
+		default:
+			v.ints = v.ints[:m]
+		}
+		if v.nulls != nil {
+			v.nulls = v.nulls[:m]
+		}
+		_ = c
+	}
+	in.n = start + tail.n
+}
+
+// view returns rows [from, to) of the buffer without copying.
+func (in *input) view(from, to int) *input {
+	out := &input{cols: make([]*vector, len(in.cols)), n: to - from}
+	for c, v := range in.cols {
+		if v == nil {
+			continue
+		}
+		w := &vector{kind: v.kind, typ: v.typ}
+		switch v.kind {
+		case kindFloat:
+			w.floats = v.floats[from:to:to]
+		case kindString:
+			w.strs = v.strs[from:to:to]
+		default:
+			w.ints = v.ints[from:to:to]
+		}
+		if v.nulls != nil {
+			w.nulls = v.nulls[from:to:to]
+		}
+		out.cols[c] = w
+	}
+	return out
+}
+
+// runBlockRows is the block size of sorted runs: small blocks keep the
+// merge's memory (a block per input and column) low.
+const runBlockRows = 8192

@@ -149,6 +149,7 @@ type plan struct {
 	orderByOut []int
 	limit      int64
 	usedCols   []bool // input columns the query reads
+	source     *messages.WindowQuery
 	outSchema  *arrow.Schema
 }
 
@@ -165,7 +166,7 @@ func compile(q *messages.WindowQuery, schema *arrow.Schema) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &plan{schema: si, limit: q.Limit, usedCols: make([]bool, schema.NumFields())}
+	p := &plan{schema: si, limit: q.Limit, usedCols: make([]bool, schema.NumFields()), source: q}
 	if p.where, err = compilePredicates(si, q.Where); err != nil {
 		return nil, &QueryError{Reason: "where: " + err.Error()}
 	}

@@ -2,6 +2,7 @@ package windower
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,7 +15,7 @@ import (
 )
 
 // MinGrant is the smallest memory grant a query runs with.
-const MinGrant = 4 << 20
+const MinGrant = 8 << 20
 
 // Options configure a run. The zero value is usable.
 type Options struct {
@@ -73,11 +74,12 @@ type Stats struct {
 // Result is the output of a run: record batches in result order.
 type Result struct {
 	schema  *arrow.Schema
-	cols    []arrow.Array
+	cols    []arrow.Array // in-memory result
 	rows    int
 	next    int
 	batch   int
 	stats   Stats
+	reader  *columnar.BatchReader // result spilled to a container
 	release func()
 }
 
@@ -90,6 +92,19 @@ func (r *Result) Stats() Stats { return r.stats }
 // Next returns the next batch, or io.EOF after the last. The caller
 // releases each batch.
 func (r *Result) Next() (arrow.RecordBatch, error) {
+	if r.reader != nil {
+		rec, err := r.reader.Next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("windower: read spilled result: %w", err)
+		}
+		if err == nil && !rec.Schema().Equal(r.schema) {
+			// The container carries its own field metadata; present the query's schema.
+			out := array.NewRecordBatch(r.schema, rec.Columns(), rec.NumRows())
+			rec.Release()
+			rec = out
+		}
+		return rec, err
+	}
 	if r.next >= r.rows {
 		return nil, io.EOF
 	}
@@ -112,6 +127,10 @@ func (r *Result) Close() {
 		c.Release()
 	}
 	r.cols = nil
+	if r.reader != nil {
+		r.reader.Close()
+		r.reader = nil
+	}
 	if r.release != nil {
 		r.release()
 		r.release = nil

@@ -1,0 +1,153 @@
+package windower
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"errors"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/messages"
+)
+
+// writeContainer writes rec as a container at dir, sorted on key (rec must
+// already be in that order).
+func writeContainer(t *testing.T, dir string, rec arrow.RecordBatch, key columnar.SortKey) string {
+	t.Helper()
+	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "t", Projection: "p", ID: filepath.Base(dir), Schema: rec.Schema(), SortKey: key, BlockRows: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func drain(t *testing.T, res *Result) []string {
+	t.Helper()
+	var rows []string
+	for {
+		rec, err := res.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := 0; r < int(rec.NumRows()); r++ {
+			row := ""
+			for c := 0; c < int(rec.NumCols()); c++ {
+				row += rec.Column(c).ValueStr(r) + "|"
+			}
+			rows = append(rows, row)
+		}
+		rec.Release()
+	}
+	return rows
+}
+
+// TestSpillMatchesInMemory runs queries over containers under the
+// smallest grant, so they sort in runs, merge and stream (and evaluate a
+// big partition in slices), and compares with the in-memory result.
+func TestSpillMatchesInMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	n := 120000
+	if testing.Short() {
+		n = 60000
+	}
+	_, rec := randomTable(rng, n)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	queries := []*messages.WindowQuery{
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "c", Window: &messages.WindowCall{Func: "count", Star: true, PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "f"}, NullsFirst: true}}}},
+			{Alias: "fv", Window: &messages.WindowCall{Func: "first_value", Args: []*messages.Expr{col("s")}, PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "f"}, NullsFirst: true}}}},
+		}},
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "s", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")},
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
+				OrderBy:     []messages.SortItem{{Expr: messages.Expr{Column: "t"}}},
+				Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(3)}},
+					End: messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{Int: i64(2)}}}}},
+			{Alias: "r", Window: &messages.WindowCall{Func: "rank",
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
+				OrderBy:     []messages.SortItem{{Expr: messages.Expr{Column: "t"}}}}},
+		}, Where: []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: messages.OpIsNotNull}}},
+		// One partition of every row: evaluated in slices with a halo.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "m", Window: &messages.WindowCall{Func: "min", Args: []*messages.Expr{col("f")},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}},
+				Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(50)}},
+					End: messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{Int: i64(9)}}, Exclude: messages.ExcludeCurrentRow}}},
+			{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}}}},
+			{Alias: "lag", Window: &messages.WindowCall{Func: "lag", Args: []*messages.Expr{col("s"), cint(3)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}}}},
+			{Alias: "lead", Window: &messages.WindowCall{Func: "lead", Args: []*messages.Expr{col("x"), cint(2), cint(-1)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}}}},
+		}},
+	}
+	for i, q := range queries {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			want, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRows := drain(t, want)
+			want.Close()
+			got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRows := drain(t, got)
+			st := got.Stats()
+			got.Close()
+			if st.SpilledBytes == 0 {
+				t.Errorf("nothing spilled: %+v", st)
+			}
+			if st.PeakBytes > MinGrant {
+				t.Errorf("peak %d bytes over the %d-byte grant", st.PeakBytes, MinGrant)
+			}
+			if len(gotRows) != len(wantRows) {
+				t.Fatalf("%d rows, want %d", len(gotRows), len(wantRows))
+			}
+			for r := range wantRows {
+				if gotRows[r] != wantRows[r] {
+					t.Fatalf("row %d: got %s, want %s (stats %+v)", r, gotRows[r], wantRows[r], st)
+				}
+			}
+			if want.Stats().Partitions != st.Partitions {
+				t.Errorf("%d partitions, want %d", st.Partitions, want.Stats().Partitions)
+			}
+		})
+	}
+}
+
+// TestSpillUnsupportedFrame checks that a frame needing a whole partition
+// larger than the grant is refused with an error naming it.
+func TestSpillUnsupportedFrame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	_, rec := randomTable(rng, 120000)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "cd", Window: &messages.WindowCall{Func: "cume_dist", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+	}}
+	_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
+	if err == nil || !errorsIs(err, ErrUnsupported) {
+		t.Fatalf("got %v, want ErrUnsupported", err)
+	}
+	t.Log(err)
+}
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,319 @@
+package windower
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/strata-db/strata/columnar"
+)
+
+// streamSorted evaluates p (one window group whose keys are plain
+// columns) over src, whose rows are in (partition, order) order, and
+// writes the result as a container under tmp. filters are applied to the
+// rows as they are read.
+func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters []predicate, tmp string, o Options, st *Stats) (string, error) {
+	g := p.groups[0]
+	var used []int
+	for c, u := range p.usedCols {
+		if u {
+			used = append(used, c)
+		}
+	}
+	var partCols []int
+	for _, k := range g.partition {
+		partCols = append(partCols, k.expr.col)
+	}
+	halo, haloErr := bigPartitionHalo(g)
+	// The buffer holds about a third of what the grant allows: evaluating
+	// it needs about as much again, and the readers and writer need room.
+	perRow := p.memoryPerRow() + 9*int64(len(used))
+	bufRows := int((o.Budget.Limit() - o.Budget.InUse()) / 3 / perRow)
+	if bufRows < 1024 || bufRows < 4*(halo.before+halo.after+1) {
+		return "", fmt.Errorf("%w: a %d-byte grant buffers only %d rows", ErrGrantTooSmall, o.Budget.Limit(), bufRows)
+	}
+	blockRows := src.Manifest().BlockRows
+	buf, reserved, err := reserveBuffer(p, bufRows+blockRows, o.Budget)
+	if err != nil {
+		return "", err
+	}
+	defer o.Budget.Release(reserved)
+
+	outDir := filepath.Join(tmp, "result")
+	w, err := columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4})
+	if err != nil {
+		return "", fmt.Errorf("windower: result container: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			w.Abort()
+		}
+	}()
+
+	eo := o
+	eo.InputSorted = true
+	rowNumberCols := make([]bool, len(p.outputs))
+	for i, out := range p.outputs {
+		rowNumberCols[i] = out.call != nil && out.call.fn == fnRowNumber
+	}
+	// emit evaluates rows [0, n) of the buffer as complete partitions (or,
+	// with big, as a slice of one big partition whose rows before the
+	// buffer number partPos) and writes result rows [from, to).
+	limit := p.limit
+	stop := false
+	emit := func(n, from, to int, partPos int64, big bool) error {
+		if stop {
+			return nil
+		}
+		res, err := evaluate(ctx, p, buf.view(0, n), eo)
+		if err != nil {
+			return err
+		}
+		defer res.Close()
+		if !big {
+			st.Partitions += res.stats.Partitions
+		}
+		if limit > 0 && st.Rows+int64(to-from) >= limit {
+			to = from + int(limit-st.Rows)
+			stop = true
+		}
+		cols := make([]arrow.Array, len(res.cols))
+		for i, c := range res.cols {
+			// Copy: result columns may alias the buffer, which is
+			// overwritten next, and the writer keeps partial blocks.
+			sl := array.NewSlice(c, int64(from), int64(to))
+			cp, err := array.Concatenate([]arrow.Array{sl}, o.Budget)
+			sl.Release()
+			if err != nil {
+				for _, d := range cols[:i] {
+					d.Release()
+				}
+				return fmt.Errorf("windower: copy result: %w", err)
+			}
+			cols[i] = cp
+			if rowNumberCols[i] && partPos != 0 {
+				v := cols[i].(*array.Int64).Int64Values()
+				shifted := make([]int64, len(v))
+				for k, x := range v {
+					shifted[k] = x + partPos
+				}
+				cols[i].Release()
+				cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted))
+			}
+		}
+		rec := array.NewRecordBatch(p.outSchema, cols, int64(to-from))
+		for _, c := range cols {
+			c.Release()
+		}
+		err = w.Write(rec)
+		rec.Release()
+		st.Rows += int64(to - from)
+		return err
+	}
+
+	br, err := src.OpenColumns(used)
+	if err != nil {
+		return "", fmt.Errorf("windower: read sorted input: %w", err)
+	}
+	defer br.Close()
+	lastStart := 0        // first row of the last (possibly incomplete) partition in the buffer
+	var bigPos int64 = -1 // >= 0 while in a big partition: its rows before the buffer
+	scanned := 0          // rows of the buffer already checked for partition starts
+	partEnd := -1         // in a big partition: where it ends in the buffer, once seen
+	eof := false
+	for (!eof || buf.n > 0) && !stop {
+		if !eof {
+			rec, err := br.Next()
+			switch {
+			case errors.Is(err, io.EOF):
+				eof = true
+			case err != nil:
+				return "", fmt.Errorf("windower: read sorted input: %w", err)
+			default:
+				start := buf.n
+				err = buf.appendRecord(rec, used)
+				rec.Release()
+				if err != nil {
+					return "", fmt.Errorf("windower: read sorted input: %w", err)
+				}
+				if len(filters) > 0 {
+					keep, err := evalPredicates(filters, buf.view(start, buf.n).cols, buf.n-start)
+					if err != nil {
+						return "", fmt.Errorf("windower: where: %w", err)
+					}
+					buf.compactTail(start, keep)
+				}
+			}
+		}
+		// Find partition starts among the new rows.
+		for i := max(scanned, 1); i < buf.n; i++ {
+			if !equalRowsCols(buf, partCols, i-1, i) {
+				if bigPos >= 0 {
+					if partEnd < 0 {
+						partEnd = i
+					}
+				} else {
+					lastStart = i
+				}
+			}
+		}
+		scanned = buf.n
+		full := buf.n >= bufRows
+		if !full && !eof {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		switch {
+		case bigPos >= 0:
+			// A slice of a big partition.
+			end := buf.n
+			if partEnd >= 0 {
+				end = partEnd
+			}
+			from := halo.before
+			if bigPos == 0 {
+				from = 0
+			}
+			if partEnd >= 0 || eof {
+				if err := emit(end, from, end, bigPos, true); err != nil {
+					return "", err
+				}
+				buf.shift(end)
+				bigPos, partEnd, lastStart, scanned = -1, -1, 0, 0
+				continue
+			}
+			to := end - halo.after
+			if err := emit(end, from, to, bigPos, true); err != nil {
+				return "", err
+			}
+			keep := to - halo.before
+			buf.shift(keep)
+			bigPos += int64(keep)
+			scanned = buf.n
+		case eof:
+			if buf.n > 0 {
+				if err := emit(buf.n, 0, buf.n, 0, false); err != nil {
+					return "", err
+				}
+			}
+			buf.reset()
+		case lastStart > 0:
+			if err := emit(lastStart, 0, lastStart, 0, false); err != nil {
+				return "", err
+			}
+			buf.shift(lastStart)
+			lastStart, scanned = 0, buf.n
+		default:
+			// One partition fills the buffer.
+			if haloErr != nil {
+				return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant: %v",
+					ErrUnsupported, buf.n, o.Budget.Limit(), haloErr)
+			}
+			st.Partitions++
+			partEnd = -1
+			end := buf.n
+			to := end - halo.after
+			if err := emit(end, 0, to, 0, true); err != nil {
+				return "", err
+			}
+			keep := to - halo.before
+			buf.shift(keep)
+			bigPos = int64(keep)
+			scanned = buf.n
+		}
+	}
+	m, err := w.Commit()
+	if err != nil {
+		return "", fmt.Errorf("windower: commit result: %w", err)
+	}
+	committed = true
+	st.SpilledBytes += containerBytes(m)
+	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
+	return outDir, nil
+}
+
+// halo is how far, in rows, the frames of a window group reach before and
+// after the current row.
+type halo struct{ before, after int }
+
+// bigPartitionHalo returns the group's halo, or an error naming the first
+// call whose frame is not bounded in rows (and so needs its whole
+// partition at once).
+func bigPartitionHalo(g *windowGroup) (halo, error) {
+	var h halo
+	const maxHalo = 1 << 20
+	for _, c := range g.calls {
+		switch c.fn {
+		case fnRowNumber:
+			continue
+		case fnLag, fnLead:
+			off := c.offset
+			if c.fn == fnLag {
+				off = -off
+			}
+			if off < -maxHalo || off > maxHalo {
+				return h, fmt.Errorf("%s offset %d is too large", c.alias, c.offset)
+			}
+			if off < 0 {
+				h.before = max(h.before, int(-off))
+			} else {
+				h.after = max(h.after, int(off))
+			}
+			continue
+		case fnRank, fnDenseRank, fnPercentRank, fnCumeDist, fnNtile:
+			return h, fmt.Errorf("select item %q (%s) needs the whole partition", c.alias, fnName(c.fn))
+		}
+		f := &c.frame
+		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
+			return h, fmt.Errorf("select item %q: only ROWS frames without EXCLUDE GROUP/TIES can be evaluated in slices", c.alias)
+		}
+		for _, b := range []bound{f.start, f.end} {
+			switch b.kind {
+			case boundUnboundedPreceding, boundUnboundedFollowing:
+				return h, fmt.Errorf("select item %q: an UNBOUNDED frame needs the whole partition", c.alias)
+			case boundPreceding, boundFollowing:
+				if b.off > maxHalo {
+					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
+				}
+				if b.kind == boundPreceding {
+					h.before = max(h.before, int(b.off))
+				} else {
+					h.after = max(h.after, int(b.off))
+				}
+			}
+		}
+	}
+	return h, nil
+}
+
+func fnName(f fn) string {
+	for name, v := range fnByName {
+		if v == f {
+			return name
+		}
+	}
+	return "?"
+}
+
+// equalRowsCols reports whether rows a and b of the buffer agree on cols.
+func equalRowsCols(in *input, cols []int, a, b int) bool {
+	for _, c := range cols {
+		if compareValues(in.cols[c], a, b, false) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func int64Bytes(v []int64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
+}
