@@ -3,6 +3,7 @@ package columnar
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -34,6 +35,7 @@ func BenchmarkBlockRead(b *testing.B) {
 			raw := m.RawBytes()
 			b.SetBytes(raw)
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			for range b.N {
 				r, err := c.OpenColumn(0)
 				if err != nil {
@@ -48,11 +50,60 @@ func BenchmarkBlockRead(b *testing.B) {
 				}
 				r.Close()
 			}
+			reportCPU(b, cpu0, raw)
 			sec := b.Elapsed().Seconds()
 			b.ReportMetric(float64(raw)*float64(b.N)/sec/1e6, "raw_MB/s")
 			b.ReportMetric(sec*1e9/float64(b.N*len(m.Blocks)), "ns/block")
 			b.ReportMetric(float64(m.CompressedBytes())/float64(raw), "compression_ratio")
 		})
+	}
+}
+
+// BenchmarkBlockDecode decodes the same in-memory blocks with the block
+// decoder and with arrow's IPC reader (the reference), to compare them.
+func BenchmarkBlockDecode(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		typ  arrow.DataType
+		comp Compression
+	}{
+		{"int64/lz4", arrow.PrimitiveTypes.Int64, CompressionLZ4},
+		{"int64/zstd", arrow.PrimitiveTypes.Int64, CompressionZstd},
+		{"utf8/lz4", arrow.BinaryTypes.String, CompressionLZ4},
+	} {
+		dir, m := benchColumn(b, tc.typ, tc.comp, 1<<18)
+		data, err := os.ReadFile(filepath.Join(dir, m.Files[0].Name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		fb := m.Files[0].Blocks[0]
+		block := data[fb.Offset : fb.Offset+fb.Length]
+		rows := m.Blocks[0].Rows
+		schema, header := schemaMessage(b, tc.typ)
+		decoders := map[string]func() (arrow.Array, error){
+			"strata": func() (arrow.Array, error) {
+				return newBlockDecoder(tc.typ, memory.DefaultAllocator, &zstdDecoder{}).decode(memory.NewBufferBytes(block), rows, 2*fb.RawBytes+decodeSlack)
+			},
+			"arrow": func() (arrow.Array, error) {
+				d := newArrowDecoder(schema, header, memory.DefaultAllocator)
+				defer d.close()
+				return d.decode(memory.NewBufferBytes(block), rows, 2*fb.RawBytes+decodeSlack)
+			},
+		}
+		for _, name := range []string{"strata", "arrow"} {
+			b.Run(tc.name+"/"+name, func(b *testing.B) {
+				b.SetBytes(fb.RawBytes)
+				cpu0 := cpuTime()
+				for range b.N {
+					a, err := decoders[name]()
+					if err != nil {
+						b.Fatal(err)
+					}
+					a.Release()
+				}
+				reportCPU(b, cpu0, fb.RawBytes)
+			})
+		}
 	}
 }
 
@@ -76,6 +127,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.SetBytes(raw)
 			base := b.TempDir()
 			b.ResetTimer()
+			cpu0 := cpuTime()
 			for i := range b.N {
 				w, err := Create(filepath.Join(base, fmt.Sprint(i)), WriterOptions{Schema: schema, Compression: tc.comp})
 				if err != nil {
@@ -88,6 +140,7 @@ func BenchmarkWrite(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu0, raw)
 			b.ReportMetric(float64(raw)*float64(b.N)/b.Elapsed().Seconds()/1e6, "raw_MB/s")
 		})
 	}
@@ -111,12 +164,14 @@ func BenchmarkKeyEncode(b *testing.B) {
 		b.Run(fmt.Sprintf("batch/%dcols", nk), func(b *testing.B) {
 			var kb KeyBatch
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			for range b.N {
 				if err := enc.EncodeBatch(&kb, cols, 0, n); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N*n), "ns/row")
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n), "cpu_ns/row")
 			b.ReportMetric(float64(len(kb.Data))/n, "bytes/key")
 		})
 		b.Run(fmt.Sprintf("row/%dcols", nk), func(b *testing.B) {
@@ -132,7 +187,7 @@ func BenchmarkKeyEncode(b *testing.B) {
 	}
 }
 
-func benchColumn(b *testing.B, typ arrow.DataType, comp Compression, rows int) (string, *Manifest) {
+func benchColumn(b testing.TB, typ arrow.DataType, comp Compression, rows int) (string, *Manifest) {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "c")
 	schema := arrow.NewSchema([]arrow.Field{{Name: "v", Type: typ, Nullable: true}}, nil)

@@ -1,7 +1,6 @@
 package columnar
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -10,13 +9,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
-const continuationMarker = 0xFFFFFFFF
-
-// blockDecoder decodes the record batch messages of one column file into
-// arrays. It feeds messages one at a time to an arrow ipc.Reader, so the
-// decoding (decompression included) is arrow's own, and every buffer it
-// makes comes from the decoder's allocator.
-type blockDecoder struct {
+// arrowDecoder is the reference the block decoder is tested against: it
+// decodes a column file's record batch messages with arrow's own IPC
+// reader, feeding it one message at a time.
+type arrowDecoder struct {
 	schema *arrow.Schema // the file's one-field schema
 	header []byte        // the schema message: prefix and flatbuffer
 	mem    *limitAllocator
@@ -24,12 +20,12 @@ type blockDecoder struct {
 	rdr    *ipc.Reader
 }
 
-func newBlockDecoder(schema *arrow.Schema, header []byte, mem memory.Allocator) *blockDecoder {
-	return &blockDecoder{schema: schema, header: header, mem: &limitAllocator{parent: mem}}
+func newArrowDecoder(schema *arrow.Schema, header []byte, mem memory.Allocator) *arrowDecoder {
+	return &arrowDecoder{schema: schema, header: header, mem: &limitAllocator{parent: mem}}
 }
 
 // start makes the ipc.Reader, feeding it the schema message.
-func (d *blockDecoder) start() (err error) {
+func (d *arrowDecoder) start() (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("decode schema message: %v", p)
@@ -59,7 +55,7 @@ func (d *blockDecoder) start() (err error) {
 // retains as long as the array needs it) into the column's array. maxBytes
 // bounds what decoding may allocate, so a block whose sizes lie cannot make
 // the reader allocate without limit.
-func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr arrow.Array, err error) {
+func (d *arrowDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr arrow.Array, err error) {
 	if d.rdr == nil {
 		if err := d.start(); err != nil {
 			return nil, err
@@ -118,93 +114,15 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 }
 
 // reset drops the ipc.Reader after an error (it refuses further reads).
-func (d *blockDecoder) reset() {
+func (d *arrowDecoder) reset() {
 	if d.rdr != nil {
 		d.rdr.Release()
 		d.rdr = nil
 	}
 }
 
-func (d *blockDecoder) close() {
+func (d *arrowDecoder) close() {
 	d.reset()
-}
-
-// splitMessage splits an encapsulated IPC message (continuation marker,
-// metadata length, metadata flatbuffer, body) into metadata and body.
-func splitMessage(b []byte) (meta, body []byte, err error) {
-	if len(b) < 8 {
-		return nil, nil, fmt.Errorf("message of %d bytes is shorter than its 8-byte prefix", len(b))
-	}
-	if binary.LittleEndian.Uint32(b) != continuationMarker {
-		return nil, nil, fmt.Errorf("message does not start with the continuation marker")
-	}
-	n := int64(int32(binary.LittleEndian.Uint32(b[4:])))
-	if n < 8 || n%8 != 0 || n > int64(len(b)-8) {
-		return nil, nil, fmt.Errorf("message metadata length %d invalid for a %d-byte message", n, len(b))
-	}
-	return b[8 : 8+n], b[8+n:], nil
-}
-
-// validateArray checks what arrow's IPC loader does not: that the offsets of
-// a variable-width array are monotonic and inside the values buffer, and
-// that buffers are long enough for the rows. Without this a corrupt block
-// could make later reads of the array index out of range.
-func validateArray(arr arrow.Array) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("invalid array: %v", p)
-		}
-	}()
-	data := arr.Data()
-	n := data.Len() + data.Offset()
-	bufs := data.Buffers()
-	if len(bufs) == 0 {
-		return fmt.Errorf("array has no buffers")
-	}
-	if bufs[0] != nil && bufs[0].Len() > 0 {
-		if int64(bufs[0].Len())*8 < int64(n) {
-			return fmt.Errorf("validity bitmap of %d bytes shorter than %d rows", bufs[0].Len(), n)
-		}
-	} else if data.NullN() > 0 {
-		return fmt.Errorf("%d NULLs but no validity bitmap", data.NullN())
-	}
-	if nn := arr.NullN(); nn < 0 || nn > data.Len() {
-		return fmt.Errorf("%d NULLs in %d rows", nn, data.Len())
-	}
-	switch arr.DataType().ID() {
-	case arrow.STRING, arrow.BINARY:
-		if len(bufs) < 3 || bufs[1] == nil || bufs[1].Len() < 4*(n+1) {
-			return fmt.Errorf("offsets buffer shorter than %d rows", n)
-		}
-		vo, _ := bytesOffsets(arr)
-		var vals int
-		if bufs[2] != nil {
-			vals = bufs[2].Len()
-		}
-		prev := vo[0]
-		if prev < 0 {
-			return fmt.Errorf("negative first offset %d", prev)
-		}
-		for i, o := range vo[1:] {
-			if o < prev {
-				return fmt.Errorf("offset of row %d (%d) below the previous (%d)", i+1, o, prev)
-			}
-			prev = o
-		}
-		if int(prev) > vals {
-			return fmt.Errorf("offsets reach %d beyond a %d-byte values buffer", prev, vals)
-		}
-	case arrow.BOOL:
-		if n > 0 && (len(bufs) < 2 || bufs[1] == nil || int64(bufs[1].Len())*8 < int64(n)) {
-			return fmt.Errorf("values bitmap shorter than %d rows", n)
-		}
-	default:
-		w := arr.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
-		if n > 0 && (len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() < w*n) {
-			return fmt.Errorf("values buffer shorter than %d rows", n)
-		}
-	}
-	return nil
 }
 
 // messageFeed is the ipc.MessageReader of a blockDecoder: it hands the

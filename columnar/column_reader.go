@@ -18,7 +18,8 @@ const decodeSlack = 64 << 10
 
 // ColumnReader streams the blocks of one column file. Each block is read
 // with one ReadAt into a buffer from the container's allocator, checked
-// against its CRC-32C, and decoded by arrow's IPC reader. A ColumnReader is
+// against its CRC-32C, and decoded with its buffers decompressed straight
+// into buffers from the same allocator. A ColumnReader is
 // not safe for concurrent use.
 type ColumnReader struct {
 	c     *Container
@@ -64,13 +65,12 @@ func openColumnReader(c *Container, col int) (*ColumnReader, error) {
 		f.Close()
 		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "not an Arrow IPC file")
 	}
-	schema := arrow.NewSchema([]arrow.Field{c.schema.Field(col)}, nil)
 	r := &ColumnReader{
 		c:     c,
 		col:   col,
 		meta:  fm,
 		f:     f,
-		dec:   newBlockDecoder(schema, header[8:], c.opts.Allocator),
+		dec:   newBlockDecoder(c.schema.Field(col).Type, c.opts.Allocator, &c.zstd),
 		stats: c.opts.Stats,
 	}
 	return r, nil
@@ -148,7 +148,6 @@ func (r *ColumnReader) Close() error {
 	if r.f == nil {
 		return nil
 	}
-	r.dec.close()
 	err := r.f.Close()
 	r.f = nil
 	return err

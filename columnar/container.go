@@ -28,6 +28,7 @@ type Container struct {
 	schema *arrow.Schema
 	keyIdx []int
 	opts   OpenOptions
+	zstd   zstdDecoder // shared by the container's readers
 }
 
 // Open reads and validates dir/manifest.json. A missing container gives an

@@ -14,7 +14,9 @@ import (
 const (
 	fbMessageHeaderType     = 1
 	fbMessageHeader         = 2
+	fbMessageBodyLength     = 3
 	fbMessageCustomMetadata = 4
+	fbRecordBatchLength     = 0
 	fbRecordBatchNodes      = 1
 	fbRecordBatchBuffers    = 2
 	fbRecordBatchCompress   = 3
@@ -67,23 +69,53 @@ func (t fbTable) field(i int) int {
 // vector checks the vector in field i has elements of elem bytes inside
 // the buffer and returns its length (0 if absent).
 func (t fbTable) vector(i, elem int) (int, error) {
+	_, n, err := t.vectorAt(i, elem)
+	return n, err
+}
+
+// vectorAt is vector that also returns the position of element 0.
+func (t fbTable) vectorAt(i, elem int) (pos, n int, err error) {
 	p := t.field(i)
 	if p == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	rel, err := fbU32(t.buf, p)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	v := p + rel
-	n, err := fbU32(t.buf, v)
+	n, err = fbU32(t.buf, v)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n > (len(t.buf)-v-4)/elem {
-		return 0, fmt.Errorf("vector of %d elements of %d bytes outside %d-byte metadata", n, elem, len(t.buf))
+		return 0, 0, fmt.Errorf("vector of %d elements of %d bytes outside %d-byte metadata", n, elem, len(t.buf))
 	}
-	return n, nil
+	return v + 4, n, nil
+}
+
+// int64Field returns scalar field i as an int64 (def if absent).
+func (t fbTable) int64Field(i int, def int64) (int64, error) {
+	p := t.field(i)
+	if p == 0 {
+		return def, nil
+	}
+	if p+8 > len(t.buf) {
+		return 0, fmt.Errorf("field %d outside %d-byte metadata", i, len(t.buf))
+	}
+	return int64(binary.LittleEndian.Uint64(t.buf[p:])), nil
+}
+
+// byteField returns scalar field i as a byte (def if absent).
+func (t fbTable) byteField(i int, def byte) (byte, error) {
+	p := t.field(i)
+	if p == 0 {
+		return def, nil
+	}
+	if p >= len(t.buf) {
+		return 0, fmt.Errorf("field %d outside %d-byte metadata", i, len(t.buf))
+	}
+	return t.buf[p], nil
 }
 
 // subTable returns the table referenced by field i.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -79,17 +80,25 @@ func FuzzBlock(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, typ uint8, rows uint16, block []byte) {
-		schema, header := schemaMessage(t, genTypes[int(typ)%len(genTypes)])
-		dec := newBlockDecoder(schema, header, memory.NewGoAllocator())
-		defer dec.close()
-		buf := memory.NewBufferBytes(block)
-		arr, err := dec.decode(buf, int(rows), 1<<20)
+		dt := genTypes[int(typ)%len(genTypes)]
+		schema, header := schemaMessage(t, dt)
+		dec := newBlockDecoder(dt, memory.NewGoAllocator(), &zstdDecoder{})
+		arr, err := dec.decode(memory.NewBufferBytes(block), int(rows), 1<<20)
+		ref := newArrowDecoder(schema, header, memory.NewGoAllocator())
+		defer ref.close()
+		want, refErr := ref.decode(memory.NewBufferBytes(block), int(rows), 1<<20)
+		if refErr == nil {
+			defer want.Release()
+		}
 		if err != nil {
 			return
 		}
 		defer arr.Release()
 		if arr.Len() != int(rows) {
 			t.Fatalf("decoded %d rows, want %d", arr.Len(), rows)
+		}
+		if refErr == nil && !array.Equal(arr, want) {
+			t.Fatalf("decoder and arrow's reader disagree:\n%v\n%v", arr, want)
 		}
 		// Every value of a decoded block must be readable without panic.
 		enc, err := NewKeyEncoder(schema, SortKey{{Name: "v"}})
