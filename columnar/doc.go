@@ -46,7 +46,11 @@
 //	footer, int32 footer length, "ARROW1"
 //
 // Readers never use the footer: the manifest locates every block, so a
-// block is read with one positioned read of exactly its bytes.
+// block is read with one positioned read of exactly its bytes. The reader
+// decodes the block's message itself (it supports exactly the layouts
+// above: one field node, two or three buffers, LZ4 frame, zstd or no body
+// compression), decompressing each buffer straight into memory from the
+// reader's allocator; the tests check it against arrow's IPC reader.
 //
 // Manifest. manifest.json is one JSON object:
 //

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -100,6 +102,31 @@ func verifyFile(c *Container, col int) error {
 	}
 	if got := crc.Sum32(); got != fm.CRC {
 		return corruptf(c.dir, fm.Name, NoBlock, nil, "file checksum %08x, manifest says %08x (footer damaged)", got, fm.CRC)
+	}
+	return verifyArrowFile(c, col)
+}
+
+// verifyArrowFile checks the file is the Arrow IPC file the manifest
+// describes, as any Arrow reader sees it: its schema is the column's and
+// its footer lists the manifest's blocks.
+func verifyArrowFile(c *Container, col int) error {
+	fm := &c.m.Files[col]
+	f, err := os.Open(filepath.Join(c.dir, fm.Name))
+	if err != nil {
+		return corruptf(c.dir, fm.Name, NoBlock, err, "open")
+	}
+	defer f.Close()
+	fr, err := ipc.NewFileReader(f, ipc.WithAllocator(memory.NewGoAllocator()))
+	if err != nil {
+		return corruptf(c.dir, fm.Name, NoBlock, err, "not a readable Arrow IPC file")
+	}
+	defer fr.Close()
+	want := arrow.NewSchema([]arrow.Field{c.schema.Field(col)}, nil)
+	if !fr.Schema().Equal(want) {
+		return corruptf(c.dir, fm.Name, NoBlock, nil, "file schema %s, manifest says %s", fr.Schema(), want)
+	}
+	if fr.NumRecords() != len(fm.Blocks) {
+		return corruptf(c.dir, fm.Name, NoBlock, nil, "file footer lists %d blocks, manifest %d", fr.NumRecords(), len(fm.Blocks))
 	}
 	return nil
 }

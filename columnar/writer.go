@@ -30,7 +30,10 @@ type WriterOptions struct {
 // Writer writes one container. Rows go in either a record batch at a time
 // (Write) or a column at a time (WriteColumn: all of column 0, then all of
 // column 1, ..., or interleaved in any order). Rows must arrive in sort-key
-// order; the writer does not sort. A Writer is not safe for concurrent use.
+// order; the writer does not sort, and Commit refuses blocks whose first and
+// last keys are out of order (ErrNotSorted). WriteColumn and FinishColumn
+// may be called concurrently for different columns (each column has its
+// own file and state); everything else must not run concurrently.
 type Writer struct {
 	dir, tmp string
 	opts     WriterOptions
