@@ -142,8 +142,13 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 	return nil
 }
 
-// WriteColumn appends arr to column col. The writer retains (does not copy)
-// arr where it can; the caller may Release arr when WriteColumn returns.
+// WriteColumn appends arr to column col. Whole blocks of arr are written
+// at once, with no copy. Rows that do not fill a block are kept as slices
+// of arr (retained, so arr's memory stays allocated) until later calls
+// complete the block, which is then concatenated into a buffer from the
+// writer's allocator. Callers that care about memory should therefore pass
+// arrays of BlockRows rows, as the block boundaries fall. The caller may
+// Release arr when WriteColumn returns.
 func (w *Writer) WriteColumn(col int, arr arrow.Array) error {
 	if w.done {
 		return fmt.Errorf("write container %s: %w", w.dir, ErrClosed)
