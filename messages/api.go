@@ -320,6 +320,7 @@ type PoolStatus struct {
 	Queued   int        `msgpack:"queued" json:"queued"`
 	// Memory-constrained operations of the pool the scheduler still keeps.
 	Constrained int   `msgpack:"constrained,omitempty" json:"constrained,omitempty"`
+	Failed      int   `msgpack:"failed,omitempty" json:"failed,omitempty"` // failed operations the scheduler still keeps
 	LargestPeak int64 `msgpack:"largest_peak,omitempty" json:"largest_peak,omitempty"`
 	// Recommendation is a plain sentence when the pool should grow.
 	Recommendation string `msgpack:"recommendation,omitempty" json:"recommendation,omitempty"`

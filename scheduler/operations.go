@@ -76,7 +76,13 @@ func (l *operationLog) recommend(pools []messages.PoolStatus) {
 	for i := range pools {
 		p := &pools[i]
 		for _, r := range l.rows {
-			if r.Grant.Pool != p.Config.Name || !r.MemoryConstrained {
+			if r.Grant.Pool != p.Config.Name {
+				continue
+			}
+			if r.Status == messages.StatusFailed {
+				p.Failed++
+			}
+			if !r.MemoryConstrained {
 				continue
 			}
 			p.Constrained++

@@ -305,6 +305,9 @@ func TestQueueAndTimeout(t *testing.T) {
 	if _, ok := h.state("t").pending(running.JobID); ok {
 		t.Fatal("final failure left the job pending")
 	}
+	if tm := h.s.Pools().Pools[1]; tm.Failed != 2 {
+		t.Fatalf("tm counts %d failed operations, want 2 (a timeout and a failure)", tm.Failed)
+	}
 	acq, _ := h.s.Acquisitions(&messages.AcquisitionsRequest{Pool: "tm"})
 	if len(acq.Acquisitions) != 4 {
 		t.Fatalf("%d acquisitions, want 4", len(acq.Acquisitions))

@@ -265,9 +265,12 @@ func runPools(ctx context.Context, args []string) error {
 
 func printPools(pools []messages.PoolStatus, format string) error {
 	t := &table{header: []string{"pool", "memorysize", "maxmemorysize", "plannedconcurrency", "maxconcurrency", "queuetimeout",
-		"priority", "target", "in_use", "borrowed", "running", "queued", "constrained_ops", "largest_peak"}, json: pools}
+		"priority", "target", "in_use", "borrowed", "running", "queued", "constrained_ops", "failed_ops", "largest_peak"}, json: pools}
 	var advice []string
 	for _, p := range pools {
+		if p.Failed > 0 {
+			advice = append(advice, fmt.Sprintf("%d operations in pool %s failed: `strata ops` gives the reasons.", p.Failed, p.Config.Name))
+		}
 		maxConc := "-"
 		if p.Config.MaxConcurrency > 0 {
 			maxConc = strconv.Itoa(p.Config.MaxConcurrency)
@@ -279,7 +282,7 @@ func printPools(pools []messages.PoolStatus, format string) error {
 		t.add(p.Config.Name, bytesize.Format(p.Config.MemorySize), bytesize.Format(p.Config.MaxMemorySize),
 			strconv.Itoa(p.Config.PlannedConcurrency), maxConc, timeout, strconv.Itoa(p.Config.Priority),
 			bytesize.Format(p.Target), bytesize.Format(p.InUse), bytesize.Format(p.Borrowed),
-			strconv.Itoa(p.Running), strconv.Itoa(p.Queued), strconv.Itoa(p.Constrained), fmtBytes(p.LargestPeak))
+			strconv.Itoa(p.Running), strconv.Itoa(p.Queued), strconv.Itoa(p.Constrained), strconv.Itoa(p.Failed), fmtBytes(p.LargestPeak))
 		if p.Recommendation != "" {
 			advice = append(advice, p.Recommendation)
 		}
