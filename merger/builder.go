@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -119,12 +120,18 @@ func (v *validity) appendValidity(src *blockView, start, n int) {
 		}
 		return
 	}
+	copyBits(src.valid, src.off+start, v.ensureBits(), v.n, n)
+}
+
+// ensureBits allocates the bitmap on the first NULL, marking the rows
+// gathered before it valid, and returns it.
+func (v *validity) ensureBits() []byte {
 	if v.bits == nil {
 		v.bits = memory.NewResizableBuffer(v.mem)
 		v.bits.Resize(int(bitutil.BytesForBits(int64(v.capRows))))
 		bitutil.SetBitsTo(v.bits.Bytes(), 0, int64(v.n), true)
 	}
-	copyBits(src.valid, src.off+start, v.bits.Bytes(), v.n, n)
+	return v.bits.Bytes()
 }
 
 // take returns the bitmap and null count of the rows gathered, and resets.
@@ -166,17 +173,37 @@ type fixedBuilder struct {
 	values *memory.Buffer
 }
 
-func (b *fixedBuilder) appendRun(src *blockView, start, n int) error {
+// ensureValues allocates the values buffer of an output block.
+func (b *fixedBuilder) ensureValues() {
 	if b.values == nil {
 		b.values = memory.NewResizableBuffer(b.mem)
 		b.values.Resize(b.capRows * b.width)
 	}
+}
+
+func (b *fixedBuilder) appendRun(src *blockView, start, n int) error {
+	b.ensureValues()
 	if b.n+n > b.capRows {
 		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
 	}
 	w := b.width
 	from := (src.off + start) * w
-	copy(b.values.Bytes()[b.n*w:], src.values[from:from+n*w])
+	dst := b.values.Bytes()[b.n*w:]
+	if n == 1 {
+		// Most runs are one row: move the value without a memmove call.
+		switch w {
+		case 8:
+			binary.LittleEndian.PutUint64(dst, binary.LittleEndian.Uint64(src.values[from:]))
+		case 4:
+			binary.LittleEndian.PutUint32(dst, binary.LittleEndian.Uint32(src.values[from:]))
+		case 2:
+			binary.LittleEndian.PutUint16(dst, binary.LittleEndian.Uint16(src.values[from:]))
+		default:
+			copy(dst[:w], src.values[from:from+w])
+		}
+	} else {
+		copy(dst, src.values[from:from+n*w])
+	}
 	b.appendValidity(src, start, n)
 	b.n += n
 	return nil

@@ -21,16 +21,20 @@ type blockSource interface {
 // rows remain in it, and released; the output is cut into arrays of
 // blockRows rows handed to emit.
 type columnGather struct {
-	col       int
-	name      string
-	srcs      []blockSource
-	inputs    []string    // container of each input, for errors
-	cur       []blockView // current block of each input; arr nil before the first
-	pos       []int
-	blocks    []int // blocks read per input, for errors
-	out       columnBuilder
-	blockRows int
-	emit      func(col int, arr arrow.Array) error
+	col        int
+	name       string
+	srcs       []blockSource
+	inputs     []string    // container of each input, for errors
+	cur        []blockView // current block of each input; arr nil before the first
+	pos        []int
+	lens       []int     // rows of each input's current block
+	copier     selCopier // fixed-width columns: the row-at-a-time mover
+	nullBlocks int       // inputs whose current block has NULLs
+	blocks     []int     // blocks read per input, for errors
+	out        columnBuilder
+	outRows    int // rows in out
+	blockRows  int
+	emit       func(col int, arr arrow.Array) error
 }
 
 func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSource, inputs []string,
@@ -39,11 +43,15 @@ func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSou
 	if err != nil {
 		return nil, err
 	}
-	return &columnGather{
+	g := &columnGather{
 		col: col, name: name, srcs: srcs, inputs: inputs,
-		cur: make([]blockView, len(srcs)), pos: make([]int, len(srcs)), blocks: make([]int, len(srcs)),
-		out: b, blockRows: blockRows, emit: emit,
-	}, nil
+		cur: make([]blockView, len(srcs)), pos: make([]int, len(srcs)), lens: make([]int, len(srcs)),
+		blocks: make([]int, len(srcs)), out: b, blockRows: blockRows, emit: emit,
+	}
+	if fb, ok := b.(*fixedBuilder); ok && len(srcs) <= maxSelInputs {
+		g.copier = newSelCopier(fb.width, len(srcs))
+	}
+	return g, nil
 }
 
 // take copies the next count rows of input to the output.
@@ -55,13 +63,14 @@ func (g *columnGather) take(input int, count int64) error {
 				return err
 			}
 		}
-		n := min(int(min(count, int64(a.len-g.pos[input]))), g.blockRows-g.out.len())
+		n := min(int(min(count, int64(a.len-g.pos[input]))), g.blockRows-g.outRows)
 		if err := g.out.appendRun(a, g.pos[input], n); err != nil {
 			return fmt.Errorf("column %q: %w", g.name, err)
 		}
 		g.pos[input] += n
+		g.outRows += n
 		count -= int64(n)
-		if g.out.len() == g.blockRows {
+		if g.outRows == g.blockRows {
 			if err := g.flush(); err != nil {
 				return err
 			}
@@ -73,8 +82,15 @@ func (g *columnGather) take(input int, count int64) error {
 // advance releases input's current block and decodes its next non-empty one.
 func (g *columnGather) advance(input int) error {
 	if g.cur[input].arr != nil {
+		if g.cur[input].valid != nil {
+			g.nullBlocks--
+		}
 		g.cur[input].arr.Release()
 		g.cur[input] = blockView{}
+		g.lens[input], g.pos[input] = 0, 0
+		if g.copier != nil {
+			g.copier.setBlock(input, &g.cur[input])
+		}
 	}
 	for {
 		a, err := g.srcs[input].Next()
@@ -90,16 +106,23 @@ func (g *columnGather) advance(input int) error {
 			a.Release()
 			continue
 		}
-		g.cur[input], g.pos[input] = newBlockView(a), 0
+		g.cur[input], g.pos[input], g.lens[input] = newBlockView(a), 0, a.Len()
+		if g.cur[input].valid != nil {
+			g.nullBlocks++
+		}
+		if g.copier != nil {
+			g.copier.setBlock(input, &g.cur[input])
+		}
 		return nil
 	}
 }
 
 func (g *columnGather) flush() error {
-	if g.out.len() == 0 {
+	if g.outRows == 0 {
 		return nil
 	}
 	arr := g.out.finish()
+	g.outRows = 0
 	err := g.emit(g.col, arr)
 	arr.Release()
 	if err != nil {

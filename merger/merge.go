@@ -520,6 +520,71 @@ feed:
 	return m.ctx.Err()
 }
 
+// gatherSel drives gathers with selection vectors of one output block each:
+// the row source is expanded once per block and applied column by column,
+// so one column's input blocks stay in cache while it is applied.
+func gatherSel(ctx context.Context, gathers []*columnGather, rr *rowSourceReader, blockRows int, res reserver) error {
+	need := int64(2 * blockRows)
+	if err := res.Reserve(need); err != nil {
+		return fmt.Errorf("merger: selection vector: %w", err)
+	}
+	defer res.Release(need)
+	sel := make([]uint16, blockRows)
+	f := selFiller{rr: rr}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := f.fill(sel[:blockRows-gathers[0].outRows])
+		if err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		for _, g := range gathers {
+			if err := g.takeSel(sel[:n]); err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+		}
+	}
+}
+
+// gatherRuns drives gathers with batches of runs, for merges of more inputs
+// than a selection vector can name.
+func gatherRuns(ctx context.Context, gathers []*columnGather, rr *rowSourceReader, res reserver) error {
+	if err := res.Reserve(gatherBatchBytes); err != nil {
+		return fmt.Errorf("merger: run batch: %w", err)
+	}
+	defer res.Release(gatherBatchBytes)
+	batch := make([]run, 0, gatherBatchRuns)
+	for eof := false; !eof; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch = batch[:0]
+		for len(batch) < cap(batch) {
+			input, count, err := rr.next()
+			if errors.Is(err, io.EOF) {
+				eof = true
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+			batch = append(batch, run{input, count})
+		}
+		for _, g := range gathers {
+			for _, r := range batch {
+				if err := g.take(r.input, r.count); err != nil {
+					return fmt.Errorf("merger: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // gatherBatchRuns is how many runs a gather decodes before applying them.
 const (
 	gatherBatchRuns  = 4096
@@ -567,36 +632,12 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 		return fmt.Errorf("merger: %w", err)
 	}
 	defer rr.close()
-	// Decode a batch of runs, then apply it column by column: one column's
-	// input blocks stay in cache while the batch is applied to it.
-	if err := m.budget.Reserve(gatherBatchBytes); err != nil {
-		return fmt.Errorf("merger: run batch: %w", err)
-	}
-	defer m.budget.Release(gatherBatchBytes)
-	batch := make([]run, 0, gatherBatchRuns)
-	for eof := false; !eof; {
-		if err := ctx.Err(); err != nil {
+	if len(ins) <= maxSelInputs {
+		if err := gatherSel(ctx, gathers, rr, blockRows, m.budget); err != nil {
 			return err
 		}
-		batch = batch[:0]
-		for len(batch) < cap(batch) {
-			input, count, err := rr.next()
-			if errors.Is(err, io.EOF) {
-				eof = true
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("merger: %w", err)
-			}
-			batch = append(batch, run{input, count})
-		}
-		for _, g := range gathers {
-			for _, r := range batch {
-				if err := g.take(r.input, r.count); err != nil {
-					return fmt.Errorf("merger: %w", err)
-				}
-			}
-		}
+	} else if err := gatherRuns(ctx, gathers, rr, m.budget); err != nil {
+		return err
 	}
 	for _, g := range gathers {
 		if err := g.finish(); err != nil {
@@ -605,3 +646,5 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 	}
 	return nil
 }
+
+func isEOF(err error) bool { return errors.Is(err, io.EOF) }
