@@ -151,3 +151,72 @@ func TestSpillUnsupportedFrame(t *testing.T) {
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+// TestSpillSortedInput streams a container already sorted on the window's
+// keys: no runs are written, WHERE is applied while reading.
+func TestSpillSortedInput(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	_, raw := randomTable(rng, 100000)
+	defer raw.Release()
+	// Sort the table on (g, t) with the windower itself.
+	all := &messages.WindowQuery{Table: "t", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "g"}}, {Expr: messages.Expr{Column: "t"}}}}
+	for _, f := range diffSchema.Fields() {
+		all.Select = append(all.Select, messages.SelectItem{Alias: f.Name, Expr: col(f.Name)})
+	}
+	sorted, err := RunRecords(context.Background(), all, diffSchema, []arrow.RecordBatch{raw}, Options{Grant: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []arrow.RecordBatch
+	for {
+		r, err := sorted.Next()
+		if err == io.EOF {
+			break
+		}
+		recs = append(recs, r)
+	}
+	dir := filepath.Join(t.TempDir(), "c0")
+	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "t", Projection: "p", ID: "c0", Schema: diffSchema,
+		SortKey: columnar.SortKey{{Name: "g"}, {Name: "t"}}, BlockRows: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "s", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")},
+			PartitionBy: []messages.Expr{{Column: "g"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "t"}}},
+			Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}},
+				End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
+	}, Where: []messages.Predicate{{Left: messages.Expr{Column: "s"}, Op: messages.OpIsNotNull}}}
+	want, err := RunRecords(context.Background(), q, diffSchema, recs, Options{Grant: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRows := drain(t, want)
+	got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotRows := drain(t, got)
+	st := got.Stats()
+	got.Close()
+	if !st.SortedInput {
+		t.Errorf("input sorted on (g, t) was sorted again: %+v", st)
+	}
+	if len(gotRows) != len(wantRows) {
+		t.Fatalf("%d rows, want %d", len(gotRows), len(wantRows))
+	}
+	for r := range wantRows {
+		if gotRows[r] != wantRows[r] {
+			t.Fatalf("row %d: got %s, want %s", r, gotRows[r], wantRows[r])
+		}
+	}
+}
