@@ -2,19 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/service"
@@ -27,137 +19,6 @@ func init() {
 	register(command{name: "pools alter", summary: "change a resource pool's knobs (memorysize, plannedconcurrency, ...)", run: runPoolsAlter})
 	register(command{name: "pools create", summary: "create a resource pool", run: runPoolsCreate})
 	register(command{name: "acquisitions", summary: "the resource acquisitions table: each job's grant and peak", run: runAcquisitions})
-}
-
-// apiClient is the connection of a command that talks to the scheduler.
-type apiClient struct {
-	nc      *nats.Conn
-	timeout time.Duration
-}
-
-// apiFlags are the flags of the commands that talk to the scheduler.
-type apiFlags struct {
-	natsFlags
-	timeout time.Duration
-}
-
-func (f *apiFlags) register(fs *flag.FlagSet) {
-	f.natsFlags.register(fs)
-	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "how long to wait for the scheduler's reply")
-}
-
-func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
-	nc, _, err := f.connect(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", f.common.NATS, err)
-	}
-	return &apiClient{nc: nc, timeout: f.timeout}, nil
-}
-
-func (c *apiClient) Close() { c.nc.Close() }
-
-// call sends req on subject and decodes the reply into rep.
-func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.Message) error {
-	data, err := messages.Marshal(req)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	msg, err := c.nc.RequestWithContext(ctx, subject, data)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no scheduler answers on %s: is the scheduler running and connected to %s?", subject, c.nc.ConnectedUrlRedacted())
-	}
-	if err != nil {
-		return fmt.Errorf("request %s: %w", subject, err)
-	}
-	if err := messages.Unmarshal(msg.Data, rep); err != nil {
-		return fmt.Errorf("reply to %s: %w", subject, err)
-	}
-	return nil
-}
-
-// table is a result printed as an aligned table, JSON or CSV.
-type table struct {
-	header []string
-	rows   [][]string
-	json   any // what --format json prints; the rows when nil
-}
-
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
-
-// print writes t to w in format: table, json or csv.
-func (t *table) print(w io.Writer, format string) error {
-	switch format {
-	case "", "table":
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(t.header, "\t"))
-		for _, r := range t.rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t"))
-		}
-		return tw.Flush()
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if t.json != nil {
-			return enc.Encode(t.json)
-		}
-		objs := make([]map[string]string, len(t.rows))
-		for i, r := range t.rows {
-			objs[i] = map[string]string{}
-			for j, h := range t.header {
-				objs[i][h] = r[j]
-			}
-		}
-		return enc.Encode(objs)
-	case "csv":
-		cw := csv.NewWriter(w)
-		if err := cw.Write(t.header); err != nil {
-			return err
-		}
-		if err := cw.WriteAll(t.rows); err != nil {
-			return err
-		}
-		cw.Flush()
-		return cw.Error()
-	}
-	return fmt.Errorf("%w: --format %q: want table, json or csv", errUsage, format)
-}
-
-func checkFormat(format string) error {
-	switch format {
-	case "table", "json", "csv":
-		return nil
-	}
-	return fmt.Errorf("%w: --format %q: want table, json or csv", errUsage, format)
-}
-
-func fmtTime(ns int64) string {
-	if ns == 0 {
-		return "-"
-	}
-	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000")
-}
-
-func fmtBytes(n int64) string {
-	if n == 0 {
-		return "-"
-	}
-	return bytesize.Format(n)
-}
-
-func fmtDuration(start, end int64) string {
-	if start == 0 || end == 0 {
-		return "-"
-	}
-	return time.Duration(end - start).Round(time.Millisecond).String()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func runOps(ctx context.Context, args []string) error {
@@ -453,13 +314,4 @@ func parseSizePtr(name, s string) (*int64, error) {
 		return nil, fmt.Errorf("%w: --%s: %v", errUsage, name, err)
 	}
 	return &n, nil
-}
-
-// leadingArg splits off a first argument that is not a flag, so commands
-// read naturally: `strata pools alter tm --memorysize 8GiB`.
-func leadingArg(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
-	}
-	return "", args
 }
