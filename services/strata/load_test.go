@@ -136,3 +136,35 @@ func TestImportParquetRoundTrip(t *testing.T) {
 		t.Fatalf("imported %d containers: %+v", len(out), out)
 	}
 }
+
+func TestGenerateAddsToAProjection(t *testing.T) {
+	data := t.TempDir()
+	opts := columnar.GenOptions{Table: "g", Projection: "p", Columns: 4, Containers: 2, RowsPerContainer: 100, Seed: 1}
+	first, err := generate(context.Background(), data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := generate(context.Background(), data, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first[0].ID != "c0000" || first[1].ID != "c0001" || second[0].ID != "c0002" || second[1].ID != "c0003" {
+		t.Fatalf("ids %s %s then %s %s", first[0].ID, first[1].ID, second[0].ID, second[1].ID)
+	}
+	for _, id := range []string{"c0000", "c0001", "c0002", "c0003"} {
+		dir := columnar.ContainerDir(data, "g", "p", id)
+		if err := columnar.Verify(dir); err != nil {
+			t.Fatal(err)
+		}
+		m, err := columnar.ReadManifest(dir)
+		if err != nil || m.ID != id {
+			t.Fatalf("%s: manifest names %v, %v", id, m.ID, err)
+		}
+	}
+	entries, _ := os.ReadDir(data)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".load-") {
+			t.Fatalf("staging directory %s left behind", e.Name())
+		}
+	}
+}
