@@ -153,3 +153,29 @@ func TestRowImageRoundTrip(t *testing.T) {
 		t.Fatal("decoding with too many columns succeeded")
 	}
 }
+
+func BenchmarkDelta(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	old := accountRow(1, rng)
+	oneInt := cloneRow(old)
+	oneInt[3] = int64Value(12345)
+	oneText := cloneRow(old)
+	oneText[5] = []byte("abcdefghijklmnopqrstuvwxyz0123")
+	for _, c := range []struct {
+		name string
+		new  Row
+	}{{"one_int", oneInt}, {"one_text", oneText}} {
+		b.Run(c.name, func(b *testing.B) {
+			var e deltaEncoder
+			var d []byte
+			for b.Loop() {
+				d = e.appendDelta(d[:0], old, c.new)
+				if _, err := applyDelta(old, d, 1<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(d)), "delta-bytes")
+			b.ReportMetric(float64(rowImageLen(c.new)), "image-bytes")
+		})
+	}
+}
