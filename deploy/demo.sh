@@ -7,7 +7,7 @@
 #
 # Environment: BIN (binaries, default ./bin), DEMO_DIR (data and logs,
 # default a new temporary directory), DEMO_PORT (NATS port, default 14222),
-# DEMO_ROWS (rows per container, default 5000).
+# DEMO_ROWS (rows per container, default 3000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . deploy/lib.sh
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 DEMO_DIR=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")}
 PORT=${DEMO_PORT:-14222}
-ROWS=${DEMO_ROWS:-5000}
+ROWS=${DEMO_ROWS:-3000}
 DATA=$DEMO_DIR/data
 LOGS=$DEMO_DIR/logs
 NATS=nats://127.0.0.1:$PORT
@@ -37,8 +37,17 @@ sleep 1
 step "loading a generated 200-column table as 32 containers of $ROWS rows"
 strata load --table demo --columns 200 --key-columns 1 --containers 32 --rows "$ROWS" --block-rows 8192
 
-step "mergeout: merging what the load left"
-strata mergeout demo || echo "(mergeout reported an error; see $LOGS)"
+step "mergeout: the scheduler merges the loaded strata; waiting for it"
+# Loading registers the containers; the scheduler starts the mergeouts its
+# strata call for. Ask for one more (it merges whatever is left), then wait
+# until no operation on the table is queued or running.
+strata mergeout demo || true
+for ((i = 0; i < 600; i++)); do
+	if ! strata ops --table demo --format csv | grep -Eq ',(queued|running),'; then
+		break
+	fi
+	sleep 0.5
+done
 
 step "window query: top rows by a float column"
 strata window "SELECT k0, c002_float64, row_number() OVER (ORDER BY c002_float64 DESC NULLS LAST) AS rn FROM demo" --rows 10 ||
