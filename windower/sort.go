@@ -28,9 +28,14 @@ type sortedKey struct {
 	nullsFirst bool
 }
 
-// sortPerm returns a stable permutation of 0..n-1 ordering rows by keys.
-// perm is reused when large enough.
+// sortPerm returns a stable permutation of 0..n-1 ordering rows by keys,
+// or nil when the rows are already in order. perm is reused when large
+// enough.
 func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
+	s.sorted = nil
+	if inOrder(keys, n) {
+		return nil
+	}
 	perm = grow(perm, n)
 	for i := range perm {
 		perm[i] = int32(i)
@@ -271,6 +276,34 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, lo, width, idxBits int
 		src[i] = high | (w>>sh)<<uint(lo)
 	}
 	return perm, src
+}
+
+// inOrder reports whether rows 0..n-1 are already ordered by keys. On
+// unordered input it usually stops within a few rows.
+func inOrder(keys []sortedKey, n int) bool {
+	if len(keys) == 1 && keys[0].v.kind == kindInt && keys[0].v.nulls == nil {
+		x := keys[0].v.ints[:n]
+		if keys[0].desc {
+			for i := 1; i < n; i++ {
+				if x[i] > x[i-1] {
+					return false
+				}
+			}
+			return true
+		}
+		for i := 1; i < n; i++ {
+			if x[i] < x[i-1] {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 1; i < n; i++ {
+		if compareRows(keys, i-1, i) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // compareRows compares rows a and b on keys (NULLs per nullsFirst).
