@@ -48,8 +48,7 @@ func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) erro
 		if ev.Retryable || !pending {
 			return nil // the job is redelivered, or already settled
 		}
-		s.finishFailed(ctx, ev.JobID, ev.Reason, ev.PeakBytes, now)
-		return nil
+		return s.finishFailed(ctx, ev.JobID, ev.Reason, ev.PeakBytes, now)
 	case messages.EventDone:
 		if !pending {
 			return nil
@@ -112,9 +111,12 @@ func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.
 	return nil
 }
 
-// finishFailed settles a job that will not complete: its inputs stay live,
-// its grant is released, and anyone waiting hears a failed event.
-func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak int64, now time.Time) {
+// finishFailed settles a job that will not complete: its grant is
+// released (and the memory given to whoever waits) and its inputs stay
+// live. If the catalog cannot be written the job stays pending there and
+// the error is returned, so the event is applied again later.
+func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak int64, now time.Time) error {
+	s.granted(ctx, s.adm.Release(jobID, peak, now), now)
 	where, ok := s.where[jobID]
 	if ok {
 		_, err := s.catalog.Update(ctx, where.table, where.projection, func(st *ProjectionState) error {
@@ -124,8 +126,7 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak
 			return nil
 		})
 		if err != nil {
-			s.log.Error("settle failed job", "job", jobID, "err", err)
-			return // still pending; the next event or restart settles it
+			return fmt.Errorf("settle failed job %s: %w", jobID, err)
 		}
 	}
 	delete(s.where, jobID)
@@ -135,8 +136,8 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak
 		op.MemoryConstrained = op.Grant.Target > 0 && op.PeakBytes > op.Grant.Target
 	}
 	s.log.Warn("job failed", "job", jobID, "reason", reason)
-	s.granted(ctx, s.adm.Release(jobID, peak, now), now)
 	if ok {
 		s.collectDead(ctx, where.table, where.projection)
 	}
+	return nil
 }

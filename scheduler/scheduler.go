@@ -207,7 +207,9 @@ func (s *Scheduler) jobRef(jobID string) messages.JobRef {
 func (s *Scheduler) admit(ctx context.Context, jobID, pool string, want int64, now time.Time) error {
 	_, queued, err := s.adm.Acquire(Request{JobID: jobID, Pool: pool, Want: want}, now)
 	if err != nil {
-		s.finishFailed(ctx, jobID, err.Error(), 0, now)
+		if ferr := s.finishFailed(ctx, jobID, err.Error(), 0, now); ferr != nil {
+			s.log.Error("fail job", "job", jobID, "err", ferr)
+		}
 		return err
 	}
 	if queued {
@@ -242,11 +244,11 @@ func (s *Scheduler) granted(ctx context.Context, admitted []Admitted, now time.T
 			return nil
 		})
 		if err != nil {
-			// Not recorded: give the memory back; the job stays queued-less
-			// and pending, and fails visibly.
+			// Not recorded: the job fails visibly and its memory goes back.
 			s.log.Error("record grant", "job", a.JobID, "err", err)
-			s.adm.Release(a.JobID, 0, now)
-			s.finishFailed(ctx, a.JobID, "record grant: "+err.Error(), 0, now)
+			if ferr := s.finishFailed(ctx, a.JobID, "record grant: "+err.Error(), 0, now); ferr != nil {
+				s.log.Error("fail job", "job", a.JobID, "err", ferr)
+			}
 			continue
 		}
 		if op := s.ops.get(a.JobID); op != nil {
@@ -307,7 +309,11 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	now := s.now()
 	for _, t := range s.adm.Expire(now) {
 		where, ok := s.where[t.JobID]
-		s.finishFailed(ctx, t.JobID, t.Reason, 0, now)
+		if err := s.finishFailed(ctx, t.JobID, t.Reason, 0, now); err != nil {
+			// Its grant is gone; the catalog still names it pending, so a
+			// restart queues it again.
+			s.log.Error("fail timed-out job", "job", t.JobID, "err", err)
+		}
 		op := s.ops.get(t.JobID)
 		ev := &messages.JobEvent{JobID: t.JobID, Type: messages.EventFailed, Worker: "scheduler", Time: now.UnixNano(), Reason: t.Reason}
 		if op != nil {

@@ -660,3 +660,48 @@ func TestWindowResultsPruned(t *testing.T) {
 		t.Fatalf("dropped result table directory left: %v", err)
 	}
 }
+
+// flakyKV fails every write while down is set, as a bucket whose server is
+// unreachable would.
+type flakyKV struct {
+	*MemKV
+	down bool
+}
+
+func (f *flakyKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if f.down {
+		return 0, errors.New("nats: timeout")
+	}
+	return f.MemKV.Update(ctx, key, value, last)
+}
+
+func TestEventRetriedWhenCatalogUnreachable(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 2}})
+	flaky := &flakyKV{MemKV: h.catalog}
+	s, err := New(h.ctx, flaky, h.pools, h.pub, h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	if err := h.load("t", 0, 2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	j := h.pub.mergeouts[0]
+	flaky.down = true
+	failed := &messages.JobEvent{JobID: j.JobID, Type: messages.EventFailed, Reason: "corrupt input"}
+	if err := h.s.HandleEvent(h.ctx, failed); err == nil {
+		t.Fatal("event applied while the catalog could not be written")
+	}
+	if tm := h.s.Pools().Pools[1]; tm.InUse != 0 {
+		t.Fatalf("grant of a failed job still held: %+v", tm)
+	}
+	flaky.down = false
+	h.event(failed) // redelivered
+	if st := h.state("t"); len(st.Pending) != 0 || len(st.Live) != 2 {
+		t.Fatalf("after redelivery: %+v", st)
+	}
+	ops, _ := h.s.Operations(&messages.OperationsRequest{JobID: j.JobID})
+	if ops.Operations[0].Status != messages.StatusFailed {
+		t.Fatalf("operation %+v", ops.Operations[0])
+	}
+}
