@@ -218,6 +218,9 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 		// The gathered block, and the writer's compressed copy of it (LZ4
 		// may grow incompressible data slightly).
 		cost.out = 2*outBlock + outBlock/8
+		// The gather's selection vector (counted per column: conservative
+		// when a worker gathers several).
+		cost.out += 2 * int64(outBlockRows)
 		if cost.key {
 			// Normalized key: marker + value (strings escaped, ~+3 bytes),
 			// plus 16 bytes of offsets per row.

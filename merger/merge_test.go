@@ -83,7 +83,7 @@ func TestMergeWithinGrant(t *testing.T) {
 		t.Run(fmt.Sprintf("k=%d", tc.k), func(t *testing.T) {
 			dirs := makeInputs(t, t.TempDir(), rng, tc.k, tc.rows, 200, tc.blockRows)
 			plans := map[string]bool{}
-			for grant := int64(8 << 20); ; grant = grant * 3 / 4 {
+			for grant := int64(4 << 20); ; grant = grant * 2 / 3 {
 				out := filepath.Join(t.TempDir(), "out")
 				_, err := Merge(context.Background(), dirs, out, Options{Grant: grant, TempDir: t.TempDir()})
 				var ge *GrantError
