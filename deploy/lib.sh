@@ -2,6 +2,11 @@
 # background with its log in a file, wait for a TCP port, stop everything.
 # shellcheck shell=bash
 
+# Job control puts each service in its own process group, so a Ctrl-C
+# reaches only the script, which then stops the services in order (workers
+# first, NATS last) instead of all of them at once.
+set -m
+
 PIDS=()
 NAMES=()
 

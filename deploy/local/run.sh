@@ -28,7 +28,8 @@ if [ ! -x "$BIN/nats-server" ]; then
 	echo "building nats-server from the nats-server module"
 	go build -o "$BIN/nats-server" github.com/nats-io/nats-server/v2
 fi
-trap 'stop_all' EXIT INT TERM
+trap 'stop_all' EXIT
+trap 'echo; echo stopping; stop_all; exit 0' INT TERM
 
 start nats-server "$LOGS" "$BIN/nats-server" --jetstream --store_dir "$DIR/nats" --addr 127.0.0.1 --port "$PORT"
 wait_port 127.0.0.1 "$PORT"

@@ -98,8 +98,8 @@ func run(args []string) error {
 	}
 	r.AddContext(w.Serve)
 	err = r.Run(common.HTTPAddr)
-	if derr := nc.Drain(); derr != nil {
-		log.Warn("drain nats connection", "err", derr)
+	if ferr := nc.FlushTimeout(10 * time.Second); ferr != nil {
+		log.Warn("flush nats connection", "err", ferr)
 	}
 	return err
 }

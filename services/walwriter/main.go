@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +31,9 @@ import (
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
 )
+
+// drainTimeout bounds each step of a stop that needs the NATS server.
+const drainTimeout = 10 * time.Second
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -107,21 +111,30 @@ func run(args []string) error {
 	}
 	r.Registry().MustRegister(a.appended, a.failed, newWALCollector(wal))
 
-	var cc jetstream.ConsumeContext
+	stop := make(chan struct{})
 	r.Add(func() error {
-		var err error
-		cc, err = cons.Consume(a.handle, jetstream.PullMaxMessages(*inFlight))
+		cc, err := cons.Consume(a.handle, jetstream.PullMaxMessages(*inFlight))
 		if err != nil {
 			return fmt.Errorf("consume updates: %w", err)
 		}
 		log.Info("walwriter ready", "wal", *walDir)
-		<-cc.Closed()
-		return nil
-	}, func(error) {
-		if cc != nil {
-			cc.Drain()
+		select {
+		case <-cc.Closed():
+			return errors.New("updates consumer closed")
+		case <-stop:
 		}
-	})
+		// Take no more events; hand the buffered ones to the WAL. A drain
+		// needs the server: without one, give up after drainTimeout (the
+		// events not acked are redelivered, and deduplicated by the WAL).
+		cc.Drain()
+		select {
+		case <-cc.Closed():
+		case <-time.After(drainTimeout):
+			log.Warn("updates consumer did not drain; unacknowledged events will be redelivered", "waited", drainTimeout)
+			cc.Stop()
+		}
+		return nil
+	}, func(error) { close(stop) })
 	err = r.Run(common.HTTPAddr)
 	// Close writes what is queued; the acks of those events go out before
 	// the connection drains.
@@ -132,8 +145,8 @@ func run(args []string) error {
 			err = cerr
 		}
 	}
-	if derr := nc.Drain(); derr != nil {
-		log.Warn("drain nats connection", "err", derr)
+	if ferr := nc.FlushTimeout(drainTimeout); ferr != nil {
+		log.Warn("flush acknowledgements", "err", ferr)
 	}
 	return err
 }
