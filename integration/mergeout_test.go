@@ -161,3 +161,48 @@ func TestMergerKilledMidJob(t *testing.T) {
 		}
 	}
 }
+
+// TestMergerGracefulStop: a merger stopped with SIGTERM mid-job either
+// finishes the job within its --stop-grace, or releases it at once (Nak)
+// so another merger runs it without waiting for the lease to expire.
+func TestMergerGracefulStop(t *testing.T) {
+	d := newDeployment(t)
+	ms := generate(t, d.dataDir, columnar.GenOptions{Table: "t", Projection: "p", Columns: 64, Containers: 8, RowsPerContainer: 10000, BlockRows: 2048, Seed: 6})
+	ev := d.watchEvents()
+	accepted := func(id string) func() bool {
+		return func() bool {
+			return len(ev.find(func(e *messages.JobEvent) bool { return e.JobID == id && e.Type == messages.EventAccepted })) > 0
+		}
+	}
+
+	// With a long grace the job finishes before the process exits.
+	patient := d.start("merger", "merger-patient", "--memory", "64MiB", "--parallelism", "1", "--stop-grace", "60s")
+	d.publish(messages.SubjectJobMergeout, "finish", mergeoutJob("finish", "m-finish", 8<<20, ms))
+	waitFor(t, 30*time.Second, "job accepted", accepted("finish"))
+	patient.stop(t)
+	if done := ev.find(func(e *messages.JobEvent) bool { return e.JobID == "finish" && e.Type == messages.EventDone }); len(done) != 1 || done[0].Worker != "merger-patient" {
+		t.Fatalf("after a graceful stop: done events %v, want one by merger-patient", done)
+	}
+
+	// With no grace the job is handed back and another merger takes it at once.
+	hasty := d.start("merger", "merger-hasty", "--memory", "64MiB", "--parallelism", "1", "--stop-grace", "1ms")
+	d.publish(messages.SubjectJobMergeout, "release", mergeoutJob("release", "m-release", 8<<20, ms))
+	waitFor(t, 30*time.Second, "job accepted", accepted("release"))
+	hasty.stop(t)
+	stopped := time.Now()
+	d.start("merger", "merger-next", "--memory", "64MiB")
+	done := ev.waitDone(t, 60*time.Second, "release")["release"]
+	if done.Worker != "merger-next" || done.Delivery != 2 {
+		t.Errorf("released job done by %s on delivery %d; want merger-next on delivery 2", done.Worker, done.Delivery)
+	}
+	t.Logf("released job done %v after the stop (lease %v)", time.Since(stopped).Round(time.Millisecond), d.topo.JobAckWait)
+	ref := checksum(referenceMerge(t, inputDirs(d.dataDir, ms)))
+	for _, out := range []string{"m-finish", "m-release"} {
+		if got := checksum(readRows(t, columnar.ContainerDir(d.dataDir, "t", "p", out)).rows); got != ref {
+			t.Errorf("%s checksum %s, want %s", out, got, ref)
+		}
+	}
+	if _, other := containers(t, d.dataDir, "t", "p"); len(other) != 0 {
+		t.Errorf("left beside the containers: %v", other)
+	}
+}
