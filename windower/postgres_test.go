@@ -1,0 +1,242 @@
+package windower
+
+// TestAgainstPostgres runs random window queries on random data both here
+// and in a real PostgreSQL, and compares the results. It runs only when
+// STRATA_TEST_POSTGRES=1; psql must be on PATH and the server given by the
+// usual libpq variables (PGHOST, PGPORT, PGUSER, PGDATABASE). It creates
+// and drops a table named strata_window_test.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower/sqlparse"
+)
+
+func psql(t *testing.T, sql string, stdin string) string {
+	t.Helper()
+	cmd := exec.Command("psql", "-X", "-q", "-A", "-t", "-F", "|", "-P", "null=NULL", "-v", "ON_ERROR_STOP=1", "-c", sql)
+	cmd.Stdin = strings.NewReader(stdin)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql %q: %v\n%s", sql, err, out)
+	}
+	return string(out)
+}
+
+func sqlValue(v *messages.Value) string {
+	switch {
+	case v.Int != nil:
+		return strconv.FormatInt(*v.Int, 10)
+	case v.Float != nil:
+		return strconv.FormatFloat(*v.Float, 'g', -1, 64)
+	case v.IntervalMicros != nil:
+		return fmt.Sprintf("INTERVAL '%d microseconds'", *v.IntervalMicros)
+	}
+	return "NULL"
+}
+
+func exprSQL(e *messages.Expr) string {
+	switch {
+	case e.Column != "":
+		return e.Column
+	case e.Const != nil:
+		return sqlValue(e.Const)
+	}
+	return "(" + exprSQL(e.Args[0]) + " " + e.Op + " " + exprSQL(e.Args[1]) + ")"
+}
+
+var boundSQL = map[string]string{
+	messages.BoundUnboundedPreceding: "UNBOUNDED PRECEDING", messages.BoundPreceding: "PRECEDING",
+	messages.BoundCurrentRow: "CURRENT ROW", messages.BoundFollowing: "FOLLOWING", messages.BoundUnboundedFollowing: "UNBOUNDED FOLLOWING",
+}
+
+func callSQL(w *messages.WindowCall) string {
+	var b strings.Builder
+	b.WriteString(w.Func + "(")
+	if w.Star {
+		b.WriteString("*")
+	}
+	for i, a := range w.Args {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(exprSQL(a))
+	}
+	b.WriteString(")")
+	if len(w.Filter) > 0 {
+		f := w.Filter[0]
+		fmt.Fprintf(&b, " FILTER (WHERE %s %s %s)", exprSQL(&f.Left), f.Op, sqlValue(f.Right))
+	}
+	b.WriteString(" OVER (")
+	if len(w.PartitionBy) > 0 {
+		b.WriteString("PARTITION BY ")
+		for i := range w.PartitionBy {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(exprSQL(&w.PartitionBy[i]))
+		}
+		b.WriteString(" ")
+	}
+	if len(w.OrderBy) > 0 {
+		b.WriteString("ORDER BY ")
+		for i, o := range w.OrderBy {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			dir, nulls := "ASC", "NULLS LAST"
+			if o.Desc {
+				dir = "DESC"
+			}
+			if o.NullsFirst {
+				nulls = "NULLS FIRST"
+			}
+			fmt.Fprintf(&b, "%s %s %s", exprSQL(&o.Expr), dir, nulls)
+		}
+		b.WriteString(" ")
+	}
+	if f := w.Frame; f != nil {
+		bound := func(fb messages.FrameBound) string {
+			if fb.Offset != nil {
+				return sqlValue(fb.Offset) + " " + boundSQL[fb.Kind]
+			}
+			return boundSQL[fb.Kind]
+		}
+		fmt.Fprintf(&b, "%s BETWEEN %s AND %s", strings.ToUpper(f.Mode), bound(f.Start), bound(f.End))
+		switch f.Exclude {
+		case messages.ExcludeCurrentRow:
+			b.WriteString(" EXCLUDE CURRENT ROW")
+		case messages.ExcludeGroup:
+			b.WriteString(" EXCLUDE GROUP")
+		case messages.ExcludeTies:
+			b.WriteString(" EXCLUDE TIES")
+		}
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// deterministic makes a random call's result independent of how peers are
+// ordered (PostgreSQL's sort is not stable): calls that see row order get
+// id as a last ORDER BY key.
+func deterministic(w *messages.WindowCall) {
+	orderSensitive := false
+	switch w.Func {
+	case "row_number", "ntile", "lag", "lead", "first_value", "last_value", "nth_value":
+		orderSensitive = true
+	}
+	if w.Frame != nil && w.Frame.Mode == messages.FrameRows {
+		orderSensitive = true
+	}
+	if w.Func == "sum" || w.Func == "avg" {
+		orderSensitive = true // float sums depend on the order of addition
+	}
+	if !orderSensitive {
+		return
+	}
+	rangeOffset := w.Frame != nil && w.Frame.Mode == messages.FrameRange &&
+		(w.Frame.Start.Offset != nil || w.Frame.End.Offset != nil)
+	if rangeOffset {
+		// RANGE offsets need exactly one ORDER BY key: use a function
+		// that does not see row order instead.
+		w.Func, w.Args, w.Star = "count", nil, true
+		return
+	}
+	w.OrderBy = append(w.OrderBy, messages.SortItem{Expr: messages.Expr{Column: "id"}})
+}
+
+func TestAgainstPostgres(t *testing.T) {
+	if os.Getenv("STRATA_TEST_POSTGRES") != "1" {
+		t.Skip("set STRATA_TEST_POSTGRES=1 and the PG* variables to compare with a PostgreSQL server")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	iterations := 300
+	if s := os.Getenv("STRATA_TEST_POSTGRES_ITERATIONS"); s != "" {
+		iterations, _ = strconv.Atoi(s)
+	}
+	for it := 0; it < iterations; it++ {
+		n := []int{1, 5, 30, 80}[rng.IntN(4)]
+		ref, rec := randomTable(rng, n)
+		var csv strings.Builder
+		for i := 0; i < n; i++ {
+			cell := func(name string) string {
+				v := ref.cols[name][i]
+				if v.null {
+					return ""
+				}
+				switch {
+				case name == "t":
+					return time.UnixMicro(v.i).UTC().Format("2006-01-02 15:04:05.999999")
+				case v.kind == kindFloat:
+					return strconv.FormatFloat(v.f, 'g', -1, 64)
+				case v.kind == kindString:
+					return v.s
+				}
+				return strconv.FormatInt(v.i, 10)
+			}
+			fmt.Fprintf(&csv, "%s,%s,%s,%s,%s,%s\n", cell("id"), cell("g"), cell("x"), cell("f"), cell("t"), cell("s"))
+		}
+		psql(t, "DROP TABLE IF EXISTS strata_window_test; CREATE TABLE strata_window_test (id bigint, g int, x bigint, f float8, t timestamp, s text)", "")
+		psql(t, "\\copy strata_window_test FROM STDIN WITH (FORMAT csv)", csv.String())
+		w := randomCall(rng)
+		deterministic(w)
+		sql := "SELECT id, " + callSQL(w) + " AS w FROM strata_window_test ORDER BY id"
+		pgOut := psql(t, sql, "")
+		q, err := sqlparse.Parse(strings.Replace(sql, "strata_window_test", "t", 1))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		got := resultValues(t, res, 0, 1)
+		res.Close()
+		rec.Release()
+		lines := strings.Split(strings.TrimSpace(pgOut), "\n")
+		if len(lines) != n {
+			t.Fatalf("%s: postgres returned %d rows, want %d", sql, len(lines), n)
+		}
+		for _, line := range lines {
+			id, val, _ := strings.Cut(line, "|")
+			i, _ := strconv.ParseInt(id, 10, 64)
+			g := got[i]
+			if !pgEqual(val, g) {
+				t.Fatalf("%s\nrow id %d: postgres %q, windower %+v", sql, i, val, g)
+			}
+		}
+	}
+	psql(t, "DROP TABLE IF EXISTS strata_window_test", "")
+}
+
+func pgEqual(pg string, v refVal) bool {
+	if pg == "NULL" || v.null {
+		return pg == "NULL" && v.null
+	}
+	switch v.kind {
+	case kindFloat:
+		f, err := strconv.ParseFloat(pg, 64)
+		return err == nil && floatsClose(f, v.f)
+	case kindString:
+		return pg == v.s
+	}
+	if ts, err := time.Parse("2006-01-02 15:04:05.999999", pg); err == nil {
+		return ts.UnixMicro() == v.i
+	}
+	if i, err := strconv.ParseInt(pg, 10, 64); err == nil {
+		return i == v.i
+	}
+	// numeric results (sum of bigint) print like 12 or 12.000.
+	f, err := strconv.ParseFloat(pg, 64)
+	return err == nil && f == float64(v.i)
+}
