@@ -24,6 +24,36 @@
 //   - everything else (EXCLUDE, float sums over sliding frames): a segment
 //     tree over the partition, O(log n) per row.
 //
+// # Memory and spilling
+//
+// Every buffer is counted against a columnar.Budget of the grant. Input
+// that fits is evaluated in memory. Otherwise (one window group, no final
+// ORDER BY) the input is sorted in runs that fit the grant, spilled as
+// containers and merged with merger.Merge (input already sorted on the
+// window's keys skips this), and the sorted rows stream through a buffer:
+// complete partitions are evaluated as the buffer fills and their results
+// written to a result container that Result then streams. A partition
+// larger than the buffer is evaluated in slices that carry a halo of the
+// rows its frames reach; that works for frames bounded in rows (ROWS
+// with offset and CURRENT ROW bounds, lag, lead, row_number). Any other
+// function over such a partition is refused with an error that names it
+// (ErrUnsupported) rather than run over the grant.
+//
+// # Format
+//
+// Spilled data lives in a directory windower-* under Options.TempDir,
+// removed when the Result is closed (or the run fails):
+//
+//	run-NNNNNN/  a sorted run: the used input columns, then computed keys
+//	             (such as a % 1000) as columns __key0, __key1, ...; its
+//	             sort key is the window's PARTITION BY (ascending, NULLS
+//	             LAST) then ORDER BY keys
+//	sorted/      the runs merged (merger.Merge); absent for sorted input
+//	result/      the result rows, one column per select item
+//
+// Each is an ordinary container (see package columnar), so any container
+// tool can read it.
+//
 // Results follow PostgreSQL, NULLs and peers included. Result types:
 // count, row_number, rank, dense_rank and ntile are int64; percent_rank,
 // cume_dist and avg are float64 (avg of integers is computed exactly in

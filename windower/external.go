@@ -51,6 +51,8 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 		}
 	}()
 	st := &Stats{InputRows: rows, Groups: 1}
+	o.Logger.Info("window query spills", "rows", rows, "grant", o.Budget.Limit(),
+		"bytes_per_row", p.memoryPerRow(), "sorted_input", o.InputSorted, "dir", tmp)
 
 	var (
 		src     *columnar.Container
@@ -215,6 +217,7 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 	case 1:
 		merged = runs[0]
 	default:
+		o.Logger.Debug("merging sorted runs", "runs", len(runs))
 		ms, err := merger.Merge(ctx, runs, merged, merger.Options{
 			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: tmp, Logger: o.Logger, Parallelism: 1,
 		})
