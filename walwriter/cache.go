@@ -4,9 +4,8 @@ import "hash/maphash"
 
 // imageCache holds the last logged image of recently updated keys,
 // bounded in bytes with least-recently-used eviction. It is owned by the
-// committer goroutine and emptied whenever a new segment starts or a
-// checkpoint is written, so a delta's base is always earlier in the same
-// segment and after the last checkpoint.
+// encoder goroutine and emptied whenever a checkpoint is written, so a
+// delta's base is always after the last checkpoint.
 //
 // Entries are found by a 64-bit hash of table and key and then compared in
 // full; two keys with the same hash evict each other, which only costs a

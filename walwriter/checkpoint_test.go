@@ -171,3 +171,67 @@ func TestWriteFailureIsSticky(t *testing.T) {
 		t.Fatalf("close after a failure: %v, want ErrFailed", err)
 	}
 }
+
+func TestDeltasAcrossSegmentsAndNoBase(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 128 << 10, MaxRowBytes: 4096, CheckpointBytes: -1}
+	w := openTest(t, dir, opts)
+	rng := rand.New(rand.NewPCG(10, 10))
+	appendMany(t, w, "a-", 3000, 50, rng)
+	st := w.Stats()
+	if st.Segments < 2 || st.FullImages > 60 {
+		t.Fatalf("%d segments, %d full images: want deltas to continue across segments", st.Segments, st.FullImages)
+	}
+	ckpt, err := w.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendMany(t, w, "b-", 200, 50, rng)
+	if _, err := w.RemoveObsoleteSegments(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	segs, _ := listSegments(dir)
+	if segs[0].First == 1 {
+		t.Fatal("no segment was removed")
+	}
+	// Reading from before the checkpoint meets deltas whose base is gone.
+	r, err := NewReader(dir, segs[0].First)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nextErr error
+	for nextErr == nil {
+		_, nextErr = r.Next()
+	}
+	r.Close()
+	if !errors.Is(nextErr, ErrNoBase) {
+		t.Fatalf("reading from LSN %d before the checkpoint %d: %v, want ErrNoBase", segs[0].First, ckpt, nextErr)
+	}
+	// Verify checks what it can and reports what it could not resolve.
+	rep, err := Verify(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Unresolved == 0 || rep.LastLSN != ckpt+200 {
+		t.Fatalf("verify: %+v", rep)
+	}
+}
+
+func TestAutomaticCheckpoints(t *testing.T) {
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{SegmentSize: 128 << 10, MaxRowBytes: 4096, CheckpointBytes: 20 << 10})
+	appendMany(t, w, "a-", 3000, 50, rand.New(rand.NewPCG(11, 11)))
+	st := w.Stats()
+	w.Close()
+	if st.Checkpoints < 3 {
+		t.Fatalf("%d automatic checkpoints, want several", st.Checkpoints)
+	}
+	ckpt, err := ReadCheckpoint(dir)
+	if err != nil || ckpt == 0 {
+		t.Fatalf("checkpoint file: %d, %v", ckpt, err)
+	}
+	if _, err := Verify(dir); err != nil {
+		t.Fatal(err)
+	}
+}

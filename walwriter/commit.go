@@ -54,18 +54,30 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 	buf := w.getBuffer()
 	var ckpt LSN
 	var err error
+	checkpoint := func() (LSN, error) {
+		if buf, err = w.ensureRoom(buf, 2*maxRecordHeader, &ckpt); err != nil {
+			return 0, err
+		}
+		lsn := w.nextLSN
+		w.nextLSN++
+		buf = w.enc.appendCheckpoint(buf, lsn)
+		w.cache.reset()
+		w.sinceCheckpoint = 0
+		ckpt = lsn
+		w.stats.checkpoints.Add(1)
+		return lsn, nil
+	}
 	for _, r := range reqs {
 		if r.checkpoint {
-			if buf, err = w.ensureRoom(buf, 2*maxRecordHeader, &ckpt); err != nil {
+			if r.lsn, err = checkpoint(); err != nil {
 				return err
 			}
-			r.lsn = w.nextLSN
-			w.nextLSN++
-			buf = w.enc.appendCheckpoint(buf, r.lsn)
-			w.cache.reset()
-			ckpt = r.lsn
-			w.stats.checkpoints.Add(1)
 			continue
+		}
+		if w.opts.CheckpointBytes > 0 && w.sinceCheckpoint >= w.opts.CheckpointBytes {
+			if _, err = checkpoint(); err != nil {
+				return err
+			}
 		}
 		if lsn, dup := w.dedup.lookup(r.u.EventID); dup {
 			r.lsn = lsn
@@ -98,6 +110,7 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 			w.stats.fullImages.Add(1)
 		}
 		w.stats.bytes.Add(uint64(a.defBytes + a.recordBytes))
+		w.sinceCheckpoint += int64(a.defBytes + a.recordBytes)
 		w.stats.fullImageBytes.Add(uint64(a.defBytes + a.fullImageLen))
 	}
 	w.flushes <- flushItem{file: w.seg, segName: w.segName, off: w.segOff, buf: buf, reqs: reqs, checkpoint: ckpt, lastLSN: w.nextLSN - 1}
@@ -231,7 +244,6 @@ func (w *WAL) startSegment() error {
 	w.segName = segmentName(w.nextLSN)
 	w.segOff = segmentHeaderSize
 	w.enc = newSegmentEncoder(w.nextLSN)
-	w.cache.reset()
 	w.stats.segments.Add(1)
 	w.log.Debug("started segment", "segment", w.segName)
 	return nil

@@ -25,24 +25,38 @@ type Record struct {
 }
 
 // segmentDecoder decodes the records of one segment in order, keeping the
-// state they share. With rows set it keeps the latest image of every key of
-// the segment (bounded by the segment's size) to apply deltas.
+// state they share. With images set it applies deltas against, and records
+// into, the latest image of every key since the last checkpoint.
 type segmentDecoder struct {
 	prevLSN   LSN
 	tables    []*Table
 	producers []*decodedProducer
-	rows      bool
-	images    []map[string]Row // by table id
+	images    *imageStore // nil: rows are not decoded
 	maxRow    int
 }
+
+// imageStore is a reader's latest image of every key since the last
+// checkpoint, by table name and key. A checkpoint empties it, since no
+// delta after a checkpoint refers to an image before it.
+type imageStore struct {
+	tables map[string]map[string]Row
+}
+
+func newImageStore() *imageStore { return &imageStore{tables: make(map[string]map[string]Row)} }
+
+func (s *imageStore) reset() { clear(s.tables) }
+
+// errNoBase marks a delta whose base image the reader never saw: it
+// precedes the first checkpoint of a WAL whose older segments are gone.
+var errNoBase = errors.New("delta without a base image")
 
 type decodedProducer struct {
 	prefix  string
 	lastSeq uint64
 }
 
-func newSegmentDecoder(first LSN, rows bool, maxRow int) *segmentDecoder {
-	return &segmentDecoder{prevLSN: first - 1, rows: rows, maxRow: maxRow}
+func newSegmentDecoder(first LSN, images *imageStore, maxRow int) *segmentDecoder {
+	return &segmentDecoder{prevLSN: first - 1, images: images, maxRow: maxRow}
 }
 
 // decode decodes one record body into rec. It returns false for a
@@ -77,7 +91,6 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 			return false, err
 		}
 		d.tables = append(d.tables, t)
-		d.images = append(d.images, nil)
 		return false, r.trailing()
 	case KindProducer:
 		id := r.uvarint("producer id")
@@ -94,6 +107,9 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 		*rec = Record{Kind: kind}
 		if err := d.lsn(&r, rec); err != nil {
 			return false, err
+		}
+		if d.images != nil {
+			d.images.reset()
 		}
 		return true, r.trailing()
 	case KindFull, KindDelta:
@@ -131,9 +147,10 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 	rec.Table = t.Name
 	rec.Columns = t.Columns
 	rec.Key = append([]byte(nil), key...)
-	if !d.rows {
+	if d.images == nil {
 		return true, nil
 	}
+	images := d.images.tables[t.Name]
 	var row Row
 	var err error
 	if kind == KindFull {
@@ -142,9 +159,12 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 			row = cloneRow(row)
 		}
 	} else {
-		old, ok := d.images[tid][string(key)]
+		old, ok := images[string(key)]
 		if !ok {
-			return false, fmt.Errorf("delta for key %x of table %q without a previous image in the segment", key, t.Name)
+			return false, fmt.Errorf("event %q: key %x of table %q: %w", rec.EventID, key, t.Name, errNoBase)
+		}
+		if len(old) != len(t.Columns) {
+			return false, fmt.Errorf("event %q: delta against a %d-column image for a %d-column table", rec.EventID, len(old), len(t.Columns))
 		}
 		row, err = applyDelta(old, r.b, d.maxRow)
 	}
@@ -154,10 +174,11 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 	if err := t.checkRow(row); err != nil {
 		return false, fmt.Errorf("event %q: row does not fit table %q: %v", rec.EventID, t.Name, err)
 	}
-	if d.images[tid] == nil {
-		d.images[tid] = make(map[string]Row)
+	if images == nil {
+		images = make(map[string]Row)
+		d.images.tables[t.Name] = images
 	}
-	d.images[tid][string(key)] = row
+	images[string(key)] = row
 	rec.Row = row
 	return true, nil
 }

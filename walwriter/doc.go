@@ -69,8 +69,8 @@
 // uvarint(length+1) followed by the value's bytes. It is byte for byte the
 // canonical row encoding of the messages package.
 //
-// Delta payload: against the previous image of the same key within the
-// same segment:
+// Delta payload, against the previous image of the same key (the last
+// record of that key; it may be in an earlier segment):
 //
 //	leading unchanged columns uvarint | trailing unchanged columns uvarint | per column in between:
 //	  0            unchanged
@@ -83,10 +83,14 @@
 // uvarint x with x&1 == 0 is a literal of x>>1 bytes that follow; with
 // x&1 == 1 a copy of (x>>1)+4 bytes from the old value at offset uvarint.
 // A delta is written only when it is shorter than the full image. The
-// writer keeps a bounded cache of each key's last image; a key not in it,
-// the first record of a key in a segment, and the first record of a key
-// after a checkpoint are full images. So replay from a checkpoint or from
-// the start of any segment needs nothing before it.
+// writer keeps a bounded cache of each key's last image; a key not in it
+// (evicted, or first seen since the WAL was opened) and the first record of
+// a key after a checkpoint are full images. So a delta's base is always
+// after the last checkpoint before it, and replay from a checkpoint needs
+// nothing before it. The writer checkpoints by itself every
+// Options.CheckpointBytes of records (4 segments by default), which bounds
+// both the reader's memory (the images of keys updated since the last
+// checkpoint) and how far back a reader starts.
 //
 // The checkpoint file CHECKPOINT (24 bytes and a CRC, replaced atomically
 // after the checkpoint record is durable):
@@ -94,7 +98,10 @@
 //	magic "STRATACK" | version u32 | reserved u32 | checkpoint LSN u64 | CRC-32C of the previous 24 bytes u32
 //
 // Segments whose records all precede the checkpoint LSN may be removed
-// (RemoveObsoleteSegments).
+// (RemoveObsoleteSegments). A reader asked for an LSN at or after the
+// checkpoint starts at the checkpoint's segment; deltas before the first
+// checkpoint of a WAL whose older segments were removed cannot be resolved
+// (ErrNoBase).
 //
 // Recovery: on Open the last segment is read up to its first record that
 // is torn or fails its CRC; everything from there to the last non-zero

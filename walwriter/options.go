@@ -41,6 +41,13 @@ type Options struct {
 	// computed against. Default 64MiB. A key not in the cache is logged as a
 	// full image.
 	DeltaCacheBytes int64
+	// CheckpointBytes writes a checkpoint record after this many bytes of
+	// records since the last one. A checkpoint empties the image cache, so it
+	// bounds the memory a reader needs to apply deltas (every key updated
+	// since the checkpoint) at the cost of one full image per key updated
+	// after it. Default 4 x SegmentSize; negative: only explicit Checkpoint
+	// calls.
+	CheckpointBytes int64
 	// DisableDelta logs every update as a full image.
 	DisableDelta bool
 
@@ -68,6 +75,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DeltaCacheBytes == 0 {
 		o.DeltaCacheBytes = 64 << 20
+	}
+	if o.CheckpointBytes == 0 {
+		o.CheckpointBytes = 4 * o.SegmentSize
 	}
 	if o.DedupWindow == 0 {
 		o.DedupWindow = 1 << 18

@@ -2,6 +2,7 @@ package walwriter
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,21 +19,43 @@ type Reader struct {
 	f       *os.File
 	fr      frameReader
 	dec     *segmentDecoder
+	images  *imageStore
 	nextLSN LSN // the LSN the next record must have, 0 before the first
+	// based is set once every delta can be resolved: reading started at
+	// LSN 1 or has passed a checkpoint.
+	based bool
+	// Unresolved counts deltas skipped before the first checkpoint because
+	// their base image is in a removed segment; all precede from.
+	Unresolved uint64
+	// skipUnresolved skips such deltas whatever their LSN (for Verify).
+	skipUnresolved bool
 }
 
-// NewReader opens the WAL in dir for reading records with LSN >= from. It
-// reads the segment holding from from its start, since records of a segment
-// share state (table ids, delta bases).
+// ErrNoBase is returned by Reader.Next for a delta at or after the
+// requested LSN whose base image is in a segment that no longer exists.
+// Reading from the last checkpoint (ReadCheckpoint) never meets it.
+var ErrNoBase = errors.New("walwriter: delta whose base image precedes the first segment; read from a checkpoint")
+
+// NewReader opens the WAL in dir for reading records with LSN >= from.
+// Deltas need the key's previous image, which may be anywhere after the
+// last checkpoint before from, so reading starts at the segment holding the
+// last checkpoint when that is at or before from, else at the first
+// segment; records before from are read and not returned.
 func NewReader(dir string, from LSN) (*Reader, error) {
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{dir: dir, from: from, segs: segs, i: -1}
-	for i, s := range segs {
-		if s.First <= from {
-			r.i = i - 1 // next opens segs[i]
+	ckpt, err := ReadCheckpoint(dir)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reader{dir: dir, from: from, segs: segs, i: -1, images: newImageStore()}
+	if ckpt != 0 && ckpt <= from {
+		for i, s := range segs {
+			if s.First <= ckpt {
+				r.i = i - 1 // the first openNext opens segs[i]
+			}
 		}
 	}
 	return r, nil
@@ -61,11 +84,22 @@ func (r *Reader) Next() (Record, error) {
 		}
 		var rec Record
 		isRecord, err := r.dec.decode(body, &rec)
+		if errors.Is(err, errNoBase) && !r.based {
+			if rec.LSN >= r.from && !r.skipUnresolved {
+				return Record{}, fmt.Errorf("%w: segment %s offset %d: %v", ErrNoBase, r.fr.name, start, err)
+			}
+			r.Unresolved++
+			r.nextLSN = rec.LSN + 1
+			continue
+		}
 		if err != nil {
 			return Record{}, &CorruptError{Segment: r.fr.name, Offset: start, Reason: err.Error()}
 		}
 		if !isRecord {
 			continue
+		}
+		if rec.Kind == KindCheckpoint {
+			r.based = true
 		}
 		if r.nextLSN != 0 && rec.LSN != r.nextLSN {
 			return Record{}, &CorruptError{Segment: r.fr.name, Offset: start, Reason: fmt.Sprintf("LSN %d, want %d", rec.LSN, r.nextLSN)}
@@ -113,7 +147,10 @@ func (r *Reader) openNext() error {
 	}
 	r.f = f
 	r.fr = frameReader{r: br, name: seg.Name, off: segmentHeaderSize, maxBody: int(st.Size())}
-	r.dec = newSegmentDecoder(first, true, maxRowLimit)
+	if r.nextLSN == 0 && first == 1 {
+		r.based = true
+	}
+	r.dec = newSegmentDecoder(first, r.images, maxRowLimit)
 	return nil
 }
 
@@ -138,14 +175,16 @@ type VerifyReport struct {
 	FirstLSN      LSN
 	LastLSN       LSN
 	CheckpointLSN LSN // from the checkpoint file, 0 if none
-	Broken        []string
+	// Unresolved deltas precede the first checkpoint and have their base in
+	// a removed segment; their framing and checksums were checked.
+	Unresolved uint64
+	Broken     []string
 }
 
 // Verify reads every record of the WAL in dir, checking checksums, LSN
 // continuity and that every delta applies to a row that fits its table. It
 // returns the report of what it read and the first problem found.
-func Verify(dir string) (VerifyReport, error) {
-	var rep VerifyReport
+func Verify(dir string) (rep VerifyReport, err error) {
 	ckpt, err := ReadCheckpoint(dir)
 	if err != nil {
 		return rep, err
@@ -165,6 +204,8 @@ func Verify(dir string) (VerifyReport, error) {
 		return rep, err
 	}
 	defer r.Close()
+	r.skipUnresolved = true
+	defer func() { rep.Unresolved = r.Unresolved }()
 	rep.Segments = len(r.segs)
 	sawCheckpoint := ckpt == 0
 	for {

@@ -32,7 +32,7 @@ func encodeSegmentBody(first LSN, us []Update) []byte {
 // decodeSegmentBody decodes records until the end or the first error.
 func decodeSegmentBody(first LSN, data []byte) ([]Record, error) {
 	fr := frameReader{r: bufio.NewReader(bytes.NewReader(data)), name: "test", off: segmentHeaderSize, maxBody: len(data)}
-	dec := newSegmentDecoder(first, true, 1<<20)
+	dec := newSegmentDecoder(first, newImageStore(), 1<<20)
 	var out []Record
 	for {
 		body, _, err := fr.next()
@@ -197,7 +197,7 @@ func FuzzRecordBody(f *testing.F) {
 	}
 	f.Add(bodies)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		dec := newSegmentDecoder(1, true, 1<<16)
+		dec := newSegmentDecoder(1, newImageStore(), 1<<16)
 		for len(data) > 0 {
 			n, k := binary.Uvarint(data)
 			if k <= 0 || n > uint64(len(data)-k) {

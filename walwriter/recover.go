@@ -131,7 +131,7 @@ func scanSegment(dir string, seg segmentInfo, tolerateTail bool) (segmentScan, e
 	}
 	s := segmentScan{first: first, lastLSN: first - 1, end: segmentHeaderSize}
 	fr := frameReader{r: br, name: seg.Name, off: segmentHeaderSize, maxBody: int(st.Size())}
-	dec := newSegmentDecoder(first, false, maxRowLimit)
+	dec := newSegmentDecoder(first, nil, maxRowLimit)
 	var rec Record
 	for {
 		start := fr.off

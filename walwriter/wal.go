@@ -47,8 +47,11 @@ type WAL struct {
 	segOff  int64
 	enc     *segmentEncoder
 	nextLSN LSN
-	cache   *imageCache
-	dedup   *dedupWindow
+	// sinceCheckpoint counts record bytes since the last checkpoint (or
+	// Open), for automatic checkpoints.
+	sinceCheckpoint int64
+	cache           *imageCache
+	dedup           *dedupWindow
 
 	stats statCounters
 }
