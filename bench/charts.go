@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -87,7 +86,7 @@ func newPlot(title, xLabel, yLabel string) *plot.Plot {
 // drawMergeoutChart: seconds against memory grant (log x), one line per
 // width, strata solid and DuckDB dashed, like the Vertica experiment's chart.
 func drawMergeoutChart(s *mergeSuite, path string) error {
-	p := newPlot(fmt.Sprintf("Mergeout of %d sorted inputs: seconds by memory grant", s.Containers),
+	p := newPlot(fmt.Sprintf("Mergeout of %d sorted inputs of %s rows: seconds by memory grant (lower is better)", s.Containers, formatCount(s.RowsPerContainer)),
 		"memory grant (log scale)", "seconds")
 	p.X.Scale = plot.LogScale{}
 	var ticks []plot.Tick
@@ -96,8 +95,14 @@ func drawMergeoutChart(s *mergeSuite, path string) error {
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	maxY := 0.0
+	var failedPts plotter.XYs // DuckDB runs that failed (out of memory): drawn as crosses on the axis
 	for i, w := range s.Widthwise {
 		c := widthColors[i%len(widthColors)]
+		for _, mc := range w.Cases {
+			if mc.Duck.Err != "" {
+				failedPts = append(failedPts, plotter.XY{X: float64(mc.Grant) / mib, Y: 0})
+			}
+		}
 		for _, sys := range []string{sysStrata, "DuckDB"} {
 			var pts plotter.XYs
 			for _, mc := range w.Cases {
@@ -128,8 +133,19 @@ func drawMergeoutChart(s *mergeSuite, path string) error {
 			p.Legend.Add(fmt.Sprintf("%s, %d columns", sys, w.Width), line, points)
 		}
 	}
+	if len(failedPts) > 0 {
+		sc, err := plotter.NewScatter(failedPts)
+		if err != nil {
+			return err
+		}
+		sc.Shape = draw.CrossGlyph{}
+		sc.Radius = vg.Points(6)
+		sc.Color = color.Black
+		p.Add(sc)
+		p.Legend.Add("DuckDB out of memory at this limit", sc)
+	}
 	p.Y.Min = 0
-	p.Y.Max = maxY * 1.25
+	p.Y.Max = maxY * 1.6
 	if maxY == 0 {
 		p.Y.Max = 1
 	}
@@ -138,8 +154,15 @@ func drawMergeoutChart(s *mergeSuite, path string) error {
 
 // drawWindowChart: grouped bars, one group per query, one bar per system.
 func drawWindowChart(s *windowSuite, path string) error {
-	p := newPlot(fmt.Sprintf("Window queries over %s rows: seconds per system (lower is better)", formatCount(s.Rows)),
-		"", "seconds")
+	title := fmt.Sprintf("Window queries over %s rows: seconds per system (log scale, lower is better)", formatCount(s.Rows))
+	for _, r := range s.Results {
+		for _, m := range r.Times {
+			if m.TimedOut {
+				title = fmt.Sprintf("Window queries over %s rows: seconds (log scale; a bar at %.0f s was stopped there)", formatCount(s.Rows), m.Seconds)
+			}
+		}
+	}
+	p := newPlot(title, "", "seconds")
 	names := make([]string, len(s.Results))
 	for i, r := range s.Results {
 		names[i] = r.Query.Name
@@ -150,7 +173,7 @@ func drawWindowChart(s *windowSuite, path string) error {
 			series[sys] = append(series[sys], r.Times[sys].Seconds) // 0 when skipped or failed
 		}
 	}
-	if err := addGroupedBars(p, s.Systems, series, 11); err != nil {
+	if err := addGroupedBars(p, s.Systems, series, 11, nil, true); err != nil {
 		return err
 	}
 	p.NominalX(names...)
@@ -175,35 +198,64 @@ func drawWALChart(s *walSuite, path string) error {
 			series[cfg.name] = append(series[cfg.name], c.PG[cfg.name].BytesPerUpdate)
 		}
 	}
-	labels := map[string]string{pgFPI: "PostgreSQL, after a checkpoint (page images)"}
-	if err := addGroupedBarsLabelled(p, systems, series, 14, labels); err != nil {
+	labels := map[string]string{pgFPI: "PostgreSQL fillfactor 100, first touch after a checkpoint (full-page images)"}
+	if err := addGroupedBars(p, systems, series, 14, labels, false); err != nil {
 		return err
 	}
 	p.NominalX(names...)
 	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }
 
-func addGroupedBars(p *plot.Plot, systems []string, series map[string]plotter.Values, barPoints float64) error {
-	return addGroupedBarsLabelled(p, systems, series, barPoints, nil)
-}
-
-func addGroupedBarsLabelled(p *plot.Plot, systems []string, series map[string]plotter.Values, barPoints float64, labels map[string]string) error {
+// addGroupedBars draws one bar per system in each group, side by side. With
+// logY the value axis is logarithmic: bars then rise from a floor below the
+// smallest value (a log axis has no zero), each stacked on an undrawn bar of
+// the floor's height.
+func addGroupedBars(p *plot.Plot, systems []string, series map[string]plotter.Values, barPoints float64, labels map[string]string, logY bool) error {
 	w := vg.Points(barPoints)
 	n := float64(len(systems))
-	maxY := 0.0
+	maxY, minY := 0.0, math.Inf(1)
+	for _, vals := range series {
+		for _, v := range vals {
+			if v > 0 {
+				maxY, minY = math.Max(maxY, v), math.Min(minY, v)
+			}
+		}
+	}
+	if maxY == 0 {
+		maxY, minY = 1, 1
+	}
+	floor := 0.0
+	if logY {
+		floor = math.Pow(10, math.Floor(math.Log10(minY)))
+	}
 	for i, sys := range systems {
 		vals := series[sys]
 		if len(vals) == 0 {
 			continue
 		}
-		maxY = math.Max(maxY, slices.Max(vals))
-		bars, err := plotter.NewBarChart(vals, w)
+		heights := make(plotter.Values, len(vals))
+		for j, v := range vals {
+			heights[j] = math.Max(0, v-floor) // 0: no figure, no bar
+		}
+		bars, err := plotter.NewBarChart(heights, w)
 		if err != nil {
 			return err
 		}
 		bars.LineStyle.Width = 0
 		bars.Color = systemColors[sys]
 		bars.Offset = vg.Length(float64(i)-(n-1)/2) * w
+		if logY {
+			base := make(plotter.Values, len(vals))
+			for j := range base {
+				base[j] = floor
+			}
+			under, err := plotter.NewBarChart(base, w)
+			if err != nil {
+				return err
+			}
+			under.Offset = bars.Offset
+			bars.StackOn(under)
+		}
 		p.Add(bars)
 		label := sys
 		if l, ok := labels[sys]; ok {
@@ -211,10 +263,14 @@ func addGroupedBarsLabelled(p *plot.Plot, systems []string, series map[string]pl
 		}
 		p.Legend.Add(label, bars)
 	}
-	p.Y.Min = 0
-	p.Y.Max = maxY * 1.3
-	if maxY == 0 {
-		p.Y.Max = 1
+	if logY {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Min = floor
+		p.Y.Max = maxY * 30 // room for the legend above the bars
+	} else {
+		p.Y.Min = 0
+		p.Y.Max = maxY * 1.7 // room for the legend above the bars
 	}
 	return nil
 }

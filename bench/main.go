@@ -58,6 +58,8 @@ type options struct {
 	charts   string   // directory for the PNG charts
 	suites   []string // subset of windows, mergeout, wal
 	pgBinDir string   // where initdb, pg_ctl and postgres live
+	results  string   // where the raw figures are written as JSON
+	replot   bool     // render report and charts from results, measuring nothing
 	logger   *slog.Logger
 }
 
@@ -73,6 +75,8 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.report, "report", filepath.Join("..", "BENCHMARKS.md"), "where to write the report")
 	fs.StringVar(&o.charts, "charts", "charts", "directory for the PNG charts")
 	fs.StringVar(&only, "only", strings.Join(allSuites, ","), "suites to run: "+strings.Join(allSuites, ","))
+	fs.StringVar(&o.results, "results", "results.json", "where to write the raw figures (JSON)")
+	fs.BoolVar(&o.replot, "replot", false, "re-render the report and charts from --results without measuring")
 	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
@@ -112,6 +116,13 @@ func run(ctx context.Context, args []string) error {
 	o, err := parseOptions(args)
 	if err != nil {
 		return err
+	}
+	if o.replot {
+		rep, err := readResults(o.results)
+		if err != nil {
+			return err
+		}
+		return render(o, rep)
 	}
 	sz := sizesFor(o.quick)
 	log := o.logger
@@ -172,7 +183,20 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	rep.Finished = time.Now().UTC()
+	if err := writeResults(o.results, rep); err != nil {
+		return err
+	}
+	if err := render(o, rep); err != nil {
+		return err
+	}
+	if n := rep.failures(); n > 0 {
+		return fmt.Errorf("%d result mismatches or failures (see %s)", n, o.report)
+	}
+	return nil
+}
 
+// render draws the charts and writes the report.
+func render(o options, rep *report) error {
 	charts, err := drawCharts(rep, o.charts)
 	if err != nil {
 		return fmt.Errorf("charts: %w", err)
@@ -185,10 +209,7 @@ func run(ctx context.Context, args []string) error {
 	if err := writeReport(o.report, rep); err != nil {
 		return fmt.Errorf("write %s: %w", o.report, err)
 	}
-	log.Info("report written", "path", o.report, "charts", len(charts), "seconds", rep.Finished.Sub(rep.Started).Seconds())
-	if n := rep.failures(); n > 0 {
-		return fmt.Errorf("%d result mismatches or failures (see %s)", n, o.report)
-	}
+	o.logger.Info("report written", "path", o.report, "charts", len(charts), "seconds", rep.Finished.Sub(rep.Started).Seconds())
 	return nil
 }
 

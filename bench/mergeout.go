@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -116,7 +117,9 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 }
 
 // makeMergeInputs writes the K inputs twice: as strata containers and as
-// Parquet files with the same rows, for DuckDB.
+// Parquet files with the same rows, for DuckDB. Inputs are written by a few
+// goroutines at once: a container commit syncs every column file, so the
+// writing waits on the disk far more than it computes.
 func makeMergeInputs(t mergeTable, wdir string, mw *mergeWidth) (containers, parquets []string, err error) {
 	data := filepath.Join(wdir, "data")
 	pqDir := filepath.Join(wdir, "parquet")
@@ -124,23 +127,46 @@ func makeMergeInputs(t mergeTable, wdir string, mw *mergeWidth) (containers, par
 		return nil, nil, err
 	}
 	key := columnar.SortKey{{Name: "k"}}
+	containers = make([]string, t.containers)
+	parquets = make([]string, t.containers)
+	raw := make([]int64, t.containers)
+	disk := make([]int64, t.containers)
+	errs := make([]error, t.containers)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(4, t.containers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				rec := t.input(memory.DefaultAllocator, i)
+				id := fmt.Sprintf("c%04d", i)
+				containers[i] = columnar.ContainerDir(data, "wide", "by_k", id)
+				parquets[i] = filepath.Join(pqDir, id+".parquet")
+				raw[i] = uncompressedBytes(rec)
+				m, err := writeContainer(containers[i], "wide", "by_k", id, key, rec)
+				if err == nil {
+					disk[i] = m.CompressedBytes()
+					err = writeParquetRecord(parquets[i], rec)
+				}
+				rec.Release()
+				if err != nil {
+					errs[i] = fmt.Errorf("input %d of width %d: %w", i, t.width, err)
+				}
+			}
+		}()
+	}
 	for i := range t.containers {
-		rec := t.input(memory.DefaultAllocator, i)
-		id := fmt.Sprintf("c%04d", i)
-		dir := columnar.ContainerDir(data, "wide", "by_k", id)
-		m, err := writeContainer(dir, "wide", "by_k", id, key, rec)
-		if err == nil {
-			pq := filepath.Join(pqDir, id+".parquet")
-			err = writeParquetRecord(pq, rec)
-			parquets = append(parquets, pq)
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i := range t.containers {
+		if errs[i] != nil {
+			return nil, nil, errs[i]
 		}
-		mw.BytesIn += uncompressedBytes(rec)
-		rec.Release()
-		if err != nil {
-			return nil, nil, fmt.Errorf("input %d of width %d: %w", i, t.width, err)
-		}
-		mw.DiskIn += m.CompressedBytes()
-		containers = append(containers, dir)
+		mw.BytesIn += raw[i]
+		mw.DiskIn += disk[i]
 	}
 	return containers, parquets, nil
 }
@@ -169,6 +195,20 @@ func duckMerge(ctx context.Context, p *peers, parquets []string, dir string, gra
 		parquetList(parquets), sqlString(out))
 	if err := d.exec(ctx, q); err != nil {
 		return shortDuckError(err)
+	}
+	// strata's merge commits durably (fsync of its files and directory);
+	// make DuckDB's output as durable, so both pay for it.
+	return syncFile(out)
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", path, err)
 	}
 	return nil
 }

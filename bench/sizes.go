@@ -47,9 +47,9 @@ func sizesFor(quick bool) sizes {
 		s.WindowGroups = 200
 		s.Repeats = 2
 		s.QueryLimit = 20 * time.Second
-		s.MergeWidths = []int{25, 50}
+		s.MergeWidths = []int{50, 100}
 		s.MergeContainers = 16
-		s.MergeRows = 4096
+		s.MergeRows = 8192
 		s.MergeRepeats = 1
 		s.WALRows = 20_000
 		s.WALUpdates = 20_000

@@ -32,7 +32,7 @@ func (f walFigure) ok() bool { return f.Skipped == "" && f.Err == "" }
 const (
 	pgPlain = "PostgreSQL fillfactor 100"
 	pgHOT   = "PostgreSQL fillfactor 50 (HOT)"
-	pgFPI   = "PostgreSQL fillfactor 100, first update after a checkpoint (full-page images)"
+	pgFPI   = "PostgreSQL fillfactor 100, full-page images"
 )
 
 var pgWALConfigs = []struct {

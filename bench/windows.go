@@ -15,6 +15,7 @@ import (
 type windowSuite struct {
 	Rows, Groups int
 	Repeats      int
+	Limit        time.Duration // per query run
 	Systems      []string
 	Results      []windowResult
 	Notes        []string
@@ -45,7 +46,7 @@ type windowRunner struct {
 }
 
 func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string, p *peers) (*windowSuite, error) {
-	suite := &windowSuite{Rows: sz.WindowRows, Groups: sz.WindowGroups, Repeats: sz.Repeats}
+	suite := &windowSuite{Rows: sz.WindowRows, Groups: sz.WindowGroups, Repeats: sz.Repeats, Limit: sz.QueryLimit}
 	start := time.Now()
 	data := generateWindowTable(sz.WindowRows, sz.WindowGroups, 20260101)
 	log.Info("window data generated", "rows", data.n, "seconds", time.Since(start).Seconds())
