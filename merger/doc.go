@@ -8,17 +8,27 @@
 // their decoded block sizes, and the grant:
 //
 //   - horizontal: every column of every input fits at once (one decoded block
-//     each). The sort-key columns are merged with a loser tree, and all other
-//     columns are gathered in one pass, split among the workers.
+//     each). The sort-key columns are merged with a loser tree into a
+//     row-source stream kept in memory; then each worker takes a fixed share
+//     of the other columns, opens all of them and gathers them in one pass
+//     over the stream.
 //   - vertical: only some columns fit. The sort-key columns are merged first,
-//     writing the key columns of the output and a row-source stream (which
-//     input each output row comes from). Then the other columns are gathered
-//     one column at a time per worker, as many workers as the grant allows,
-//     each replaying the row-source stream. Every input column file is opened
-//     once and every block decompressed once.
-//   - passes: even one column of all K inputs does not fit. Groups of inputs
-//     are merged into intermediate containers (in Options.TempDir), which are
-//     then merged, until one container remains.
+//     writing the key columns of the output and the row-source stream (which
+//     input each output row comes from), spilled to a file in Options.TempDir
+//     when it does not fit beside the gathers. Then the other columns are
+//     gathered one column per worker, as many workers as the grant allows,
+//     each replaying the stream; a finished column's last block, footer and
+//     fsync run beside the next gather.
+//   - passes: even one column of all K inputs does not fit. Groups of
+//     consecutive inputs are merged into intermediate containers (in
+//     Options.TempDir), which are then merged, until one container remains.
+//
+// In every plan each input column file is opened once per level and each of
+// its blocks decoded once: a gather holds one block per input, moves on when
+// the block is used up, and releases it. A gather expands the row-source
+// stream into a selection vector per output block (the input of each row)
+// and moves values with one typed loop per column type, since runs in merges
+// of overlapping inputs are mostly one row long.
 //
 // A grant below the minimum of the cheapest plan is a *GrantError, returned
 // before any output is written.

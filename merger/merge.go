@@ -2,6 +2,7 @@ package merger
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -184,10 +185,8 @@ func rawBytes(man *columnar.Manifest) int64 {
 // at worst every row is its own run, of its input's varint and a 1-byte count.
 func rowSourceEstimate(rows int64, k int) int64 {
 	perRun := int64(uvarintLen(uint64(max(k-1, 0))) + 1)
-	return int64(len(rowSourceMagic)) + rows*perRun + (rows*perRun/rowSourceChunk+1)*(binaryMaxVarint+4)
+	return int64(len(rowSourceMagic)) + rows*perRun + (rows*perRun/rowSourceChunk+1)*(binary.MaxVarintLen64+4)
 }
-
-const binaryMaxVarint = 10
 
 // columnCosts sizes every column from the inputs' manifests.
 func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
@@ -301,6 +300,8 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 	if err != nil {
 		return fmt.Errorf("merger: %w", err)
 	}
+	// With passes the last call is the final level: BytesOut is its output.
+	m.stats.BytesOut = 0
 	for _, f := range man.Files {
 		m.stats.BytesOut += f.Size
 	}

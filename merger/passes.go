@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // passes merges inputs too many to merge at once: consecutive groups of
@@ -44,21 +45,12 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 		}
 		// Intermediates of the previous level are no longer needed.
 		for _, d := range dirs {
-			if filepath.Dir(d) == tmp && !contains(next, d) {
+			if filepath.Dir(d) == tmp && !slices.Contains(next, d) {
 				os.RemoveAll(d)
 			}
 		}
 		dirs = next
 	}
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // level merges dirs into dst with a single-level plan under the same budget

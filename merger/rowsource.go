@@ -261,11 +261,6 @@ type rowSource struct {
 	res         reserver
 }
 
-// newRowSourceFromBytes wraps an encoded stream, for tests and fuzzing.
-func newRowSourceFromBytes(b []byte, inputs int) *rowSource {
-	return &rowSource{inputs: inputs, mem: b, size: int64(len(b)), res: nopReserver{}}
-}
-
 // Close releases the stream's memory and removes its spill file.
 func (s *rowSource) Close() error {
 	s.res.Release(s.memReserved)

@@ -185,3 +185,8 @@ func BenchmarkRowSourceDecode(b *testing.B) {
 	b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(s.size)/float64(rows), "bytes/row")
 }
+
+// newRowSourceFromBytes wraps an encoded stream.
+func newRowSourceFromBytes(b []byte, inputs int) *rowSource {
+	return &rowSource{inputs: inputs, mem: b, size: int64(len(b)), res: nopReserver{}}
+}
