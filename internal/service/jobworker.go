@@ -46,8 +46,11 @@ type Progress struct {
 }
 
 // Report records rows done out of total and publishes a progress event if
-// the last one is older than the interval.
+// the last one is older than the interval. A nil Progress ignores reports.
 func (p *Progress) Report(rowsDone, rowsTotal int64) {
+	if p == nil || p.w == nil {
+		return
+	}
 	p.mu.Lock()
 	now := time.Now()
 	if now.Sub(p.last) < p.every {

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower/sqlparse"
+)
+
+func testWindowJob(t *testing.T, sql string) (*windowJob, *messages.WindowJob) {
+	t.Helper()
+	data := t.TempDir()
+	ms, err := columnar.Generate(data, columnar.GenOptions{Table: "t", Projection: "p", Columns: 5, Containers: 2, RowsPerContainer: 250, Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := sqlparse.Parse(sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &messages.WindowJob{JobID: "w1", Query: *q, ResultTable: "t_w", Output: "w1", Grant: messages.Grant{Bytes: 16 << 20}}
+	for _, m := range ms {
+		job.Inputs = append(job.Inputs, messages.ContainerRef{Table: "t", Projection: "p", ID: m.ID})
+	}
+	return &windowJob{dataDir: data, tempDir: t.TempDir(), log: slog.New(slog.NewTextHandler(io.Discard, nil))}, job
+}
+
+func TestWindowJobWritesResultOnce(t *testing.T) {
+	w, job := testWindowJob(t, "SELECT k0, row_number() OVER (ORDER BY k0) AS rn FROM t")
+	out, err := w.run(context.Background(), job, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Existing || out.RowsTotal != 500 || out.Output.Table != "t_w" || out.Output.Projection != ResultProjection {
+		t.Fatalf("first run: %+v", out)
+	}
+	c, err := columnar.Open(columnar.ContainerDir(w.dataDir, "t_w", ResultProjection, "w1"), columnar.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Schema().Field(1).Name; got != "rn" {
+		t.Errorf("result column 1 is %q, want rn", got)
+	}
+	again, err := w.run(context.Background(), job, nil)
+	if err != nil || !again.Existing || again.RowsTotal != 500 {
+		t.Fatalf("second run: %+v, %v; want the existing result", again, err)
+	}
+}
+
+func TestWindowJobBadQueryIsPermanent(t *testing.T) {
+	w, job := testWindowJob(t, "SELECT no_such_column, row_number() OVER () AS rn FROM t")
+	if _, err := w.run(context.Background(), job, nil); err == nil || !service.IsPermanent(err) {
+		t.Fatalf("unknown column: err %v, want a permanent error", err)
+	}
+}
