@@ -118,6 +118,13 @@ func (c *pgCluster) dataDir() string { return filepath.Join(c.dir, "data") }
 
 // command runs one of the server binaries as the server's user.
 func (c *pgCluster) command(ctx context.Context, name string, args ...string) error {
+	_, err := c.output(ctx, name, args...)
+	return err
+}
+
+// output runs one of the server binaries as the server's user and returns
+// what it printed.
+func (c *pgCluster) output(ctx context.Context, name string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.bin, name), args...)
 	cmd.Dir = c.dir
 	cmd.Env = []string{"PATH=" + c.bin + ":/usr/bin:/bin", "LC_ALL=C", "HOME=" + c.dir}
@@ -128,9 +135,43 @@ func (c *pgCluster) command(ctx context.Context, name string, args ...string) er
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(lastLines(out.String(), 8)))
+		return "", fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(lastLines(out.String(), 8)))
 	}
-	return nil
+	return out.String(), nil
+}
+
+// walRecordBytes breaks the WAL between two LSNs down by record type
+// (pg_waldump --stats=record): combined bytes (record and page images) of
+// each type, such as "Heap/HOT_UPDATE" or "Heap2/PRUNE".
+func (c *pgCluster) walRecordBytes(ctx context.Context, from, to string) (map[string]float64, error) {
+	out, err := c.output(ctx, "pg_waldump", "-p", filepath.Join(c.dataDir(), "pg_wal"), "-s", from, "-e", to, "--stats=record")
+	if err != nil {
+		return nil, err
+	}
+	return parseWALStats(out)
+}
+
+// parseWALStats reads pg_waldump's --stats table:
+//
+//	Type        N (%)   Record size (%)   FPI size (%)   Combined size (%)
+//	Heap/HOT_UPDATE  20000 ( 60.22)  1469573 ( 64.89)  0 ( 0.00)  1469573 ( 64.89)
+func parseWALStats(out string) (map[string]float64, error) {
+	stats := map[string]float64{}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(line))
+		if len(f) != 9 || !strings.Contains(f[0], "/") {
+			continue
+		}
+		combined, err := strconv.ParseFloat(f[7], 64)
+		if err != nil {
+			continue
+		}
+		stats[f[0]] = combined
+	}
+	if len(stats) == 0 {
+		return nil, fmt.Errorf("pg_waldump printed no record statistics: %s", lastLines(out, 4))
+	}
+	return stats, nil
 }
 
 func (c *pgCluster) initdb(ctx context.Context) error {

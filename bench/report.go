@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,9 +27,29 @@ type report struct {
 	Charts            map[string]string // chart file name -> path relative to the report
 }
 
-// failures counts result mismatches and failed measurements (not skips).
+// failures counts result mismatches and strata's failed measurements (not
+// skips, and not a peer running out of memory).
 func (r *report) failures() int {
 	n := 0
+	if r.Mergeout != nil {
+		for _, w := range r.Mergeout.Widthwise {
+			if w.InputErr != "" || w.Floor.Err != "" {
+				n++
+			}
+			for _, c := range w.Cases {
+				if c.Strata.Err != "" {
+					n++
+				}
+			}
+		}
+	}
+	if r.WAL != nil {
+		for _, c := range r.WAL.Cases {
+			if c.Strata.Err != "" {
+				n++
+			}
+		}
+	}
 	if r.Windows != nil {
 		for _, q := range r.Windows.Results {
 			for _, m := range q.Times {
@@ -402,6 +423,60 @@ func (r *report) renderWAL(b *bytes.Buffer) {
 	if path, ok := r.Charts[chartWAL]; ok {
 		p("![WAL bytes per update per system](%s)\n\n", path)
 	}
+	r.renderWALBreakdown(b)
+}
+
+// renderWALBreakdown shows where PostgreSQL's bytes go for the one-int
+// update, from pg_waldump --stats over the measured range.
+func (r *report) renderWALBreakdown(b *bytes.Buffer) {
+	var c *walCase
+	for i := range r.WAL.Cases {
+		if r.WAL.Cases[i].Workload.Name == "int1" {
+			c = &r.WAL.Cases[i]
+		}
+	}
+	if c == nil {
+		return
+	}
+	types := map[string]bool{}
+	for _, cfg := range pgWALConfigs {
+		for t := range c.PG[cfg.name].ByRecordType {
+			types[t] = true
+		}
+	}
+	if len(types) == 0 {
+		return
+	}
+	names := make([]string, 0, len(types))
+	for t := range types {
+		names = append(names, t)
+	}
+	slices.Sort(names)
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("Where PostgreSQL's bytes go for the one-int-column update (`pg_waldump --stats=record` over the measured range, bytes per update; ")
+	p("`Heap2/PRUNE` is the page pruning that sustained updates trigger, `Heap/LOCK` and `Btree/INSERT_LEAF` come with updates that leave the page; ")
+	p("the sums are below the totals above by the 8-byte alignment of each record):\n\n")
+	p("| record type |")
+	for _, cfg := range pgWALConfigs {
+		p(" %s |", cfg.name)
+	}
+	p("\n| --- |")
+	for range pgWALConfigs {
+		p(" --- |")
+	}
+	p("\n")
+	for _, t := range names {
+		p("| %s |", t)
+		for _, cfg := range pgWALConfigs {
+			if v, ok := c.PG[cfg.name].ByRecordType[t]; ok {
+				p(" %.1f |", v)
+			} else {
+				p(" - |")
+			}
+		}
+		p("\n")
+	}
+	p("\n")
 }
 
 func runsText(n int) string {

@@ -24,6 +24,9 @@ type walFigure struct {
 	BytesPerUpdate float64
 	Skipped, Err   string
 	Note           string
+	// ByRecordType is PostgreSQL's WAL per update by record type
+	// (pg_waldump --stats), when pg_waldump could read it.
+	ByRecordType map[string]float64 `json:",omitempty"`
 }
 
 func (f walFigure) ok() bool { return f.Skipped == "" && f.Err == "" }
@@ -90,7 +93,7 @@ func runWALSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string, p 
 				c.PG[cfg.name] = walFigure{Skipped: p.pgSkip}
 				continue
 			}
-			f, rowBytes, err := postgresWAL(ctx, conn, rows, updates, cfg.fillfactor, cfg.fullPageWrites)
+			f, rowBytes, err := postgresWAL(ctx, p.pg, conn, rows, updates, cfg.fillfactor, cfg.fullPageWrites)
 			if err != nil {
 				f = walFigure{Err: err.Error()}
 			}
@@ -112,7 +115,7 @@ func runWALSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string, p 
 // transactions of 1000, and returns the WAL bytes per update measured with
 // pg_current_wal_lsn before and after. Autovacuum is off for the table so
 // that only the updates write WAL.
-func postgresWAL(ctx context.Context, conn *pgx.Conn, rows []walRow, updates []walUpdate, fillfactor int, fullPageWrites bool) (walFigure, float64, error) {
+func postgresWAL(ctx context.Context, pg *pgCluster, conn *pgx.Conn, rows []walRow, updates []walUpdate, fillfactor int, fullPageWrites bool) (walFigure, float64, error) {
 	fpw := "off"
 	if fullPageWrites {
 		fpw = "on"
@@ -163,10 +166,20 @@ func postgresWAL(ctx context.Context, conn *pgx.Conn, rows []walRow, updates []w
 	}
 	elapsed := time.Since(start)
 	var bytes float64
-	if err := conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::float8", before).Scan(&bytes); err != nil {
+	var after string
+	if err := conn.QueryRow(ctx, "SELECT pg_current_wal_lsn()::text").Scan(&after); err != nil {
+		return walFigure{}, 0, fmt.Errorf("wal lsn: %w", err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::float8", after, before).Scan(&bytes); err != nil {
 		return walFigure{}, 0, fmt.Errorf("wal lsn diff: %w", err)
 	}
 	f := walFigure{BytesPerUpdate: bytes / float64(len(updates))}
+	if byType, err := pg.walRecordBytes(ctx, before, after); err == nil {
+		f.ByRecordType = map[string]float64{}
+		for t, b := range byType {
+			f.ByRecordType[t] = b / float64(len(updates))
+		}
+	}
 	f.Note = fmt.Sprintf("%.0f updates/s in transactions of %d", float64(len(updates))/elapsed.Seconds(), perTx)
 	if hot, err := pgHOTShare(ctx, conn); err == nil {
 		f.Note += fmt.Sprintf(", %.0f%% HOT", hot*100)
