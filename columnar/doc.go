@@ -29,7 +29,10 @@
 // fsyncs every column file, writes and fsyncs manifest.json, fsyncs the
 // temporary directory, renames it to <id> and fsyncs the parent. A
 // directory without a dot prefix is therefore complete. Temporary
-// directories left by a crash may be removed by whoever owns the parent.
+// directories left by a crash may be removed by whoever owns the parent
+// (RemoveTemp). WriterOptions.NoSync skips the fsyncs, for data that can be
+// made again (spill runs, generated data): still atomic for readers, not
+// durable.
 //
 // Column files. Each column file is a standard Arrow IPC file (readable by
 // any Arrow implementation) whose schema has one nullable or non-nullable

@@ -25,6 +25,9 @@ type GenOptions struct {
 	NullFraction      float64     // share of NULLs in non-key columns; default 0.05, <0 for none
 	Allocator         memory.Allocator
 	Stats             *IOStats
+	// Sync makes the containers durable (fsync). Generated data can be
+	// generated again, so by default it is not synced.
+	Sync bool
 }
 
 func (o *GenOptions) defaults() {
@@ -115,7 +118,7 @@ func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, c int,
 	w, err := Create(dir, WriterOptions{
 		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: key,
 		BlockRows: o.BlockRows, Compression: o.Compression, Allocator: o.Allocator, Stats: o.Stats,
-		Epochs: [2]uint64{uint64(c), uint64(c)},
+		Epochs: [2]uint64{uint64(c), uint64(c)}, NoSync: !o.Sync,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -25,7 +26,16 @@ type WriterOptions struct {
 	Epochs                [2]uint64        // epochs the container covers, recorded in the manifest
 	Stats                 *IOStats         // optional counters
 	Logger                *slog.Logger     // default: discard
+	// NoSync skips every fsync. The commit is still atomic for readers
+	// (rename), but a crash may lose or damage the container: for data
+	// that can be made again, such as spill runs and generated test data.
+	NoSync bool
 }
+
+// syncParallelism is how many files Commit fsyncs at once. Devices
+// complete concurrent flushes together, so this is several times faster
+// than syncing files one by one.
+const syncParallelism = 16
 
 // Writer writes one container. Rows go in either a record batch at a time
 // (Write) or a column at a time (WriteColumn: all of column 0, then all of
@@ -189,9 +199,10 @@ func (w *Writer) FinishColumn(col int) error {
 	return nil
 }
 
-// Commit finishes every column, checks they all have the same rows, writes
-// and syncs manifest.json, and renames the temporary directory to the
-// container's directory, syncing its parent. On error the container does
+// Commit finishes every column, checks they all have the same rows, syncs
+// the column files (in parallel), writes and syncs manifest.json, syncs the
+// temporary directory, and renames it to the container's directory,
+// syncing its parent. On error the container does
 // not exist and the writer has been aborted.
 func (w *Writer) Commit() (*Manifest, error) {
 	if w.done {
@@ -257,11 +268,23 @@ func (w *Writer) commit() (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(filepath.Join(w.tmp, ManifestName), data); err != nil {
+	sync := !w.opts.NoSync
+	if sync {
+		paths := make([]string, len(w.columns))
+		for i, c := range w.columns {
+			paths[i] = c.path
+		}
+		if err := syncFiles(paths); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeFile(filepath.Join(w.tmp, ManifestName), data, sync); err != nil {
 		return nil, err
 	}
-	if err := syncDir(w.tmp); err != nil {
-		return nil, err
+	if sync {
+		if err := syncDir(w.tmp); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := os.Stat(w.dir); err == nil {
 		return nil, ErrExists
@@ -269,10 +292,52 @@ func (w *Writer) commit() (*Manifest, error) {
 	if err := os.Rename(w.tmp, w.dir); err != nil {
 		return nil, fmt.Errorf("rename into place: %w", err)
 	}
-	if err := syncDir(filepath.Dir(w.dir)); err != nil {
-		return nil, err
+	if sync {
+		if err := syncDir(filepath.Dir(w.dir)); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
+}
+
+// syncFiles fsyncs files, syncParallelism at a time.
+func syncFiles(paths []string) error {
+	work := make(chan string)
+	errs := make(chan error, len(paths))
+	var wg sync.WaitGroup
+	for range min(syncParallelism, len(paths)) {
+		wg.Go(func() {
+			for p := range work {
+				errs <- syncFile(p)
+			}
+		})
+	}
+	for _, p := range paths {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
+	}
+	return nil
 }
 
 // Abort discards the container: it closes and removes the temporary
@@ -292,7 +357,7 @@ func (w *Writer) Abort() error {
 	return nil
 }
 
-func writeFileSync(path string, data []byte) error {
+func writeFile(path string, data []byte, sync bool) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {
 		return err
@@ -300,6 +365,9 @@ func writeFileSync(path string, data []byte) error {
 	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
+	}
+	if !sync {
+		return f.Close()
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
