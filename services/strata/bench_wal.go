@@ -34,12 +34,19 @@ func runBenchWAL(ctx context.Context, args []string) error {
 	syncUpdates := fs.Int("sync-updates", 3000, "updates of the one-fsync-per-record comparison run (0: skip)")
 	segment := fs.String("segment-size", "64MiB", "WAL segment size")
 	window := fs.Duration("batch-window", 0, "how long a batch waits for more records (0: take what is queued)")
+	ckptBytes := fs.String("checkpoint-bytes", "", "automatic checkpoint interval in record bytes (default: 4 segments)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	segSize, err := bytesize.Parse(*segment)
 	if err != nil {
 		return fmt.Errorf("%w: --segment-size: %v", errUsage, err)
+	}
+	var ckpt int64
+	if *ckptBytes != "" {
+		if ckpt, err = bytesize.Parse(*ckptBytes); err != nil {
+			return fmt.Errorf("%w: --checkpoint-bytes: %v", errUsage, err)
+		}
 	}
 	root := *dir
 	if root == "" {
@@ -62,7 +69,7 @@ func runBenchWAL(ctx context.Context, args []string) error {
 			Producers:   *producers,
 			InFlight:    *inFlight,
 			SyncUpdates: *syncUpdates,
-			Options:     walwriter.Options{SegmentSize: segSize, BatchWindow: *window},
+			Options:     walwriter.Options{SegmentSize: segSize, BatchWindow: *window, CheckpointBytes: ckpt},
 			Seed:        1,
 		})
 		if err != nil {
