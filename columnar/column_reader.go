@@ -126,21 +126,28 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		s.BytesRead.Add(int64(n))
 	}
 	if err != nil {
-		return nil, corruptf(r.c.dir, r.meta.Name, i, err, "read %d bytes at offset %d", b.Length, b.Offset)
+		return nil, r.corrupt(i, err, "read %d bytes at offset %d", b.Length, b.Offset)
 	}
 	if got := crc32.Checksum(buf.Bytes(), castagnoli); got != b.CRC {
-		return nil, corruptf(r.c.dir, r.meta.Name, i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
+		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
 	rows := r.c.m.Blocks[i].Rows
 	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack)
 	if err != nil {
-		return nil, corruptf(r.c.dir, r.meta.Name, i, err, "decode")
+		return nil, r.corrupt(i, err, "decode")
 	}
 	if s := r.stats; s != nil {
 		s.BlocksDecompressed.Add(1)
 		s.RawBytesRead.Add(b.RawBytes)
 	}
 	return arr, nil
+}
+
+// corrupt makes the CorruptError of block i and logs it.
+func (r *ColumnReader) corrupt(block int, err error, format string, args ...any) error {
+	ce := corruptf(r.c.dir, r.meta.Name, block, err, format, args...)
+	r.c.opts.Logger.Warn("corrupt block", "container", r.c.dir, "file", r.meta.Name, "block", block, "err", ce.Error())
+	return ce
 }
 
 // Close closes the file.
