@@ -31,12 +31,9 @@ import (
 // Order keys are unique so that ROWS frames, row_number and lag/lead have one
 // right answer and the systems can be compared row by row.
 type windowTable struct {
-	n                int
-	id, a, c, g, x   []int64
-	t                []int64 // microseconds since the Unix epoch
-	groups           int
-	seed             uint64
-	startOfTimestamp time.Time
+	n              int
+	id, a, c, g, x []int64
+	t              []int64 // microseconds since the Unix epoch
 }
 
 var windowColumns = []string{"id", "a", "c", "g", "x", "t"}
@@ -45,7 +42,7 @@ func generateWindowTable(n, groups int, seed uint64) *windowTable {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	base := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	w := &windowTable{
-		n: n, groups: groups, seed: seed, startOfTimestamp: base,
+		n:  n,
 		id: make([]int64, n), a: make([]int64, n), c: make([]int64, n),
 		g: make([]int64, n), x: make([]int64, n), t: make([]int64, n),
 	}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"math/big"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+func TestCanonical(t *testing.T) {
+	ts := time.Date(2024, 1, 1, 0, 0, 1, 0, time.UTC)
+	tests := []struct {
+		name string
+		in   any
+		want value
+	}{
+		{"nil", nil, value{}},
+		{"int64", int64(-7), intValue(-7)},
+		{"int32", int32(7), intValue(7)},
+		{"bool", true, intValue(1)},
+		{"float", 2.5, floatValue(2.5)},
+		{"timestamp", ts, intValue(ts.UnixMicro())},
+		{"hugeint", big.NewInt(1 << 40), intValue(1 << 40)},
+		{"numeric integer", pgtype.Numeric{Int: big.NewInt(12), Exp: 2, Valid: true}, intValue(1200)},
+		{"numeric fraction", pgtype.Numeric{Int: big.NewInt(125), Exp: -2, Valid: true}, floatValue(1.25)},
+		{"numeric null", pgtype.Numeric{}, value{}},
+		{"decimal text", "3.75", floatValue(3.75)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := canonical(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("canonical(%v) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+	if _, err := canonical(struct{}{}); err == nil {
+		t.Fatal("canonical(struct{}{}): no error")
+	}
+}
+
+func TestSameValue(t *testing.T) {
+	tests := []struct {
+		a, b value
+		want bool
+	}{
+		{intValue(3), intValue(3), true},
+		{intValue(3), intValue(4), false},
+		{intValue(3), floatValue(3), true}, // sum as numeric vs bigint
+		{floatValue(1.0 / 3), floatValue(0.3333333333333333), true},
+		{floatValue(1000000.0), floatValue(1000000.0001), true}, // within 1e-9 relative
+		{floatValue(1.0), floatValue(1.001), false},
+		{value{}, value{}, true},
+		{value{}, intValue(0), false},
+	}
+	for _, tc := range tests {
+		if got := sameValue(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameValue(%v, %v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func resultOf(cols int, rows ...[]value) *resultSet {
+	rs := newResultSet(cols)
+	for _, r := range rows {
+		rs.append(r)
+	}
+	return rs
+}
+
+func TestDiffResults(t *testing.T) {
+	a := resultOf(2, []value{intValue(2), intValue(20)}, []value{intValue(1), value{}}, []value{intValue(3), floatValue(0.5)})
+	b := resultOf(2, []value{intValue(3), floatValue(0.5)}, []value{intValue(1), value{}}, []value{intValue(2), intValue(20)})
+	a.sortRows()
+	b.sortRows()
+	if m := diffResults(a, b); m != nil {
+		t.Fatalf("same rows in another order differ: %s", m)
+	}
+	if got := a.row(0); got[0] != intValue(1) || got[1].kind != kindNull {
+		t.Fatalf("sorted first row = %v", formatRow(got))
+	}
+
+	c := resultOf(2, []value{intValue(1), value{}}, []value{intValue(2), intValue(21)}, []value{intValue(3), floatValue(0.5)})
+	m := diffResults(a, c)
+	if m == nil || m.Row != 1 || !strings.Contains(m.String(), "(2, 20) vs (2, 21)") {
+		t.Fatalf("diff = %v, want row 1 (2, 20) vs (2, 21)", m)
+	}
+
+	short := resultOf(2, []value{intValue(1), value{}})
+	m = diffResults(a, short)
+	if m == nil || !strings.Contains(m.String(), "3 rows vs 1") {
+		t.Fatalf("diff = %v, want a row count difference", m)
+	}
+	if m := diffResults(a, resultOf(3)); m == nil || m.Row != -1 {
+		t.Fatalf("diff = %v, want a column count difference", m)
+	}
+}
+
+func TestParseWALStats(t *testing.T) {
+	b, err := os.ReadFile("testdata/pg_waldump_stats.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := parseWALStats(string(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"Transaction/COMMIT": 680, "Heap2/PRUNE": 618858, "Heap/UPDATE": 1038105, "Heap/HOT_UPDATE": 1239856,
+		"Heap/LOCK": 5863262, "Heap/UPDATE+INIT": 40020, "Btree/INSERT_LEAF": 200000,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("parsed %d types, want %d: %v", len(got), len(want), got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if _, err := parseWALStats("pg_waldump: error: could not find file\n"); err == nil {
+		t.Fatal("no error for output without statistics")
+	}
+}
+
+func TestTimedTextConsumesEveryOutput(t *testing.T) {
+	for _, q := range windowQueries() {
+		text := q.timedText()
+		if !strings.Contains(text, "FROM ("+q.text()+") q") {
+			t.Errorf("%s: timed text does not wrap the query: %s", q.Name, text)
+		}
+		for _, c := range q.Outputs {
+			if !strings.Contains(text, "max("+c+")") {
+				t.Errorf("%s: output %s not consumed: %s", q.Name, c, text)
+			}
+		}
+		if strings.Contains(q.text(), "{{") {
+			t.Errorf("%s: unexpanded placeholder: %s", q.Name, q.text())
+		}
+	}
+}
+
+func TestWALUpdatesCarryTheirRows(t *testing.T) {
+	rows := generateWALRows(50, 1)
+	for _, w := range walWorkloads() {
+		ups := generateWALUpdates(rows, w, 200, 2)
+		cur := append([]walRow(nil), rows...)
+		for i, u := range ups {
+			old := cur[u.key]
+			changed := map[int]bool{}
+			for _, c := range u.columns {
+				changed[c] = true
+			}
+			if u.row.id != old.id {
+				t.Fatalf("%s update %d: key changed", w.Name, i)
+			}
+			for c := range 4 {
+				if !changed[c] && u.row.ints[c] != old.ints[c] {
+					t.Fatalf("%s update %d: column i%d changed without being set", w.Name, i, c+1)
+				}
+			}
+			if !changed[4] && u.row.s1 != old.s1 || !changed[5] && u.row.s2 != old.s2 || !changed[6] && u.row.s3 != old.s3 {
+				t.Fatalf("%s update %d: a text column changed without being set", w.Name, i)
+			}
+			if got := len(u.values()); got != len(u.columns)+1 {
+				t.Fatalf("%s update %d: %d values for %d columns", w.Name, i, got, len(u.columns))
+			}
+			cur[u.key] = u.row
+		}
+	}
+	if got := updateStatement([]int{0, 4}); got != "UPDATE u SET i1 = $2, s1 = $3 WHERE id = $1" {
+		t.Fatalf("updateStatement = %q", got)
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{formatBytes(32 * mib), "32MiB"},
+		{formatBytes(8 * gib), "8GiB"},
+		{formatCount(1_000_000), "1M"},
+		{formatCount(8192), "8192"},
+		{formatRatio(3.456), "3.46x"},
+		{formatRatio(0), "-"},
+		{ratioText(measure{Seconds: 20, TimedOut: true}, measure{Seconds: 0.1, Runs: 1}), "> 200.0x"},
+		{formatSeconds(measure{Err: "duckdb: Out of Memory Error: x"}), "out of memory"},
+		{formatSeconds(measure{Skipped: "no"}), "skipped"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
