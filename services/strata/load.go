@@ -47,7 +47,7 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.Int64Var(&f.seed, "seed", 1, "generator seed: the same seed writes the same rows")
 	fs.StringVar(&f.compression, "compression", "lz4", "block compression: lz4, zstd or none")
 	fs.BoolVar(&f.noRegister, "no-register", false, "only write the containers; do not tell the scheduler")
-	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred) instead of generating")
+	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred, an empty field is NULL) instead of generating")
 	fs.StringVar(&f.pqPath, "parquet", "", "import this Parquet file instead of generating")
 	fs.StringVar(&f.sortKey, "sort-key", "", "sort key of an import: 'a, b DESC, c NULLS FIRST' (required with --csv/--parquet)")
 	fs.Usage = func() {
@@ -129,46 +129,28 @@ func runLoad(ctx context.Context, args []string) error {
 	return nil
 }
 
-// importLoad imports the --csv or --parquet file.
-func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar.Compression) ([]*columnar.Manifest, error) {
-	o := importOptions{path: f.csvPath, kind: "csv", table: f.table, projection: f.projection,
-		rowsPerContainer: f.rows, blockRows: f.blockRows, compression: comp}
-	if f.pqPath != "" {
-		if f.csvPath != "" {
-			return nil, fmt.Errorf("%w: give --csv or --parquet, not both", errUsage)
-		}
-		o.path, o.kind = f.pqPath, "parquet"
-	}
-	if f.sortKey == "" {
-		return nil, fmt.Errorf("%w: an import needs --sort-key", errUsage)
-	}
-	key, err := parseSortKey(f.sortKey)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --sort-key: %v", errUsage, err)
-	}
-	o.sortKey = key
-	if o.firstID, err = nextContainerNumber(filepath.Join(dataDir, f.table, f.projection)); err != nil {
-		return nil, err
-	}
-	ms, err := importFile(ctx, dataDir, o, func(written int, rows int64) {
-		fmt.Fprintf(os.Stderr, "  %d containers written, %d rows read\n", written, rows)
+// generate writes the generated containers (see addContainers).
+func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]*columnar.Manifest, error) {
+	ms, err := addContainers(ctx, dataDir, opts.Table, opts.Projection, opts.Containers, func(target string) ([]*columnar.Manifest, error) {
+		return columnar.Generate(target, opts)
 	})
 	if err != nil {
-		// Leave nothing half-loaded behind: remove what this import wrote.
-		for _, m := range ms {
-			os.RemoveAll(columnar.ContainerDir(dataDir, m.Table, m.Projection, m.ID))
-		}
-		return nil, fmt.Errorf("import %s: %w", o.path, err)
+		return nil, fmt.Errorf("generate %s.%s: %w", opts.Table, opts.Projection, err)
 	}
 	return ms, nil
 }
 
-// generate writes the containers, showing progress. On an empty projection
-// it writes c0000, c0001, ... in place; when the projection already holds
-// containers, it writes them in a staging directory and moves them in with
-// the next free IDs, so a second load adds to the first.
-func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]*columnar.Manifest, error) {
-	projDir := filepath.Join(dataDir, opts.Table, opts.Projection)
+// addContainers runs write, which writes containers c0000, c0001, ... of
+// table.projection under the data directory it is given, and leaves them
+// under the projection's next free IDs in dataDir. On an empty projection
+// write works in dataDir itself; when the projection already holds
+// containers, write works in a staging directory and the containers are
+// then moved into place under the next free IDs, so a second load adds to
+// the first. Progress is shown while write runs; total is the number of
+// containers expected, 0 if not known. If write fails, what it wrote is
+// removed.
+func addContainers(ctx context.Context, dataDir, table, projection string, total int, write func(target string) ([]*columnar.Manifest, error)) ([]*columnar.Manifest, error) {
+	projDir := filepath.Join(dataDir, table, projection)
 	next, err := nextContainerNumber(projDir)
 	if err != nil {
 		return nil, err
@@ -176,6 +158,9 @@ func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]
 	target := dataDir
 	var staging string
 	if next > 0 {
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, err
+		}
 		staging, err = os.MkdirTemp(dataDir, ".load-")
 		if err != nil {
 			return nil, fmt.Errorf("staging directory: %w", err)
@@ -184,11 +169,19 @@ func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]
 		target = staging
 	}
 	done := make(chan struct{})
-	go showProgress(done, filepath.Join(target, opts.Table, opts.Projection), opts.Containers)
-	manifests, err := columnar.Generate(target, opts)
+	go showProgress(done, filepath.Join(target, table, projection), total)
+	manifests, err := write(target)
 	close(done)
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("generate %s.%s: %w", opts.Table, opts.Projection, err)
+		if staging == "" {
+			for _, m := range manifests {
+				os.RemoveAll(columnar.ContainerDir(dataDir, m.Table, m.Projection, m.ID))
+			}
+		}
+		return nil, err
 	}
 	if staging == "" {
 		return manifests, nil
@@ -202,7 +195,7 @@ func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]
 			return nil, err
 		}
 	}
-	return manifests, ctx.Err()
+	return manifests, nil
 }
 
 // moveContainer renames a committed container into place under a new ID,
@@ -269,27 +262,37 @@ func nextContainerNumber(dir string) (int, error) {
 	return next, nil
 }
 
-// showProgress prints how many containers are committed in dir until done.
+// showProgress prints how many containers, and rows, are committed in dir
+// until done; total is the number expected, 0 if not known.
 func showProgress(done <-chan struct{}, dir string, total int) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	last := -1
+	seen := map[string]bool{}
+	var rows int64
 	for {
 		select {
 		case <-done:
 			return
 		case <-t.C:
-			n := 0
-			if entries, err := os.ReadDir(dir); err == nil {
-				for _, e := range entries {
-					if _, err := os.Stat(filepath.Join(dir, e.Name(), columnar.ManifestName)); err == nil {
-						n++
-					}
+			entries, _ := os.ReadDir(dir)
+			grew := false
+			for _, e := range entries {
+				// A dot-prefixed directory is a container being written.
+				if seen[e.Name()] || strings.HasPrefix(e.Name(), ".") {
+					continue
+				}
+				if m, err := columnar.ReadManifest(filepath.Join(dir, e.Name())); err == nil {
+					seen[e.Name()] = true
+					rows += m.Rows
+					grew = true
 				}
 			}
-			if n != last {
-				fmt.Fprintf(os.Stderr, "  %d/%d containers written\n", n, total)
-				last = n
+			switch {
+			case !grew:
+			case total > 0:
+				fmt.Fprintf(os.Stderr, "  %d/%d containers written, %d rows\n", len(seen), total, rows)
+			default:
+				fmt.Fprintf(os.Stderr, "  %d containers written, %d rows\n", len(seen), rows)
 			}
 		}
 	}

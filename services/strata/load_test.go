@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,31 +54,89 @@ func TestImportCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := filepath.Join(dir, "data")
-	key, _ := parseSortKey("id")
-	var progress int
-	ms, err := importFile(context.Background(), data, importOptions{path: path, kind: "csv", table: "imp", projection: "p",
-		sortKey: key, rowsPerContainer: 1000, firstID: 3, blockRows: 256}, func(int, int64) { progress++ })
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for i, m := range ms {
-		if want := fmt.Sprintf("c%04d", 3+i); m.ID != want {
-			t.Fatalf("container %d named %s, want %s", i, m.ID, want)
-		}
-		total += m.Rows
-		dir := columnar.ContainerDir(data, "imp", "p", m.ID)
-		if err := columnar.Verify(dir); err != nil {
+	f := &loadFlags{table: "imp", projection: "p", rows: 1000, blockRows: 256, csvPath: path, sortKey: "id"}
+	// The first import writes c0000..c0002 in place, the second adds
+	// c0003..c0005 through a staging directory.
+	for load, firstID := range []int{0, 3} {
+		ms, err := importLoad(context.Background(), data, f, columnar.CompressionLZ4)
+		if err != nil {
 			t.Fatal(err)
 		}
-		checkSortedInt64(t, dir)
+		var total int64
+		for i, m := range ms {
+			if want := fmt.Sprintf("c%04d", firstID+i); m.ID != want {
+				t.Fatalf("load %d: container %d named %s, want %s", load, i, m.ID, want)
+			}
+			total += m.Rows
+			dir := columnar.ContainerDir(data, "imp", "p", m.ID)
+			if err := columnar.Verify(dir); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := columnar.ReadManifest(dir); err != nil || got.ID != m.ID || got.BlockRows != 256 {
+				t.Fatalf("%s: manifest %+v, %v", m.ID, got, err)
+			}
+			checkSortedInt64(t, dir)
+		}
+		if total != 2501 || len(ms) != 3 {
+			t.Fatalf("load %d: %d rows in %d containers, want 2501 in 3", load, total, len(ms))
+		}
 	}
-	if total != 2501 || progress != len(ms) || len(ms) < 3 {
-		t.Fatalf("%d rows in %d containers (%d progress calls), want 2501", total, len(ms), progress)
+	entries, _ := os.ReadDir(data)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".load-") {
+			t.Fatalf("staging directory %s left behind", e.Name())
+		}
 	}
-	if _, err := importFile(context.Background(), data, importOptions{path: path, kind: "csv", table: "imp", projection: "q",
-		sortKey: columnar.SortKey{{Name: "nope"}}, rowsPerContainer: 1000}, func(int, int64) {}); err == nil || !strings.Contains(err.Error(), "not in the input") {
-		t.Fatalf("unknown sort column: %v", err)
+}
+
+func TestImportFailsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "in.csv")
+	if err := os.WriteFile(csvPath, []byte("a,b\n3,x\n1,y\n2,z\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	emptyPath := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(emptyPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name  string
+		ctx   context.Context
+		flags loadFlags
+		check func(error) bool
+	}{
+		{"unknown sort column", context.Background(), loadFlags{csvPath: csvPath, sortKey: "nope"},
+			func(err error) bool { return errors.Is(err, columnar.ErrSchemaMismatch) }},
+		{"no sort key", context.Background(), loadFlags{csvPath: csvPath},
+			func(err error) bool { return errors.Is(err, errUsage) }},
+		{"bad sort key", context.Background(), loadFlags{csvPath: csvPath, sortKey: "a sideways"},
+			func(err error) bool { return errors.Is(err, errUsage) }},
+		{"csv and parquet", context.Background(), loadFlags{csvPath: csvPath, pqPath: csvPath, sortKey: "a"},
+			func(err error) bool { return errors.Is(err, errUsage) }},
+		{"missing file", context.Background(), loadFlags{csvPath: filepath.Join(dir, "nope.csv"), sortKey: "a"},
+			func(err error) bool { return errors.Is(err, os.ErrNotExist) }},
+		{"empty file", context.Background(), loadFlags{csvPath: emptyPath, sortKey: "a"},
+			func(err error) bool { return err != nil }},
+		{"not parquet", context.Background(), loadFlags{pqPath: csvPath, sortKey: "a"},
+			func(err error) bool { return err != nil }},
+		{"interrupted", canceled, loadFlags{csvPath: csvPath, sortKey: "a"},
+			func(err error) bool { return errors.Is(err, context.Canceled) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			f := tt.flags
+			f.table, f.projection, f.rows, f.blockRows = "imp", "p", 2, 256
+			ms, err := importLoad(tt.ctx, data, &f, columnar.CompressionLZ4)
+			if err == nil || !tt.check(err) {
+				t.Fatalf("import = %d containers, %v", len(ms), err)
+			}
+			if entries, _ := os.ReadDir(filepath.Join(data, "imp", "p")); len(entries) != 0 {
+				t.Fatalf("a failed import left %d entries behind", len(entries))
+			}
+		})
 	}
 }
 
@@ -126,14 +185,21 @@ func TestImportParquetRoundTrip(t *testing.T) {
 	if _, err := exportContainer(columnar.ContainerDir(dir, "g", "p", ms[0].ID), pq, "parquet"); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := parseSortKey("k0 DESC")
-	out, err := importFile(context.Background(), filepath.Join(dir, "data"), importOptions{path: pq, kind: "parquet", table: "g", projection: "p",
-		sortKey: key, rowsPerContainer: 2000}, func(int, int64) {})
+	f := &loadFlags{table: "g", projection: "p", rows: 2000, blockRows: columnar.DefaultBlockRows, pqPath: pq, sortKey: "k0 DESC"}
+	out, err := importLoad(context.Background(), filepath.Join(dir, "data"), f, columnar.CompressionZstd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[0].Rows != 2000 || out[1].Rows != 1000 || len(out[0].Schema) != 15 {
 		t.Fatalf("imported %d containers: %+v", len(out), out)
+	}
+	for _, m := range out {
+		if m.Compression != "zstd" || !m.SortKey.Equal(columnar.SortKey{{Name: "k0", Desc: true, NullsFirst: true}}) {
+			t.Fatalf("%s: compression %s, sort key %s", m.ID, m.Compression, m.SortKey)
+		}
+		if err := columnar.Verify(columnar.ContainerDir(filepath.Join(dir, "data"), "g", "p", m.ID)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -11,13 +11,9 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/csv"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/compress"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/convert"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
@@ -211,9 +207,24 @@ func printRows(dir string, n int, format string) error {
 }
 
 // exportContainer writes every row of the container at dir to path as
-// kind (csv, parquet or arrow), block by block, through a temporary file
-// renamed into place.
+// kind (csv, parquet or arrow) with columnar/convert, through a temporary
+// file that is synced and renamed into place. It returns the rows written.
 func exportContainer(dir, path, kind string) (rows int64, err error) {
+	var export func(dir string, w io.Writer, o convert.ExportOptions) error
+	switch kind {
+	case "csv":
+		export = convert.ExportCSV
+	case "parquet":
+		export = convert.ExportParquet
+	case "arrow":
+		export = convert.ExportArrow
+	default:
+		return 0, fmt.Errorf("unknown export format %q", kind)
+	}
+	m, err := columnar.ReadManifest(dir)
+	if err != nil {
+		return 0, fmt.Errorf("export to %s: %w", path, err)
+	}
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -225,24 +236,10 @@ func exportContainer(dir, path, kind string) (rows int64, err error) {
 			os.Remove(tmp)
 		}
 	}()
-	var write func(arrow.RecordBatch) error
-	var finish func() error
-	err = forEachBatch(dir, func(schema *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
-		if write == nil {
-			if write, finish, err = newExporter(kind, schema, f); err != nil {
-				return false, err
-			}
-		}
-		rows += rec.NumRows()
-		return true, write(rec)
-	})
-	if err != nil {
+	// The Parquet writer closes a sink that is an io.Closer; the file is
+	// synced and closed here, so hide its Close.
+	if err = export(dir, struct{ io.Writer }{f}, convert.ExportOptions{Null: "NULL"}); err != nil {
 		return 0, fmt.Errorf("export to %s: %w", path, err)
-	}
-	if finish != nil {
-		if err = finish(); err != nil {
-			return 0, fmt.Errorf("export to %s: %w", path, err)
-		}
 	}
 	if err = f.Sync(); err != nil {
 		return 0, err
@@ -250,29 +247,5 @@ func exportContainer(dir, path, kind string) (rows int64, err error) {
 	if err = f.Close(); err != nil {
 		return 0, err
 	}
-	return rows, os.Rename(tmp, path)
-}
-
-func newExporter(kind string, schema *arrow.Schema, w io.Writer) (write func(arrow.RecordBatch) error, finish func() error, err error) {
-	switch kind {
-	case "csv":
-		cw := csv.NewWriter(w, schema, csv.WithHeader(true), csv.WithNullWriter("NULL"))
-		return cw.Write, func() error { cw.Flush(); return cw.Error() }, nil
-	case "arrow":
-		fw, err := ipc.NewFileWriter(w, ipc.WithSchema(schema), ipc.WithLZ4())
-		if err != nil {
-			return nil, nil, err
-		}
-		return fw.Write, fw.Close, nil
-	case "parquet":
-		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Zstd))
-		// The parquet writer closes a sink that is an io.Closer; the file is
-		// synced and closed by the caller, so hide its Close.
-		pw, err := pqarrow.NewFileWriter(schema, struct{ io.Writer }{w}, props, pqarrow.DefaultWriterProps())
-		if err != nil {
-			return nil, nil, err
-		}
-		return pw.WriteBuffered, pw.Close, nil
-	}
-	return nil, nil, fmt.Errorf("unknown export format %q", kind)
+	return m.Rows, os.Rename(tmp, path)
 }
