@@ -18,6 +18,10 @@ type machine struct {
 	OS        string
 	Kernel    string
 	Go        string
+	// LoadStart and LoadEnd are the 1-minute load averages when the run
+	// started and ended: above the core count, other work shared the CPUs
+	// and every figure is slower than on an idle machine.
+	LoadStart, LoadEnd float64
 }
 
 func describeMachine(_ context.Context) machine {
@@ -39,6 +43,7 @@ func describeMachine(_ context.Context) machine {
 	if v := osRelease(); v != "" {
 		m.OS = v + " " + runtime.GOARCH
 	}
+	m.LoadStart = loadAverage()
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(b))
 	}
@@ -77,4 +82,18 @@ func osRelease() string {
 		}
 	}
 	return ""
+}
+
+// loadAverage is the 1-minute load average, or 0 where unknown.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

@@ -183,6 +183,7 @@ func run(ctx context.Context, args []string) error {
 		}
 	}
 	rep.Finished = time.Now().UTC()
+	rep.Machine.LoadEnd = loadAverage()
 	if err := writeResults(o.results, rep); err != nil {
 		return err
 	}

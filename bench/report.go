@@ -119,7 +119,11 @@ func (r *report) render(b *bytes.Buffer) {
 	p("- Command: `%s` (mode: %s)\n", r.Command, mode)
 	p("- Run: %s, %s\n", r.Started.Format("2006-01-02 15:04 UTC"), r.Finished.Sub(r.Started).Round(time.Second))
 	p("- Machine: %s; %s; kernel %s; %s\n", r.Machine, r.Machine.OS, r.Machine.Kernel, r.Machine.Go)
-	p("- Times are the fastest of the repeated runs (the machine is shared; the minimum is the least disturbed figure).\n\n")
+	p("- Load average (1 min): %.1f at the start, %.1f at the end, on %d cores", r.Machine.LoadStart, r.Machine.LoadEnd, r.Machine.Cores)
+	if max(r.Machine.LoadStart, r.Machine.LoadEnd) > float64(r.Machine.Cores) {
+		p(": other work shared the CPUs during this run, so every system's times are slower and noisier than on an idle machine")
+	}
+	p("\n- Times are the fastest of the repeated runs (the minimum is the figure least disturbed by other work).\n\n")
 
 	p("## Systems\n\n")
 	p("| system | version | settings | status |\n| --- | --- | --- | --- |\n")
