@@ -203,8 +203,6 @@ func (r *byteReader) trailing() error {
 	return r.err
 }
 
-// errEndOfData marks the clean end of a segment's records.
-var errEndOfData = io.EOF
 
 // frameReader reads framed record bodies from a segment file.
 type frameReader struct {

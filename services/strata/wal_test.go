@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
 )
 
@@ -50,5 +51,54 @@ func TestWALVerifyAndDump(t *testing.T) {
 	}
 	if err := runWALVerify(ctx, nil); err == nil {
 		t.Fatal("verify without a directory succeeded")
+	}
+}
+
+// TestUpdateEventThroughWAL checks that rows in the messages package's
+// canonical encoding go through the WAL unchanged and print as their values.
+func TestUpdateEventThroughWAL(t *testing.T) {
+	types := []messages.RowType{messages.RowInt64, messages.RowFloat64, messages.RowBool, messages.RowText, messages.RowBytes, messages.RowTimestamp, messages.RowDate}
+	vals := []any{int64(-42), 2.5, true, "héllo", []byte{1, 2}, int64(86400_000_000), int32(1)}
+	enc, err := messages.EncodeRow(types, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &messages.UpdateEvent{EventID: "p-1", Table: "all_types", Columns: types, Key: []byte("k"), NewRow: enc}
+	if err := ev.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	cols := make([]walwriter.ColumnType, len(types))
+	for i, rt := range types {
+		if cols[i], err = walwriter.ParseColumnType(string(rt)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	row, err := messages.SplitRow(ev.Columns, ev.NewRow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	w, err := walwriter.Open(dir, walwriter.Options{Tables: []walwriter.Table{{Name: ev.Table, Columns: cols}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Append(context.Background(), walwriter.Update{EventID: ev.EventID, Table: ev.Table, Key: ev.Key, Row: row}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	r, err := walwriter.NewReader(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rec, err := r.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-42", "2.5", "true", `"héllo"`, "0x0102", "1970-01-02T00:00:00Z", "1970-01-02"}
+	for i, v := range rec.Row {
+		if got := walwriter.FormatValue(rec.Columns[i], v); got != want[i] {
+			t.Errorf("column %d (%s): %s, want %s", i, types[i], got, want[i])
+		}
 	}
 }
