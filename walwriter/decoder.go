@@ -203,7 +203,6 @@ func (r *byteReader) trailing() error {
 	return r.err
 }
 
-
 // frameReader reads framed record bodies from a segment file.
 type frameReader struct {
 	r       *bufio.Reader
