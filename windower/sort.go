@@ -213,6 +213,77 @@ func (s *sorter) radix(keys []uint64, perm []int32) ([]int32, []uint64) {
 
 const maxDigitBits = 11
 
+// radixPackedMSD sorts packed words whose key bits take two digits: one
+// pass on the high digit scatters rows into buckets of a few hundred rows,
+// then each bucket is counting-sorted on the low digit while it sits in
+// the L1 cache. That replaces the second full-array scatter of LSD, whose
+// thousands of write streams miss the cache and TLB on every row.
+func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, lo, width, idxBits int, high uint64) ([]int32, []uint64) {
+	n := len(keys)
+	// The high digit takes what makes buckets of ~256 rows, at most 12 bits.
+	hiBits := min(max(bits.Len(uint(n))-8, 1), 10, width-1)
+	loBits := width - hiBits
+	if loBits > 12 {
+		hiBits, loBits = width-12, 12
+	}
+	sh := uint(idxBits)
+	hiShift := sh + uint(loBits)
+	hiBuckets := 1 << hiBits
+	loBuckets := 1 << loBits
+	hiMask, loMask := uint64(hiBuckets-1), uint64(loBuckets-1)
+	s.counts = grow(s.counts, hiBuckets+1+loBuckets)
+	starts := s.counts[:hiBuckets+1]
+	local := s.counts[hiBuckets+1:]
+	clear(starts)
+	for _, k := range keys {
+		starts[k>>hiShift&hiMask]++
+	}
+	sum := 0
+	for b := 0; b < hiBuckets; b++ {
+		c := starts[b]
+		starts[b] = sum
+		sum += c
+	}
+	starts[hiBuckets] = n
+	s.keys2 = grow(s.keys2, n)
+	dst := s.keys2
+	// Scatter on the high digit; starts[b] ends as the end of bucket b.
+	for _, k := range keys {
+		b := k >> hiShift & hiMask
+		o := starts[b]
+		dst[o] = k
+		starts[b] = o + 1
+	}
+	// Each bucket [prev end, end) back into keys, sorted on the low digit.
+	begin := 0
+	for b := 0; b < hiBuckets; b++ {
+		end := starts[b]
+		switch end - begin {
+		case 0:
+		case 1:
+			keys[begin] = dst[begin]
+		default:
+			clear(local)
+			bucket := dst[begin:end]
+			for _, k := range bucket {
+				local[k>>sh&loMask]++
+			}
+			o := begin
+			for i, c := range local {
+				local[i] = o
+				o += c
+			}
+			for _, k := range bucket {
+				i := k >> sh & loMask
+				keys[local[i]] = k
+				local[i]++
+			}
+		}
+		begin = end
+	}
+	return s.unpack(keys, perm, lo, idxBits, high)
+}
+
 // radixPacked is radix for keys whose varying bits and a row position fit
 // in one uint64 together: it sorts (key bits, position) words, moving 8
 // bytes per row and pass instead of 12 and writing one stream per bucket.
@@ -227,6 +298,9 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, lo, width, idxBits int
 		keys[i] = (k>>uint(lo)&keyMask)<<uint(idxBits) | uint64(i)
 	}
 	passes := (width + maxDigitBits - 1) / maxDigitBits
+	if passes == 2 && n >= 1<<16 {
+		return s.radixPackedMSD(keys, perm, lo, width, idxBits, high)
+	}
 	digit := (width + passes - 1) / passes
 	buckets := 1 << digit
 	mask := uint64(buckets - 1)
@@ -259,7 +333,14 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, lo, width, idxBits int
 		}
 		src, dst = dst, src
 	}
-	// Unpack: the new permutation and the sorted keys.
+	return s.unpack(src, perm, lo, idxBits, high)
+}
+
+// unpack turns sorted (key bits, position) words back into the
+// permutation and the sorted normalized keys (in place in src).
+func (s *sorter) unpack(src []uint64, perm []int32, lo, idxBits int, high uint64) ([]int32, []uint64) {
+	n := len(src)
+	sh := uint(idxBits)
 	idxMask := uint64(1)<<uint(idxBits) - 1
 	if s.identity {
 		for i, w := range src {
