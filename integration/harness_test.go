@@ -135,9 +135,8 @@ func (d *deployment) start(name, worker string, extra ...string) *proc {
 		"--nats", d.nats.ClientURL(), "--data", d.dataDir, "--http", httpAddr,
 		"--worker", worker, "--log-level", "debug",
 	}, extra...)
-	if name == "merger" || name == "windower" {
-		args = append(args, "--job-ack-wait", d.topo.JobAckWait.String())
-	}
+	// Every service ensures the topology at start: all get the same lease.
+	args = append(args, "--job-ack-wait", d.topo.JobAckWait.String())
 	logPath := filepath.Join(d.t.TempDir(), worker+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
 
@@ -97,7 +98,7 @@ func TestWindowJobEqualsReference(t *testing.T) {
 	want := referenceWindow(t, inputDirs(d.dataDir, ms))
 	ev := d.watchEvents()
 	d.start("windower", "windower-1", "--memory", "128MiB")
-	for _, grant := range []int64{64 << 20, 4 << 20} { // in memory, and sorted with spills
+	for _, grant := range []int64{64 << 20, windower.MinGrant} { // a large grant and the smallest
 		id := fmt.Sprintf("win-%d", grant>>20)
 		job := &messages.WindowJob{JobID: id, Query: *q, ResultTable: "t_window", Output: id, Grant: messages.Grant{Pool: "general", Bytes: grant}}
 		for _, m := range ms {

@@ -188,3 +188,22 @@ func TestRecordAndReplayStream(t *testing.T) {
 		t.Error("foreign file accepted as a recording")
 	}
 }
+
+func TestCreateMissingStreamsKeepsConfiguration(t *testing.T) {
+	_, js := startTestServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	custom := DefaultTopology()
+	custom.DuplicateWindow = time.Minute
+	if err := custom.Ensure(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	if err := DefaultTopology().CreateMissingStreams(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := js.Stream(ctx, messages.StreamJobs)
+	info, _ := s.Info(ctx)
+	if info.Config.Duplicates != time.Minute {
+		t.Errorf("existing stream reconfigured: duplicate window %v", info.Config.Duplicates)
+	}
+}

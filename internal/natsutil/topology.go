@@ -2,6 +2,7 @@ package natsutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -195,4 +196,17 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 // key-value buckets with DefaultTopology's limits.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream) error {
 	return DefaultTopology().Ensure(ctx, js)
+}
+
+// CreateMissingStreams creates the streams of t that do not exist and
+// leaves existing ones as they are. Clients (the CLI) use it: they need the
+// streams to publish, but the services own their configuration.
+func (t Topology) CreateMissingStreams(ctx context.Context, js jetstream.JetStream) error {
+	for _, cfg := range t.Streams() {
+		_, err := js.CreateStream(ctx, cfg)
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return fmt.Errorf("natsutil: create stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
 }

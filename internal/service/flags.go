@@ -60,6 +60,12 @@ type Common struct {
 	LogLevel  string
 	Worker    string        // this process's name in job events
 	StopGrace time.Duration // how long a stop may take before the process gives up
+
+	// Stream topology: every process that ensures the streams must agree,
+	// so these belong in the environment all services share.
+	Replicas      int
+	JobAckWait    time.Duration
+	JobMaxDeliver int
 }
 
 // Register adds the common flags to fs. defaultHTTP is the service's
@@ -80,6 +86,21 @@ func (c *Common) Register(fs *flag.FlagSet, name, defaultHTTP string) {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.Worker, "worker", fmt.Sprintf("%s@%s:%d", name, host, os.Getpid()), "this worker's name in job events and logs")
 	fs.DurationVar(&c.StopGrace, "stop-grace", 60*time.Second, "how long a graceful stop may take")
+	def := natsutil.DefaultTopology()
+	fs.IntVar(&c.Replicas, "nats-replicas", def.Replicas, "replicas of strata's streams and buckets (3 on a three-node cluster)")
+	fs.DurationVar(&c.JobAckWait, "job-ack-wait", def.JobAckWait, "lease of a job: redelivered if not extended within it")
+	fs.IntVar(&c.JobMaxDeliver, "job-max-deliver", def.JobMaxDeliver, "deliveries of a job before it fails for good")
+}
+
+// Topology returns the streams, consumers and buckets the flags describe.
+// Every service ensures it at start, so all must be given the same values
+// (the STRATA_* environment shared by a deployment).
+func (c *Common) Topology() natsutil.Topology {
+	t := natsutil.DefaultTopology()
+	t.Replicas = c.Replicas
+	t.JobAckWait = c.JobAckWait
+	t.JobMaxDeliver = c.JobMaxDeliver
+	return t
 }
 
 // ConnOptions returns the NATS connection options the flags describe.

@@ -6,25 +6,20 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/internal/bytesize"
-	"github.com/strata-db/strata/internal/natsutil"
 )
 
-// WorkerFlags are the flags of a job worker (merger, windower).
+// WorkerFlags are the flags of a job worker (merger, windower), beside Common.
 type WorkerFlags struct {
-	Memory        string
-	TempDir       string
-	Heartbeat     time.Duration
-	JobAckWait    time.Duration
-	JobMaxDeliver int
+	Memory    string
+	TempDir   string
+	Heartbeat time.Duration
 }
 
 // Register adds the worker flags to fs.
 func (w *WorkerFlags) Register(fs *flag.FlagSet, defaultMemory string) {
 	fs.StringVar(&w.Memory, "memory", defaultMemory, "memory this worker grants to its job (e.g. 512MiB); larger grants go to other workers")
 	fs.StringVar(&w.TempDir, "temp", "", "directory for spill files (default: DATA/tmp)")
-	fs.DurationVar(&w.Heartbeat, "heartbeat", 0, "how often a running job's lease is extended (default: a third of the ack wait)")
-	fs.DurationVar(&w.JobAckWait, "job-ack-wait", natsutil.DefaultTopology().JobAckWait, "lease of a job: redelivered if not extended within it")
-	fs.IntVar(&w.JobMaxDeliver, "job-max-deliver", natsutil.DefaultTopology().JobMaxDeliver, "deliveries of a job before it fails for good")
+	fs.DurationVar(&w.Heartbeat, "heartbeat", 0, "how often a running job's lease is extended (default: a third of --job-ack-wait)")
 }
 
 // MemoryBytes parses --memory.
@@ -36,18 +31,10 @@ func (w *WorkerFlags) MemoryBytes() (int64, error) {
 	return n, nil
 }
 
-// Topology returns the default topology with the worker's lease settings.
-func (w *WorkerFlags) Topology() natsutil.Topology {
-	t := natsutil.DefaultTopology()
-	t.JobAckWait = w.JobAckWait
-	t.JobMaxDeliver = w.JobMaxDeliver
-	return t
-}
-
-// HeartbeatEvery returns --heartbeat or a third of the ack wait.
-func (w *WorkerFlags) HeartbeatEvery() time.Duration {
+// HeartbeatEvery returns --heartbeat or a third of the job lease.
+func (w *WorkerFlags) HeartbeatEvery(ackWait time.Duration) time.Duration {
 	if w.Heartbeat > 0 {
 		return w.Heartbeat
 	}
-	return max(w.JobAckWait/3, 100*time.Millisecond)
+	return max(ackWait/3, 100*time.Millisecond)
 }

@@ -71,7 +71,7 @@ func run(args []string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	topo := worker.Topology()
+	topo := common.Topology()
 	if err := topo.Ensure(ctx, js); err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func run(args []string) error {
 		Operation:  messages.OperationMergeout,
 		Worker:     common.Worker,
 		Memory:     memory,
-		Heartbeat:  worker.HeartbeatEvery(),
+		Heartbeat:  worker.HeartbeatEvery(topo.JobAckWait),
 		MaxDeliver: topo.JobMaxDeliver,
 		StopGrace:  common.StopGrace,
 		Log:        log,

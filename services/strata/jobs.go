@@ -33,7 +33,9 @@ type natsFlags struct{ common service.Common }
 
 func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata", "") }
 
-// connect opens a connection and makes sure the streams exist.
+// connect opens a connection and creates the streams if they do not exist
+// (a fresh deployment that a replay feeds); their configuration is the
+// services'.
 func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
 	opts := f.common.ConnOptions()
 	opts.Name = "strata-cli"
@@ -46,7 +48,7 @@ func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStrea
 		nc.Close()
 		return nil, nil, err
 	}
-	if err := natsutil.EnsureStreams(ctx, js); err != nil {
+	if err := f.common.Topology().CreateMissingStreams(ctx, js); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}

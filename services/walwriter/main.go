@@ -26,7 +26,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/internal/bytesize"
-	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
@@ -90,7 +89,7 @@ func run(args []string) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	topo := natsutil.DefaultTopology()
+	topo := common.Topology()
 	if err := topo.Ensure(ctx, js); err != nil {
 		return err
 	}
