@@ -349,16 +349,6 @@ func newBuffer(p *plan, capacity int) *input {
 	return in
 }
 
-func (in *input) capacityBytes() int64 {
-	var n int64
-	for _, v := range in.cols {
-		if v != nil {
-			n += int64(cap(v.ints))*8 + int64(cap(v.floats))*8 + int64(cap(v.strs))*16 + int64(max(cap(v.ints), cap(v.floats), cap(v.strs)))
-		}
-	}
-	return n
-}
-
 // appendRecord appends a batch whose columns are the used columns, in order.
 func (in *input) appendRecord(rec arrow.RecordBatch, used []int) error {
 	for j, c := range used {

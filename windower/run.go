@@ -494,7 +494,7 @@ func scatter(v *vector, perm []int32) *vector {
 	return out
 }
 
-func newCallState(c *call, in *input, n int, perm []int32, rangeKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
+func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
 	cs := &callState{c: c}
 	out := &vector{kind: c.outKind, typ: c.outTyp}
 	switch c.outKind {
@@ -517,8 +517,8 @@ func newCallState(c *call, in *input, n int, perm []int32, rangeKey *vector, g *
 		cs.arg = sortedOf(c.args[0], v)
 	}
 	cs.fr.f = &c.frame
-	if rangeKey != nil && len(g.order) > 0 {
-		cs.fr.key = rangeKey_(rangeKey, g.order[0])
+	if orderKey != nil && len(g.order) > 0 {
+		cs.fr.key = rangeKey{v: orderKey, desc: g.order[0].desc, nullsFirst: g.order[0].nullsFirst}
 	}
 	if c.fn.isAggregate() {
 		a := &cs.agg
@@ -561,8 +561,4 @@ func newCallState(c *call, in *input, n int, perm []int32, rangeKey *vector, g *
 		a.incl = incl
 	}
 	return cs, nil
-}
-
-func rangeKey_(v *vector, k sortKey) rangeKey {
-	return rangeKey{v: v, desc: k.desc, nullsFirst: k.nullsFirst}
 }
