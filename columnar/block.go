@@ -125,7 +125,11 @@ func parseBatchLayout(meta []byte) (batchLayout, error) {
 // decompressed ones come from the decoder's allocator, at most maxBytes in
 // all, so sizes a damaged block claims cannot make it allocate without
 // limit.
-func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr arrow.Array, err error) {
+//
+// With borrowed set, buf is the caller's scratch, reused for the next block:
+// the array must not reference it, so buffers stored uncompressed are
+// copied out instead of sliced.
+func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64, borrowed bool) (arr arrow.Array, err error) {
 	defer func() {
 		if p := recover(); p != nil { // belt and braces: a decoder bug is an error, not a crash
 			arr, err = nil, fmt.Errorf("decode block: %v", p)
@@ -173,7 +177,9 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 			continue
 		}
 		if l.codec == codecNone {
-			bufs[i] = memory.SliceBuffer(buf, bodyOff+int(off), int(n))
+			if bufs[i], err = d.bodyBuffer(buf, bodyOff+int(off), int(n), borrowed, &budget); err != nil {
+				return nil, fmt.Errorf("buffer %d: %w", i, err)
+			}
 			continue
 		}
 		src := body[off : off+n]
@@ -182,7 +188,9 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 		}
 		size := int64(binary.LittleEndian.Uint64(src))
 		if size == -1 { // stored uncompressed
-			bufs[i] = memory.SliceBuffer(buf, bodyOff+int(off)+8, int(n)-8)
+			if bufs[i], err = d.bodyBuffer(buf, bodyOff+int(off)+8, int(n)-8, borrowed, &budget); err != nil {
+				return nil, fmt.Errorf("buffer %d: %w", i, err)
+			}
 			continue
 		}
 		if size < 0 || size > budget {
@@ -204,6 +212,22 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 		return nil, err
 	}
 	return arr, nil
+}
+
+// bodyBuffer returns bytes [off, off+n) of buf as an array buffer: a slice
+// of buf, or a copy if buf is borrowed.
+func (d *blockDecoder) bodyBuffer(buf *memory.Buffer, off, n int, borrowed bool, budget *int64) (*memory.Buffer, error) {
+	if !borrowed {
+		return memory.SliceBuffer(buf, off, n), nil
+	}
+	if int64(n) > *budget {
+		return nil, fmt.Errorf("%d bytes, more than the block's raw size allows", n)
+	}
+	*budget -= int64(n)
+	out := memory.NewResizableBuffer(d.mem)
+	out.Resize(n)
+	copy(out.Bytes(), buf.Bytes()[off:off+n])
+	return out, nil
 }
 
 func (d *blockDecoder) decompress(codec int, src, dst []byte) error {

@@ -19,7 +19,10 @@ const decodeSlack = 64 << 10
 // ColumnReader streams the blocks of one column file. Each block is read
 // with one ReadAt into a buffer from the container's allocator, checked
 // against its CRC-32C, and decoded with its buffers decompressed straight
-// into buffers from the same allocator. A ColumnReader is
+// into buffers from the same allocator. For a compressed container the
+// buffer the compressed bytes are read into is reused from block to block,
+// so an open reader holds (and its allocator counts) up to one compressed
+// block besides the arrays it returned. A ColumnReader is
 // not safe for concurrent use.
 type ColumnReader struct {
 	c     *Container
@@ -29,6 +32,9 @@ type ColumnReader struct {
 	dec   *blockDecoder
 	next  int
 	stats *IOStats
+	// scratch holds the compressed bytes of the block being decoded; it
+	// is kept (and counted by the allocator) until Close.
+	scratch *memory.Buffer
 }
 
 func openColumnReader(c *Container, col int) (*ColumnReader, error) {
@@ -117,8 +123,20 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		return nil, fmt.Errorf("read column %q of container %s: block %d out of range [0, %d)", r.meta.Column, r.c.dir, i, len(r.meta.Blocks))
 	}
 	b := &r.meta.Blocks[i]
-	buf := memory.NewResizableBuffer(r.c.opts.Allocator)
-	defer buf.Release()
+	// Compressed blocks are read into a scratch buffer the reader keeps
+	// (decoded arrays never point into it); uncompressed ones into a fresh
+	// buffer the arrays slice.
+	var buf *memory.Buffer
+	borrowed := r.c.m.Compression != CompressionNone.String()
+	if borrowed {
+		if r.scratch == nil {
+			r.scratch = memory.NewResizableBuffer(r.c.opts.Allocator)
+		}
+		buf = r.scratch
+	} else {
+		buf = memory.NewResizableBuffer(r.c.opts.Allocator)
+		defer buf.Release()
+	}
 	buf.Resize(int(b.Length))
 	n, err := r.f.ReadAt(buf.Bytes(), b.Offset)
 	if s := r.stats; s != nil {
@@ -132,7 +150,7 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
 	rows := r.c.m.Blocks[i].Rows
-	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack)
+	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, borrowed)
 	if err != nil {
 		return nil, r.corrupt(i, err, "decode")
 	}
@@ -154,6 +172,10 @@ func (r *ColumnReader) corrupt(block int, err error, format string, args ...any)
 func (r *ColumnReader) Close() error {
 	if r.f == nil {
 		return nil
+	}
+	if r.scratch != nil {
+		r.scratch.Release()
+		r.scratch = nil
 	}
 	err := r.f.Close()
 	r.f = nil

@@ -83,7 +83,7 @@ func FuzzBlock(f *testing.F) {
 		dt := genTypes[int(typ)%len(genTypes)]
 		schema, header := schemaMessage(t, dt)
 		dec := newBlockDecoder(dt, memory.NewGoAllocator(), &zstdDecoder{})
-		arr, err := dec.decode(memory.NewBufferBytes(block), int(rows), 1<<20)
+		arr, err := dec.decode(memory.NewBufferBytes(block), int(rows), 1<<20, typ&0x80 != 0)
 		ref := newArrowDecoder(schema, header, memory.NewGoAllocator())
 		defer ref.close()
 		want, refErr := ref.decode(memory.NewBufferBytes(block), int(rows), 1<<20)
