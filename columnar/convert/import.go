@@ -37,12 +37,12 @@ type ImportOptions struct {
 	BlockRows        int                  // default columnar.DefaultBlockRows
 	Compression      columnar.Compression // default LZ4
 	Allocator        memory.Allocator     // default Go heap
+	Logger           *slog.Logger         // default: discard
 	// CSV only.
 	Comma       rune   // default ','
 	NoHeader    bool   // the first row is data, not column names (needs Schema)
 	Null        string // the spelling of NULL; default "" (empty field)
 	StringsNull bool   // Null also means NULL in utf8 columns (else it is "")
-	Logger      *slog.Logger
 }
 
 func (o *ImportOptions) defaults() error {
