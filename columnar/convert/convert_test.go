@@ -121,6 +121,24 @@ func TestParquetRoundTrip(t *testing.T) {
 	if err := columnar.Verify(columnar.ContainerDir(o.DataDir, "t", "p", ms[0].ID)); err != nil {
 		t.Fatal(err)
 	}
+
+	// Split into K containers, each sorted, together holding every row.
+	o = importOpts(t, m, 0)
+	o.Containers = 3
+	ms, err = ImportParquet(bytes.NewReader(buf.Bytes()), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows int64
+	for _, cm := range ms {
+		rows += cm.Rows
+		if err := columnar.Verify(columnar.ContainerDir(o.DataDir, "t", "p", cm.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ms) != 3 || rows != 1000 {
+		t.Fatalf("%d containers of %d rows in all", len(ms), rows)
+	}
 }
 
 func TestCSVRoundTrip(t *testing.T) {

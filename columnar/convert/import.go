@@ -34,10 +34,13 @@ type ImportOptions struct {
 	// RowsPerContainer bounds each container; default 1Mi rows. Import
 	// holds one container's rows in memory to sort them.
 	RowsPerContainer int
-	BlockRows        int                  // default columnar.DefaultBlockRows
-	Compression      columnar.Compression // default LZ4
-	Allocator        memory.Allocator     // default Go heap
-	Logger           *slog.Logger         // default: discard
+	// Containers, for Parquet when RowsPerContainer is 0, splits the file
+	// into this many containers of equal rows (the file says how many).
+	Containers  int
+	BlockRows   int                  // default columnar.DefaultBlockRows
+	Compression columnar.Compression // default LZ4
+	Allocator   memory.Allocator     // default Go heap
+	Logger      *slog.Logger         // default: discard
 	// CSV only.
 	Comma       rune   // default ','
 	NoHeader    bool   // the first row is data, not column names (needs Schema)
@@ -101,14 +104,18 @@ func ImportCSV(r io.Reader, opts ImportOptions) ([]*columnar.Manifest, error) {
 
 // ImportParquet reads a Parquet file into sorted containers.
 func ImportParquet(r parquet.ReaderAtSeeker, opts ImportOptions) ([]*columnar.Manifest, error) {
-	if err := opts.defaults(); err != nil {
-		return nil, err
-	}
 	pf, err := file.NewParquetReader(r)
 	if err != nil {
 		return nil, fmt.Errorf("import parquet: %w", err)
 	}
 	defer pf.Close()
+	if opts.RowsPerContainer <= 0 && opts.Containers > 0 {
+		rows := pf.NumRows()
+		opts.RowsPerContainer = int(max(1, (rows+int64(opts.Containers)-1)/int64(opts.Containers)))
+	}
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
 	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(min(opts.BlockRows, opts.RowsPerContainer))}, opts.Allocator)
 	if err != nil {
 		return nil, fmt.Errorf("import parquet: %w", err)
