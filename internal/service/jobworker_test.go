@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -231,4 +232,59 @@ func value(c prometheus.Metric) float64 {
 		return m.Counter.GetValue()
 	}
 	return m.Gauge.GetValue()
+}
+
+func TestWatchMaxDeliveriesFailsAbandonedJob(t *testing.T) {
+	env := newWorkerEnv(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A consumer with a short lease, whose "workers" take the job and die.
+	topo := natsutil.DefaultTopology()
+	topo.JobAckWait = 300 * time.Millisecond
+	topo.JobMaxDeliver = 2
+	if err := topo.Ensure(ctx, env.js); err != nil {
+		t.Fatal(err)
+	}
+	nc := env.js.Conn()
+	watch, stopWatch := context.WithCancel(ctx)
+	watched := make(chan error, 1)
+	go func() {
+		watched <- env.worker.WatchMaxDeliveries(watch, nc, messages.StreamJobs, messages.ConsumerMerger)
+	}()
+	time.Sleep(100 * time.Millisecond) // let the subscription reach the server
+	data, _ := messages.Marshal(job("abandoned", 10<<20))
+	publishJob(t, env.js, data)
+	cons, _ := env.js.Consumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	for i := 0; i < 2; i++ {
+		if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for value(env.worker.Metrics.jobs.WithLabelValues("undelivered")) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no failure reported for a job past MaxDeliver")
+		}
+		// Workers keep pulling; the server decides on redeliveries as it
+		// serves pulls, and announces the job it gives up on.
+		if msg, err := cons.Next(jetstream.FetchMaxWait(200 * time.Millisecond)); err == nil {
+			t.Fatalf("job delivered again past MaxDeliver: %s", msg.Subject())
+		}
+	}
+	stopWatch()
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+	evs := env.events(t)
+	if f := evs[messages.EventFailed]; len(f) != 1 || f[0].JobID != "abandoned" || f[0].Retryable || f[0].Delivery != 2 {
+		t.Fatalf("failed events %+v", f)
+	}
+	s, _ := env.js.Stream(ctx, messages.StreamDeadLetter)
+	dl, err := s.GetLastMsgForSubject(ctx, messages.SubjectDeadLetter(messages.SubjectJobMergeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(dl.Header.Get(messages.HeaderReason), "delivered 2 times") {
+		t.Errorf("dead letter reason %q", dl.Header.Get(messages.HeaderReason))
+	}
 }

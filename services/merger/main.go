@@ -97,6 +97,9 @@ func run(args []string) error {
 		Run:        m.run,
 	}
 	r.AddContext(w.Serve)
+	r.AddContext(func(ctx context.Context) error {
+		return w.WatchMaxDeliveries(ctx, nc, messages.StreamJobs, messages.ConsumerMerger)
+	})
 	err = r.Run(common.HTTPAddr)
 	if ferr := nc.FlushTimeout(10 * time.Second); ferr != nil {
 		log.Warn("flush nats connection", "err", ferr)

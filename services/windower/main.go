@@ -95,6 +95,9 @@ func run(args []string) error {
 		Run:        wj.run,
 	}
 	r.AddContext(w.Serve)
+	r.AddContext(func(ctx context.Context) error {
+		return w.WatchMaxDeliveries(ctx, nc, messages.StreamJobs, messages.ConsumerWindower)
+	})
 	err = r.Run(common.HTTPAddr)
 	if ferr := nc.FlushTimeout(10 * time.Second); ferr != nil {
 		log.Warn("flush nats connection", "err", ferr)
