@@ -5,9 +5,10 @@
 //
 // A container is written once by a Writer (Create, Write or WriteColumn,
 // Commit) and then only read (Open, OpenColumn, OpenKeyColumns,
-// OpenColumns) and eventually deleted. Rows of a sorted container are in
-// the order of its SortKey; the writer records the order but does not sort
-// (see the convert subpackage for importing unsorted data).
+// OpenColumns) and eventually deleted (Remove). Rows of a sorted container
+// are in the order of its SortKey; the writer does not sort (the convert
+// subpackage imports unsorted data), but it refuses blocks out of order at
+// Commit, and Verify checks the order of every row.
 //
 // Every buffer a reader or writer makes for Arrow data comes from the
 // memory.Allocator in its options, so a Budget passed there sees what a job
