@@ -216,6 +216,42 @@ func TestBatchReaderAndSeek(t *testing.T) {
 	if err := br.Seek(5); err == nil {
 		t.Fatal("seek past the end succeeded")
 	}
+
+	// A column reader seeks too, and ReadBlock reads any block.
+	cr, err := c.OpenColumn(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	if err := cr.Seek(2); err != nil {
+		t.Fatal(err)
+	}
+	a, err := cr.Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := cr.ReadBlock(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Len() != 300 || !array.ApproxEqual(a, b2, array.WithNaNsEqual(true)) {
+		t.Fatalf("block 2 after seek: %d rows", a.Len())
+	}
+	a.Release()
+	b2.Release()
+	if err := cr.Seek(4); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cr.Next(); err != io.EOF {
+		t.Fatalf("Next at the end: %v", err)
+	}
+	if err := cr.Seek(-1); err == nil {
+		t.Fatal("seek to -1 succeeded")
+	}
+	raw, comp := c.Manifest().MaxBlockBytes(5)
+	if raw <= 0 || comp <= 0 || c.Manifest().RawBytes() < raw || c.Manifest().CompressedBytes() < comp {
+		t.Fatalf("block sizes: raw %d compressed %d", raw, comp)
+	}
 }
 
 func TestGenerateDeterministic(t *testing.T) {
