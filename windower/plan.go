@@ -160,7 +160,7 @@ func compile(q *messages.WindowQuery, schema *arrow.Schema) (*plan, error) {
 		return nil, &QueryError{Reason: "nil query"}
 	}
 	if err := q.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidQuery, err)
+		return nil, &QueryError{Reason: strings.TrimPrefix(err.Error(), messages.ErrInvalidQuery.Error()+": ")}
 	}
 	si, err := newSchemaInfo(schema)
 	if err != nil {
