@@ -212,7 +212,7 @@ func (w *WAL) report(reqs []*request, err error) {
 		}
 		if !r.checkpoint {
 			*r = request{}
-			requestPool.Put(r)
+			w.requests.Put(r)
 		}
 	}
 }

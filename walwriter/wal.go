@@ -53,7 +53,8 @@ type WAL struct {
 	cache           *imageCache
 	dedup           *dedupWindow
 
-	stats statCounters
+	stats    statCounters
+	requests sync.Pool // of *request, recycled once their callback has run
 }
 
 type request struct {
@@ -66,9 +67,6 @@ type request struct {
 	lsn        LSN
 }
 
-// requestPool recycles requests once their callback has run.
-var requestPool = sync.Pool{New: func() any { return new(request) }}
-
 // Open opens (creating if needed) the WAL in dir, recovering its last
 // segment, and starts a new segment for appends.
 func Open(dir string, opts Options) (*WAL, error) {
@@ -77,12 +75,13 @@ func Open(dir string, opts Options) (*WAL, error) {
 		return nil, err
 	}
 	w := &WAL{
-		dir:    dir,
-		opts:   opts,
-		log:    opts.Logger.With("wal", dir),
-		tables: make(map[string]*Table),
-		wake:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		requests: sync.Pool{New: func() any { return new(request) }},
+		dir:      dir,
+		opts:     opts,
+		log:      opts.Logger.With("wal", dir),
+		tables:   make(map[string]*Table),
+		wake:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
 		// One item being synced, one queued: encoding overlaps syncing.
 		flushes: make(chan flushItem, 1),
 		buffers: make(chan []byte, 4),
@@ -162,15 +161,15 @@ func (w *WAL) Append(ctx context.Context, u Update) (LSN, error) {
 // be. done must return quickly. u's slices must not change until done is
 // called. A rejected update returns a *RejectError and done is not called.
 func (w *WAL) AppendAsync(u Update, done func(LSN, error)) error {
-	r := requestPool.Get().(*request)
+	r := w.requests.Get().(*request)
 	*r = request{u: u, done: done}
 	if err := w.validate(r); err != nil {
-		requestPool.Put(r)
+		w.requests.Put(r)
 		return err
 	}
 	r.id = parseEventID(u.EventID)
 	if err := w.enqueue(r); err != nil {
-		requestPool.Put(r)
+		w.requests.Put(r)
 		return err
 	}
 	return nil
