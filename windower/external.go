@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
@@ -31,11 +32,15 @@ import (
 //     offsets or CURRENT ROW bounds, lag, lead, row_number); other frames
 //     need the whole partition and get an error naming the call.
 
-// runExternal evaluates a query whose input does not fit the grant.
+// runExternal evaluates a query whose input does not fit the grant. Each
+// window group is a stage: it sorts its input on the group's keys (runs
+// and a merge) and streams it, writing a container that carries the input
+// columns later stages need and the window results so far; the next
+// stage reads that container. The last stage's container is the result.
 func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, o Options) (res *Result, err error) {
-	if len(p.groups) != 1 {
-		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and spilling supports one window group (PARTITION BY + ORDER BY) per query, not %d",
-			ErrUnsupported, rows, o.Budget.Limit(), len(p.groups))
+	if len(p.groups) == 0 {
+		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and a query without window functions does not spill",
+			ErrUnsupported, rows, o.Budget.Limit())
 	}
 	if len(p.orderBy) > 0 {
 		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and spilling does not support a final ORDER BY",
@@ -50,10 +55,118 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 			os.RemoveAll(tmp)
 		}
 	}()
-	st := &Stats{InputRows: rows, Groups: 1}
+	st := &Stats{InputRows: rows, Groups: len(p.groups), SortedInput: true}
 	o.Logger.Info("window query spills", "rows", rows, "grant", o.Budget.Limit(),
-		"bytes_per_row", p.memoryPerRow(), "sorted_input", o.InputSorted, "dir", tmp)
+		"bytes_per_row", p.memoryPerRow(), "groups", len(p.groups), "dir", tmp)
+	stages, err := stageQueries(p)
+	if err != nil {
+		return nil, err
+	}
+	inputs := cs
+	var out string
+	for k, q := range stages {
+		sp, err := compile(q, inputs[0].Schema())
+		if err != nil {
+			return nil, fmt.Errorf("windower: plan of stage %d: %w", k+1, err)
+		}
+		so := o
+		so.InputSorted = len(inputs) == 1 && len(sp.groups) == 1 && sortedFor(inputs[0].SortKey(), sp.groups[0])
+		dir := filepath.Join(tmp, fmt.Sprintf("stage-%d", k+1))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("windower: spill directory: %w", err)
+		}
+		if out, err = runStage(ctx, sp, inputs, so, dir, st); err != nil {
+			return nil, err
+		}
+		if k > 0 {
+			os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("stage-%d", k))) // consumed
+		}
+		c, err := columnar.Open(out, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("windower: open stage %d result: %w", k+1, err)
+		}
+		inputs = []*columnar.Container{c}
+	}
+	all := make([]int, len(p.outputs))
+	for i := range all {
+		all[i] = i
+	}
+	br, err := inputs[0].OpenColumns(all)
+	if err != nil {
+		return nil, fmt.Errorf("windower: read result: %w", err)
+	}
+	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
+	return &Result{schema: p.outSchema, reader: br, stats: *st, release: func() { os.RemoveAll(tmp) }}, nil
+}
 
+// carriedName names window result i while later stages carry it.
+func carriedName(item int) string { return fmt.Sprintf("__w%d", item) }
+
+// stageQueries splits a query of several window groups into one query per
+// group. Stage k selects the input columns the query uses, the results of
+// earlier stages, and its group's calls; the last stage selects the
+// query's own select list. WHERE runs in the first stage only.
+func stageQueries(p *plan) ([]*messages.WindowQuery, error) {
+	q := p.source
+	if len(p.groups) == 1 {
+		return []*messages.WindowQuery{q}, nil
+	}
+	groupOf := map[int]int{} // select item -> its group
+	for gi, g := range p.groups {
+		for _, c := range g.calls {
+			groupOf[c.item] = gi
+		}
+	}
+	var carry []messages.SelectItem // input columns every stage passes on
+	for c, used := range p.usedCols {
+		if !used {
+			continue
+		}
+		name := p.schema.schema.Field(c).Name
+		if strings.HasPrefix(name, "__w") {
+			return nil, fmt.Errorf("%w: column %q: names starting with __w are reserved when a query spills", ErrUnsupported, name)
+		}
+		carry = append(carry, messages.SelectItem{Alias: name, Expr: &messages.Expr{Column: name}})
+	}
+	stages := make([]*messages.WindowQuery, len(p.groups))
+	for gi := range p.groups {
+		sq := &messages.WindowQuery{Table: q.Table}
+		if gi == 0 {
+			sq.Where = q.Where
+		}
+		if gi == len(p.groups)-1 {
+			sq.Limit = q.Limit
+			for i, it := range q.Select {
+				switch {
+				case it.Window == nil || groupOf[i] == gi:
+					sq.Select = append(sq.Select, it)
+				default:
+					sq.Select = append(sq.Select, messages.SelectItem{Alias: it.Alias, Expr: &messages.Expr{Column: carriedName(i)}})
+				}
+			}
+			stages[gi] = sq
+			continue
+		}
+		sq.Select = append(sq.Select, carry...)
+		for i, it := range q.Select {
+			if it.Window == nil || groupOf[i] > gi {
+				continue
+			}
+			if groupOf[i] == gi {
+				sq.Select = append(sq.Select, messages.SelectItem{Alias: carriedName(i), Window: it.Window})
+			} else {
+				sq.Select = append(sq.Select, messages.SelectItem{Alias: carriedName(i), Expr: &messages.Expr{Column: carriedName(i)}})
+			}
+		}
+		stages[gi] = sq
+	}
+	return stages, nil
+}
+
+// runStage evaluates a one-group plan over inputs that do not fit the
+// grant and returns the directory of its result container, under dir.
+func runStage(ctx context.Context, p *plan, cs []*columnar.Container, o Options, dir string, st *Stats) (string, error) {
+	st.Rows = 0 // the last stage's rows are the result's
 	var (
 		src     *columnar.Container
 		splan   *plan
@@ -64,37 +177,20 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 		cp := *p
 		cp.where = nil
 		splan, filters = &cp, p.where
-		st.SortedInput = true
 	} else {
-		dir, q2, err := sortToContainer(ctx, p, cs, tmp, o, st)
+		st.SortedInput = false
+		sorted, q2, err := sortToContainer(ctx, p, cs, dir, o, st)
 		if err != nil {
-			return nil, err
+			return "", err
 		}
-		if src, err = columnar.Open(dir, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger}); err != nil {
-			return nil, fmt.Errorf("windower: open sorted input: %w", err)
+		if src, err = columnar.Open(sorted, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger}); err != nil {
+			return "", fmt.Errorf("windower: open sorted input: %w", err)
 		}
 		if splan, err = compile(q2, src.Schema()); err != nil {
-			return nil, fmt.Errorf("windower: plan over sorted runs: %w", err)
+			return "", fmt.Errorf("windower: plan over sorted runs: %w", err)
 		}
 	}
-	out, err := streamSorted(ctx, splan, src, filters, tmp, o, st)
-	if err != nil {
-		return nil, err
-	}
-	oc, err := columnar.Open(out, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("windower: open result: %w", err)
-	}
-	all := make([]int, len(p.outputs))
-	for i := range all {
-		all[i] = i
-	}
-	br, err := oc.OpenColumns(all)
-	if err != nil {
-		return nil, fmt.Errorf("windower: read result: %w", err)
-	}
-	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
-	return &Result{schema: p.outSchema, reader: br, stats: *st, release: func() { os.RemoveAll(tmp) }}, nil
+	return streamSorted(ctx, splan, src, filters, dir, o, st)
 }
 
 // containerBytes is the on-disk size of a container's column files.
@@ -140,6 +236,8 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 	}
 	// Rows per run: what the grant holds with room for sorting and writing.
 	perRow := p.memoryPerRow() + int64(len(computed))*9 + int64(len(used))*18
+	// Sorting and writing a run takes about half the grant; the chunk
+	// buffer (a run plus one input block) and the reader the rest.
 	runRows := int((o.Budget.Limit() - o.Budget.InUse()) / 2 / perRow)
 	if runRows < 1024 {
 		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run", ErrGrantTooSmall, o.Budget.Limit(), runRows)

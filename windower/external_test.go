@@ -96,6 +96,21 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "lag", Window: &messages.WindowCall{Func: "lag", Args: []*messages.Expr{col("s"), cint(3)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}}}},
 			{Alias: "lead", Window: &messages.WindowCall{Func: "lead", Args: []*messages.Expr{col("x"), cint(2), cint(-1)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}}}},
 		}},
+		// Three window groups: three stages, each sorting what the last wrote.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "rk", Window: &messages.WindowCall{Func: "dense_rank",
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
+				OrderBy:     []messages.SortItem{{Expr: messages.Expr{Column: "s"}, Desc: true}}}},
+			{Alias: "x1", Expr: &messages.Expr{Op: "+", Args: []*messages.Expr{col("x"), cint(1)}}},
+			{Alias: "n", Window: &messages.WindowCall{Func: "count", Args: []*messages.Expr{col("f")},
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(97)}}}}},
+			{Alias: "lg", Window: &messages.WindowCall{Func: "lag", Args: []*messages.Expr{col("t")},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+			{Alias: "mx", Window: &messages.WindowCall{Func: "max", Args: []*messages.Expr{col("s")},
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
+				OrderBy:     []messages.SortItem{{Expr: messages.Expr{Column: "s"}, Desc: true}}}},
+		}, Where: []messages.Predicate{{Left: messages.Expr{Column: "g"}, Op: "<>", Right: &messages.Value{Int: i64(3)}}}, Limit: 50000},
 	}
 	for i, q := range queries {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {

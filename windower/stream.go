@@ -30,14 +30,14 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		partCols = append(partCols, k.expr.col)
 	}
 	halo, haloErr := bigPartitionHalo(g)
-	// The buffer holds about a third of what the grant allows: evaluating
-	// it needs about as much again, and the readers and writer need room.
+	// Evaluating the buffer's rows takes about half the grant; the buffer
+	// itself (plus one input block), the reader and the writer the rest.
 	perRow := p.memoryPerRow() + 9*int64(len(used))
-	bufRows := int((o.Budget.Limit() - o.Budget.InUse()) / 3 / perRow)
+	blockRows := src.Manifest().BlockRows
+	bufRows := int((o.Budget.Limit() - o.Budget.InUse()) / 2 / perRow)
 	if bufRows < 1024 || bufRows < 4*(halo.before+halo.after+1) {
 		return "", fmt.Errorf("%w: a %d-byte grant buffers only %d rows", ErrGrantTooSmall, o.Budget.Limit(), bufRows)
 	}
-	blockRows := src.Manifest().BlockRows
 	buf, reserved, err := reserveBuffer(p, bufRows+blockRows, o.Budget)
 	if err != nil {
 		return "", err
@@ -46,7 +46,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 
 	outDir := filepath.Join(tmp, "result")
 	w, err := columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
-		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4})
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: runBlockRows})
 	if err != nil {
 		return "", fmt.Errorf("windower: result container: %w", err)
 	}
