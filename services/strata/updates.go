@@ -50,7 +50,7 @@ func runUpdates(ctx context.Context, args []string) error {
 	if *prefix == "" {
 		*prefix = fmt.Sprintf("%s-%d", *table, *seed)
 	}
-	nc, js, err := nf.connect(ctx)
+	nc, _, err := nf.connect(ctx)
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,6 @@ func runUpdates(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	_ = js
 
 	rng := rand.New(rand.NewPCG(uint64(*seed), 0x5eed))
 	balances := make(map[int64]int64)
@@ -71,6 +70,7 @@ func runUpdates(ctx context.Context, args []string) error {
 		tick = t.C
 	}
 	subject := messages.SubjectUpdates(*table)
+	pending := make([]jetstream.PubAckFuture, 0, *inflight)
 	start := time.Now()
 	lastReport := start
 	for i := range *events {
@@ -108,8 +108,16 @@ func runUpdates(ctx context.Context, args []string) error {
 		}
 		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
 		msg.Header.Set(messages.HeaderMsgID, ev.EventID)
-		if _, err := ajs.PublishMsgAsync(msg); err != nil {
+		fut, err := ajs.PublishMsgAsync(msg)
+		if err != nil {
 			return fmt.Errorf("publish event %d: %w", i, err)
+		}
+		pending = append(pending, fut)
+		if len(pending) >= *inflight {
+			if err := checkAcks(pending); err != nil {
+				return err
+			}
+			pending = pending[:0]
 		}
 		if now := time.Now(); now.Sub(lastReport) >= time.Second {
 			lastReport = now
@@ -123,7 +131,25 @@ func runUpdates(ctx context.Context, args []string) error {
 	case <-time.After(time.Minute):
 		return fmt.Errorf("%d publishes not acknowledged after a minute", ajs.PublishAsyncPending())
 	}
+	if err := checkAcks(pending); err != nil {
+		return err
+	}
 	el := time.Since(start)
 	fmt.Fprintf(os.Stderr, "\rpublished %d events to %s in %v, %.0f events/s\n", *events, subject, el.Round(time.Millisecond), float64(*events)/el.Seconds())
+	return nil
+}
+
+// checkAcks waits for each publish's acknowledgement and returns the first
+// failure: an event the stream did not store must not pass silently.
+func checkAcks(futs []jetstream.PubAckFuture) error {
+	for _, f := range futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publish %s: %w", f.Msg().Header.Get(messages.HeaderMsgID), err)
+		case <-time.After(time.Minute):
+			return fmt.Errorf("publish %s: not acknowledged after a minute", f.Msg().Header.Get(messages.HeaderMsgID))
+		}
+	}
 	return nil
 }
