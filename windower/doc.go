@@ -27,15 +27,17 @@
 // # Memory and spilling
 //
 // Every buffer is counted against a columnar.Budget of the grant. Input
-// that fits is evaluated in memory. Otherwise (one window group, no final
-// ORDER BY) the input is sorted in runs that fit the grant, spilled as
-// containers and merged with merger.Merge (input already sorted on the
-// window's keys skips this), and the sorted rows stream through a buffer:
-// complete partitions are evaluated as the buffer fills and their results
-// written to a result container that Result then streams. A partition
+// that fits is evaluated in memory. Otherwise the query runs in stages,
+// one per window group (and one more for a final ORDER BY): a stage sorts
+// its input in runs that fit the grant, spills them as containers and
+// merges them with merger.Merge (input already sorted on the group's keys
+// skips this), then streams the sorted rows through a buffer, evaluating
+// complete partitions as the buffer fills and writing a container that
+// carries the columns later stages need and the results so far. The last
+// stage's container is the result, which Result streams. A partition
 // larger than the buffer is evaluated in slices that carry a halo of the
-// rows its frames reach; that works for frames bounded in rows (ROWS
-// with offset and CURRENT ROW bounds, lag, lead, row_number). Any other
+// rows its frames reach; that works for frames bounded in rows (ROWS with
+// offset and CURRENT ROW bounds, lag, lead, row_number). Any other
 // function over such a partition is refused with an error that names it
 // (ErrUnsupported) rather than run over the grant.
 //
@@ -44,12 +46,15 @@
 // Spilled data lives in a directory windower-* under Options.TempDir,
 // removed when the Result is closed (or the run fails):
 //
-//	run-NNNNNN/  a sorted run: the used input columns, then computed keys
-//	             (such as a % 1000) as columns __key0, __key1, ...; its
-//	             sort key is the window's PARTITION BY (ascending, NULLS
-//	             LAST) then ORDER BY keys
-//	sorted/      the runs merged (merger.Merge); absent for sorted input
-//	result/      the result rows, one column per select item
+//	stage-N/run-NNNNNN/  a sorted run: the columns the stage reads, then
+//	                     computed keys (such as a % 1000) as columns
+//	                     __key0, __key1, ...; sorted on the group's
+//	                     PARTITION BY (ascending, NULLS LAST) then ORDER BY
+//	stage-N/sorted/      the runs merged (merger.Merge); absent for sorted input
+//	stage-N/result/      the stage's output: the input columns later stages
+//	                     use, window results so far as __w<item>, and this
+//	                     stage's results; the last stage's is the query's
+//	                     result (an ORDER BY stage adds a last column __order)
 //
 // Each is an ordinary container (see package columnar), so any container
 // tool can read it.

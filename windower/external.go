@@ -38,12 +38,8 @@ import (
 // columns later stages need and the window results so far; the next
 // stage reads that container. The last stage's container is the result.
 func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, o Options) (res *Result, err error) {
-	if len(p.groups) == 0 {
-		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and a query without window functions does not spill",
-			ErrUnsupported, rows, o.Budget.Limit())
-	}
-	if len(p.orderBy) > 0 {
-		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and spilling does not support a final ORDER BY",
+	if len(p.groups) == 0 && len(p.orderBy) == 0 {
+		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and a query without window functions or ORDER BY does not spill",
 			ErrUnsupported, rows, o.Budget.Limit())
 	}
 	tmp, err := os.MkdirTemp(o.TempDir, "windower-")
@@ -58,10 +54,23 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 	st := &Stats{InputRows: rows, Groups: len(p.groups), SortedInput: true}
 	o.Logger.Info("window query spills", "rows", rows, "grant", o.Budget.Limit(),
 		"bytes_per_row", p.memoryPerRow(), "groups", len(p.groups), "dir", tmp)
-	stages, err := stageQueries(p)
-	if err != nil {
-		return nil, err
+	var stages []*messages.WindowQuery
+	if len(p.groups) > 0 {
+		if stages, err = stageQueries(p); err != nil {
+			return nil, err
+		}
 	}
+	if len(p.orderBy) > 0 {
+		sortStage, err := orderByStage(p, len(stages) > 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(stages) > 0 {
+			stages[len(stages)-1].Limit = 0 // LIMIT applies after the sort
+		}
+		stages = append(stages, sortStage)
+	}
+	st.Groups = len(stages)
 	inputs := cs
 	var out string
 	for k, q := range stages {
@@ -75,8 +84,12 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("windower: spill directory: %w", err)
 		}
+		parts := st.Partitions
 		if out, err = runStage(ctx, sp, inputs, so, dir, st); err != nil {
 			return nil, err
+		}
+		if len(p.orderBy) > 0 && k == len(stages)-1 {
+			st.Partitions = parts // the sort stage's row_number is not a query partition
 		}
 		if k > 0 {
 			os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("stage-%d", k))) // consumed
@@ -109,7 +122,9 @@ func carriedName(item int) string { return fmt.Sprintf("__w%d", item) }
 func stageQueries(p *plan) ([]*messages.WindowQuery, error) {
 	q := p.source
 	if len(p.groups) == 1 {
-		return []*messages.WindowQuery{q}, nil
+		cp := *q
+		cp.OrderBy = nil // a later stage sorts
+		return []*messages.WindowQuery{&cp}, nil
 	}
 	groupOf := map[int]int{} // select item -> its group
 	for gi, g := range p.groups {
@@ -161,6 +176,42 @@ func stageQueries(p *plan) ([]*messages.WindowQuery, error) {
 		stages[gi] = sq
 	}
 	return stages, nil
+}
+
+// orderByStage makes the stage that puts the result in the query's ORDER
+// BY order: a window stage whose only call, row_number() OVER (ORDER BY
+// the keys), is not part of the result (the result reads the first
+// columns only). afterWindows tells whether it reads the result of window
+// stages (columns named by the select aliases) or the input itself.
+func orderByStage(p *plan, afterWindows bool) (*messages.WindowQuery, error) {
+	q := p.source
+	sq := &messages.WindowQuery{Table: q.Table, Limit: q.Limit}
+	if afterWindows {
+		for _, it := range q.Select {
+			sq.Select = append(sq.Select, messages.SelectItem{Alias: it.Alias, Expr: &messages.Expr{Column: it.Alias}})
+		}
+	} else {
+		sq.Select = append(sq.Select, q.Select...)
+		sq.Where = q.Where
+	}
+	w := &messages.WindowCall{Func: "row_number"}
+	for i, it := range q.OrderBy {
+		key := messages.SortItem{Desc: it.Desc, NullsFirst: it.NullsFirst}
+		switch out := p.orderByOut[i]; {
+		case out >= 0 && afterWindows:
+			key.Expr = messages.Expr{Column: q.Select[out].Alias}
+		case out >= 0 && q.Select[out].Expr != nil:
+			key.Expr = *q.Select[out].Expr
+		case out < 0 && !afterWindows:
+			key.Expr = it.Expr
+		default:
+			// An input column that is not in the select list is gone after the window stages.
+			return nil, fmt.Errorf("%w: when a query spills, ORDER BY must name select items; item %d does not", ErrUnsupported, i+1)
+		}
+		w.OrderBy = append(w.OrderBy, key)
+	}
+	sq.Select = append(sq.Select, messages.SelectItem{Alias: "__order", Window: w})
+	return sq, nil
 }
 
 // runStage evaluates a one-group plan over inputs that do not fit the

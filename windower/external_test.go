@@ -111,6 +111,16 @@ func TestSpillMatchesInMemory(t *testing.T) {
 				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(50)}}},
 				OrderBy:     []messages.SortItem{{Expr: messages.Expr{Column: "s"}, Desc: true}}}},
 		}, Where: []messages.Predicate{{Left: messages.Expr{Column: "g"}, Op: "<>", Right: &messages.Value{Int: i64(3)}}}, Limit: 50000},
+		// The same, in ORDER BY order: a last stage sorts.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "x1", Expr: &messages.Expr{Op: "+", Args: []*messages.Expr{col("x"), cint(1)}}},
+			{Alias: "n", Window: &messages.WindowCall{Func: "count", Args: []*messages.Expr{col("f")},
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(97)}}}}},
+		}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x1"}, Desc: true, NullsFirst: true}, {Expr: messages.Expr{Column: "id"}}}, Limit: 70000},
+		// No window at all, only a sort larger than the grant.
+		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
+			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
 	}
 	for i, q := range queries {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
