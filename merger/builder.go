@@ -139,7 +139,7 @@ func (v *validity) take() (*memory.Buffer, int) {
 	bits, nulls := v.bits, 0
 	if bits != nil {
 		nulls = v.n - bitutil.CountSetBits(bits.Bytes(), 0, v.n)
-		bits.ResizeNoShrink(int(bitutil.BytesForBits(int64(v.n))))
+		resizeOut(bits, int(bitutil.BytesForBits(int64(v.n))), v.n < v.capRows)
 	}
 	v.bits = nil
 	v.n = 0
@@ -150,6 +150,16 @@ func (v *validity) release() {
 	if v.bits != nil {
 		v.bits.Release()
 		v.bits = nil
+	}
+}
+
+// resizeOut sets an output buffer's length; a partial block (the last of a
+// column, which may wait in the writer) also gives back the unused capacity.
+func resizeOut(b *memory.Buffer, n int, partial bool) {
+	if partial {
+		b.Resize(n)
+	} else {
+		b.ResizeNoShrink(n)
 	}
 }
 
@@ -217,7 +227,7 @@ func (b *fixedBuilder) finish() arrow.Array {
 	if values == nil {
 		values = memory.NewResizableBuffer(b.mem)
 	}
-	values.ResizeNoShrink(n * b.width)
+	resizeOut(values, n*b.width, n < b.capRows)
 	bits, nulls := b.take()
 	b.values = nil
 	return makeArray(b.dtype, n, []*memory.Buffer{bits, values}, nulls)
@@ -260,7 +270,7 @@ func (b *boolBuilder) finish() arrow.Array {
 	if values == nil {
 		values = memory.NewResizableBuffer(b.mem)
 	}
-	values.ResizeNoShrink(int(bitutil.BytesForBits(int64(n))))
+	resizeOut(values, int(bitutil.BytesForBits(int64(n))), n < b.capRows)
 	bits, nulls := b.take()
 	b.values = nil
 	return makeArray(b.dtype, n, []*memory.Buffer{bits, values}, nulls)
@@ -324,8 +334,8 @@ func (b *binaryBuilder) finish() arrow.Array {
 		arrow.Int32Traits.CastFromBytes(offsets.Bytes())[0] = 0
 		data = memory.NewResizableBuffer(b.mem)
 	}
-	offsets.ResizeNoShrink((n + 1) * 4)
-	data.ResizeNoShrink(b.size)
+	resizeOut(offsets, (n+1)*4, n < b.capRows)
+	resizeOut(data, b.size, n < b.capRows)
 	bits, nulls := b.take()
 	b.offsets, b.data, b.size = nil, nil, 0
 	return makeArray(b.dtype, n, []*memory.Buffer{bits, offsets, data}, nulls)

@@ -191,6 +191,10 @@ func rowSourceEstimate(rows int64, k int) int64 {
 // columnCosts sizes every column from the inputs' manifests.
 func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 	schema := ins[0].c.Manifest().Schema
+	var totalRows int64
+	for _, in := range ins {
+		totalRows += in.c.Rows()
+	}
 	costs := make([]columnCost, len(schema))
 	keyPos := make(map[int]bool, len(keyIdx))
 	for _, k := range keyIdx {
@@ -214,6 +218,9 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 			}
 		}
 		outBlock := int64(perRow*float64(outBlockRows)) + 1024
+		if tailRows := totalRows % int64(outBlockRows); tailRows > 0 {
+			cost.tail = int64(perRow*float64(tailRows)) + 1024
+		}
 		// The gathered block, and the writer's compressed copy of it (LZ4
 		// may grow incompressible data slightly).
 		cost.out = 2*outBlock + outBlock/8
@@ -275,10 +282,14 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 		return nil
 	}
 
+	keyStart := time.Now()
 	rs, err := m.mergeKeys(ins, keyIdx, blockRows, p, w, emit)
 	if err != nil {
 		return err
 	}
+	m.opts.Logger.Debug("key merge done", "rows", rs.rows, "runs", rs.runs, "row_source_bytes", rs.size,
+		"spilled", rs.spilled, "elapsed", time.Since(keyStart), "in_use", m.budget.InUse())
+	gatherStart := time.Now()
 	defer rs.Close()
 	m.stats.RowSourceBytes = rs.size
 	if rs.spilled {
@@ -293,6 +304,8 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 	if err := m.gatherAll(ins, rest, rs, p, blockRows, w, emit); err != nil {
 		return err
 	}
+	m.opts.Logger.Debug("gather done", "columns", len(rest), "workers", p.workers, "finishers", p.finishers,
+		"defer_finish", p.deferFinish, "elapsed", time.Since(gatherStart))
 	if err := m.ctx.Err(); err != nil {
 		return err
 	}
@@ -439,7 +452,6 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	m.opts.Logger.Debug("key phase done", "in_use", m.budget.InUse(), "peak", m.budget.Peak())
 	m.stats.Comparisons += kw.comparisons()
 	for _, c := range keyIdx {
 		if err := w.FinishColumn(c); err != nil {
@@ -479,8 +491,8 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 		cancel()
 	}
 	// Finishing a column (its last block, footer and fsync) mostly waits on
-	// the disk: it runs beside the gathers, at most workers at a time.
-	finishing := make(chan struct{}, workers)
+	// the disk: it runs beside the gathers, p.finishers at a time.
+	finishing := make(chan struct{}, max(1, p.finishers))
 	var finishers sync.WaitGroup
 	var wg sync.WaitGroup
 	for range workers {
@@ -491,6 +503,9 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 				if err := m.gatherGroup(ctx, ins, g, rs, blockRows, emit); err != nil {
 					fail(err)
 					return
+				}
+				if p.deferFinish {
+					continue
 				}
 				for _, c := range g {
 					finishing <- struct{}{}
@@ -516,6 +531,21 @@ feed:
 	}
 	close(work)
 	wg.Wait()
+	if p.deferFinish && ctx.Err() == nil {
+		// Every column is gathered: finish them all now, so no fsync runs
+		// while other columns are still being written.
+		for _, c := range cols {
+			finishing <- struct{}{}
+			finishers.Add(1)
+			go func() {
+				defer finishers.Done()
+				if err := w.FinishColumn(c); err != nil {
+					fail(fmt.Errorf("merger: %w", err))
+				}
+				<-finishing
+			}()
+		}
+	}
 	finishers.Wait()
 	close(errs)
 	if err := <-errs; err != nil {

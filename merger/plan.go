@@ -32,6 +32,9 @@ type columnCost struct {
 	// out is the output side: one output block being gathered, plus the
 	// writer's encoded copy of it.
 	out int64
+	// tail is the column's last, partial output block, which waits in the
+	// writer until the column is finished (0 when rows fill whole blocks).
+	tail int64
 	// keyBytes is, for key columns, the normalized-key bytes one input block
 	// needs (keys plus offsets).
 	keyBytes int64
@@ -50,6 +53,8 @@ type planInput struct {
 type plan struct {
 	kind         string
 	workers      int   // columns gathered at once (vertical) or column groups (horizontal)
+	finishers    int   // columns finished (last block, footer, fsync) at once
+	deferFinish  bool  // finish every column after the last gather rather than beside the gathers
 	fanIn        int   // passes: inputs merged per intermediate container
 	rowSourceMem int64 // bytes the row-source stream may hold in memory before spilling
 	keyPhase     int64 // memory of the key merge
@@ -91,8 +96,51 @@ func makePlan(in planInput) (plan, error) {
 	return p, err
 }
 
+// maxFinishers bounds the columns finished at once: finishing mostly waits
+// on fsync, which overlaps well up to a point.
+const maxFinishers = 16
+
+// maxDeferredColumns bounds the output files held open to finish at the end.
+const maxDeferredColumns = 4096
+
 // makePlanWithin plans for estimates that must fit in in.grant.
 func makePlanWithin(in planInput) (plan, error) {
+	p, err := planKind(in)
+	if err != nil {
+		return p, err
+	}
+	// Each column finishing beside the gathers holds its last block (and
+	// its encoded copy); the gathers' figures include one per worker.
+	var outMax int64 = 1
+	for _, c := range in.columns {
+		outMax = max(outMax, c.out)
+	}
+	var free int64
+	switch p.kind {
+	case PlanVertical:
+		free = in.grant - p.rowSourceMem - int64(p.workers)*p.gatherMax
+	case PlanHorizontal:
+		free = in.grant - p.horizontal
+	}
+	p.finishers = p.workers + int(min(max(0, maxFinishers-int64(p.workers)), max(0, free/outMax)))
+	// Finishing a column fsyncs its file; on common file systems an fsync
+	// also waits for other files' dirty pages, so fsyncs interleaved with
+	// writing the remaining columns cost far more than the same fsyncs
+	// after the last write. Defer them when the columns' tails fit.
+	var tails int64
+	for _, c := range in.columns {
+		if !c.key {
+			tails += c.tail
+		}
+	}
+	if p.kind != PlanPasses && tails+int64(p.finishers)*outMax <= free && len(in.columns) <= maxDeferredColumns {
+		p.deferFinish = true
+	}
+	return p, nil
+}
+
+// planKind picks the plan and its workers.
+func planKind(in planInput) (plan, error) {
 	workers := max(1, in.workers)
 	p := plan{keyPhase: keyPhaseCost(in.inputs, in.columns)}
 	var all int64

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -45,6 +46,7 @@ type benchMergeoutConfig struct {
 	dir         string
 	json        bool
 	repeat      int
+	verbose     bool
 	cpuProfile  string
 }
 
@@ -84,7 +86,8 @@ func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
 	parallelism := fs.Int("parallelism", runtime.GOMAXPROCS(0), "columns gathered at once, at most")
 	seed := fs.Int64("seed", 1, "generator seed")
 	dir := fs.String("dir", "", "directory for the generated tables (default: the system temporary directory); removed after")
-	repeat := fs.Int("repeat", 1, "run the codec floor and every merge this many times, alternating, and keep the fastest of each (steadier figures on a busy machine)")
+	verbose := fs.Bool("v", false, "log each merge's plan and phases to stderr")
+	repeat := fs.Int("repeat", 1, "run the codec floor and every merge this many times (grants in alternating order) and keep the fastest of each: steadier figures on a busy machine")
 	asJSON := fs.Bool("json", false, "print one JSON object per case and line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (generation, codec floor and merges) to this file")
 	if err := fs.Parse(args); err != nil {
@@ -95,7 +98,7 @@ func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
 	}
 	cfg := &benchMergeoutConfig{
 		containers: *containers, rows: *rows, blockRows: *blockRows, parallelism: *parallelism,
-		seed: *seed, dir: *dir, json: *asJSON, cpuProfile: *cpuProfile, repeat: *repeat,
+		seed: *seed, dir: *dir, json: *asJSON, cpuProfile: *cpuProfile, repeat: *repeat, verbose: *verbose,
 	}
 	for _, w := range strings.Split(*widths, ",") {
 		if strings.TrimSpace(w) == "" {
@@ -191,7 +194,14 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 			return nil, fmt.Errorf("codec floor: %w", err)
 		}
 		floor = min(floor, f)
-		for i, grant := range cfg.grants {
+		for j := range cfg.grants {
+			// Alternate the order of the grants between repeats, so that no
+			// grant always runs right after the codec floor's writes.
+			i := j
+			if rep%2 == 1 {
+				i = len(cfg.grants) - 1 - j
+			}
+			grant := cfg.grants[i]
 			st, err := benchMerge(ctx, cfg, dirs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
 			if err != nil {
 				return nil, fmt.Errorf("merge with grant %s: %w", bytesize.Format(grant), err)
@@ -219,10 +229,14 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 
 // benchMerge runs one merge into outDir and removes the output.
 func benchMerge(ctx context.Context, cfg *benchMergeoutConfig, dirs []string, outDir, tmp string, grant int64) (*merger.Stats, error) {
-	st, err := merger.Merge(ctx, dirs, outDir, merger.Options{
+	opts := merger.Options{
 		Grant: grant, BlockRows: cfg.blockRows, Compression: cfg.compression,
 		TempDir: tmp, Parallelism: cfg.parallelism,
-	})
+	}
+	if cfg.verbose {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	st, err := merger.Merge(ctx, dirs, outDir, opts)
 	if err != nil {
 		return nil, err
 	}
