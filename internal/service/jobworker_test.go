@@ -24,7 +24,7 @@ type workerEnv struct {
 	rejects *Rejecter
 }
 
-func newWorkerEnv(t *testing.T, run func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error)) *workerEnv {
+func newWorkerEnv(t testing.TB, run func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error)) *workerEnv {
 	t.Helper()
 	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
 	if err != nil {
@@ -287,4 +287,30 @@ func TestWatchMaxDeliveriesFailsAbandonedJob(t *testing.T) {
 	if !strings.Contains(dl.Header.Get(messages.HeaderReason), "delivered 2 times") {
 		t.Errorf("dead letter reason %q", dl.Header.Get(messages.HeaderReason))
 	}
+}
+
+// BenchmarkJobWorkerOverhead measures what the job protocol costs per job
+// (fetch, accepted event, done event, double ack) with a handler that does
+// nothing: the floor under every mergeout and window job.
+func BenchmarkJobWorkerOverhead(b *testing.B) {
+	var done atomic.Int64
+	env := newWorkerEnv(b, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		done.Add(1)
+		return Outcome{Output: &messages.ContainerRef{ID: j.Output}}, nil
+	})
+	data, _ := messages.Marshal(job("bench", 1<<20))
+	for i := 0; i < b.N; i++ {
+		if _, err := env.js.Publish(context.Background(), messages.SubjectJobMergeout, data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ResetTimer()
+	start := time.Now()
+	go env.worker.Serve(ctx)
+	for done.Load() < int64(b.N) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 }
