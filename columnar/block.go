@@ -205,13 +205,13 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64, borr
 		}
 	}
 	data := array.NewData(d.typ, rows, bufs, nil, int(l.nullCount), 0)
-	arr = array.MakeFromData(data)
-	data.Release()
-	if err := validateArray(arr); err != nil {
-		arr.Release()
+	// Released however the decode ends, so that the buffers data holds
+	// cannot leak.
+	defer data.Release()
+	if err := validateData(data); err != nil {
 		return nil, err
 	}
-	return arr, nil
+	return makeArray(data)
 }
 
 // bodyBuffer returns bytes [off, off+n) of buf as an array buffer: a slice
@@ -358,17 +358,30 @@ func splitMessage(b []byte) (meta, body []byte, err error) {
 	return b[8 : 8+n], b[8+n:], nil
 }
 
-// validateArray checks what arrow's IPC loader does not: that the offsets of
-// a variable-width array are monotonic and inside the values buffer, and
-// that buffers are long enough for the rows. Without this a corrupt block
-// could make later reads of the array index out of range.
-func validateArray(arr arrow.Array) (err error) {
+// makeArray is array.MakeFromData with its panics (arrow checks some
+// offsets as it builds an array) turned into errors. Data that passed
+// validateData does not make it panic.
+func makeArray(data arrow.ArrayData) (arr arrow.Array, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			arr, err = nil, fmt.Errorf("invalid array: %v", p)
+		}
+	}()
+	return array.MakeFromData(data), nil
+}
+
+// validateData checks, before an array is made of them, what arrow's IPC
+// loader does not check of a block's buffers: that the offsets of a
+// variable-width array are monotonic and inside the values buffer, and that
+// buffers are long enough for the rows. Without this a corrupt block could
+// make later reads of the array index out of range, or make arrow panic
+// while building the array (after retaining the buffers).
+func validateData(data arrow.ArrayData) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("invalid array: %v", p)
 		}
 	}()
-	data := arr.Data()
 	n := data.Len() + data.Offset()
 	bufs := data.Buffers()
 	if len(bufs) == 0 {
@@ -381,15 +394,15 @@ func validateArray(arr arrow.Array) (err error) {
 	} else if data.NullN() > 0 {
 		return fmt.Errorf("%d NULLs but no validity bitmap", data.NullN())
 	}
-	if nn := arr.NullN(); nn < 0 || nn > data.Len() {
+	if nn := data.NullN(); nn < 0 || nn > data.Len() {
 		return fmt.Errorf("%d NULLs in %d rows", nn, data.Len())
 	}
-	switch arr.DataType().ID() {
+	switch data.DataType().ID() {
 	case arrow.STRING, arrow.BINARY:
 		if len(bufs) < 3 || bufs[1] == nil || bufs[1].Len() < 4*(n+1) {
 			return fmt.Errorf("offsets buffer shorter than %d rows", n)
 		}
-		vo, _ := bytesOffsets(arr)
+		vo := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())[data.Offset() : n+1]
 		var vals int
 		if bufs[2] != nil {
 			vals = bufs[2].Len()
@@ -412,7 +425,7 @@ func validateArray(arr arrow.Array) (err error) {
 			return fmt.Errorf("values bitmap shorter than %d rows", n)
 		}
 	default:
-		w := arr.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
+		w := data.DataType().(arrow.FixedWidthDataType).BitWidth() / 8
 		if n > 0 && (len(bufs) < 2 || bufs[1] == nil || bufs[1].Len() < w*n) {
 			return fmt.Errorf("values buffer shorter than %d rows", n)
 		}

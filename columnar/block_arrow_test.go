@@ -106,7 +106,7 @@ func (d *arrowDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64) (arr
 		return nil, fmt.Errorf("decoded column has %d rows, batch says %d", arr.Len(), rows)
 	}
 	arr.Retain()
-	if err := validateArray(arr); err != nil {
+	if err := validateData(arr.Data()); err != nil {
 		arr.Release()
 		return nil, err
 	}

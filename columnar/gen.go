@@ -18,17 +18,26 @@ type GenOptions struct {
 	Columns           int // total columns, key columns included; default 8
 	KeyColumns        int // leading sort-key columns; default 1
 	Containers        int // default 4
-	RowsPerContainer  int // default 10000
-	Seed              int64
-	BlockRows         int         // default DefaultBlockRows
-	Compression       Compression // default LZ4
-	NullFraction      float64     // share of NULLs in non-key columns; default 0.05, <0 for none
-	Allocator         memory.Allocator
-	Stats             *IOStats
+	// FirstID is the number of the first container: the containers are
+	// named c<FirstID>, c<FirstID+1>, ... (four digits at least), so a
+	// load into a projection that already holds containers can take the
+	// next free numbers. The rows do not depend on it.
+	FirstID          int
+	RowsPerContainer int // default 10000
+	Seed             int64
+	BlockRows        int         // default DefaultBlockRows
+	Compression      Compression // default LZ4
+	NullFraction     float64     // share of NULLs in non-key columns; default 0.05, <0 for none
+	Allocator        memory.Allocator
+	Stats            *IOStats
 	// Sync makes the containers durable (fsync). Generated data can be
 	// generated again, so by default it is not synced.
 	Sync bool
 }
+
+// ContainerID returns the conventional ID of container number n: c0000,
+// c0001, ..., c9999, c10000, ...
+func ContainerID(n int) string { return fmt.Sprintf("c%04d", n) }
 
 func (o *GenOptions) defaults() {
 	if o.Table == "" {
@@ -94,17 +103,21 @@ func GenSchema(columns, keys int) (*arrow.Schema, SortKey) {
 	return arrow.NewSchema(fields, nil), key
 }
 
-// Generate writes opts.Containers containers c0000, c0001, ... under
+// Generate writes opts.Containers containers c0000, c0001, ... (from
+// c<FirstID>) under
 // dataDir/<table>/<projection>/, each sorted on the key columns, with key
 // ranges that overlap fully (every container draws its first key column
 // from the same range), as in Vertica's mergeout experiments. Output is a
 // function of the options alone: the same seed gives the same rows.
 func Generate(dataDir string, opts GenOptions) ([]*Manifest, error) {
 	opts.defaults()
+	if opts.FirstID < 0 {
+		return nil, fmt.Errorf("generate: first container number %d is negative", opts.FirstID)
+	}
 	schema, key := GenSchema(opts.Columns, opts.KeyColumns)
 	out := make([]*Manifest, 0, opts.Containers)
 	for c := range opts.Containers {
-		id := fmt.Sprintf("c%04d", c)
+		id := ContainerID(opts.FirstID + c)
 		m, err := generateContainer(ContainerDir(dataDir, opts.Table, opts.Projection, id), id, schema, key, c, &opts)
 		if err != nil {
 			return out, fmt.Errorf("generate container %s: %w", id, err)

@@ -74,3 +74,128 @@ func (k SortKey) Indices(schema *arrow.Schema) ([]int, error) {
 	}
 	return idx, nil
 }
+
+// ParseSortKey parses a sort key written as in SQL's ORDER BY:
+//
+//	a, b DESC, "odd name" ASC NULLS FIRST
+//
+// Each column is a name, optionally followed by ASC or DESC and then by
+// NULLS FIRST or NULLS LAST; keywords are case-insensitive. A name may be
+// double-quoted (a doubled quote inside stands for one) to hold spaces,
+// commas or a keyword. NULLS defaults as in SQL (PostgreSQL): LAST for ASC,
+// FIRST for DESC. A column may appear only once.
+func ParseSortKey(s string) (SortKey, error) {
+	toks, err := sortKeyTokens(s)
+	if err != nil {
+		return nil, fmt.Errorf("sort key %q: %w", s, err)
+	}
+	var key SortKey
+	seen := make(map[string]bool)
+	for len(toks) > 0 {
+		name := toks[0]
+		if name.comma || (!name.quoted && isSortKeyword(name.text)) {
+			return nil, fmt.Errorf("sort key %q: want a column name at %q", s, name.text)
+		}
+		col := SortColumn{Name: name.text}
+		toks = toks[1:]
+		word := func(i int) string {
+			if i < len(toks) && !toks[i].quoted && !toks[i].comma {
+				return strings.ToUpper(toks[i].text)
+			}
+			return ""
+		}
+		switch word(0) {
+		case "DESC":
+			col.Desc, col.NullsFirst = true, true
+			toks = toks[1:]
+		case "ASC":
+			toks = toks[1:]
+		}
+		if word(0) == "NULLS" {
+			switch word(1) {
+			case "FIRST":
+				col.NullsFirst = true
+			case "LAST":
+				col.NullsFirst = false
+			default:
+				return nil, fmt.Errorf("sort key %q: want FIRST or LAST after NULLS of column %s", s, col.Name)
+			}
+			toks = toks[2:]
+		}
+		if seen[col.Name] {
+			return nil, fmt.Errorf("sort key %q: column %s repeated", s, col.Name)
+		}
+		seen[col.Name] = true
+		key = append(key, col)
+		switch {
+		case len(toks) == 0:
+		case !toks[0].comma:
+			return nil, fmt.Errorf("sort key %q: cannot read %q after column %s", s, toks[0].text, col.Name)
+		case len(toks) == 1:
+			return nil, fmt.Errorf("sort key %q: empty column after the last comma", s)
+		default:
+			toks = toks[1:]
+		}
+	}
+	if len(key) == 0 {
+		return nil, fmt.Errorf("sort key %q: no columns", s)
+	}
+	return key, nil
+}
+
+type sortKeyToken struct {
+	text          string
+	quoted, comma bool
+}
+
+func isSortKeyword(w string) bool {
+	switch strings.ToUpper(w) {
+	case "ASC", "DESC", "NULLS", "FIRST", "LAST":
+		return true
+	}
+	return false
+}
+
+// sortKeyTokens splits s into words, double-quoted names and commas.
+func sortKeyTokens(s string) ([]sortKeyToken, error) {
+	var toks []sortKeyToken
+	for i := 0; i < len(s); {
+		switch c := s[i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i++
+		case c == ',':
+			toks = append(toks, sortKeyToken{text: ",", comma: true})
+			i++
+		case c == '"':
+			var b strings.Builder
+			j := i + 1
+			for {
+				k := strings.IndexByte(s[j:], '"')
+				if k < 0 {
+					return nil, fmt.Errorf("unterminated quoted name at offset %d", i)
+				}
+				b.WriteString(s[j : j+k])
+				j += k + 1
+				if j < len(s) && s[j] == '"' {
+					b.WriteByte('"')
+					j++
+					continue
+				}
+				break
+			}
+			if b.Len() == 0 {
+				return nil, fmt.Errorf("empty quoted name at offset %d", i)
+			}
+			toks = append(toks, sortKeyToken{text: b.String(), quoted: true})
+			i = j
+		default:
+			j := i
+			for j < len(s) && !strings.ContainsRune(" \t\n\r,\"", rune(s[j])) {
+				j++
+			}
+			toks = append(toks, sortKeyToken{text: s[i:j]})
+			i = j
+		}
+	}
+	return toks, nil
+}
