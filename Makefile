@@ -3,8 +3,10 @@ GO      ?= go
 BIN     ?= bin
 BINARIES := scheduler merger windower walwriter strata
 FUZZTIME ?= 20s
+BENCHFLAGS ?=
+BENCHTIME ?= 1s
 
-.PHONY: help build test test-race demo local bench bench-deps lint fuzz clean
+.PHONY: help build test test-race demo local bench bench-deps bench-go lint fuzz clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,6 +40,15 @@ demo: build ## run every service, load a 200-column table, merge, query, update,
 
 local: build ## run a real nats-server and every service as its own process (deploy/local)
 	BIN=$(BIN) deploy/local/run.sh
+
+bench: ## strata against DuckDB and PostgreSQL (bench/, its own module); rewrites BENCHMARKS.md
+	cd bench && $(GO) run . $(BENCHFLAGS)
+
+bench-deps: ## install what `make bench` needs besides Go (PostgreSQL 15 server; Debian, root or sudo)
+	bench/deps.sh
+
+bench-go: ## every package's Go benchmarks (figures via b.ReportMetric)
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
 
 clean: ## remove build output
 	rm -rf $(BIN)
