@@ -37,9 +37,13 @@
 // stage's container is the result, which Result streams. A partition
 // larger than the buffer is evaluated in slices that carry a halo of the
 // rows its frames reach; that works for frames bounded in rows (ROWS with
-// offset and CURRENT ROW bounds, lag, lead, row_number). Any other
-// function over such a partition is refused with an error that names it
-// (ErrUnsupported) rather than run over the grant.
+// offset and CURRENT ROW bounds, lag, lead, row_number). Aggregates whose
+// frame is the whole partition get a first pass over the partition (it is
+// read again from the sorted container) and are written as constants.
+// Any other function over such a partition (running frames, RANGE and
+// GROUPS frames, rank, dense_rank, percent_rank, cume_dist, ntile,
+// first/last/nth_value over unbounded frames) is refused with an error
+// that names it (ErrUnsupported) rather than run over the grant.
 //
 // # Format
 //

@@ -118,6 +118,25 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "n", Window: &messages.WindowCall{Func: "count", Args: []*messages.Expr{col("f")},
 				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(97)}}}}},
 		}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x1"}, Desc: true, NullsFirst: true}, {Expr: messages.Expr{Column: "id"}}}, Limit: 70000},
+		// Whole-partition aggregates over partitions larger than the
+		// grant: a first pass computes them, slices write them.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "cnt", Window: &messages.WindowCall{Func: "count", Star: true}},
+			{Alias: "sum", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}}},
+			{Alias: "min", Window: &messages.WindowCall{Func: "min", Args: []*messages.Expr{col("s")}}},
+			{Alias: "maxf", Window: &messages.WindowCall{Func: "max", Args: []*messages.Expr{col("f")},
+				Filter: []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(2)}}}}},
+			{Alias: "avg", Window: &messages.WindowCall{Func: "avg", Args: []*messages.Expr{col("f")}}},
+			{Alias: "g_sum", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, PartitionBy: []messages.Expr{{Column: "g"}},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
+				Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+					End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}}}},
+			{Alias: "g_rows", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, PartitionBy: []messages.Expr{{Column: "g"}},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
+				Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(3)}},
+					End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},

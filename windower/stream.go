@@ -29,7 +29,8 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	for _, k := range g.partition {
 		partCols = append(partCols, k.expr.col)
 	}
-	halo, haloErr := bigPartitionHalo(g)
+	whole := wholeCalls(g)
+	halo, haloErr := bigPartitionHalo(g, whole)
 	// Evaluating the buffer's rows takes about half the grant; the buffer
 	// itself (plus one input block), the reader and the writer the rest.
 	perRow := p.memoryPerRow() + 9*int64(len(used))
@@ -68,6 +69,12 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	// buffer number partPos) and writes result rows [from, to).
 	limit := p.limit
 	stop := false
+	var bigConsts map[int]*vector // whole-partition results of the big partition, by output
+	var bufSrc int64              // source row of buffer row 0 (without filters)
+	shift := func(k int) {
+		buf.shift(k)
+		bufSrc += int64(k)
+	}
 	emit := func(n, from, to int, partPos int64, big bool) error {
 		if stop {
 			return nil
@@ -106,6 +113,12 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 				cols[i].Release()
 				cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted))
+			}
+		}
+		if big {
+			for i, v := range bigConsts {
+				cols[i].Release()
+				cols[i] = broadcast(v, to-from).toArrow(o.Budget)
 			}
 		}
 		rec := array.NewRecordBatch(p.outSchema, cols, int64(to-from))
@@ -187,8 +200,9 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				if err := emit(end, from, end, bigPos, true); err != nil {
 					return "", err
 				}
-				buf.shift(end)
+				shift(end)
 				bigPos, partEnd, lastStart, scanned = -1, -1, 0, 0
+				bigConsts = nil
 				continue
 			}
 			to := end - halo.after
@@ -196,7 +210,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				return "", err
 			}
 			keep := to - halo.before
-			buf.shift(keep)
+			shift(keep)
 			bigPos += int64(keep)
 			scanned = buf.n
 		case eof:
@@ -210,7 +224,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			if err := emit(lastStart, 0, lastStart, 0, false); err != nil {
 				return "", err
 			}
-			buf.shift(lastStart)
+			shift(lastStart)
 			lastStart, scanned = 0, buf.n
 		default:
 			// One partition fills the buffer.
@@ -220,13 +234,35 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			}
 			st.Partitions++
 			partEnd = -1
+			if len(whole) > 0 {
+				if len(filters) > 0 {
+					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and whole-partition aggregates over it cannot be combined with WHERE on sorted input",
+						ErrUnsupported, buf.n, o.Budget.Limit())
+				}
+				var calls []*call
+				var outs []int
+				for i, out := range p.outputs {
+					if out.call != nil && whole[out.call] {
+						calls = append(calls, out.call)
+						outs = append(outs, i)
+					}
+				}
+				vals, err := partitionAggregates(ctx, p, src, used, partCols, bufSrc, buf, calls, o.Budget)
+				if err != nil {
+					return "", err
+				}
+				bigConsts = map[int]*vector{}
+				for k, i := range outs {
+					bigConsts[i] = vals[k]
+				}
+			}
 			end := buf.n
 			to := end - halo.after
 			if err := emit(end, 0, to, 0, true); err != nil {
 				return "", err
 			}
 			keep := to - halo.before
-			buf.shift(keep)
+			shift(keep)
 			bigPos = int64(keep)
 			scanned = buf.n
 		}
@@ -248,10 +284,13 @@ type halo struct{ before, after int }
 // bigPartitionHalo returns the group's halo, or an error naming the first
 // call whose frame is not bounded in rows (and so needs its whole
 // partition at once).
-func bigPartitionHalo(g *windowGroup) (halo, error) {
+func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 	var h halo
 	const maxHalo = 1 << 20
 	for _, c := range g.calls {
+		if whole[c] {
+			continue // computed by a pass of its own
+		}
 		switch c.fn {
 		case fnRowNumber:
 			continue
