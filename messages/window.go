@@ -261,7 +261,7 @@ func (p *Predicate) validate() error {
 	}
 }
 
-// WindowFuncs lists the window functions and aggregates a WindowCall may
+// windowFuncArgs lists the window functions and aggregates a WindowCall may
 // name, with the number of arguments each takes (min, max).
 var windowFuncArgs = map[string][2]int{
 	"row_number": {0, 0}, "rank": {0, 0}, "dense_rank": {0, 0},

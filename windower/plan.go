@@ -153,7 +153,7 @@ type plan struct {
 	outSchema  *arrow.Schema
 }
 
-// Compile validates q against schema and compiles it. Every error is
+// compile validates q against schema and compiles it. Every error is
 // reported here, before any data is read.
 func compile(q *messages.WindowQuery, schema *arrow.Schema) (*plan, error) {
 	if q == nil {

@@ -137,7 +137,11 @@ func (r *Result) Close() {
 	}
 }
 
-// RunRecords evaluates q over in-memory input batches (all of schema).
+// RunRecords evaluates q over in-memory input batches (all of schema),
+// in memory: it copies the columns the query uses and fails with an error
+// wrapping columnar.ErrBudgetExceeded if they and the evaluation's
+// buffers do not fit the grant (Run spills instead). The result's columns
+// are Go memory owned by the Result.
 func RunRecords(ctx context.Context, q *messages.WindowQuery, schema *arrow.Schema, recs []arrow.RecordBatch, opts Options) (*Result, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
