@@ -39,9 +39,11 @@
 // rows its frames reach; that works for frames bounded in rows (ROWS with
 // offset and CURRENT ROW bounds, lag, lead, row_number). Aggregates whose
 // frame is the whole partition get a first pass over the partition (it is
-// read again from the sorted container) and are written as constants.
-// Any other function over such a partition (running frames, RANGE and
-// GROUPS frames, rank, dense_rank, percent_rank, cume_dist, ntile,
+// read again from the sorted container) and are written as constants;
+// running count, integer sum, min and max (ROWS from UNBOUNDED PRECEDING)
+// combine each slice with the aggregate of the rows before it. Any other
+// function over such a partition (RANGE and GROUPS frames, running avg
+// and float sums, rank, dense_rank, percent_rank, cume_dist, ntile,
 // first/last/nth_value over unbounded frames) is refused with an error
 // that names it (ErrUnsupported) rather than run over the grant.
 //

@@ -137,6 +137,17 @@ func TestSpillMatchesInMemory(t *testing.T) {
 				Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(3)}},
 					End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
 		}},
+		// Running aggregates over one partition larger than the grant:
+		// each slice is combined with the rows before it.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "cnt", Window: runningCall_("count", "x", messages.FrameBound{Kind: messages.BoundCurrentRow}, nil)},
+			{Alias: "sum", Window: runningCall_("sum", "x", messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{Int: i64(2)}}, nil)},
+			{Alias: "min", Window: runningCall_("min", "s", messages.FrameBound{Kind: messages.BoundCurrentRow}, nil)},
+			{Alias: "max", Window: runningCall_("max", "f", messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(1)}},
+				[]messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(2)}}})},
+			{Alias: "star", Window: runningCall_("count", "", messages.FrameBound{Kind: messages.BoundCurrentRow}, nil)},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
@@ -263,4 +274,17 @@ func TestSpillSortedInput(t *testing.T) {
 			t.Fatalf("row %d: got %s, want %s", r, gotRows[r], wantRows[r])
 		}
 	}
+}
+
+// runningCall_ is fn(arg) OVER (ORDER BY id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND end).
+func runningCall_(fn, arg string, end messages.FrameBound, filter []messages.Predicate) *messages.WindowCall {
+	w := &messages.WindowCall{Func: fn, Filter: filter,
+		OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true, NullsFirst: true}},
+		Frame:   &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, End: end}}
+	if arg == "" {
+		w.Star = true
+	} else {
+		w.Args = []*messages.Expr{col(arg)}
+	}
+	return w
 }

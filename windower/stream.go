@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"io"
 	"path/filepath"
 	"unsafe"
@@ -69,8 +70,19 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	// buffer number partPos) and writes result rows [from, to).
 	limit := p.limit
 	stop := false
-	var bigConsts map[int]*vector // whole-partition results of the big partition, by output
-	var bufSrc int64              // source row of buffer row 0 (without filters)
+	var bigConsts map[int]*vector     // whole-partition results of the big partition, by output
+	var carries map[int]*runningCarry // running aggregates of the big partition, by output
+	// leave folds the first k rows of the buffer, which a big partition's
+	// slices are done with, into the running aggregates.
+	leave := func(k int) error {
+		for _, rc := range carries {
+			if err := rc.add(buf.view(0, k), k); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var bufSrc int64 // source row of buffer row 0 (without filters)
 	shift := func(k int) {
 		buf.shift(k)
 		bufSrc += int64(k)
@@ -119,6 +131,17 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			for i, v := range bigConsts {
 				cols[i].Release()
 				cols[i] = broadcast(v, to-from).toArrow(o.Budget)
+			}
+			for i, rc := range carries {
+				combined, err := rc.apply(cols[i], o.Budget)
+				if err != nil {
+					for _, c := range cols {
+						c.Release()
+					}
+					return err
+				}
+				cols[i].Release()
+				cols[i] = combined
 			}
 		}
 		rec := array.NewRecordBatch(p.outSchema, cols, int64(to-from))
@@ -202,7 +225,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 				shift(end)
 				bigPos, partEnd, lastStart, scanned = -1, -1, 0, 0
-				bigConsts = nil
+				bigConsts, carries = nil, nil
 				continue
 			}
 			to := end - halo.after
@@ -210,6 +233,9 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				return "", err
 			}
 			keep := to - halo.before
+			if err := leave(keep); err != nil {
+				return "", err
+			}
 			shift(keep)
 			bigPos += int64(keep)
 			scanned = buf.n
@@ -256,12 +282,21 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 					bigConsts[i] = vals[k]
 				}
 			}
+			carries = map[int]*runningCarry{}
+			for i, out := range p.outputs {
+				if out.call != nil && !whole[out.call] && runningCall(out.call) {
+					carries[i] = &runningCarry{c: out.call}
+				}
+			}
 			end := buf.n
 			to := end - halo.after
 			if err := emit(end, 0, to, 0, true); err != nil {
 				return "", err
 			}
 			keep := to - halo.before
+			if err := leave(keep); err != nil {
+				return "", err
+			}
 			shift(keep)
 			bigPos = int64(keep)
 			scanned = buf.n
@@ -315,6 +350,15 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
 			return h, fmt.Errorf("select item %q: only ROWS frames without EXCLUDE GROUP/TIES can be evaluated in slices", c.alias)
 		}
+		if runningCall(c) {
+			if b := f.end; b.kind == boundFollowing {
+				if b.off > maxHalo {
+					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
+				}
+				h.after = max(h.after, int(b.off))
+			}
+			continue
+		}
 		for _, b := range []bound{f.start, f.end} {
 			switch b.kind {
 			case boundUnboundedPreceding, boundUnboundedFollowing:
@@ -355,4 +399,119 @@ func equalRowsCols(in *input, cols []int, a, b int) bool {
 
 func int64Bytes(v []int64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
+}
+
+// runningCall reports whether c is a running count, sum, min or max (ROWS
+// frame from UNBOUNDED PRECEDING to a bounded end, nothing excluded):
+// over a big partition each slice's results are combined with the
+// aggregate of the rows before the buffer (runningCarry).
+func runningCall(c *call) bool {
+	f := &c.frame
+	switch c.fn {
+	case fnCount, fnSum, fnMin, fnMax:
+	default:
+		return false
+	}
+	return f.mode == modeRows && f.exclude == excludeNoOthers && f.start.kind == boundUnboundedPreceding &&
+		f.end.kind != boundUnboundedFollowing && !(c.fn == fnSum && c.outKind == kindFloat)
+}
+
+// runningCarry is a running aggregate's value over the rows of a big
+// partition that have left the buffer.
+type runningCarry struct {
+	c    *call
+	cnt  int64
+	sum  int64
+	best *vector // min/max so far
+}
+
+// add folds rows [0, n) of in into the carry.
+func (rc *runningCarry) add(in *input, n int) error {
+	a, err := aggInputFor(rc.c, in)
+	if err != nil {
+		return err
+	}
+	for r := 0; r < n; r++ {
+		if !a.included(r) {
+			continue
+		}
+		rc.cnt++
+		switch rc.c.fn {
+		case fnSum:
+			s, ok := addInt64(rc.sum, a.ints[r])
+			if !ok {
+				return fmt.Errorf("%w: sum of select item %q", ErrOverflow, rc.c.alias)
+			}
+			rc.sum = s
+		case fnMin, fnMax:
+			if rc.best == nil || beats(a, r, rc.best) {
+				rc.best = oneRow(a, r)
+			}
+		}
+	}
+	return nil
+}
+
+// apply combines the carry with a slice's results (over the rows since
+// the buffer's start) and returns the partition's results.
+func (rc *runningCarry) apply(col arrow.Array, mem memory.Allocator) (arrow.Array, error) {
+	n := col.Len()
+	out := &vector{kind: rc.c.outKind, typ: rc.c.outTyp}
+	switch rc.c.fn {
+	case fnCount:
+		src := col.(*array.Int64).Int64Values()
+		out.ints = make([]int64, n)
+		for i, x := range src[:n] {
+			out.ints[i] = x + rc.cnt
+		}
+	case fnSum:
+		src := col.(*array.Int64)
+		out.ints, out.nulls = make([]int64, n), make([]bool, n)
+		for i := 0; i < n; i++ {
+			switch {
+			case src.IsNull(i) && rc.cnt == 0:
+				out.nulls[i] = true
+			case src.IsNull(i):
+				out.ints[i] = rc.sum
+			default:
+				s, ok := addInt64(src.Value(i), rc.sum)
+				if !ok {
+					return nil, fmt.Errorf("%w: sum of select item %q", ErrOverflow, rc.c.alias)
+				}
+				out.ints[i] = s
+			}
+		}
+	default: // min, max
+		v := &vector{kind: rc.c.outKind, typ: rc.c.outTyp}
+		if err := v.appendArrow(col); err != nil {
+			return nil, err
+		}
+		if rc.best == nil {
+			return v.toArrow(mem), nil
+		}
+		a := &aggInput{fn: rc.c.fn, kind: v.kind, ints: v.ints, floats: v.floats, strs: v.strs}
+		for i := 0; i < n; i++ {
+			if v.isNull(i) || !beats(a, i, rc.best) {
+				if v.nulls == nil {
+					v.nulls = make([]bool, n)
+				}
+				v.nulls[i] = false
+				switch v.kind {
+				case kindFloat:
+					v.floats[i] = rc.best.floats[0]
+				case kindString:
+					v.strs[i] = rc.best.strs[0]
+				default:
+					v.ints[i] = rc.best.ints[0]
+				}
+			}
+		}
+		return v.toArrow(mem), nil
+	}
+	return out.toArrow(mem), nil
+}
+
+func addInt64(a, b int64) (int64, bool) {
+	s := a + b
+	return s, !((a > 0 && b > 0 && s < 0) || (a < 0 && b < 0 && s >= 0))
 }
