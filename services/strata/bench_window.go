@@ -189,7 +189,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cpu0 := processCPU()
+	cpu0 := benchWindowCPU()
 	start := time.Now()
 	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp})
 	if err != nil {
@@ -209,7 +209,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 		rec.Release()
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := benchWindowCPU() - cpu0
 	runtime.ReadMemStats(&after)
 	res.Close()
 	st := res.Stats()
@@ -299,8 +299,8 @@ func generateWindowTable(dir, name string, rows int, seed uint64) error {
 	return err
 }
 
-// processCPU returns the user+system CPU time the process has used.
-func processCPU() time.Duration {
+// benchWindowCPU returns the user+system CPU time the process has used.
+func benchWindowCPU() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
