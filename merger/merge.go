@@ -120,6 +120,10 @@ func (m *merge) run(inputs []string, output string) error {
 		"gather_max", bytesize.Format(p.gatherMax), "workers", p.workers, "fan_in", p.fanIn)
 	total := rows * int64(len(costs))
 	if p.kind == PlanPasses {
+		// Every level writes every row once more.
+		for n := len(ins); n > p.fanIn; n = (n + p.fanIn - 1) / p.fanIn {
+			total += rows * int64(len(costs))
+		}
 		return m.passes(ins, output, p, blockRows, total)
 	}
 	m.stats.Passes = 1

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -67,7 +68,9 @@ type mergeoutCase struct {
 	FilesExpected      int64   `json:"files_expected"` // containers x width: every input column file once
 	BlocksDecompressed int64   `json:"blocks_decompressed"`
 	BlocksTotal        int64   `json:"blocks_total"`
+	CPUSeconds         float64 `json:"cpu_seconds"` // user+system CPU of the process during the merge
 	CodecFloorSeconds  float64 `json:"codec_floor_seconds"`
+	CodecFloorCPU      float64 `json:"codec_floor_cpu_seconds"`
 	FloorRatio         float64 `json:"floor_ratio"` // seconds / codec_floor_seconds
 	ComparisonsPerRow  float64 `json:"comparisons_per_row"`
 	Workers            int     `json:"workers"`
@@ -187,13 +190,14 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 		dirs[i] = columnar.ContainerDir(data, m.Table, m.Projection, m.ID)
 	}
 	cases := make([]mergeoutCase, len(cfg.grants))
-	floor := time.Duration(math.MaxInt64)
+	floor, floorCPU := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for rep := range cfg.repeat {
+		cpu0 := mergeoutProcessCPU()
 		f, err := codecFloor(ctx, dirs, filepath.Join(data, "floor"), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("codec floor: %w", err)
 		}
-		floor = min(floor, f)
+		floor, floorCPU = min(floor, f), min(floorCPU, mergeoutProcessCPU()-cpu0)
 		for j := range cfg.grants {
 			// Alternate the order of the grants between repeats, so that no
 			// grant always runs right after the codec floor's writes.
@@ -202,18 +206,27 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 				i = len(cfg.grants) - 1 - j
 			}
 			grant := cfg.grants[i]
+			cpu0 := mergeoutProcessCPU()
 			st, err := benchMerge(ctx, cfg, dirs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
 			if err != nil {
 				return nil, fmt.Errorf("merge with grant %s: %w", bytesize.Format(grant), err)
 			}
-			if rep > 0 && st.Duration.Seconds() >= cases[i].Seconds {
-				continue
+			cpu := (mergeoutProcessCPU() - cpu0).Seconds()
+			if rep > 0 {
+				cases[i].CPUSeconds = min(cases[i].CPUSeconds, cpu)
+				if st.Duration.Seconds() >= cases[i].Seconds {
+					continue
+				}
 			}
 			secs := st.Duration.Seconds()
+			cpuMin := cpu
+			if rep > 0 {
+				cpuMin = cases[i].CPUSeconds
+			}
 			cases[i] = mergeoutCase{
 				Width: width, Containers: cfg.containers, Rows: cfg.rows, TotalRows: st.Rows, BlockRows: cfg.blockRows,
 				GrantBytes: grant, Plan: st.Plan, Seconds: secs, MBPerS: float64(st.BytesIn) / 1e6 / secs,
-				BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, FilesOpened: st.FilesOpened,
+				CPUSeconds: cpuMin, BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, FilesOpened: st.FilesOpened,
 				FilesExpected: int64(cfg.containers) * int64(width), BlocksDecompressed: st.BlocksDecompressed,
 				BlocksTotal: st.BlocksTotal, ComparisonsPerRow: st.ComparisonsPerRow, Workers: st.Workers,
 				Passes: st.Passes, SpilledBytes: st.SpilledBytes,
@@ -222,9 +235,19 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 	}
 	for i := range cases {
 		cases[i].CodecFloorSeconds = floor.Seconds()
+		cases[i].CodecFloorCPU = floorCPU.Seconds()
 		cases[i].FloorRatio = cases[i].Seconds / floor.Seconds()
 	}
 	return cases, nil
+}
+
+// mergeoutProcessCPU returns the user and system CPU time the process has used.
+func mergeoutProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchMerge runs one merge into outDir and removes the output.
@@ -348,12 +371,12 @@ func (cw *caseWriter) write(c mergeoutCase) error {
 		return cw.enc.Encode(c)
 	}
 	if cw.rows == 0 {
-		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tplan\tworkers\tseconds\tMB/s\tfloor s\tx floor\tpeak\tfiles\tblocks\tcmp/row\t")
+		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tplan\tworkers\tseconds\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\tfiles\tblocks\tcmp/row\t")
 	}
 	cw.rows++
-	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%s\t%d/%d\t%d/%d\t%.2f\t\n",
+	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d/%d\t%d/%d\t%.2f\t\n",
 		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Plan, c.Workers, c.Seconds, c.MBPerS,
-		c.CodecFloorSeconds, c.FloorRatio, bytesize.Format(c.PeakBytes), c.FilesOpened, c.FilesExpected,
+		c.CodecFloorSeconds, c.FloorRatio, c.CPUSeconds, c.CodecFloorCPU, bytesize.Format(c.PeakBytes), c.FilesOpened, c.FilesExpected,
 		c.BlocksDecompressed, c.BlocksTotal, c.ComparisonsPerRow)
 	return err
 }
