@@ -40,12 +40,16 @@
 // offset and CURRENT ROW bounds, lag, lead, row_number). Aggregates whose
 // frame is the whole partition get a first pass over the partition (it is
 // read again from the sorted container) and are written as constants;
-// running count, integer sum, min and max (ROWS from UNBOUNDED PRECEDING)
-// combine each slice with the aggregate of the rows before it. Any other
-// function over such a partition (RANGE and GROUPS frames, running avg
-// and float sums, rank, dense_rank, percent_rank, cume_dist, ntile,
-// first/last/nth_value over unbounded frames) is refused with an error
-// that names it (ErrUnsupported) rather than run over the grant.
+// running count, integer sum, min and max (from UNBOUNDED PRECEDING to a
+// bounded ROWS end, or to CURRENT ROW in RANGE and GROUPS mode) combine
+// each slice with the aggregate of the rows before it; rank and
+// dense_rank are offset by the rows and groups before the slice. When
+// peers matter a slice ends at a peer-group boundary, so a single peer
+// group must fit the buffer. Any other function over such a partition
+// (RANGE and GROUPS offset frames, running avg and float sums,
+// percent_rank, cume_dist, ntile, first/last/nth_value over unbounded
+// frames) is refused with an error that names it (ErrUnsupported) rather
+// than run over the grant.
 //
 // # Format
 //

@@ -72,6 +72,31 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	stop := false
 	var bigConsts map[int]*vector     // whole-partition results of the big partition, by output
 	var carries map[int]*runningCarry // running aggregates of the big partition, by output
+	var orderCols []int
+	for _, k := range g.order {
+		orderCols = append(orderCols, k.expr.col)
+	}
+	// sliceEnd returns where a slice of a big partition in buffer rows
+	// [from, end) stops: before the rows whose frames reach past end and,
+	// when peers matter, at the start of the last peer group.
+	sliceEnd := func(end, from int) (int, error) {
+		to := end - halo.after
+		if halo.peers {
+			r := to
+			if r >= buf.n {
+				r = buf.n - 1 // the last row's group may go on past the buffer
+			}
+			for r > from && equalRowsCols(buf, orderCols, r-1, r) {
+				r--
+			}
+			to = r
+		}
+		if to <= from {
+			return 0, fmt.Errorf("%w: a peer group of a partition larger than the %d-byte grant does not fit it", ErrUnsupported, o.Budget.Limit())
+		}
+		return to, nil
+	}
+	var denseCarry int64 // dense_rank of the last row a big partition's slices wrote
 	// leave folds the first k rows of the buffer, which a big partition's
 	// slices are done with, into the running aggregates.
 	leave := func(k int) error {
@@ -131,6 +156,25 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			for i, v := range bigConsts {
 				cols[i].Release()
 				cols[i] = broadcast(v, to-from).toArrow(o.Budget)
+			}
+			for i, out := range p.outputs {
+				if out.call == nil || (out.call.fn != fnRank && out.call.fn != fnDenseRank) {
+					continue
+				}
+				v := cols[i].(*array.Int64).Int64Values()
+				fixed := make([]int64, len(v))
+				for k, x := range v {
+					if out.call.fn == fnRank {
+						fixed[k] = x + partPos
+					} else {
+						fixed[k] = denseCarry + x - v[0] + 1
+					}
+				}
+				if out.call.fn == fnDenseRank && len(fixed) > 0 {
+					denseCarry = fixed[len(fixed)-1]
+				}
+				cols[i].Release()
+				cols[i] = wrapFixed(arrow.PrimitiveTypes.Int64, int64Bytes(fixed), nil, len(fixed))
 			}
 			for i, rc := range carries {
 				combined, err := rc.apply(cols[i], o.Budget)
@@ -225,10 +269,13 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 				shift(end)
 				bigPos, partEnd, lastStart, scanned = -1, -1, 0, 0
-				bigConsts, carries = nil, nil
+				bigConsts, carries, denseCarry = nil, nil, 0
 				continue
 			}
-			to := end - halo.after
+			to, err := sliceEnd(end, from)
+			if err != nil {
+				return "", err
+			}
 			if err := emit(end, from, to, bigPos, true); err != nil {
 				return "", err
 			}
@@ -289,7 +336,10 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 			}
 			end := buf.n
-			to := end - halo.after
+			to, err := sliceEnd(end, 0)
+			if err != nil {
+				return "", err
+			}
 			if err := emit(end, 0, to, 0, true); err != nil {
 				return "", err
 			}
@@ -314,7 +364,12 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 
 // halo is how far, in rows, the frames of a window group reach before and
 // after the current row.
-type halo struct{ before, after int }
+type halo struct {
+	before, after int
+	// peers: slices must end at a peer-group boundary (rank, dense_rank,
+	// running RANGE and GROUPS frames see whole peer groups).
+	peers bool
+}
 
 // bigPartitionHalo returns the group's halo, or an error naming the first
 // call whose frame is not bounded in rows (and so needs its whole
@@ -343,14 +398,17 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 				h.after = max(h.after, int(off))
 			}
 			continue
-		case fnRank, fnDenseRank, fnPercentRank, fnCumeDist, fnNtile:
+		case fnRank, fnDenseRank:
+			h.peers = true
+			continue
+		case fnPercentRank, fnCumeDist, fnNtile:
 			return h, fmt.Errorf("select item %q (%s) needs the whole partition", c.alias, fnName(c.fn))
 		}
 		f := &c.frame
-		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
-			return h, fmt.Errorf("select item %q: only ROWS frames without EXCLUDE GROUP/TIES can be evaluated in slices", c.alias)
-		}
 		if runningCall(c) {
+			if f.mode != modeRows {
+				h.peers = true
+			}
 			if b := f.end; b.kind == boundFollowing {
 				if b.off > maxHalo {
 					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
@@ -358,6 +416,9 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 				h.after = max(h.after, int(b.off))
 			}
 			continue
+		}
+		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
+			return h, fmt.Errorf("select item %q: only ROWS frames without EXCLUDE GROUP/TIES, and running frames, can be evaluated in slices", c.alias)
 		}
 		for _, b := range []bound{f.start, f.end} {
 			switch b.kind {
@@ -401,8 +462,9 @@ func int64Bytes(v []int64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
 }
 
-// runningCall reports whether c is a running count, sum, min or max (ROWS
-// frame from UNBOUNDED PRECEDING to a bounded end, nothing excluded):
+// runningCall reports whether c is a running count, sum, min or max
+// (frame from UNBOUNDED PRECEDING to a bounded ROWS end or, in RANGE and
+// GROUPS mode, to CURRENT ROW; nothing excluded):
 // over a big partition each slice's results are combined with the
 // aggregate of the rows before the buffer (runningCarry).
 func runningCall(c *call) bool {
@@ -412,8 +474,14 @@ func runningCall(c *call) bool {
 	default:
 		return false
 	}
-	return f.mode == modeRows && f.exclude == excludeNoOthers && f.start.kind == boundUnboundedPreceding &&
-		f.end.kind != boundUnboundedFollowing && !(c.fn == fnSum && c.outKind == kindFloat)
+	if f.exclude != excludeNoOthers || f.start.kind != boundUnboundedPreceding || (c.fn == fnSum && c.outKind == kindFloat) {
+		return false
+	}
+	if f.mode == modeRows {
+		return f.end.kind != boundUnboundedFollowing
+	}
+	return f.end.kind == boundCurrentRow // RANGE or GROUPS: up to the end of the peer group
+
 }
 
 // runningCarry is a running aggregate's value over the rows of a big
