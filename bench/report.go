@@ -359,18 +359,26 @@ func (r *report) renderMergeout(b *bytes.Buffer) {
 	if path, ok := r.Charts[chartMergeout]; ok {
 		p("![mergeout seconds by memory grant](%s)\n\n", path)
 	}
-	var problems []string
+	var problems, oom []string
 	for _, w := range m.Widthwise {
 		for _, c := range w.Cases {
-			for sys, mm := range map[string]measure{sysStrata: c.Strata, "DuckDB": c.Duck} {
-				if mm.Err != "" {
-					problems = append(problems, fmt.Sprintf("- %s, %d columns at %s: %s", sys, w.Width, formatBytes(c.Grant), cell(mm.Err)))
-				}
+			if c.Strata.Err != "" {
+				problems = append(problems, fmt.Sprintf("- strata, %d columns at %s: %s", w.Width, formatBytes(c.Grant), cell(c.Strata.Err)))
+			}
+			switch {
+			case strings.Contains(c.Duck.Err, "Out of Memory"):
+				oom = append(oom, fmt.Sprintf("%d columns at %s (%s)", w.Width, formatBytes(c.Grant), cell(strings.TrimPrefix(c.Duck.Err, "duckdb: "))))
+			case c.Duck.Err != "":
+				problems = append(problems, fmt.Sprintf("- DuckDB, %d columns at %s: %s", w.Width, formatBytes(c.Grant), cell(c.Duck.Err)))
 			}
 		}
 		if w.Floor.Err != "" {
 			problems = append(problems, fmt.Sprintf("- codec floor, %d columns: %s", w.Width, cell(w.Floor.Err)))
 		}
+	}
+	if len(oom) > 0 {
+		p("DuckDB could not sort the rows within its memory_limit (it spills to its temp_directory, but still ran out of memory) at: %s.\n\n",
+			strings.Join(oom, "; "))
 	}
 	if len(problems) > 0 {
 		p("Failures:\n\n%s\n\n", strings.Join(problems, "\n"))
