@@ -144,6 +144,7 @@ func (d *deployment) start(name, worker string, extra ...string) *proc {
 	}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)
 	}
