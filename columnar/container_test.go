@@ -306,6 +306,13 @@ func TestWriterErrors(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 	})
+	t.Run("name not UTF-8", func(t *testing.T) {
+		s := arrow.NewSchema([]arrow.Field{{Name: "x\x8b", Type: arrow.PrimitiveTypes.Int64}}, nil)
+		_, err := Create(filepath.Join(t.TempDir(), "c"), WriterOptions{Schema: s})
+		if !errors.Is(err, ErrSchemaMismatch) {
+			t.Fatalf("err = %v", err)
+		}
+	})
 	t.Run("bad sort key", func(t *testing.T) {
 		_, err := Create(filepath.Join(t.TempDir(), "c"), WriterOptions{Schema: schema, SortKey: SortKey{{Name: "zz"}}})
 		if !errors.Is(err, ErrSchemaMismatch) {

@@ -2,6 +2,7 @@ package columnar
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 )
@@ -120,6 +121,10 @@ func SchemaColumns(s *arrow.Schema) ([]ColumnSchema, error) {
 		}
 		if seen[f.Name] {
 			return nil, fmt.Errorf("%w: duplicate column name %q", ErrSchemaMismatch, f.Name)
+		}
+		if !utf8.ValidString(f.Name) {
+			// The manifest is JSON, which cannot hold the name.
+			return nil, fmt.Errorf("%w: column %d name %q is not UTF-8", ErrSchemaMismatch, i, f.Name)
 		}
 		seen[f.Name] = true
 		name, err := TypeName(f.Type)

@@ -150,7 +150,7 @@ func TestCSVRoundTrip(t *testing.T) {
 	}
 	o := importOpts(t, m, 700)
 	o.Schema = want.Schema()
-	o.Null, o.StringsNull = `\N`, true
+	o.Nulls, o.StringsNull = []string{`\N`}, true
 	ms, err := ImportCSV(&buf, o)
 	if err != nil {
 		t.Fatal(err)

@@ -22,8 +22,56 @@ type ExportOptions struct {
 	Comma    rune   // default ','
 	NoHeader bool   // omit the header row
 	Null     string // the spelling of NULL; default "" (empty field)
+	// Parquet only: how column chunks are compressed; default zstd.
+	ParquetCompression ParquetCompression
 	// Arrow only: write the IPC stream format instead of the file format.
 	ArrowStream bool
+}
+
+// ParquetCompression is the compression codec of a Parquet export.
+type ParquetCompression int
+
+// The Parquet compression codecs. Zstd, the default, makes files a third
+// or so smaller than Snappy at a modest cost in speed.
+const (
+	ParquetZstd ParquetCompression = iota
+	ParquetSnappy
+	ParquetUncompressed
+)
+
+// String returns the codec's name: zstd, snappy or none.
+func (c ParquetCompression) String() string {
+	switch c {
+	case ParquetZstd:
+		return "zstd"
+	case ParquetSnappy:
+		return "snappy"
+	case ParquetUncompressed:
+		return "none"
+	}
+	return fmt.Sprintf("ParquetCompression(%d)", int(c))
+}
+
+// ParseParquetCompression parses a codec's name (as String returns it).
+func ParseParquetCompression(s string) (ParquetCompression, error) {
+	for _, c := range []ParquetCompression{ParquetZstd, ParquetSnappy, ParquetUncompressed} {
+		if s == c.String() {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown parquet compression %q: want zstd, snappy or none", s)
+}
+
+func (c ParquetCompression) codec() (compress.Compression, error) {
+	switch c {
+	case ParquetZstd:
+		return compress.Codecs.Zstd, nil
+	case ParquetSnappy:
+		return compress.Codecs.Snappy, nil
+	case ParquetUncompressed:
+		return compress.Codecs.Uncompressed, nil
+	}
+	return 0, fmt.Errorf("unknown parquet compression %d", int(c))
 }
 
 func (o *ExportOptions) defaults() {
@@ -99,11 +147,16 @@ func (w *csvWriter) Close() error {
 }
 
 // ExportParquet writes the container at dir to w as a Parquet file
-// (Snappy-compressed, the Arrow schema stored so types round-trip).
+// (compressed as opts.ParquetCompression says, zstd by default; the Arrow
+// schema stored so types round-trip).
 func ExportParquet(dir string, w io.Writer, opts ExportOptions) error {
 	opts.defaults()
+	codec, err := opts.ParquetCompression.codec()
+	if err != nil {
+		return fmt.Errorf("export parquet of %s: %w", dir, err)
+	}
 	return export(dir, &opts, "parquet", func(s *arrow.Schema) (batchWriter, error) {
-		props := parquet.NewWriterProperties(parquet.WithCompression(compress.Codecs.Snappy), parquet.WithAllocator(opts.Allocator))
+		props := parquet.NewWriterProperties(parquet.WithCompression(codec), parquet.WithAllocator(opts.Allocator))
 		return pqarrow.NewFileWriter(s, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 	})
 }

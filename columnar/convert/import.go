@@ -16,20 +16,33 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
 	"github.com/strata-db/strata/columnar"
 )
+
+// DefaultNulls are the CSV spellings of NULL when ImportOptions.Nulls is
+// nil: the empty field and NULL.
+var DefaultNulls = []string{"", "NULL"}
 
 // ImportOptions configures ImportCSV and ImportParquet.
 type ImportOptions struct {
 	DataDir, Table, Projection string
-	// IDPrefix names the containers: <IDPrefix>0000, <IDPrefix>0001, ...
-	// Default "import-".
+	// Name names the input in errors (a file name, say); default "input".
+	Name string
+	// IDPrefix and FirstID name the containers: <IDPrefix><FirstID>,
+	// <IDPrefix><FirstID+1>, ..., the number four digits at least
+	// (import-0000, import-0001, ...). IDPrefix "c" with FirstID past a
+	// projection's highest container adds to the projection. Default
+	// IDPrefix "import-".
 	IDPrefix string
+	FirstID  int
 	// SortKey orders each container. Required.
 	SortKey columnar.SortKey
-	// Schema of the input. For CSV it gives every column's type (nil:
-	// inferred from the first rows, which may pick types containers do
-	// not support); for Parquet it must match the file's if set.
+	// Schema of the input. For CSV it gives every column's type; nil:
+	// inferred from the first InferRows rows, each column nullable and of
+	// the first of int64, float64, bool, date32 (2006-01-02), timestamp_us
+	// (without a zone) and utf8 that reads all its non-NULL values. For
+	// Parquet it must match the file's if set.
 	Schema *arrow.Schema
 	// RowsPerContainer bounds each container; default 1Mi rows. Import
 	// holds one container's rows in memory to sort them.
@@ -41,19 +54,33 @@ type ImportOptions struct {
 	Compression columnar.Compression // default LZ4
 	Allocator   memory.Allocator     // default Go heap
 	Logger      *slog.Logger         // default: discard
+	// Context stops the import when done: reads of the input fail and no
+	// further container is written. Default: never.
+	Context context.Context
+	// Progress, if set, is called after each container is committed with
+	// the containers and rows written so far.
+	Progress func(containers int, rows int64)
 	// CSV only.
-	Comma       rune   // default ','
-	NoHeader    bool   // the first row is data, not column names (needs Schema)
-	Null        string // the spelling of NULL; default "" (empty field)
-	StringsNull bool   // Null also means NULL in utf8 columns (else it is "")
+	Comma    rune // default ','
+	NoHeader bool // the first row is data, not column names (needs Schema)
+	// Nulls are the spellings of NULL; nil means DefaultNulls. An empty,
+	// non-nil slice means no field is NULL.
+	Nulls       []string
+	StringsNull bool // Nulls also mean NULL in utf8 columns (else they are strings)
 }
 
 func (o *ImportOptions) defaults() error {
 	if len(o.SortKey) == 0 {
-		return errors.New("import: no sort key given")
+		return errors.New("no sort key given")
 	}
 	if o.DataDir == "" || o.Table == "" || o.Projection == "" {
-		return errors.New("import: data dir, table and projection are required")
+		return errors.New("data dir, table and projection are required")
+	}
+	if o.FirstID < 0 {
+		return fmt.Errorf("first container number %d is negative", o.FirstID)
+	}
+	if o.Name == "" {
+		o.Name = "input"
 	}
 	if o.IDPrefix == "" {
 		o.IDPrefix = "import-"
@@ -70,43 +97,83 @@ func (o *ImportOptions) defaults() error {
 	if o.Comma == 0 {
 		o.Comma = ','
 	}
+	if o.Nulls == nil {
+		o.Nulls = DefaultNulls
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Context == nil {
+		o.Context = context.Background()
 	}
 	return nil
 }
 
-// ImportCSV reads CSV from r into sorted containers.
+// ImportCSV reads CSV from r into sorted containers. It returns the
+// manifests of the containers written, in order; on error, those written
+// before it (which the caller may remove). Input without data rows
+// imports as no containers and no error.
 func ImportCSV(r io.Reader, opts ImportOptions) ([]*columnar.Manifest, error) {
 	if err := opts.defaults(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("import csv %s: %w", opts.Name, err)
+	}
+	r = ctxReader{ctx: opts.Context, r: r}
+	schema := opts.Schema
+	if schema == nil {
+		if opts.NoHeader {
+			return nil, fmt.Errorf("import csv %s: a file without a header needs a schema", opts.Name)
+		}
+		header, rows, replay, err := probeCSV(r, opts.Comma, InferRows)
+		if err != nil {
+			return nil, fmt.Errorf("import csv %s: %w", opts.Name, err)
+		}
+		if len(rows) == 0 {
+			return nil, nil
+		}
+		schema, r = inferSchema(header, rows, opts.Nulls), replay
 	}
 	chunk := min(opts.BlockRows, opts.RowsPerContainer)
-	copts := []csv.Option{
+	rdr := csv.NewReader(r, schema,
 		csv.WithComma(opts.Comma),
 		csv.WithHeader(!opts.NoHeader),
 		csv.WithChunk(chunk),
 		csv.WithAllocator(opts.Allocator),
-		csv.WithNullReader(opts.StringsNull, opts.Null),
-	}
-	var rdr *csv.Reader
-	if opts.Schema != nil {
-		rdr = csv.NewReader(r, opts.Schema, copts...)
-	} else {
-		if opts.NoHeader {
-			return nil, errors.New("import csv: a file without a header needs a schema")
-		}
-		rdr = csv.NewInferringReader(r, copts...)
-	}
+		csv.WithNullReader(opts.StringsNull, opts.Nulls...),
+	)
 	defer rdr.Release()
-	return importBatches(&csvSource{rdr}, &opts)
+	ms, err := importBatches(&csvSource{rdr}, &opts)
+	if err != nil {
+		return ms, fmt.Errorf("import csv %s: %w", opts.Name, err)
+	}
+	return ms, nil
 }
 
-// ImportParquet reads a Parquet file into sorted containers.
-func ImportParquet(r parquet.ReaderAtSeeker, opts ImportOptions) ([]*columnar.Manifest, error) {
-	pf, err := file.NewParquetReader(r)
+// ImportParquet reads a Parquet file into sorted containers. It returns
+// what ImportCSV does. It does not close r.
+func ImportParquet(r parquet.ReaderAtSeeker, opts ImportOptions) (ms []*columnar.Manifest, err error) {
+	name := opts.Name
+	if name == "" {
+		name = "input"
+	}
+	ms, err = importParquet(r, opts)
 	if err != nil {
-		return nil, fmt.Errorf("import parquet: %w", err)
+		return ms, fmt.Errorf("import parquet %s: %w", name, err)
+	}
+	return ms, nil
+}
+
+func importParquet(r parquet.ReaderAtSeeker, opts ImportOptions) (ms []*columnar.Manifest, err error) {
+	ctx := opts.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	r = ctxReaderAt{ctx: ctx, r: r}
+	var pf *file.Reader
+	if err := guard("read the footer", func() (err error) {
+		pf, err = file.NewParquetReader(r)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	defer pf.Close()
 	if opts.RowsPerContainer <= 0 && opts.Containers > 0 {
@@ -116,20 +183,38 @@ func ImportParquet(r parquet.ReaderAtSeeker, opts ImportOptions) ([]*columnar.Ma
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(min(opts.BlockRows, opts.RowsPerContainer))}, opts.Allocator)
-	if err != nil {
-		return nil, fmt.Errorf("import parquet: %w", err)
-	}
-	rr, err := fr.GetRecordReader(context.Background(), nil, nil)
-	if err != nil {
-		return nil, fmt.Errorf("import parquet: %w", err)
+	var rr pqarrow.RecordReader
+	if err := guard("read the schema", func() error {
+		fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{BatchSize: int64(min(opts.BlockRows, opts.RowsPerContainer))}, opts.Allocator)
+		if err != nil {
+			return err
+		}
+		rr, err = fr.GetRecordReader(opts.Context, nil, nil)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	defer rr.Release()
 	if opts.Schema != nil && !opts.Schema.Equal(rr.Schema()) {
-		return nil, fmt.Errorf("import parquet: %w: file schema %s, expected %s", columnar.ErrSchemaMismatch, rr.Schema(), opts.Schema)
+		return nil, fmt.Errorf("%w: file schema %s, expected %s", columnar.ErrSchemaMismatch, rr.Schema(), opts.Schema)
 	}
 	return importBatches(rr, &opts)
 }
+
+// guard runs fn, turning a panic (arrow's readers panic on some damaged
+// input) into an error saying what was being done.
+func guard(what string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: %w: %v", what, ErrMalformed, p)
+		}
+	}()
+	return fn()
+}
+
+// ErrMalformed is wrapped by errors for input the readers could not make
+// sense of (where arrow's readers panicked).
+var ErrMalformed = errors.New("convert: malformed input")
 
 // batchSource is what arrow's CSV and Parquet readers have in common.
 type batchSource interface {
@@ -144,9 +229,12 @@ func (s *csvSource) RecordBatch() arrow.RecordBatch { return s.Reader.RecordBatc
 
 func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, error) {
 	var (
-		out     []*columnar.Manifest
-		pending []arrow.RecordBatch
-		rows    int
+		out      []*columnar.Manifest
+		pending  []arrow.RecordBatch
+		rows     int   // rows pending
+		read     int64 // rows read from the input
+		last     int64 // rows of the last batch read
+		imported int64 // rows written to containers
 	)
 	defer func() {
 		for _, r := range pending {
@@ -157,7 +245,7 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 		if rows == 0 {
 			return nil
 		}
-		id := fmt.Sprintf("%s%04d", o.IDPrefix, len(out))
+		id := fmt.Sprintf("%s%04d", o.IDPrefix, o.FirstID+len(out))
 		m, err := writeSorted(pending, id, o)
 		for _, r := range pending {
 			r.Release()
@@ -168,10 +256,32 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 		}
 		o.Logger.Info("imported container", "id", id, "rows", m.Rows)
 		out = append(out, m)
+		imported += m.Rows
+		if o.Progress != nil {
+			o.Progress(len(out), imported)
+		}
 		return nil
 	}
-	for src.Next() {
-		rec := src.RecordBatch()
+	for {
+		if err := o.Context.Err(); err != nil {
+			return out, err
+		}
+		var rec arrow.RecordBatch
+		err := guard(fmt.Sprintf("read rows from %d on", read+1), func() error {
+			if src.Next() {
+				rec = src.RecordBatch()
+				rec.Retain()
+			}
+			return nil
+		})
+		if err != nil {
+			return out, err
+		}
+		if rec == nil {
+			break
+		}
+		last = rec.NumRows()
+		read += last
 		for off := 0; off < int(rec.NumRows()); {
 			n := min(int(rec.NumRows())-off, o.RowsPerContainer-rows)
 			part := rec.NewSlice(int64(off), int64(off+n))
@@ -180,16 +290,23 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 			off += n
 			if rows == o.RowsPerContainer {
 				if err := flush(); err != nil {
-					return out, fmt.Errorf("import: %w", err)
+					rec.Release()
+					return out, err
 				}
 			}
 		}
+		rec.Release()
 	}
 	if err := src.Err(); err != nil {
-		return out, fmt.Errorf("import: read input: %w", err)
+		if cerr := o.Context.Err(); cerr != nil && errors.Is(err, cerr) {
+			return out, cerr
+		}
+		// The error is in the last batch returned (arrow's CSV reader
+		// returns the batch a bad value is in, then fails) or after it.
+		return out, fmt.Errorf("read rows from %d on: %w", read-last+1, err)
 	}
 	if err := flush(); err != nil {
-		return out, fmt.Errorf("import: %w", err)
+		return out, err
 	}
 	return out, nil
 }
@@ -237,7 +354,6 @@ func writeSorted(batches []arrow.RecordBatch, id string, o *ImportOptions) (*col
 	}
 	slices.SortStableFunc(perm, func(a, b int) int { return bytes.Compare(kb.Key(a), kb.Key(b)) })
 	kb = columnar.KeyBatch{}
-
 	w, err := columnar.Create(columnar.ContainerDir(o.DataDir, o.Table, o.Projection, id), columnar.WriterOptions{
 		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: o.SortKey,
 		BlockRows: o.BlockRows, Compression: o.Compression, Allocator: o.Allocator, Logger: o.Logger,
@@ -247,6 +363,9 @@ func writeSorted(batches []arrow.RecordBatch, id string, o *ImportOptions) (*col
 	}
 	defer w.Abort()
 	for c := range schema.NumFields() {
+		if err := o.Context.Err(); err != nil {
+			return nil, err
+		}
 		arr, err := column(c)
 		if err != nil {
 			return nil, err
