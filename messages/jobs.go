@@ -108,6 +108,9 @@ func (j *WindowJob) Validate() error {
 			return fmt.Errorf("job %s: %v", j.JobID, err)
 		}
 	}
+	if err := j.Query.Validate(); err != nil {
+		return fmt.Errorf("job %s: %w", j.JobID, err)
+	}
 	for i, in := range j.Inputs {
 		if err := validName(in.ID); err != nil {
 			return fmt.Errorf("job %s: input %d: %v", j.JobID, i, err)

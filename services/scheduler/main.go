@@ -99,7 +99,7 @@ func run(args []string) error {
 	defer nc.Close()
 	setup, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := natsutil.EnsureStreams(setup, js); err != nil {
+	if err := common.Topology().Ensure(setup, js); err != nil {
 		return err
 	}
 	catalogKV, err := js.KeyValue(setup, messages.BucketCatalog)

@@ -47,7 +47,7 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Logger: w.log.With("job", job.JobID),
 	})
 	if err != nil {
-		if errors.Is(err, windower.ErrGrantTooSmall) || errors.Is(err, columnar.ErrNotFound) ||
+		if errors.Is(err, windower.ErrGrantTooSmall) || errors.Is(err, windower.ErrUnsupported) || errors.Is(err, columnar.ErrNotFound) ||
 			errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, columnar.ErrSchemaMismatch) || isQueryError(err) {
 			return service.Outcome{}, service.Permanent(err)
 		}
