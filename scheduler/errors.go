@@ -38,12 +38,14 @@ func APIError(err error) *messages.APIError {
 		return nil
 	}
 	code := "internal"
+	var unknownVersion *messages.UnknownVersionError
 	switch {
 	case errors.Is(err, ErrTooManyContainers):
 		code = messages.ErrCodeTooManyContainers
 	case errors.Is(err, ErrUnknownPool), errors.Is(err, ErrUnknownTable):
 		code = "not_found"
-	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNeverFits), errors.Is(err, messages.ErrMalformed):
+	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNeverFits), errors.Is(err, messages.ErrMalformed),
+		errors.As(err, &unknownVersion):
 		code = "invalid"
 	case errors.Is(err, ErrPoolExists):
 		code = "exists"
