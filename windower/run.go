@@ -81,6 +81,10 @@ type Result struct {
 	stats   Stats
 	reader  *columnar.BatchReader // result spilled to a container
 	release func()
+	// heldBytes of budget count the in-memory result's Go-allocated
+	// columns until Close.
+	budget    *columnar.Budget
+	heldBytes int64
 }
 
 // Schema is the result's schema: one column per select item, named by its alias.
@@ -127,6 +131,10 @@ func (r *Result) Close() {
 		c.Release()
 	}
 	r.cols = nil
+	if r.budget != nil {
+		r.budget.Release(r.heldBytes)
+		r.budget, r.heldBytes = nil, 0
+	}
 	if r.reader != nil {
 		r.reader.Close()
 		r.reader = nil
@@ -441,9 +449,39 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 	}
 	budget.Release(in.reserved)
 	in.reserved = 0
+	// The result's fixed-width columns are Go memory the Result holds
+	// until Close (string and other built columns came from the budget):
+	// count them in place of the evaluation's buffers, which they replace.
+	budget.Release(held)
+	held = 0
+	resultBytes := goMemoryBytes(cols)
+	if err := budget.Reserve(resultBytes); err != nil {
+		for _, c := range cols {
+			c.Release()
+		}
+		return nil, fmt.Errorf("windower: hold the %d-row result: %w", rows, err)
+	}
 	stats.Rows = int64(rows)
 	stats.PeakBytes = budget.Peak()
-	return &Result{schema: p.outSchema, cols: cols, rows: rows, batch: o.BatchRows, stats: stats}, nil
+	return &Result{schema: p.outSchema, cols: cols, rows: rows, batch: o.BatchRows, stats: stats,
+		budget: budget, heldBytes: resultBytes}, nil
+}
+
+// goMemoryBytes is the size of the columns' buffers that toArrow wraps
+// from Go memory instead of allocating from the budget.
+func goMemoryBytes(cols []arrow.Array) int64 {
+	var n int64
+	for _, c := range cols {
+		switch c.DataType().ID() {
+		case arrow.INT64, arrow.TIMESTAMP, arrow.FLOAT64:
+			for _, b := range c.Data().Buffers() {
+				if b != nil {
+					n += int64(b.Len())
+				}
+			}
+		}
+	}
+	return n
 }
 
 func truncate(v *vector, rows int) *vector {
