@@ -32,6 +32,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -60,6 +61,9 @@ type options struct {
 	pgBinDir string   // where initdb, pg_ctl and postgres live
 	results  string   // where the raw figures are written as JSON
 	replot   bool     // render report and charts from results, measuring nothing
+	profile  string   // directory for CPU profiles of strata's runs
+	commit   string   // label of the strata version measured, when git cannot tell
+	widths   []int    // mergeout widths instead of the mode's
 	logger   *slog.Logger
 }
 
@@ -77,7 +81,10 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&only, "only", strings.Join(allSuites, ","), "suites to run: "+strings.Join(allSuites, ","))
 	fs.StringVar(&o.results, "results", "results.json", "where to write the raw figures (JSON)")
 	fs.BoolVar(&o.replot, "replot", false, "re-render the report and charts from --results without measuring")
+	fs.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of strata's mergeout cases and window queries to this directory")
+	fs.StringVar(&o.commit, "commit", "", "the strata commit measured (default: from git)")
 	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
+	widths := fs.String("widths", "", "mergeout table widths, comma-separated (default: 100,200,400; 50,100 with --quick)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -94,6 +101,16 @@ func parseOptions(args []string) (options, error) {
 			return o, fmt.Errorf("--only: unknown suite %q (want some of %s)", s, strings.Join(allSuites, ","))
 		}
 		o.suites = append(o.suites, s)
+	}
+	for _, w := range strings.Split(*widths, ",") {
+		if w = strings.TrimSpace(w); w == "" {
+			continue
+		}
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 2 {
+			return o, fmt.Errorf("--widths: %q is not a width of at least 2 columns", w)
+		}
+		o.widths = append(o.widths, n)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -125,6 +142,10 @@ func run(ctx context.Context, args []string) error {
 		return render(o, rep)
 	}
 	sz := sizesFor(o.quick)
+	sz.ProfileDir = o.profile
+	if len(o.widths) > 0 {
+		sz.MergeWidths = o.widths
+	}
 	log := o.logger
 
 	if err := os.RemoveAll(o.outDir); err != nil {
@@ -152,6 +173,9 @@ func run(ctx context.Context, args []string) error {
 	peers := startPeers(ctx, o, outAbs)
 	defer peers.Close()
 	rep.Peers = peers.describe(ctx)
+	if o.commit != "" {
+		rep.Peers[0].Version = "commit " + o.commit
+	}
 	for _, p := range rep.Peers {
 		log.Info("peer", "name", p.Name, "version", p.Version, "skipped", p.Skipped)
 	}
@@ -223,6 +247,13 @@ func commandLine(o options) string {
 	}
 	if len(o.suites) != len(allSuites) {
 		b.WriteString(" --only " + strings.Join(o.suites, ","))
+	}
+	if len(o.widths) > 0 {
+		ws := make([]string, len(o.widths))
+		for i, w := range o.widths {
+			ws[i] = strconv.Itoa(w)
+		}
+		b.WriteString(" --widths " + strings.Join(ws, ","))
 	}
 	return b.String()
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"time"
 )
 
@@ -80,4 +83,30 @@ func ratioText(a, b measure) string {
 		return "> " + formatRatio(r)
 	}
 	return formatRatio(r)
+}
+
+// profiled runs fn under a CPU profile written to dir/name.pprof when dir is
+// set and no profile of that name exists yet (so only a case's first run is
+// profiled).
+func profiled(dir, name string, fn func() error) error {
+	if dir == "" {
+		return fn()
+	}
+	path := filepath.Join(dir, name+".pprof")
+	if _, err := os.Stat(path); err == nil {
+		return fn()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	defer pprof.StopCPUProfile()
+	return fn()
 }

@@ -87,7 +87,11 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 		mc := mergeCase{Grant: grant}
 		mc.Strata = bestOf(ctx, sz.MergeRepeats, 0, func(ctx context.Context) error {
 			defer os.RemoveAll(out)
-			st, err := strataMerge(ctx, log, inputs, out, filepath.Join(wdir, "tmp"), grant)
+			var st *merger.Stats
+			err := profiled(sz.ProfileDir, fmt.Sprintf("mergeout-w%d-%s", width, formatBytes(grant)), func() (err error) {
+				st, err = strataMerge(ctx, log, inputs, out, filepath.Join(wdir, "tmp"), grant)
+				return err
+			})
 			if err != nil {
 				return err
 			}

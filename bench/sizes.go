@@ -20,6 +20,10 @@ type sizes struct {
 	// WAL.
 	WALRows    int // rows in the table being updated
 	WALUpdates int // updates per workload
+
+	// ProfileDir, when set, receives a CPU profile of each strata mergeout
+	// case and window query (the first timed run), to explain a figure.
+	ProfileDir string `json:"-"`
 }
 
 const (

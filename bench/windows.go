@@ -59,7 +59,10 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 		runners = append(runners, windowRunner{name: sysStrata, skip: err.Error()})
 	} else {
 		defer sw.Close()
-		runners = append(runners, windowRunner{name: sysStrata, timed: sw.timed, fetch: sw.fetch, note: sw.note})
+		timed := func(ctx context.Context, q windowQuery) error {
+			return profiled(sz.ProfileDir, "window-"+q.Name, func() error { return sw.timed(ctx, q) })
+		}
+		runners = append(runners, windowRunner{name: sysStrata, timed: timed, fetch: sw.fetch, note: sw.note})
 		suite.Notes = append(suite.Notes, sw.describe())
 	}
 
