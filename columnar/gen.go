@@ -2,6 +2,7 @@ package columnar
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -30,6 +31,12 @@ type GenOptions struct {
 	NullFraction     float64     // share of NULLs in non-key columns; default 0.05, <0 for none
 	Allocator        memory.Allocator
 	Stats            *IOStats
+	// Context, if set, stops Generate between containers once done; it
+	// returns the context's error with the containers already written.
+	Context context.Context
+	// Progress, if set, is called after each container is committed with
+	// the containers and rows written so far.
+	Progress func(containers int, rows int64)
 	// Sync makes the containers durable (fsync). Generated data can be
 	// generated again, so by default it is not synced.
 	Sync bool
@@ -116,13 +123,23 @@ func Generate(dataDir string, opts GenOptions) ([]*Manifest, error) {
 	}
 	schema, key := GenSchema(opts.Columns, opts.KeyColumns)
 	out := make([]*Manifest, 0, opts.Containers)
+	var rows int64
 	for c := range opts.Containers {
+		if opts.Context != nil {
+			if err := opts.Context.Err(); err != nil {
+				return out, fmt.Errorf("generate: %w", err)
+			}
+		}
 		id := ContainerID(opts.FirstID + c)
 		m, err := generateContainer(ContainerDir(dataDir, opts.Table, opts.Projection, id), id, schema, key, c, &opts)
 		if err != nil {
 			return out, fmt.Errorf("generate container %s: %w", id, err)
 		}
 		out = append(out, m)
+		rows += m.Rows
+		if opts.Progress != nil {
+			opts.Progress(len(out), rows)
+		}
 	}
 	return out, nil
 }

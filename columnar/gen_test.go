@@ -1,6 +1,8 @@
 package columnar
 
 import (
+	"context"
+	"errors"
 	"testing"
 )
 
@@ -39,5 +41,24 @@ func TestGenerateFirstID(t *testing.T) {
 	opts.FirstID = -1
 	if _, err := Generate(data, opts); err == nil {
 		t.Fatal("negative FirstID accepted")
+	}
+}
+
+func TestGenerateProgressAndCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var calls [][2]int64
+	opts := GenOptions{Columns: 2, Containers: 3, RowsPerContainer: 20, Context: ctx,
+		Progress: func(n int, rows int64) {
+			calls = append(calls, [2]int64{int64(n), rows})
+			if n == 2 {
+				cancel()
+			}
+		}}
+	ms, err := Generate(t.TempDir(), opts)
+	if !errors.Is(err, context.Canceled) || len(ms) != 2 {
+		t.Fatalf("Generate = %d containers, %v; want 2 and context.Canceled", len(ms), err)
+	}
+	if len(calls) != 2 || calls[0] != [2]int64{1, 20} || calls[1] != [2]int64{2, 40} {
+		t.Fatalf("progress calls %v", calls)
 	}
 }

@@ -31,6 +31,7 @@ type loadFlags struct {
 	noRegister        bool
 	csvPath, pqPath   string
 	sortKey           string
+	nulls             []string // CSV spellings of NULL; nil: convert.DefaultNulls
 }
 
 func runLoad(ctx context.Context, args []string) error {
@@ -47,7 +48,11 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.Int64Var(&f.seed, "seed", 1, "generator seed: the same seed writes the same rows")
 	fs.StringVar(&f.compression, "compression", "lz4", "block compression: lz4, zstd or none")
 	fs.BoolVar(&f.noRegister, "no-register", false, "only write the containers; do not tell the scheduler")
-	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred, an empty field is NULL) instead of generating")
+	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred from the first rows) instead of generating")
+	fs.Func("null", "a spelling of NULL in the --csv file; repeat for more (default: the empty field and NULL)", func(s string) error {
+		f.nulls = append(f.nulls, s)
+		return nil
+	})
 	fs.StringVar(&f.pqPath, "parquet", "", "import this Parquet file instead of generating")
 	fs.StringVar(&f.sortKey, "sort-key", "", "sort key of an import: 'a, b DESC, c NULLS FIRST' (required with --csv/--parquet)")
 	fs.Usage = func() {
@@ -129,116 +134,32 @@ func runLoad(ctx context.Context, args []string) error {
 	return nil
 }
 
-// generate writes the generated containers (see addContainers).
+// generate writes the generated containers under the projection's next
+// free IDs, showing progress. If it fails, what it wrote is removed.
 func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]*columnar.Manifest, error) {
-	ms, err := addContainers(ctx, dataDir, opts.Table, opts.Projection, opts.Containers, func(target string) ([]*columnar.Manifest, error) {
-		return columnar.Generate(target, opts)
-	})
+	next, err := nextContainerNumber(filepath.Join(dataDir, opts.Table, opts.Projection))
 	if err != nil {
+		return nil, fmt.Errorf("generate %s.%s: %w", opts.Table, opts.Projection, err)
+	}
+	opts.FirstID, opts.Context = next, ctx
+	opts.Progress = newProgress(opts.Containers).show
+	ms, err := columnar.Generate(dataDir, opts)
+	if err != nil {
+		removeContainers(dataDir, ms)
 		return nil, fmt.Errorf("generate %s.%s: %w", opts.Table, opts.Projection, err)
 	}
 	return ms, nil
 }
 
-// addContainers runs write, which writes containers c0000, c0001, ... of
-// table.projection under the data directory it is given, and leaves them
-// under the projection's next free IDs in dataDir. On an empty projection
-// write works in dataDir itself; when the projection already holds
-// containers, write works in a staging directory and the containers are
-// then moved into place under the next free IDs, so a second load adds to
-// the first. Progress is shown while write runs; total is the number of
-// containers expected, 0 if not known. If write fails, what it wrote is
-// removed.
-func addContainers(ctx context.Context, dataDir, table, projection string, total int, write func(target string) ([]*columnar.Manifest, error)) ([]*columnar.Manifest, error) {
-	projDir := filepath.Join(dataDir, table, projection)
-	next, err := nextContainerNumber(projDir)
-	if err != nil {
-		return nil, err
+// removeContainers removes containers a failed load wrote.
+func removeContainers(dataDir string, ms []*columnar.Manifest) {
+	for _, m := range ms {
+		os.RemoveAll(columnar.ContainerDir(dataDir, m.Table, m.Projection, m.ID))
 	}
-	target := dataDir
-	var staging string
-	if next > 0 {
-		if err := os.MkdirAll(dataDir, 0o755); err != nil {
-			return nil, err
-		}
-		staging, err = os.MkdirTemp(dataDir, ".load-")
-		if err != nil {
-			return nil, fmt.Errorf("staging directory: %w", err)
-		}
-		defer os.RemoveAll(staging)
-		target = staging
-	}
-	done := make(chan struct{})
-	go showProgress(done, filepath.Join(target, table, projection), total)
-	manifests, err := write(target)
-	close(done)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		if staging == "" {
-			for _, m := range manifests {
-				os.RemoveAll(columnar.ContainerDir(dataDir, m.Table, m.Projection, m.ID))
-			}
-		}
-		return nil, err
-	}
-	if staging == "" {
-		return manifests, nil
-	}
-	if err := os.MkdirAll(projDir, 0o755); err != nil {
-		return nil, err
-	}
-	for i, m := range manifests {
-		id := fmt.Sprintf("c%04d", next+i)
-		if err := moveContainer(columnar.ContainerDir(staging, m.Table, m.Projection, m.ID), columnar.ContainerDir(dataDir, m.Table, m.Projection, id), m, id); err != nil {
-			return nil, err
-		}
-	}
-	return manifests, nil
 }
 
-// moveContainer renames a committed container into place under a new ID,
-// rewriting the ID in its manifest first (atomically, by rename).
-func moveContainer(from, to string, m *columnar.Manifest, id string) error {
-	m.ID = id
-	data, err := m.Encode()
-	if err != nil {
-		return err
-	}
-	tmp := filepath.Join(from, columnar.ManifestName+".tmp")
-	if err := writeFileSync(tmp, data); err != nil {
-		return fmt.Errorf("rewrite manifest of %s: %w", from, err)
-	}
-	if err := os.Rename(tmp, filepath.Join(from, columnar.ManifestName)); err != nil {
-		return fmt.Errorf("rewrite manifest of %s: %w", from, err)
-	}
-	if _, err := os.Stat(to); err == nil {
-		return fmt.Errorf("move container to %s: it exists", to)
-	}
-	if err := os.Rename(from, to); err != nil {
-		return fmt.Errorf("move container into place: %w", err)
-	}
-	return nil
-}
-
-func writeFileSync(path string, data []byte) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// nextContainerNumber returns one past the highest cNNNN container in dir.
+// nextContainerNumber returns one past the highest cNNNN container in dir,
+// the projection's directory.
 func nextContainerNumber(dir string) (int, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -247,53 +168,44 @@ func nextContainerNumber(dir string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	next := 0
+	next, others := 0, false
 	for _, e := range entries {
-		if n, ok := strings.CutPrefix(e.Name(), "c"); ok {
-			if v, err := strconv.Atoi(n); err == nil && v+1 > next {
-				next = v + 1
+		name := e.Name()
+		if strings.HasPrefix(name, ".") { // a container being written, or left by a crash
+			continue
+		}
+		if n, ok := strings.CutPrefix(name, "c"); ok {
+			if v, err := strconv.Atoi(n); err == nil && v >= 0 {
+				next = max(next, v+1)
+				continue
 			}
 		}
+		others = true
 	}
 	// Any other name (a merged container) still means the projection is in use.
-	if next == 0 && len(entries) > 0 {
+	if next == 0 && others {
 		next = 1
 	}
 	return next, nil
 }
 
-// showProgress prints how many containers, and rows, are committed in dir
-// until done; total is the number expected, 0 if not known.
-func showProgress(done <-chan struct{}, dir string, total int) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	seen := map[string]bool{}
-	var rows int64
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			entries, _ := os.ReadDir(dir)
-			grew := false
-			for _, e := range entries {
-				// A dot-prefixed directory is a container being written.
-				if seen[e.Name()] || strings.HasPrefix(e.Name(), ".") {
-					continue
-				}
-				if m, err := columnar.ReadManifest(filepath.Join(dir, e.Name())); err == nil {
-					seen[e.Name()] = true
-					rows += m.Rows
-					grew = true
-				}
-			}
-			switch {
-			case !grew:
-			case total > 0:
-				fmt.Fprintf(os.Stderr, "  %d/%d containers written, %d rows\n", len(seen), total, rows)
-			default:
-				fmt.Fprintf(os.Stderr, "  %d containers written, %d rows\n", len(seen), rows)
-			}
-		}
+// progress prints how many containers, and rows, a load has written, at
+// most once a second.
+type progress struct {
+	total int // containers expected, 0 if not known
+	last  time.Time
+}
+
+func newProgress(total int) *progress { return &progress{total: total, last: time.Now()} }
+
+func (p *progress) show(containers int, rows int64) {
+	if time.Since(p.last) < time.Second {
+		return
+	}
+	p.last = time.Now()
+	if p.total > 0 {
+		fmt.Fprintf(os.Stderr, "  %d/%d containers written, %d rows\n", containers, p.total, rows)
+	} else {
+		fmt.Fprintf(os.Stderr, "  %d containers written, %d rows\n", containers, rows)
 	}
 }

@@ -14,32 +14,6 @@ import (
 	"github.com/strata-db/strata/columnar"
 )
 
-func TestParseSortKey(t *testing.T) {
-	tests := []struct {
-		in   string
-		want columnar.SortKey
-		bad  bool
-	}{
-		{in: "a", want: columnar.SortKey{{Name: "a"}}},
-		{in: "a, b desc", want: columnar.SortKey{{Name: "a"}, {Name: "b", Desc: true, NullsFirst: true}}},
-		{in: "a ASC NULLS FIRST,b DESC NULLS LAST", want: columnar.SortKey{{Name: "a", NullsFirst: true}, {Name: "b", Desc: true}}},
-		{in: "a,", bad: true},
-		{in: "a sideways", bad: true},
-	}
-	for _, tt := range tests {
-		got, err := parseSortKey(tt.in)
-		if tt.bad {
-			if err == nil {
-				t.Errorf("%q: accepted", tt.in)
-			}
-			continue
-		}
-		if err != nil || fmt.Sprint(got) != fmt.Sprint(tt.want) {
-			t.Errorf("%q = %v, %v; want %v", tt.in, got, err, tt.want)
-		}
-	}
-}
-
 func TestImportCSV(t *testing.T) {
 	dir := t.TempDir()
 	var b strings.Builder
@@ -55,8 +29,7 @@ func TestImportCSV(t *testing.T) {
 	}
 	data := filepath.Join(dir, "data")
 	f := &loadFlags{table: "imp", projection: "p", rows: 1000, blockRows: 256, csvPath: path, sortKey: "id"}
-	// The first import writes c0000..c0002 in place, the second adds
-	// c0003..c0005 through a staging directory.
+	// The first import writes c0000..c0002, the second adds c0003..c0005.
 	for load, firstID := range []int{0, 3} {
 		ms, err := importLoad(context.Background(), data, f, columnar.CompressionLZ4)
 		if err != nil {
@@ -81,11 +54,57 @@ func TestImportCSV(t *testing.T) {
 			t.Fatalf("load %d: %d rows in %d containers, want 2501 in 3", load, total, len(ms))
 		}
 	}
-	entries, _ := os.ReadDir(data)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".load-") {
-			t.Fatalf("staging directory %s left behind", e.Name())
+	checkNoTemp(t, data)
+}
+
+// checkNoTemp fails if anything dot-prefixed is left under dir.
+func checkNoTemp(t *testing.T, dir string) {
+	t.Helper()
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".") {
+			t.Errorf("%s left behind", path)
 		}
+		return err
+	})
+}
+
+func TestImportCSVNulls(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "in.csv")
+	if err := os.WriteFile(path, []byte("id,s\n3,NULL\n2,\n1,-\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		nulls []string
+		want  int // NULLs in column s
+	}{
+		{nil, 2},
+		{[]string{"-"}, 1},
+		{[]string{"-", "NULL", ""}, 3},
+	} {
+		data := filepath.Join(t.TempDir(), "data")
+		f := &loadFlags{table: "n", projection: "p", rows: 10, blockRows: 256, csvPath: path, sortKey: "id", nulls: tt.nulls}
+		ms, err := importLoad(context.Background(), data, f, columnar.CompressionLZ4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := columnar.Open(columnar.ContainerDir(data, "n", "p", ms[0].ID), columnar.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.OpenColumn(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.NullN() != tt.want {
+			t.Errorf("--null %q: %d NULLs, want %d", tt.nulls, a.NullN(), tt.want)
+		}
+		a.Release()
+		r.Close()
 	}
 }
 
@@ -97,6 +116,10 @@ func TestImportFailsCleanly(t *testing.T) {
 	}
 	emptyPath := filepath.Join(dir, "empty.csv")
 	if err := os.WriteFile(emptyPath, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	headerPath := filepath.Join(dir, "header.csv")
+	if err := os.WriteFile(headerPath, []byte("a,b\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	canceled, cancel := context.WithCancel(context.Background())
@@ -119,6 +142,8 @@ func TestImportFailsCleanly(t *testing.T) {
 			func(err error) bool { return errors.Is(err, os.ErrNotExist) }},
 		{"empty file", context.Background(), loadFlags{csvPath: emptyPath, sortKey: "a"},
 			func(err error) bool { return err != nil }},
+		{"header only", context.Background(), loadFlags{csvPath: headerPath, sortKey: "a"},
+			func(err error) bool { return strings.Contains(err.Error(), "no rows") }},
 		{"not parquet", context.Background(), loadFlags{pqPath: csvPath, sortKey: "a"},
 			func(err error) bool { return err != nil }},
 		{"interrupted", canceled, loadFlags{csvPath: csvPath, sortKey: "a"},
@@ -227,10 +252,33 @@ func TestGenerateAddsToAProjection(t *testing.T) {
 			t.Fatalf("%s: manifest names %v, %v", id, m.ID, err)
 		}
 	}
-	entries, _ := os.ReadDir(data)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".load-") {
-			t.Fatalf("staging directory %s left behind", e.Name())
+	checkNoTemp(t, data)
+}
+
+func TestNextContainerNumber(t *testing.T) {
+	for _, tt := range []struct {
+		entries []string
+		want    int
+	}{
+		{nil, 0},
+		{[]string{"c0000", "c0001"}, 2},
+		{[]string{"c0007", "c0002"}, 8},
+		{[]string{"m-0001"}, 1},
+		{[]string{".c0000.tmp-123"}, 0},
+		{[]string{"c0003", ".c0009.tmp-1", "cx"}, 4},
+		{[]string{"c12345"}, 12346},
+	} {
+		dir := t.TempDir()
+		for _, e := range tt.entries {
+			if err := os.Mkdir(filepath.Join(dir, e), 0o755); err != nil {
+				t.Fatal(err)
+			}
 		}
+		if got, err := nextContainerNumber(dir); err != nil || got != tt.want {
+			t.Errorf("%v: next %d, %v; want %d", tt.entries, got, err, tt.want)
+		}
+	}
+	if got, err := nextContainerNumber(filepath.Join(t.TempDir(), "none")); err != nil || got != 0 {
+		t.Errorf("missing projection: next %d, %v", got, err)
 	}
 }
