@@ -110,6 +110,7 @@ func (m *merge) run(inputs []string, output string) error {
 		grant:     m.opts.Grant,
 		workers:   m.opts.Parallelism,
 		rowSource: rowSourceEstimate(rows, len(ins)),
+		rows:      rows,
 	})
 	if err != nil {
 		return err
@@ -298,6 +299,11 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 	m.stats.RowSourceBytes = rs.size
 	if rs.spilled {
 		m.stats.SpilledBytes = rs.size
+	}
+	if p.sharedSel && rs.rows > 0 {
+		if err := rs.expand(m.budget); err != nil {
+			return fmt.Errorf("merger: %w", err)
+		}
 	}
 	var rest []int
 	for c := range ins[0].c.Schema().NumFields() {
@@ -588,6 +594,23 @@ func gatherSel(ctx context.Context, gathers []*columnGather, rr *rowSourceReader
 	}
 }
 
+// gatherShared drives gathers with slices of a selection vector of every row.
+func gatherShared(ctx context.Context, gathers []*columnGather, sel []uint16, blockRows int) error {
+	for off := 0; off < len(sel); {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n := min(blockRows-gathers[0].outRows, len(sel)-off)
+		for _, g := range gathers {
+			if err := g.takeSel(sel[off : off+n]); err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+		}
+		off += n
+	}
+	return nil
+}
+
 // gatherRuns drives gathers with batches of runs, for merges of more inputs
 // than a selection vector can name.
 func gatherRuns(ctx context.Context, gathers []*columnGather, rr *rowSourceReader, res reserver) error {
@@ -664,6 +687,17 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 			return err
 		}
 		gathers = append(gathers, g)
+	}
+	if rs.sel != nil {
+		if err := gatherShared(ctx, gathers, rs.sel, blockRows); err != nil {
+			return err
+		}
+		for _, g := range gathers {
+			if err := g.finish(); err != nil {
+				return fmt.Errorf("merger: %w", err)
+			}
+		}
+		return nil
 	}
 	rr, err := rs.newReader(m.budget)
 	if err != nil {

@@ -75,6 +75,7 @@ func (m *merge) level(dirs []string, dst string, blockRows int, total int64, fin
 		grant:     m.opts.Grant,
 		workers:   m.opts.Parallelism,
 		rowSource: rowSourceEstimate(rows, len(ins)),
+		rows:      rows,
 	})
 	if err != nil {
 		return err

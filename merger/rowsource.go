@@ -259,12 +259,47 @@ type rowSource struct {
 	memReserved int64
 	file        *os.File
 	res         reserver
+	sel         []uint16 // the whole stream as one selection vector, after expand
+	selReserved int64
+}
+
+// expand decodes the whole stream into s.sel, the input of every row, and
+// drops the encoded stream.
+func (s *rowSource) expand(res reserver) error {
+	if s.inputs > maxSelInputs {
+		return fmt.Errorf("row source of %d inputs cannot be a selection vector", s.inputs)
+	}
+	need := 2 * s.rows
+	if err := res.Reserve(need); err != nil {
+		return fmt.Errorf("selection vector of %d rows: %w", s.rows, err)
+	}
+	r, err := s.newReader(res)
+	if err != nil {
+		res.Release(need)
+		return err
+	}
+	sel := make([]uint16, s.rows)
+	f := selFiller{rr: r}
+	n, err := f.fill(sel)
+	if err == nil && (n != len(sel) || !f.done()) {
+		err = fmt.Errorf("%w: stream holds other than the %d rows written", ErrRowSourceCorrupt, s.rows)
+	}
+	r.close()
+	if err != nil {
+		res.Release(need)
+		return err
+	}
+	s.sel, s.selReserved = sel, need
+	s.res.Release(s.memReserved)
+	s.mem, s.memReserved = nil, 0
+	return nil
 }
 
 // Close releases the stream's memory and removes its spill file.
 func (s *rowSource) Close() error {
-	s.res.Release(s.memReserved)
-	s.memReserved = 0
+	s.res.Release(s.memReserved + s.selReserved)
+	s.memReserved, s.selReserved = 0, 0
+	s.sel = nil
 	s.mem = nil
 	if s.file != nil {
 		name := s.file.Name()

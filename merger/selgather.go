@@ -251,6 +251,19 @@ type selFiller struct {
 	eof     bool
 }
 
+// done reports whether the stream has no rows left.
+func (f *selFiller) done() bool {
+	if f.pending > 0 {
+		return false
+	}
+	if !f.eof {
+		if _, _, err := f.rr.next(); isEOF(err) {
+			f.eof = true
+		}
+	}
+	return f.eof
+}
+
 // fill writes up to len(sel) inputs into sel and returns how many.
 func (f *selFiller) fill(sel []uint16) (int, error) {
 	n := 0
