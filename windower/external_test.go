@@ -160,6 +160,36 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "grp", Window: &messages.WindowCall{Func: "count", Star: true, OrderBy: []messages.SortItem{{Expr: messages.Expr{Op: "%", Args: []*messages.Expr{col("id"), cint(2000)}}, Desc: true}},
 				Frame: &messages.Frame{Mode: messages.FrameGroups, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
 		}},
+		// Positional functions over partitions larger than the grant: a
+		// first pass counts the rows and picks the first, n-th and last.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "pr", Window: byG("percent_rank", nil, nil)},
+			{Alias: "cd", Window: byG("cume_dist", nil, nil)},
+			{Alias: "nt", Window: byG("ntile", []*messages.Expr{cint(7)}, nil)},
+			{Alias: "nt1", Window: byG("ntile", []*messages.Expr{cint(100000)}, nil)},
+			{Alias: "fv", Window: byG("first_value", []*messages.Expr{col("s")}, nil)},
+			{Alias: "lv", Window: byG("last_value", []*messages.Expr{col("x")}, nil)},
+			{Alias: "nv", Window: byG("nth_value", []*messages.Expr{col("f"), cint(3)}, nil)},
+			{Alias: "lv_all", Window: byG("last_value", []*messages.Expr{col("s")}, rowsFrame(messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, messages.FrameBound{Kind: messages.BoundUnboundedFollowing}))},
+			{Alias: "fv_tail", Window: byG("first_value", []*messages.Expr{col("t")}, rowsFrame(preceding(3), messages.FrameBound{Kind: messages.BoundUnboundedFollowing}))},
+			{Alias: "nv_tail", Window: byG("nth_value", []*messages.Expr{col("s"), cint(5)}, rowsFrame(messages.FrameBound{Kind: messages.BoundCurrentRow}, messages.FrameBound{Kind: messages.BoundUnboundedFollowing}))},
+			{Alias: "nv_head", Window: byG("nth_value", []*messages.Expr{col("x"), cint(40000)}, rowsFrame(messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, preceding(2)))},
+			{Alias: "lv_peer", Window: byG("last_value", []*messages.Expr{col("id")}, &messages.Frame{Mode: messages.FrameGroups,
+				Start: messages.FrameBound{Kind: messages.BoundCurrentRow}, End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}})},
+		}},
+		// Running avg and float sums over one partition larger than the
+		// grant: carried across slices, added in row order.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "avg", Window: byG("avg", []*messages.Expr{col("x")}, nil)},
+			{Alias: "avgf", Window: runningCall_("avg", "f", messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{Int: i64(2)}}, nil)},
+			{Alias: "sumf", Window: runningCall_("sum", "f", preceding(3), nil)},
+			{Alias: "sumf_range", Window: byG("sum", []*messages.Expr{col("f")}, nil)},
+			{Alias: "cnt_prec", Window: runningCall_("count", "x", preceding(5), nil)},
+			{Alias: "rk", Window: byG("rank", nil, nil)},
+			{Alias: "lag", Window: byG("lag", []*messages.Expr{col("x"), cint(4)}, nil)},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
@@ -206,15 +236,15 @@ func TestSpillMatchesInMemory(t *testing.T) {
 	}
 }
 
-// TestSpillUnsupportedFrame checks that a frame needing a whole partition
-// larger than the grant is refused with an error naming it.
+// TestSpillUnsupportedFrame checks that a peer group larger than the
+// grant is refused with an error saying so.
 func TestSpillUnsupportedFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	_, rec := randomTable(rng, 120000)
 	defer rec.Release()
 	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
 	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "cd", Window: &messages.WindowCall{Func: "cume_dist", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+		{Alias: "cd", Window: &messages.WindowCall{Func: "cume_dist", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "g"}}}}},
 	}}
 	_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
 	if err == nil || !errorsIs(err, ErrUnsupported) {
@@ -317,4 +347,20 @@ func severalGroups(q *messages.WindowQuery) bool {
 		}
 	}
 	return len(sigs) > 1 && len(q.OrderBy) == 0
+}
+
+// byG is fn(args) OVER (PARTITION BY g ORDER BY id % 5000 NULLS FIRST [frame]):
+// a partition larger than the grant, peer groups of about ten rows.
+func byG(fn string, args []*messages.Expr, frame *messages.Frame) *messages.WindowCall {
+	return &messages.WindowCall{Func: fn, Args: args, PartitionBy: []messages.Expr{{Column: "g"}},
+		OrderBy: []messages.SortItem{{Expr: messages.Expr{Op: "%", Args: []*messages.Expr{col("id"), cint(5000)}}, NullsFirst: true}},
+		Frame:   frame}
+}
+
+func rowsFrame(start, end messages.FrameBound) *messages.Frame {
+	return &messages.Frame{Mode: messages.FrameRows, Start: start, End: end}
+}
+
+func preceding(n int64) messages.FrameBound {
+	return messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(n)}}
 }

@@ -70,6 +70,13 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	// buffer number partPos) and writes result rows [from, to).
 	limit := p.limit
 	stop := false
+	positional := map[int]*call{} // calls evaluated from row positions over a big partition, by output
+	for i, out := range p.outputs {
+		if out.call != nil && !whole[out.call] && positionalCall(out.call) {
+			positional[i] = out.call
+		}
+	}
+	var bigFacts *partitionFacts      // the big partition's row count and picked rows
 	var bigConsts map[int]*vector     // whole-partition results of the big partition, by output
 	var carries map[int]*runningCarry // running aggregates of the big partition, by output
 	var orderCols []int
@@ -96,6 +103,23 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		}
 		return to, nil
 	}
+	// sliceKeep returns how many rows of the buffer a slice that wrote
+	// rows up to to is done with: all but the halo before the next row
+	// and, when peers matter, the rest of its peer group, so that the
+	// buffer always starts a peer group.
+	sliceKeep := func(to int) (int, error) {
+		keep := to - halo.before
+		if halo.peers {
+			for keep > 0 && keep < buf.n && equalRowsCols(buf, orderCols, keep-1, keep) {
+				keep--
+			}
+		}
+		if keep <= 0 {
+			return 0, fmt.Errorf("%w: a peer group of a partition larger than the %d-byte grant does not fit it", ErrUnsupported, o.Budget.Limit())
+		}
+		return keep, nil
+	}
+	written := 0         // rows at the buffer's start a big partition's slices have written
 	var denseCarry int64 // dense_rank of the last row a big partition's slices wrote
 	// leave folds the first k rows of the buffer, which a big partition's
 	// slices are done with, into the running aggregates.
@@ -176,8 +200,25 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				cols[i].Release()
 				cols[i] = wrapFixed(arrow.PrimitiveTypes.Int64, int64Bytes(fixed), nil, len(fixed))
 			}
+			for i, c := range positional {
+				v, err := positionalSlice(c, buf.view(0, n), from, to, partPos, bigFacts, orderCols, o.Budget)
+				if err != nil {
+					for _, c := range cols {
+						c.Release()
+					}
+					return err
+				}
+				cols[i].Release()
+				cols[i] = v
+			}
 			for i, rc := range carries {
-				combined, err := rc.apply(cols[i], o.Budget)
+				var combined arrow.Array
+				var err error
+				if rc.sequential() {
+					combined, err = rc.recompute(buf.view(0, n), from, to, orderCols, o.Budget)
+				} else {
+					combined, err = rc.apply(cols[i], o.Budget)
+				}
 				if err != nil {
 					for _, c := range cols {
 						c.Release()
@@ -259,17 +300,14 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			if partEnd >= 0 {
 				end = partEnd
 			}
-			from := halo.before
-			if bigPos == 0 {
-				from = 0
-			}
+			from := written
 			if partEnd >= 0 || eof {
 				if err := emit(end, from, end, bigPos, true); err != nil {
 					return "", err
 				}
 				shift(end)
-				bigPos, partEnd, lastStart, scanned = -1, -1, 0, 0
-				bigConsts, carries, denseCarry = nil, nil, 0
+				bigPos, partEnd, lastStart, scanned, written = -1, -1, 0, 0, 0
+				bigConsts, carries, denseCarry, bigFacts = nil, nil, 0, nil
 				continue
 			}
 			to, err := sliceEnd(end, from)
@@ -279,12 +317,16 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			if err := emit(end, from, to, bigPos, true); err != nil {
 				return "", err
 			}
-			keep := to - halo.before
+			keep, err := sliceKeep(to)
+			if err != nil {
+				return "", err
+			}
 			if err := leave(keep); err != nil {
 				return "", err
 			}
 			shift(keep)
 			bigPos += int64(keep)
+			written = to - keep
 			scanned = buf.n
 		case eof:
 			if buf.n > 0 {
@@ -307,23 +349,27 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			}
 			st.Partitions++
 			partEnd = -1
-			if len(whole) > 0 {
+			if len(whole) > 0 || len(positional) > 0 {
 				if len(filters) > 0 {
-					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and whole-partition aggregates over it cannot be combined with WHERE on sorted input",
+					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and whole-partition aggregates or positional functions over it cannot be combined with WHERE on sorted input",
 						ErrUnsupported, buf.n, o.Budget.Limit())
 				}
-				var calls []*call
+				var calls, pick []*call
 				var outs []int
 				for i, out := range p.outputs {
 					if out.call != nil && whole[out.call] {
 						calls = append(calls, out.call)
 						outs = append(outs, i)
 					}
+					if positional[i] != nil {
+						pick = append(pick, out.call)
+					}
 				}
-				vals, err := partitionAggregates(ctx, p, src, used, partCols, bufSrc, buf, calls, o.Budget)
+				vals, facts, err := partitionPass(ctx, p, src, used, partCols, bufSrc, buf, calls, pick, o.Budget)
 				if err != nil {
 					return "", err
 				}
+				bigFacts = facts
 				bigConsts = map[int]*vector{}
 				for k, i := range outs {
 					bigConsts[i] = vals[k]
@@ -343,12 +389,16 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			if err := emit(end, 0, to, 0, true); err != nil {
 				return "", err
 			}
-			keep := to - halo.before
+			keep, err := sliceKeep(to)
+			if err != nil {
+				return "", err
+			}
 			if err := leave(keep); err != nil {
 				return "", err
 			}
 			shift(keep)
 			bigPos = int64(keep)
+			written = to - keep
 			scanned = buf.n
 		}
 	}
@@ -381,6 +431,12 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 		if whole[c] {
 			continue // computed by a pass of its own
 		}
+		if positionalCall(c) {
+			if err := positionalHalo(c, &h); err != nil {
+				return h, err
+			}
+			continue
+		}
 		switch c.fn {
 		case fnRowNumber:
 			continue
@@ -401,19 +457,23 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 		case fnRank, fnDenseRank:
 			h.peers = true
 			continue
-		case fnPercentRank, fnCumeDist, fnNtile:
-			return h, fmt.Errorf("select item %q (%s) needs the whole partition", c.alias, fnName(c.fn))
 		}
 		f := &c.frame
 		if runningCall(c) {
 			if f.mode != modeRows {
 				h.peers = true
 			}
-			if b := f.end; b.kind == boundFollowing {
+			if b := f.end; b.kind == boundFollowing || b.kind == boundPreceding {
 				if b.off > maxHalo {
 					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
 				}
-				h.after = max(h.after, int(b.off))
+				if b.kind == boundFollowing {
+					h.after = max(h.after, int(b.off))
+				} else {
+					// Keep the rows the frame end leaves out in the
+					// buffer: the carry holds only rows every frame has.
+					h.before = max(h.before, int(b.off))
+				}
 			}
 			continue
 		}
@@ -470,11 +530,11 @@ func int64Bytes(v []int64) []byte {
 func runningCall(c *call) bool {
 	f := &c.frame
 	switch c.fn {
-	case fnCount, fnSum, fnMin, fnMax:
+	case fnCount, fnSum, fnAvg, fnMin, fnMax:
 	default:
 		return false
 	}
-	if f.exclude != excludeNoOthers || f.start.kind != boundUnboundedPreceding || (c.fn == fnSum && c.outKind == kindFloat) {
+	if f.exclude != excludeNoOthers || f.start.kind != boundUnboundedPreceding {
 		return false
 	}
 	if f.mode == modeRows {
@@ -491,6 +551,55 @@ type runningCarry struct {
 	cnt  int64
 	sum  int64
 	best *vector // min/max so far
+	// st is the state of an avg or float sum over the rows that left,
+	// added in order (see sequential).
+	st aggState
+}
+
+// sequential reports whether the carry's results are recomputed from the
+// slice's rows, continuing from the state of the rows before them: avg
+// (whose result cannot be combined with a slice's avg) and float sums
+// (which must add in row order to match the in-memory result bit for bit).
+func (rc *runningCarry) sequential() bool {
+	return rc.c.fn == fnAvg || (rc.c.fn == fnSum && rc.c.outKind == kindFloat)
+}
+
+// recompute returns the results of rows [from, to) of in, rows [0, n) of
+// a slice of a big partition, from the carry's state and the slice's rows
+// up to each row's frame end.
+func (rc *runningCarry) recompute(in *input, from, to int, orderCols []int, mem memory.Allocator) (arrow.Array, error) {
+	a, err := aggInputFor(rc.c, in)
+	if err != nil {
+		return nil, err
+	}
+	f := &rc.c.frame
+	out := &vector{kind: rc.c.outKind, typ: rc.c.outTyp, floats: make([]float64, to-from), nulls: make([]bool, to-from)}
+	st := rc.st
+	added, peerEnd := 0, 0
+	for r := from; r < to; r++ {
+		var e int
+		switch {
+		case f.mode != modeRows: // RANGE or GROUPS to CURRENT ROW: the end of the peer group
+			if peerEnd <= r {
+				for peerEnd = r + 1; peerEnd < in.n && equalRowsCols(in, orderCols, r, peerEnd); peerEnd++ {
+				}
+			}
+			e = peerEnd
+		case f.end.kind == boundCurrentRow:
+			e = r + 1
+		case f.end.kind == boundFollowing:
+			e = int(min(int64(r)+1+f.end.off, int64(in.n)))
+		default: // PRECEDING: the halo keeps the frame end in the buffer
+			e = max(int(int64(r)+1-f.end.off), 0)
+		}
+		for ; added < e; added++ {
+			if a.included(added) {
+				a.add(&st, added)
+			}
+		}
+		a.write(out, r-from, &st)
+	}
+	return out.toArrow(mem), nil
 }
 
 // add folds rows [0, n) of in into the carry.
@@ -501,6 +610,10 @@ func (rc *runningCarry) add(in *input, n int) error {
 	}
 	for r := 0; r < n; r++ {
 		if !a.included(r) {
+			continue
+		}
+		if rc.sequential() {
+			a.add(&rc.st, r)
 			continue
 		}
 		rc.cnt++

@@ -11,7 +11,7 @@ import (
 
 // wholeCalls returns the group's aggregates whose frame is the whole
 // partition. Over a partition larger than the buffer their value is
-// computed by a first pass over the partition (partitionAggregates) and
+// computed by a first pass over the partition (partitionPass) and
 // written as a constant while the partition is evaluated in slices.
 func wholeCalls(g *windowGroup) map[*call]bool {
 	out := map[*call]bool{}
@@ -23,11 +23,19 @@ func wholeCalls(g *windowGroup) map[*call]bool {
 	return out
 }
 
-// partitionAggregates reads src from row start for as long as the rows
-// belong to the partition whose keys are those of row 0 of keyRow, and
-// returns the value of every call in calls over it, as one-row vectors.
-func partitionAggregates(ctx context.Context, p *plan, src *columnar.Container, used, partCols []int, start int64,
-	keyRow *input, calls []*call, budget *columnar.Budget) ([]*vector, error) {
+// partitionPass reads src from row start for as long as the rows belong
+// to the partition whose keys are those of row 0 of keyRow. It returns
+// the value of every call in calls over it, as one-row vectors, and the
+// partition's facts: its row count and, for each positional call in
+// pick, the argument values at the positions positionalPicks names.
+func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, partCols []int, start int64,
+	keyRow *input, calls, pick []*call, budget *columnar.Budget) ([]*vector, *partitionFacts, error) {
+	facts := &partitionFacts{picked: map[int]map[int64]*vector{}}
+	wanted := make([][]int64, len(pick))
+	for i, c := range pick {
+		wanted[i] = positionalPicks(c)
+		facts.picked[c.item] = map[int64]*vector{}
+	}
 	blocks := src.Manifest().Blocks
 	b := 0
 	for b+1 < len(blocks) && blocks[b+1].FirstRow <= start {
@@ -35,11 +43,11 @@ func partitionAggregates(ctx context.Context, p *plan, src *columnar.Container, 
 	}
 	br, err := src.OpenColumns(used)
 	if err != nil {
-		return nil, fmt.Errorf("windower: reread partition: %w", err)
+		return nil, nil, fmt.Errorf("windower: reread partition: %w", err)
 	}
 	defer br.Close()
 	if err := br.Seek(b); err != nil {
-		return nil, fmt.Errorf("windower: reread partition: %w", err)
+		return nil, nil, fmt.Errorf("windower: reread partition: %w", err)
 	}
 	skip := int(start - blocks[b].FirstRow)
 	states := make([]aggState, len(calls))
@@ -49,25 +57,25 @@ func partitionAggregates(ctx context.Context, p *plan, src *columnar.Container, 
 	}
 	batch, reserved, err := reserveBuffer(p, src.Manifest().BlockRows, budget)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer budget.Release(reserved)
 	for done := false; !done; {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rec, err := br.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("windower: reread partition: %w", err)
+			return nil, nil, fmt.Errorf("windower: reread partition: %w", err)
 		}
 		batch.reset()
 		err = batch.appendRecord(rec, used)
 		rec.Release()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		from, to := skip, batch.n
 		skip = 0
@@ -77,10 +85,27 @@ func partitionAggregates(ctx context.Context, p *plan, src *columnar.Container, 
 				break
 			}
 		}
+		for i, c := range pick {
+			if len(wanted[i]) == 0 || to <= from {
+				continue
+			}
+			arg, err := c.args[0].eval(batch.cols, batch.n)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, at := range wanted[i] {
+				if at == -1 {
+					facts.picked[c.item][-1] = rowOf(arg, to-1)
+				} else if at >= facts.rows && at < facts.rows+int64(to-from) {
+					facts.picked[c.item][at] = rowOf(arg, from+int(at-facts.rows))
+				}
+			}
+		}
+		facts.rows += int64(to - from)
 		for i, c := range calls {
 			a, err := aggInputFor(c, batch)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			var s aggState
 			s.reset()
@@ -121,11 +146,19 @@ func partitionAggregates(ctx context.Context, p *plan, src *columnar.Container, 
 		}
 		a.write(v, 0, &states[i])
 		if a.overflow {
-			return nil, fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
+			return nil, nil, fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
 		}
 		out[i] = v
 	}
-	return out, nil
+	return out, facts, nil
+}
+
+// rowOf copies row r of v, NULL included, into a one-row vector.
+func rowOf(v *vector, r int) *vector {
+	out := oneRow(&aggInput{kind: v.kind, ints: v.ints, floats: v.floats, strs: v.strs}, r)
+	out.typ = v.typ
+	out.nulls = []bool{v.isNull(r)}
+	return out
 }
 
 // aggInputFor evaluates an aggregate's argument and FILTER over rows.

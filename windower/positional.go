@@ -1,0 +1,273 @@
+package windower
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Positional calls are evaluated over a partition larger than the grant
+// from each row's position in the partition rather than from the slice in
+// the buffer: percent_rank, cume_dist and ntile need the partition's row
+// count, and first_value, last_value and nth_value over a frame with one
+// UNBOUNDED end need a row that may have left the buffer long ago (the
+// partition's first or n-th row) or not yet reached it (its last row).
+// The first pass over the partition (partitionPass) counts its rows and
+// picks those rows' values; every other row a frame names is in the
+// buffer, because the group's halo keeps the rows the bounded end
+// reaches.
+
+// positionalCall reports whether c is evaluated positionally over a big
+// partition. Value functions qualify when one frame end is UNBOUNDED and
+// the other is CURRENT ROW or, in ROWS mode, an offset; nothing excluded.
+func positionalCall(c *call) bool {
+	switch c.fn {
+	case fnPercentRank, fnCumeDist, fnNtile:
+		return true
+	case fnFirstValue, fnLastValue, fnNthValue:
+	default:
+		return false
+	}
+	f := &c.frame
+	if f.exclude != excludeNoOthers {
+		return false
+	}
+	var other bound
+	switch {
+	case f.start.kind == boundUnboundedPreceding:
+		other = f.end
+	case f.end.kind == boundUnboundedFollowing:
+		other = f.start
+	default:
+		return false
+	}
+	switch other.kind {
+	case boundUnboundedPreceding, boundUnboundedFollowing, boundCurrentRow:
+		return true
+	}
+	return f.mode == modeRows
+}
+
+// positionalHalo adds what a positional call needs of the buffer to h.
+func positionalHalo(c *call, h *halo) error {
+	const maxHalo = 1 << 20
+	switch c.fn {
+	case fnPercentRank, fnCumeDist:
+		h.peers = true
+		return nil
+	case fnNtile:
+		return nil
+	}
+	f := &c.frame
+	if f.mode != modeRows && (f.start.kind == boundCurrentRow || f.end.kind == boundCurrentRow) {
+		h.peers = true
+	}
+	reach := func(b bound, extra int64) error {
+		off := b.off + extra
+		if off > maxHalo {
+			return fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
+		}
+		switch b.kind {
+		case boundPreceding:
+			h.before = max(h.before, int(b.off))
+			if extra > b.off {
+				h.after = max(h.after, int(extra-b.off))
+			}
+		case boundFollowing:
+			h.after = max(h.after, int(off))
+		case boundCurrentRow:
+			h.after = max(h.after, int(extra))
+		}
+		return nil
+	}
+	if f.start.kind == boundUnboundedPreceding {
+		return reach(f.end, 0)
+	}
+	var extra int64 // nth_value reads n-1 rows past the frame start
+	if c.fn == fnNthValue && !c.argNil {
+		extra = c.nth - 1
+	}
+	if extra > maxHalo {
+		return fmt.Errorf("select item %q: nth_value %d is too large to evaluate in slices", c.alias, c.nth)
+	}
+	return reach(f.start, extra)
+}
+
+// partitionFacts is what the first pass over a big partition learns for
+// its positional calls.
+type partitionFacts struct {
+	rows int64 // rows in the partition
+	// picked[item] maps a partition position to the value of the item's
+	// argument there (first row, n-th row, last row).
+	picked map[int]map[int64]*vector
+}
+
+// positionalPicks returns the partition positions whose argument values
+// c needs from the first pass; -1 stands for the last row.
+func positionalPicks(c *call) []int64 {
+	switch c.fn {
+	case fnFirstValue, fnLastValue, fnNthValue:
+	default:
+		return nil
+	}
+	f := &c.frame
+	var picks []int64
+	if f.start.kind == boundUnboundedPreceding {
+		switch c.fn {
+		case fnFirstValue:
+			picks = append(picks, 0)
+		case fnNthValue:
+			if !c.argNil {
+				picks = append(picks, c.nth-1)
+			}
+		}
+	}
+	if f.end.kind == boundUnboundedFollowing && c.fn == fnLastValue {
+		picks = append(picks, -1)
+	}
+	return picks
+}
+
+// positionalSlice computes the results of rows [from, to) of in, rows
+// [0, n) of a slice of a big partition whose first row is row partPos of
+// the partition. in starts a peer group, and rows before to end theirs
+// before to. orderCols are the ORDER BY columns.
+func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *partitionFacts, orderCols []int, mem memory.Allocator) (arrow.Array, error) {
+	out := &vector{kind: c.outKind, typ: c.outTyp, nulls: make([]bool, to-from)}
+	switch c.outKind {
+	case kindFloat:
+		out.floats = make([]float64, to-from)
+	case kindString:
+		out.strs = make([]string, to-from)
+	default:
+		out.ints = make([]int64, to-from)
+	}
+	n := facts.rows
+	// Peer group of row r in the buffer: [ps, pe).
+	ps, pe := 0, 0
+	peers := func(r int) (int, int) {
+		if r >= pe {
+			for ps = r; ps > 0 && equalRowsCols(in, orderCols, ps-1, r); ps-- {
+			}
+			for pe = r + 1; pe < in.n && equalRowsCols(in, orderCols, r, pe); pe++ {
+			}
+		}
+		return ps, pe
+	}
+	var arg *vector
+	if len(c.args) > 0 && (c.fn == fnFirstValue || c.fn == fnLastValue || c.fn == fnNthValue) {
+		v, err := c.args[0].eval(in.cols, in.n)
+		if err != nil {
+			return nil, err
+		}
+		arg = v
+	}
+	for r := from; r < to; r++ {
+		i := r - from
+		pos := partPos + int64(r) // the row's position in the partition
+		switch c.fn {
+		case fnPercentRank:
+			s, _ := peers(r)
+			if n > 1 {
+				out.floats[i] = float64(partPos+int64(s)) / float64(n-1)
+			}
+			continue
+		case fnCumeDist:
+			_, e := peers(r)
+			out.floats[i] = float64(partPos+int64(e)) / float64(n)
+			continue
+		case fnNtile:
+			if c.argNil {
+				out.nulls[i] = true
+				continue
+			}
+			q := n / c.ntile
+			rem := n % c.ntile
+			big := rem * (q + 1)
+			if pos < big || q == 0 {
+				out.ints[i] = pos/(q+1) + 1
+			} else {
+				out.ints[i] = rem + (pos-big)/q + 1
+			}
+			continue
+		}
+		// A value function: the frame [s, e) in partition positions.
+		s, e := frameBound(c, &c.frame.start, r, pos, partPos, n, peers), frameBound(c, &c.frame.end, r, pos, partPos, n, peers)
+		if c.frame.end.kind != boundUnboundedFollowing {
+			e++ // frameBound gives the last row
+		}
+		s, e = max(s, 0), min(e, n)
+		var at int64 = -1
+		switch {
+		case s >= e:
+		case c.fn == fnFirstValue:
+			at = s
+		case c.fn == fnLastValue:
+			at = e - 1
+		case !c.argNil && s+c.nth-1 < e:
+			at = s + c.nth - 1
+		}
+		if at < 0 {
+			out.nulls[i] = true
+			continue
+		}
+		var src *vector
+		row := at - partPos
+		if row >= 0 && row < int64(in.n) {
+			src = arg
+		} else {
+			key := at
+			if at == n-1 && facts.picked[c.item][-1] != nil {
+				key = -1
+			}
+			src, row = facts.picked[c.item][key], 0
+			if src == nil {
+				return nil, fmt.Errorf("windower: select item %q: row %d of a big partition is neither buffered nor picked", c.alias, at)
+			}
+		}
+		copyRow(out, i, src, int(row))
+	}
+	return out.toArrow(mem), nil
+}
+
+// frameBound returns the partition position of a frame bound for row r
+// of the buffer (position pos): the first row of the frame for a start
+// bound, its last row for an end bound (n for UNBOUNDED FOLLOWING).
+func frameBound(c *call, b *bound, r int, pos, partPos, n int64, peers func(int) (int, int)) int64 {
+	isStart := b == &c.frame.start
+	switch b.kind {
+	case boundUnboundedPreceding:
+		return 0
+	case boundUnboundedFollowing:
+		return n
+	case boundPreceding:
+		return pos - b.off
+	case boundFollowing:
+		return pos + b.off
+	}
+	if c.frame.mode == modeRows {
+		return pos
+	}
+	s, e := peers(r)
+	if isStart {
+		return partPos + int64(s)
+	}
+	return partPos + int64(e) - 1
+}
+
+// copyRow sets out[i] to v[r], NULL included.
+func copyRow(out *vector, i int, v *vector, r int) {
+	if v.isNull(r) {
+		out.nulls[i] = true
+		return
+	}
+	switch v.kind {
+	case kindFloat:
+		out.floats[i] = v.floats[r]
+	case kindString:
+		out.strs[i] = v.strs[r]
+	default:
+		out.ints[i] = v.ints[r]
+	}
+}
