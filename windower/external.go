@@ -54,14 +54,23 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 	st := &Stats{InputRows: rows, Groups: len(p.groups), SortedInput: true}
 	o.Logger.Info("window query spills", "rows", rows, "grant", o.Budget.Limit(),
 		"bytes_per_row", p.memoryPerRow(), "groups", len(p.groups), "dir", tmp)
+	// sp is the plan the stages are made from: p, or p selecting also the
+	// ORDER BY expressions the select list lacks, for the window stages
+	// to carry (the result reads only p's columns).
+	sp := p
+	if aug := withOrderColumns(p); aug != nil && len(p.groups) > 0 {
+		if sp, err = compile(aug, p.schema.schema); err != nil {
+			return nil, fmt.Errorf("windower: plan carrying ORDER BY columns: %w", err)
+		}
+	}
 	var stages []*messages.WindowQuery
 	if len(p.groups) > 0 {
-		if stages, err = stageQueries(p); err != nil {
+		if stages, err = stageQueries(sp); err != nil {
 			return nil, err
 		}
 	}
 	if len(p.orderBy) > 0 {
-		sortStage, err := orderByStage(p, len(stages) > 0)
+		sortStage, err := orderByStage(sp, len(stages) > 0)
 		if err != nil {
 			return nil, err
 		}
@@ -178,6 +187,30 @@ func stageQueries(p *plan) ([]*messages.WindowQuery, error) {
 	return stages, nil
 }
 
+// withOrderColumns returns p's query with every ORDER BY item that is not
+// a select item appended to the select list as __o<i> and the ORDER BY
+// naming it, or nil if every item is a select item.
+func withOrderColumns(p *plan) *messages.WindowQuery {
+	q := p.source
+	var out *messages.WindowQuery
+	for i, o := range p.orderByOut {
+		if o >= 0 {
+			continue
+		}
+		if out == nil {
+			cp := *q
+			cp.Select = append([]messages.SelectItem(nil), q.Select...)
+			cp.OrderBy = append([]messages.SortItem(nil), q.OrderBy...)
+			out = &cp
+		}
+		alias := fmt.Sprintf("__o%d", i)
+		e := q.OrderBy[i].Expr
+		out.Select = append(out.Select, messages.SelectItem{Alias: alias, Expr: &e})
+		out.OrderBy[i].Expr = messages.Expr{Column: alias}
+	}
+	return out
+}
+
 // orderByStage makes the stage that puts the result in the query's ORDER
 // BY order: a window stage whose only call, row_number() OVER (ORDER BY
 // the keys), is not part of the result (the result reads the first
@@ -205,8 +238,8 @@ func orderByStage(p *plan, afterWindows bool) (*messages.WindowQuery, error) {
 		case out < 0 && !afterWindows:
 			key.Expr = it.Expr
 		default:
-			// An input column that is not in the select list is gone after the window stages.
-			return nil, fmt.Errorf("%w: when a query spills, ORDER BY must name select items; item %d does not", ErrUnsupported, i+1)
+			// withOrderColumns makes every ORDER BY item a select item first.
+			return nil, fmt.Errorf("windower: internal error: ORDER BY item %d is not carried through the window stages", i+1)
 		}
 		w.OrderBy = append(w.OrderBy, key)
 	}

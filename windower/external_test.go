@@ -160,6 +160,14 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "grp", Window: &messages.WindowCall{Func: "count", Star: true, OrderBy: []messages.SortItem{{Expr: messages.Expr{Op: "%", Args: []*messages.Expr{col("id"), cint(2000)}}, Desc: true}},
 				Frame: &messages.Frame{Mode: messages.FrameGroups, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
 		}},
+		// ORDER BY input columns the select list lacks: the window stages
+		// carry them, the result drops them.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "x1", Expr: &messages.Expr{Op: "+", Args: []*messages.Expr{col("x"), cint(1)}}},
+			{Alias: "n", Window: &messages.WindowCall{Func: "count", Args: []*messages.Expr{col("f")},
+				PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("id"), cint(97)}}}}},
+			{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}}}}},
+		}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "t"}, Desc: true, NullsFirst: true}, {Expr: messages.Expr{Op: "-", Args: []*messages.Expr{col("id"), cint(1)}}}}, Limit: 70000},
 		// Positional functions over partitions larger than the grant: a
 		// first pass counts the rows and picks the first, n-th and last.
 		{Table: "t", Select: []messages.SelectItem{
