@@ -187,7 +187,7 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 		detail := fmt.Sprintf("%d of %d comparisons identical", checked-bad, checked)
 		verdict := met(bad == 0 && checked > 0)
 		if uncompared > 0 {
-			detail += fmt.Sprintf("; %d queries compared on fewer than three systems (a system skipped, failed or was stopped at the time limit)", uncompared)
+			detail += fmt.Sprintf("; %s compared on fewer than three systems (a system skipped, failed or was stopped at the time limit)", plural(uncompared, "query", "queries"))
 			if bad == 0 && checked > 0 {
 				verdict = "partly"
 			}
@@ -491,6 +491,13 @@ func (r *report) renderWALBreakdown(b *bytes.Buffer) {
 	p("\n")
 }
 
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
 func runsText(n int) string {
 	if n == 1 {
 		return "One run per case"
@@ -596,7 +603,7 @@ func worstRatio(r float64, where string, missing int) string {
 		s = fmt.Sprintf("smallest %s (%s)", formatRatio(r), where)
 	}
 	if missing > 0 {
-		s += fmt.Sprintf("; %d queries without a figure", missing)
+		s += fmt.Sprintf("; %s without a figure", plural(missing, "query", "queries"))
 	}
 	return s
 }
