@@ -465,7 +465,10 @@ func TestVerifyFindsUnsortedRows(t *testing.T) {
 // TestDecoderMatchesArrow decodes every block of every type and codec with
 // the block decoder and with arrow's own IPC reader, and compares.
 func TestDecoderMatchesArrow(t *testing.T) {
-	schema := allTypesSchema()
+	fields := append(allTypesSchema().Fields(),
+		arrow.Field{Name: "ts_zoned", Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "Europe/Oslo"}, Nullable: true},
+		arrow.Field{Name: "not_null", Type: arrow.PrimitiveTypes.Int32})
+	schema := arrow.NewSchema(fields, nil)
 	for _, comp := range []Compression{CompressionLZ4, CompressionZstd, CompressionNone} {
 		dir := filepath.Join(t.TempDir(), "c")
 		w, err := Create(dir, WriterOptions{Schema: schema, BlockRows: 1000, Compression: comp})
@@ -473,6 +476,13 @@ func TestDecoderMatchesArrow(t *testing.T) {
 			t.Fatal(err)
 		}
 		rec := randomRecord(memory.DefaultAllocator, schema, rand.New(rand.NewPCG(4, 4)), 2500)
+		last := schema.NumFields() - 1 // not_null: no NULLs, no validity buffer
+		cols := rec.Columns()
+		cols[last] = genArray(memory.DefaultAllocator, arrow.PrimitiveTypes.Int32, rand.New(rand.NewPCG(5, 5)), 2500, -1)
+		defer cols[last].Release()
+		random := rec
+		rec = array.NewRecordBatch(schema, cols, 2500)
+		random.Release()
 		if err := w.Write(rec); err != nil {
 			t.Fatal(err)
 		}
@@ -493,6 +503,13 @@ func TestDecoderMatchesArrow(t *testing.T) {
 			fr, err := ipc.NewFileReader(f)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The footer's schema, which the writer builds itself.
+			if want := arrow.NewSchema([]arrow.Field{schema.Field(col)}, nil); !fr.Schema().Equal(want) {
+				t.Errorf("%s %s: footer schema %s, want %s", comp, fm.Column, fr.Schema(), want)
+			}
+			if fr.NumRecords() != len(m.Blocks) {
+				t.Errorf("%s %s: footer lists %d blocks, want %d", comp, fm.Column, fr.NumRecords(), len(m.Blocks))
 			}
 			r, err := c.OpenColumn(col)
 			if err != nil {

@@ -47,7 +47,13 @@
 //	schema message                          header_len - 8 bytes
 //	block 0 message, block 1 message, ...   each: 0xFFFFFFFF, int32 metadata
 //	                                        length, flatbuffer metadata, body
+//	0xFFFFFFFF 0x00000000                   end of stream
 //	footer, int32 footer length, "ARROW1"
+//
+// The writer lays the file out itself, as arrow's IPC file writer would
+// (arrow's encoder lays out each block's buffers; each buffer is then
+// compressed with its uncompressed length in front, and padded to 64
+// bytes), so that one compressor serves every column file of a container.
 //
 // Readers never use the footer: the manifest locates every block, so a
 // block is read with one positioned read of exactly its bytes. The reader

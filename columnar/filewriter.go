@@ -1,6 +1,7 @@
 package columnar
 
 import (
+	"encoding/binary"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -42,17 +43,18 @@ func (w *crcFile) Write(p []byte) (int, error) {
 // columnWriter writes one column file: an Arrow IPC file of one field whose
 // record batches are the column's blocks.
 type columnWriter struct {
-	idx     int
-	name    string // file name
-	path    string
-	field   arrow.Field
-	schema  *arrow.Schema // the one-field schema of the file
-	mem     memory.Allocator
-	ipcOpts []ipc.Option
-	stats   *IOStats
+	idx    int
+	name   string // file name
+	path   string
+	field  arrow.Field
+	schema *arrow.Schema // the one-field schema of the file
+	mem    memory.Allocator
+	comp   *blockCompressor // shared by the Writer's columns
+	stats  *IOStats
 
-	out *crcFile
-	fw  *ipc.FileWriter
+	out     *crcFile
+	started bool
+	ipcRecs []ipcBlock // footer entries
 
 	pending     []arrow.Array // slices of the caller's arrays not yet a full block
 	pendingRows int
@@ -74,20 +76,22 @@ func (c *columnWriter) open() error {
 	// message; the first block follows. Knowing this length lets the
 	// checksums split header from blocks.
 	p := ipc.GetSchemaPayload(c.schema, c.mem)
+	defer p.Release()
 	var cnt countWriter
-	_, err = p.WritePayload(&cnt)
-	p.Release()
-	if err != nil {
+	if _, err := p.WritePayload(&cnt); err != nil {
 		f.Close()
 		return fmt.Errorf("size schema message: %w", err)
 	}
 	c.out = &crcFile{f: f, headerLen: 8 + cnt.n}
-	fw, err := ipc.NewFileWriter(c.out, append([]ipc.Option{ipc.WithSchema(c.schema)}, c.ipcOpts...)...)
-	if err != nil {
+	if _, err := c.out.Write([]byte(arrowMagic + "\x00\x00")); err != nil {
 		f.Close()
 		return fmt.Errorf("start arrow file: %w", err)
 	}
-	c.fw = fw
+	if _, err := p.WritePayload(c.out); err != nil {
+		f.Close()
+		return fmt.Errorf("start arrow file: %w", err)
+	}
+	c.started = true
 	return nil
 }
 
@@ -155,22 +159,18 @@ func (c *columnWriter) flush(enc *KeyEncoder) error {
 }
 
 func (c *columnWriter) writeBlock(arr arrow.Array, enc *KeyEncoder) error {
-	if c.fw == nil {
+	if !c.started {
 		if err := c.open(); err != nil {
 			return err
 		}
 	}
 	start := c.out.pos
-	if len(c.blocks) == 0 {
-		start = c.out.headerLen
-	}
 	c.out.blockCRC = 0
-	rec := array.NewRecordBatch(c.schema, []arrow.Array{arr}, int64(arr.Len()))
-	err := c.fw.Write(rec)
-	rec.Release()
+	metaLen, bodyLen, err := c.writeMessage(arr)
 	if err != nil {
 		return fmt.Errorf("write block %d: %w", len(c.blocks), err)
 	}
+	c.ipcRecs = append(c.ipcRecs, ipcBlock{offset: start, metaLen: metaLen, bodyLen: bodyLen})
 	b := FileBlock{Offset: start, Length: c.out.pos - start, CRC: c.out.blockCRC, RawBytes: rawBytes(arr)}
 	c.blocks = append(c.blocks, b)
 	c.blockRows = append(c.blockRows, arr.Len())
@@ -188,6 +188,51 @@ func (c *columnWriter) writeBlock(arr arrow.Array, enc *KeyEncoder) error {
 	return nil
 }
 
+// writeMessage writes arr as one record batch message: arrow's IPC encoder
+// lays out its buffers uncompressed, and the Writer's compressor
+// compresses them.
+func (c *columnWriter) writeMessage(arr arrow.Array) (metaLen int32, bodyLen int64, err error) {
+	rec := array.NewRecordBatch(c.schema, []arrow.Array{arr}, int64(arr.Len()))
+	p, err := ipc.GetRecordBatchPayload(rec, ipc.WithAllocator(c.mem))
+	rec.Release()
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode: %w", err)
+	}
+	s := c.comp.scratch.Get().(*blockScratch)
+	defer c.comp.scratch.Put(s)
+	s.raw.b = s.raw.b[:0]
+	_, err = p.WritePayload(&s.raw)
+	p.Release()
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode: %w", err)
+	}
+	meta, body, err := splitMessage(s.raw.b)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode: %w", err)
+	}
+	l, err := parseBatchLayout(meta)
+	if err != nil {
+		return 0, 0, fmt.Errorf("encode: %w", err)
+	}
+	bufs := make([][2]int64, l.nbufs)
+	s.body = s.body[:0]
+	for i := range l.nbufs {
+		off, n := l.buffers[i][0], l.buffers[i][1]
+		start := len(s.body)
+		if s.body, err = c.comp.appendTo(s.body, body[off:off+n]); err != nil {
+			return 0, 0, err
+		}
+		bufs[i] = [2]int64{int64(start), int64(len(s.body) - start)}
+		for len(s.body)%bodyAlignment != 0 {
+			s.body = append(s.body, 0)
+		}
+	}
+	codec, compressed := c.comp.codec()
+	m := recordBatchMeta(s.fb, l.length, l.nullCount, bufs, int64(len(s.body)), codec, compressed)
+	metaLen, err = writeMessage(c.out, m, s.body)
+	return metaLen, int64(len(s.body)), err
+}
+
 // finish writes the pending rows and the footer and closes the file.
 func (c *columnWriter) finish(enc *KeyEncoder) error {
 	if c.finished {
@@ -196,12 +241,12 @@ func (c *columnWriter) finish(enc *KeyEncoder) error {
 	if err := c.flush(enc); err != nil {
 		return err
 	}
-	if c.fw == nil {
+	if !c.started {
 		if err := c.open(); err != nil {
 			return err
 		}
 	}
-	if err := c.fw.Close(); err != nil {
+	if err := c.writeFooter(); err != nil {
 		return fmt.Errorf("write footer: %w", err)
 	}
 	// No fsync here: Commit syncs all files at once, in parallel, which
@@ -219,8 +264,23 @@ func (c *columnWriter) finish(enc *KeyEncoder) error {
 		HeaderCRC: c.out.headerCRC,
 		Blocks:    c.blocks,
 	}
-	c.fw = nil
 	return nil
+}
+
+// writeFooter writes the end-of-stream marker, the footer, its length and
+// the closing magic.
+func (c *columnWriter) writeFooter() error {
+	footer, err := fileFooter(c.schema, c.ipcRecs)
+	if err != nil {
+		return err
+	}
+	tail := binary.LittleEndian.AppendUint32(nil, continuationMarker)
+	tail = binary.LittleEndian.AppendUint32(tail, 0)
+	tail = append(tail, footer...)
+	tail = binary.LittleEndian.AppendUint32(tail, uint32(len(footer)))
+	tail = append(tail, arrowMagic...)
+	_, err = c.out.Write(tail)
+	return err
 }
 
 // discard releases pending arrays and closes the file without finishing it.

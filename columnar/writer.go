@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -71,17 +70,10 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	var ipcOpts []ipc.Option
-	switch opts.Compression {
-	case CompressionLZ4:
-		ipcOpts = append(ipcOpts, ipc.WithLZ4())
-	case CompressionZstd:
-		ipcOpts = append(ipcOpts, ipc.WithZstd())
-	case CompressionNone:
-	default:
-		return nil, fmt.Errorf("create container %s: unknown compression %d", dir, opts.Compression)
+	comp, err := newBlockCompressor(opts.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", dir, err)
 	}
-	ipcOpts = append(ipcOpts, ipc.WithAllocator(opts.Allocator))
 	cols, err := SchemaColumns(opts.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", dir, err)
@@ -119,15 +111,15 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	w.columns = make([]*columnWriter, len(cols))
 	for i, f := range opts.Schema.Fields() {
 		w.columns[i] = &columnWriter{
-			idx:     i,
-			name:    ColumnFileName(i),
-			path:    filepath.Join(w.tmp, ColumnFileName(i)),
-			field:   f,
-			schema:  arrow.NewSchema([]arrow.Field{f}, nil),
-			mem:     opts.Allocator,
-			ipcOpts: ipcOpts,
-			stats:   opts.Stats,
-			keyPos:  keyPos[i],
+			idx:    i,
+			name:   ColumnFileName(i),
+			path:   filepath.Join(w.tmp, ColumnFileName(i)),
+			field:  f,
+			schema: arrow.NewSchema([]arrow.Field{f}, nil),
+			mem:    opts.Allocator,
+			comp:   comp,
+			stats:  opts.Stats,
+			keyPos: keyPos[i],
 		}
 	}
 	return w, nil
