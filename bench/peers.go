@@ -64,17 +64,16 @@ func (p *peers) pgOK() bool   { return p.pg != nil }
 
 // newDuck opens a fresh in-memory DuckDB database with its spill directory
 // under the scratch directory.
-func (p *peers) newDuck(ctx context.Context, name string) (*duckDB, string, error) {
-	tmp := filepath.Join(p.scratch, "duckdb-"+name)
+func (p *peers) newDuck(ctx context.Context, name string) (*duckDB, error) {
 	d, err := openDuck(ctx, "")
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if err := d.exec(ctx, "SET temp_directory = "+sqlString(tmp)); err != nil {
+	if err := d.exec(ctx, "SET temp_directory = "+sqlString(filepath.Join(p.scratch, "duckdb-"+name))); err != nil {
 		d.Close()
-		return nil, "", err
+		return nil, err
 	}
-	return d, tmp, nil
+	return d, nil
 }
 
 // Close stops the PostgreSQL cluster and removes its directory.

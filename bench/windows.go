@@ -206,7 +206,7 @@ func loadDuckWindows(ctx context.Context, log *slog.Logger, p *peers, dir string
 	if err := data.writeParquet(pq); err != nil {
 		return nil, err
 	}
-	duck, _, err := p.newDuck(ctx, "windows")
+	duck, err := p.newDuck(ctx, "windows")
 	if err != nil {
 		return nil, err
 	}
