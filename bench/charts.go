@@ -177,6 +177,7 @@ func drawWindowChart(s *windowSuite, path string) error {
 		return err
 	}
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5 // whole groups, none clipped at the edges
 	p.X.Tick.Label.Rotation = math.Pi / 6
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.X.Tick.Label.YAlign = draw.YCenter
@@ -203,6 +204,7 @@ func drawWALChart(s *walSuite, path string) error {
 		return err
 	}
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
 	return p.Save(9*vg.Inch, 5*vg.Inch, path)
 }
 
