@@ -31,6 +31,7 @@ func BenchmarkWideWrite(b *testing.B) {
 			b.SetBytes(raw)
 			b.ReportAllocs()
 			cpu0 := cpuTime()
+			var disk int64
 			for i := range b.N {
 				w, err := Create(filepath.Join(base, fmt.Sprint(i)), WriterOptions{Schema: schema, Compression: comp, BlockRows: 8192, NoSync: true})
 				if err != nil {
@@ -39,11 +40,14 @@ func BenchmarkWideWrite(b *testing.B) {
 				if err := w.Write(array.NewRecordBatch(schema, arrs, rows)); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := w.Commit(); err != nil {
+				m, err := w.Commit()
+				if err != nil {
 					b.Fatal(err)
 				}
+				disk = m.CompressedBytes()
 			}
 			reportCPU(b, cpu0, raw)
+			b.ReportMetric(float64(raw)/float64(disk), "ratio")
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 		})
 	}

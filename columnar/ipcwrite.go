@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -59,7 +60,11 @@ func newBlockCompressor(c Compression) (*blockCompressor, error) {
 	bc.scratch.New = func() any { return &blockScratch{fb: flatbuffers.NewBuilder(256)} }
 	switch c {
 	case CompressionZstd:
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+		// EncodeAll runs on as many buffers at once as the encoder's
+		// concurrency, and the encoder holds state (about a megabyte)
+		// for each: enough for columns written in parallel, not one per
+		// core of a large machine.
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxZstdConcurrency)))
 		if err != nil {
 			return nil, fmt.Errorf("zstd encoder: %w", err)
 		}
@@ -76,6 +81,17 @@ func newBlockCompressor(c Compression) (*blockCompressor, error) {
 		return nil, fmt.Errorf("unknown compression %d", c)
 	}
 	return bc, nil
+}
+
+// maxZstdConcurrency bounds the buffers a Writer compresses with zstd at
+// once.
+const maxZstdConcurrency = 4
+
+// close releases the zstd encoder.
+func (bc *blockCompressor) close() {
+	if bc.zstd != nil {
+		bc.zstd.Close()
+	}
 }
 
 // appendTo appends buffer src to dst as the body holds it: compressed with

@@ -50,6 +50,7 @@ type Writer struct {
 	enc      *KeyEncoder
 	keyIdx   []int
 	columns  []*columnWriter
+	comp     *blockCompressor // shared by the column files
 	done     bool
 	log      *slog.Logger
 }
@@ -83,7 +84,7 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	if opts.Schema, err = ArrowSchema(cols); err != nil {
 		return nil, fmt.Errorf("create container %s: %w", dir, err)
 	}
-	w := &Writer{dir: filepath.Clean(dir), opts: opts, cols: cols, log: opts.Logger}
+	w := &Writer{dir: filepath.Clean(dir), opts: opts, cols: cols, log: opts.Logger, comp: comp}
 	keyPos := make([]int, len(cols))
 	for i := range keyPos {
 		keyPos[i] = -1
@@ -206,6 +207,7 @@ func (w *Writer) Commit() (*Manifest, error) {
 		return nil, fmt.Errorf("commit container %s: %w", w.dir, err)
 	}
 	w.done = true
+	w.comp.close()
 	w.log.Debug("container committed", "dir", w.dir, "rows", m.Rows, "blocks", len(m.Blocks), "columns", len(m.Files))
 	return m, nil
 }
@@ -340,6 +342,7 @@ func (w *Writer) Abort() error {
 		return nil
 	}
 	w.done = true
+	w.comp.close()
 	for _, c := range w.columns {
 		c.discard()
 	}
