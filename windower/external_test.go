@@ -198,6 +198,29 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "rk", Window: byG("rank", nil, nil)},
 			{Alias: "lag", Window: byG("lag", []*messages.Expr{col("x"), cint(4)}, nil)},
 		}},
+		// RANGE and GROUPS offset frames over partitions larger than the
+		// grant, frames larger than the buffer: two cursors per call.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "avg", Window: byT("avg", []*messages.Expr{col("x")}, messages.FrameRange, secs(-6), secs(3))},
+			{Alias: "sumf", Window: byT("sum", []*messages.Expr{col("f")}, messages.FrameRange, messages.FrameBound{Kind: messages.BoundCurrentRow}, secs(9))},
+			{Alias: "min", Window: byT("min", []*messages.Expr{col("s")}, messages.FrameRange, secs(-3), messages.FrameBound{Kind: messages.BoundCurrentRow})},
+			{Alias: "cnt", Window: byT("count", nil, messages.FrameGroups, preceding(2), following(1))},
+			{Alias: "max", Window: byT("max", []*messages.Expr{col("x")}, messages.FrameGroups, following(1), following(3))},
+			{Alias: "fv", Window: byT("first_value", []*messages.Expr{col("s")}, messages.FrameRange, secs(3), messages.FrameBound{Kind: messages.BoundUnboundedFollowing})},
+			{Alias: "lv", Window: byT("last_value", []*messages.Expr{col("x")}, messages.FrameGroups, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, preceding(2))},
+			{Alias: "nv", Window: byT("nth_value", []*messages.Expr{col("id"), cint(2000)}, messages.FrameRange, secs(-6), messages.FrameBound{Kind: messages.BoundCurrentRow})},
+			{Alias: "far", Window: byT("sum", []*messages.Expr{col("x")}, messages.FrameRows, preceding(2000000), preceding(5))},
+		}},
+		// RANGE offsets on a float key, DESC NULLS FIRST, one partition
+		// whose NULL peer group is larger than the buffer.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "sum", Window: byF("sum", []*messages.Expr{col("x")}, preceding(-1), following(-3))},
+			{Alias: "cnt", Window: byF("count", []*messages.Expr{col("f")}, preceding(-2), preceding(-2))},
+			{Alias: "fv", Window: byF("first_value", []*messages.Expr{col("id")}, messages.FrameBound{Kind: messages.BoundCurrentRow}, following(-1))},
+			{Alias: "max", Window: byF("max", []*messages.Expr{col("f")}, preceding(-4), messages.FrameBound{Kind: messages.BoundCurrentRow})},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
@@ -371,4 +394,36 @@ func rowsFrame(start, end messages.FrameBound) *messages.Frame {
 
 func preceding(n int64) messages.FrameBound {
 	return messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(n)}}
+}
+
+// byT is fn(args) OVER (PARTITION BY g ORDER BY t frame).
+func byT(fn string, args []*messages.Expr, mode string, start, end messages.FrameBound) *messages.WindowCall {
+	w := &messages.WindowCall{Func: fn, Args: args, Star: args == nil, PartitionBy: []messages.Expr{{Column: "g"}},
+		OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "t"}}},
+		Frame:   &messages.Frame{Mode: mode, Start: start, End: end}}
+	return w
+}
+
+// byF is fn(args) OVER (ORDER BY f DESC NULLS FIRST RANGE BETWEEN start AND end);
+// offsets given as negative numbers are halves (-3: 1.5).
+func byF(fn string, args []*messages.Expr, start, end messages.FrameBound) *messages.WindowCall {
+	for _, b := range []*messages.FrameBound{&start, &end} {
+		if b.Offset != nil && b.Offset.Int != nil && *b.Offset.Int < 0 {
+			b.Offset = &messages.Value{Float: f64(float64(-*b.Offset.Int) / 2)}
+		}
+	}
+	return &messages.WindowCall{Func: fn, Args: args, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "f"}, Desc: true, NullsFirst: true}},
+		Frame: &messages.Frame{Mode: messages.FrameRange, Start: start, End: end}}
+}
+
+func following(n int64) messages.FrameBound {
+	return messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{Int: i64(n)}}
+}
+
+// secs is an interval bound of |n| seconds, PRECEDING when n < 0.
+func secs(n int64) messages.FrameBound {
+	if n < 0 {
+		return messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{IntervalMicros: i64(-n * 1e6)}}
+	}
+	return messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{IntervalMicros: i64(n * 1e6)}}
 }

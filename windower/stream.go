@@ -36,7 +36,22 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	// itself (plus one input block), the reader and the writer the rest.
 	perRow := p.memoryPerRow() + 9*int64(len(used))
 	blockRows := src.Manifest().BlockRows
-	bufRows := int((o.Budget.Limit() - o.Budget.InUse()) / 2 / perRow)
+	var orderCols []int
+	for _, k := range g.order {
+		orderCols = append(orderCols, k.expr.col)
+	}
+	// Cursor calls over a big partition hold a block per cursor: leave room.
+	var cursorMem int64
+	for _, out := range p.outputs {
+		if c := out.call; c != nil && cursorCall(c, whole) {
+			n := int64(2)
+			if c.fn == fnNthValue {
+				n = 3
+			}
+			cursorMem += n * cursorBytes(p, c, partCols, orderCols, blockRows)
+		}
+	}
+	bufRows := int((o.Budget.Limit() - o.Budget.InUse() - cursorMem) / 2 / perRow)
 	if bufRows < 1024 || bufRows < 4*(halo.before+halo.after+1) {
 		return "", fmt.Errorf("%w: a %d-byte grant buffers only %d rows", ErrGrantTooSmall, o.Budget.Limit(), bufRows)
 	}
@@ -76,13 +91,23 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			positional[i] = out.call
 		}
 	}
+	cursored := map[int]*call{} // calls evaluated with cursors over a big partition, by output
+	for i, out := range p.outputs {
+		if out.call != nil && cursorCall(out.call, whole) {
+			cursored[i] = out.call
+		}
+	}
+	var cursors map[int]*cursorEval // the big partition's cursor calls, by output
+	closeCursors := func() {
+		for _, e := range cursors {
+			e.close()
+		}
+		cursors = nil
+	}
+	defer closeCursors()
 	var bigFacts *partitionFacts      // the big partition's row count and picked rows
 	var bigConsts map[int]*vector     // whole-partition results of the big partition, by output
 	var carries map[int]*runningCarry // running aggregates of the big partition, by output
-	var orderCols []int
-	for _, k := range g.order {
-		orderCols = append(orderCols, k.expr.col)
-	}
 	// sliceEnd returns where a slice of a big partition in buffer rows
 	// [from, end) stops: before the rows whose frames reach past end and,
 	// when peers matter, at the start of the last peer group.
@@ -200,6 +225,17 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				cols[i].Release()
 				cols[i] = wrapFixed(arrow.PrimitiveTypes.Int64, int64Bytes(fixed), nil, len(fixed))
 			}
+			for i, e := range cursors {
+				v, err := e.slice(buf.view(0, n), from, to, partPos, o.Budget)
+				if err != nil {
+					for _, c := range cols {
+						c.Release()
+					}
+					return err
+				}
+				cols[i].Release()
+				cols[i] = v
+			}
 			for i, c := range positional {
 				v, err := positionalSlice(c, buf.view(0, n), from, to, partPos, bigFacts, orderCols, o.Budget)
 				if err != nil {
@@ -308,6 +344,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				shift(end)
 				bigPos, partEnd, lastStart, scanned, written = -1, -1, 0, 0, 0
 				bigConsts, carries, denseCarry, bigFacts = nil, nil, 0, nil
+				closeCursors()
 				continue
 			}
 			to, err := sliceEnd(end, from)
@@ -375,6 +412,20 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 					bigConsts[i] = vals[k]
 				}
 			}
+			if len(cursored) > 0 {
+				if len(filters) > 0 {
+					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and frames read with cursors over it cannot be combined with WHERE on sorted input",
+						ErrUnsupported, buf.n, o.Budget.Limit())
+				}
+				cursors = map[int]*cursorEval{}
+				for i, c := range cursored {
+					e, err := newCursorEval(p, g, c, src, partCols, orderCols, bufSrc, buf, o.Budget)
+					if err != nil {
+						return "", err
+					}
+					cursors[i] = e
+				}
+			}
 			carries = map[int]*runningCarry{}
 			for i, out := range p.outputs {
 				if out.call != nil && !whole[out.call] && runningCall(out.call) {
@@ -430,6 +481,10 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 	for _, c := range g.calls {
 		if whole[c] {
 			continue // computed by a pass of its own
+		}
+		if cursorCall(c, whole) {
+			h.before = max(h.before, 1) // the row before tells where a peer group starts
+			continue
 		}
 		if positionalCall(c) {
 			if err := positionalHalo(c, &h); err != nil {

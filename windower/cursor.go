@@ -1,0 +1,693 @@
+package windower
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
+)
+
+// Cursor calls are aggregates and value functions over a partition larger
+// than the grant whose frames neither a halo of rows nor a carried
+// running aggregate can serve: RANGE and GROUPS frames with offsets, ROWS
+// offsets beyond the largest halo, frames from a bounded start to
+// UNBOUNDED FOLLOWING. Each is evaluated with two cursors over the sorted
+// container, one at the frame start and one at the frame end. Both only
+// move forward, reading the partition block by block (a block seek puts
+// them at its start), so each row is read at most twice per cursor and
+// the memory is one block per cursor. The rows between the cursors are
+// the frame: count and integer sums add the rows the end cursor passes
+// and remove those the start cursor passes; float sums do the same with
+// an exact sum (so removing a large value loses nothing); min and max keep
+// a monotonic deque; first_value and nth_value read the row at the start
+// cursor (nth_value with a third cursor n-1 rows on) and last_value the
+// last row the end cursor passed.
+
+// cursorCall reports whether c is evaluated with cursors over a big
+// partition (see above). EXCLUDE is not supported there.
+func cursorCall(c *call, whole map[*call]bool) bool {
+	if whole[c] || runningCall(c) || positionalCall(c) || c.frame.exclude != excludeNoOthers {
+		return false
+	}
+	switch c.fn {
+	case fnFirstValue, fnLastValue, fnNthValue:
+	default:
+		if !c.fn.isAggregate() {
+			return false
+		}
+	}
+	f := &c.frame
+	if f.mode != modeRows {
+		return true
+	}
+	const maxHalo = 1 << 20
+	for _, b := range []bound{f.start, f.end} {
+		switch b.kind {
+		case boundUnboundedPreceding, boundUnboundedFollowing:
+			return true
+		case boundPreceding, boundFollowing:
+			if b.off > maxHalo {
+				return true
+			}
+		}
+	}
+	return false // a bounded ROWS frame: a halo serves it
+}
+
+// partCursor reads the rows of one partition of the sorted container in
+// order, one at a time.
+type partCursor struct {
+	c                  *call
+	br                 *columnar.BatchReader
+	used, part, order  []int
+	keyRow             *input // row 0 holds the partition's keys
+	blk, prev          *input // the current block and the one before
+	r                  int    // current row in blk
+	skip               int    // rows of the first block before the partition
+	pos                int64  // partition position of the current row
+	group              int64  // peer group of the current row, from 0
+	done               bool   // past the partition's last row
+	agg                *aggInput
+	val                *vector
+	reserved           int64
+	budget             *columnar.Budget
+	keyNull            bool // the current row's RANGE key is NULL
+	rangeCol           int  // the RANGE key column, or -1
+	key                int64
+	fkey               float64
+	nthCursorOf        *partCursor
+	hasVal             bool
+	orderKeyOfPrevious bool
+}
+
+// cursorColumns returns the input columns a cursor of c reads: the
+// partition and order keys and the columns of c's argument and FILTER.
+func cursorColumns(c *call, part, order []int, ncols int) []int {
+	use := make([]bool, ncols)
+	var mark func(e *expr)
+	mark = func(e *expr) {
+		if e == nil {
+			return
+		}
+		if e.col >= 0 {
+			use[e.col] = true
+		}
+		mark(e.args[0])
+		mark(e.args[1])
+	}
+	for _, a := range c.args {
+		mark(a)
+	}
+	for _, f := range c.filter {
+		mark(f.left)
+	}
+	for _, k := range append(append([]int(nil), part...), order...) {
+		use[k] = true
+	}
+	var cols []int
+	for i, u := range use {
+		if u {
+			cols = append(cols, i)
+		}
+	}
+	return cols
+}
+
+// cursorBytes is the memory of one cursor of c over blocks of blockRows rows.
+func cursorBytes(p *plan, c *call, part, order []int, blockRows int) int64 {
+	var n int64
+	for _, col := range cursorColumns(c, part, order, len(p.usedCols)) {
+		n += kindBytes(p.schema.kinds[col])
+	}
+	return n * int64(blockRows)
+}
+
+// newBufferCols makes a buffer of the given input columns with room for
+// capacity rows.
+func newBufferCols(p *plan, cols []int, capacity int) *input {
+	in := &input{cols: make([]*vector, len(p.usedCols))}
+	for _, c := range cols {
+		v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
+		switch v.kind {
+		case kindFloat:
+			v.floats = make([]float64, 0, capacity)
+		case kindString:
+			v.strs = make([]string, 0, capacity)
+		default:
+			v.ints = make([]int64, 0, capacity)
+		}
+		in.cols[c] = v
+	}
+	return in
+}
+
+// openCursor opens a cursor at the partition that starts at source row
+// start of src; row 0 of keyRow holds the partition's keys.
+func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, budget *columnar.Budget) (*partCursor, error) {
+	blocks := src.Manifest().Blocks
+	b := 0
+	for b+1 < len(blocks) && blocks[b+1].FirstRow <= start {
+		b++
+	}
+	cols := cursorColumns(c, part, order, len(p.usedCols))
+	cur := &partCursor{c: c, used: cols, part: part, order: order, budget: budget, r: -1, rangeCol: -1}
+	cur.keyRow = newBufferCols(p, part, 1)
+	for _, col := range part {
+		appendRow(cur.keyRow.cols[col], keyRow.cols[col], 0)
+	}
+	cur.keyRow.n = 1
+	cur.prev = newBufferCols(p, order, 1)
+	cur.reserved = cursorBytes(p, c, part, order, src.Manifest().BlockRows)
+	if err := budget.Reserve(cur.reserved); err != nil {
+		cur.reserved = 0
+		return nil, fmt.Errorf("windower: cursor of select item %q: %w", c.alias, err)
+	}
+	cur.blk = newBufferCols(p, cols, src.Manifest().BlockRows)
+	var err error
+	if cur.br, err = src.OpenColumns(cols); err != nil {
+		cur.close()
+		return nil, fmt.Errorf("windower: reread partition: %w", err)
+	}
+	if err := cur.br.Seek(b); err != nil {
+		cur.close()
+		return nil, fmt.Errorf("windower: reread partition: %w", err)
+	}
+	cur.skip = int(start - blocks[b].FirstRow)
+	if c.frame.mode == modeRange && len(order) == 1 {
+		cur.rangeCol = order[0]
+	}
+	cur.pos = -1
+	if err := cur.next(); err != nil {
+		cur.close()
+		return nil, err
+	}
+	return cur, nil
+}
+
+func (cur *partCursor) close() {
+	if cur.br != nil {
+		cur.br.Close()
+		cur.br = nil
+	}
+	cur.budget.Release(cur.reserved)
+	cur.reserved = 0
+}
+
+// next moves to the next row of the partition (or sets done).
+func (cur *partCursor) next() error {
+	if cur.done {
+		return nil
+	}
+	cur.r++
+	first := cur.pos < 0
+	if cur.r >= cur.blk.n {
+		if cur.blk.n > 0 {
+			// Keep the last row's order keys to tell whether the next
+			// block starts a peer group.
+			cur.prev.reset()
+			for _, col := range cur.order {
+				appendRow(cur.prev.cols[col], cur.blk.cols[col], cur.blk.n-1)
+			}
+			cur.prev.n = 1
+		}
+		cur.blk.reset()
+		rec, err := cur.br.Next()
+		if errors.Is(err, io.EOF) {
+			cur.done = true
+			cur.pos++
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("windower: reread partition: %w", err)
+		}
+		err = cur.blk.appendRecord(rec, cur.used)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+		cur.r = cur.skip
+		cur.skip = 0
+		if cur.agg, err = aggInputFor(cur.c, cur.blk); err != nil {
+			return err
+		}
+		if len(cur.c.args) > 0 && !cur.c.fn.isAggregate() {
+			if cur.val, err = cur.c.args[0].eval(cur.blk.cols, cur.blk.n); err != nil {
+				return err
+			}
+		}
+		if cur.r >= cur.blk.n {
+			return cur.next()
+		}
+		if !first && !sameKeys(cur.blk, cur.r, cur.prev, 0, cur.order) {
+			cur.group++
+		}
+	} else if !first && !sameKeys(cur.blk, cur.r, cur.blk, cur.r-1, cur.order) {
+		cur.group++
+	}
+	cur.pos++
+	if !sameKeys(cur.blk, cur.r, cur.keyRow, 0, cur.part) {
+		cur.done = true
+		return nil
+	}
+	if cur.rangeCol >= 0 {
+		v := cur.blk.cols[cur.rangeCol]
+		cur.keyNull = v.isNull(cur.r)
+		if v.kind == kindFloat {
+			cur.fkey = v.floats[cur.r]
+		} else {
+			cur.key = v.ints[cur.r]
+		}
+	}
+	return nil
+}
+
+// appendRow appends row r of src to dst.
+func appendRow(dst, src *vector, r int) {
+	null := src.isNull(r)
+	if null && dst.nulls == nil {
+		dst.nulls = make([]bool, dst.len())
+	}
+	switch src.kind {
+	case kindFloat:
+		dst.floats = append(dst.floats, src.floats[r])
+	case kindString:
+		dst.strs = append(dst.strs, src.strs[r])
+	default:
+		dst.ints = append(dst.ints, src.ints[r])
+	}
+	if dst.nulls != nil {
+		dst.nulls = append(dst.nulls, null)
+	}
+}
+
+// cursorEval evaluates one cursor call over a big partition, slice by slice.
+type cursorEval struct {
+	c                *call
+	start, end, nth  *partCursor
+	order            []int
+	st               aggState
+	fsum             exactSum
+	deq              []cursorEntry // min/max: improving from front to back... see push
+	deqHead          int
+	last             *vector // last_value: the last row the end cursor passed
+	group            int64   // the current row's peer group
+	pos              int64   // the current row's partition position
+	started          bool
+	maxDeque         int
+	budget           *columnar.Budget
+	deqReserved      int64
+	rangeDesc, nullF bool
+}
+
+type cursorEntry struct {
+	pos int64
+	v   *vector
+}
+
+// newCursorEval opens the cursors of c at the partition starting at
+// source row start.
+func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, budget *columnar.Budget) (*cursorEval, error) {
+	e := &cursorEval{c: c, order: order, budget: budget, pos: -1}
+	if len(g.order) > 0 {
+		e.rangeDesc, e.nullF = g.order[0].desc, g.order[0].nullsFirst
+	}
+	var err error
+	if e.start, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+		return nil, err
+	}
+	if e.end, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+		e.close()
+		return nil, err
+	}
+	if c.fn == fnNthValue && !c.argNil {
+		if e.nth, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+			e.close()
+			return nil, err
+		}
+	}
+	e.st.reset()
+	return e, nil
+}
+
+func (e *cursorEval) close() {
+	for _, cur := range []*partCursor{e.start, e.end, e.nth} {
+		if cur != nil {
+			cur.close()
+		}
+	}
+	e.budget.Release(e.deqReserved)
+	e.deqReserved = 0
+}
+
+// slice computes the results of rows [from, to) of in, rows of a slice of
+// the big partition whose row 0 is partition position partPos; in holds
+// at least one row before from unless from is the partition's first row.
+func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Allocator) (arrow.Array, error) {
+	c := e.c
+	out := &vector{kind: c.outKind, typ: c.outTyp, nulls: make([]bool, to-from)}
+	switch c.outKind {
+	case kindFloat:
+		out.floats = make([]float64, to-from)
+	case kindString:
+		out.strs = make([]string, to-from)
+	default:
+		out.ints = make([]int64, to-from)
+	}
+	for r := from; r < to; r++ {
+		pos := partPos + int64(r)
+		if e.started && pos != e.pos+1 {
+			return nil, fmt.Errorf("windower: internal error: cursor of select item %q at row %d, slice at %d", c.alias, e.pos+1, pos)
+		}
+		if e.started && !sameKeys(in, r, in, r-1, e.order) {
+			e.group++
+		}
+		e.started, e.pos = true, pos
+		if err := e.advance(in, r); err != nil {
+			return nil, err
+		}
+		if err := e.write(out, r-from); err != nil {
+			return nil, err
+		}
+	}
+	return out.toArrow(mem), nil
+}
+
+// advance moves the cursors to the frame of row r of in (the current row).
+func (e *cursorEval) advance(in *input, r int) error {
+	// The end first: rows it passes at or after the start enter the frame.
+	for !e.end.done && e.inFrameEnd(in, r) {
+		if e.end.pos >= e.start.pos {
+			if err := e.enter(e.end); err != nil {
+				return err
+			}
+		}
+		if err := e.end.next(); err != nil {
+			return err
+		}
+	}
+	for !e.start.done && e.beforeFrameStart(in, r) {
+		if e.start.pos < e.end.pos {
+			e.leave(e.start)
+		}
+		if err := e.start.next(); err != nil {
+			return err
+		}
+	}
+	if e.nth != nil {
+		target := e.start.pos + e.c.nth - 1
+		for !e.nth.done && e.nth.pos < target && e.nth.pos < e.end.pos {
+			if err := e.nth.next(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rangeTarget compares the RANGE key of the cursor's row with the current
+// row's key plus sign*offset: <0 before it, 0 equal, >0 after, in the
+// ORDER BY direction. A NULL cursor key sorts where NULLs go.
+func (e *cursorEval) rangeCompare(cur *partCursor, in *input, r int, b *bound, sign int64) int {
+	v := in.cols[cur.rangeCol]
+	if cur.keyNull {
+		if e.nullF {
+			return -1
+		}
+		return 1
+	}
+	if e.rangeDesc {
+		sign = -sign
+	}
+	var cmp int
+	if v.kind == kindFloat {
+		cmp = compareFloat(cur.fkey, v.floats[r]+float64(sign)*b.foff)
+	} else {
+		t, inf := addOverflow(v.ints[r], sign*b.off, sign)
+		switch {
+		case inf > 0:
+			cmp = -1
+		case inf < 0:
+			cmp = 1
+		default:
+			cmp = cmpInt(cur.key, t)
+		}
+	}
+	if e.rangeDesc {
+		cmp = -cmp
+	}
+	return cmp
+}
+
+// boundSign is -1 for PRECEDING and 1 for FOLLOWING.
+func boundSign(b *bound) int64 {
+	if b.kind == boundPreceding {
+		return -1
+	}
+	return 1
+}
+
+// inFrameEnd reports whether the end cursor's row is inside the current
+// row's frame end (so the cursor must move past it).
+func (e *cursorEval) inFrameEnd(in *input, r int) bool {
+	f := &e.c.frame
+	b := &f.end
+	cur := e.end
+	switch b.kind {
+	case boundUnboundedFollowing:
+		return true
+	case boundUnboundedPreceding:
+		return false
+	}
+	if f.mode == modeRows {
+		var off int64
+		switch b.kind {
+		case boundPreceding:
+			off = -b.off
+		case boundFollowing:
+			off = b.off
+		}
+		return cur.pos <= addClamp(e.pos, off)
+	}
+	rangeNull := f.mode == modeRange && cur.rangeCol >= 0 && in.cols[cur.rangeCol].isNull(r)
+	if b.kind == boundCurrentRow || f.mode == modeGroups || rangeNull {
+		var off int64
+		if f.mode == modeGroups && b.kind != boundCurrentRow {
+			off = boundSign(b) * b.off
+		}
+		return cur.group <= addClamp(e.group, off)
+	}
+	// RANGE offset, non-NULL current key: rows up to key+offset, never NULLs.
+	if cur.keyNull {
+		return e.nullF // leading NULLs are passed (and left again by the start)
+	}
+	return e.rangeCompare(cur, in, r, b, boundSign(b)) <= 0
+}
+
+// beforeFrameStart reports whether the start cursor's row is before the
+// current row's frame start.
+func (e *cursorEval) beforeFrameStart(in *input, r int) bool {
+	f := &e.c.frame
+	b := &f.start
+	cur := e.start
+	switch b.kind {
+	case boundUnboundedPreceding:
+		return false
+	case boundUnboundedFollowing:
+		return true
+	}
+	if f.mode == modeRows {
+		var off int64
+		switch b.kind {
+		case boundPreceding:
+			off = -b.off
+		case boundFollowing:
+			off = b.off
+		}
+		return cur.pos < addClamp(e.pos, off)
+	}
+	rangeNull := f.mode == modeRange && cur.rangeCol >= 0 && in.cols[cur.rangeCol].isNull(r)
+	if b.kind == boundCurrentRow || f.mode == modeGroups || rangeNull {
+		var off int64
+		if f.mode == modeGroups && b.kind != boundCurrentRow {
+			off = boundSign(b) * b.off
+		}
+		return cur.group < addClamp(e.group, off)
+	}
+	if cur.keyNull {
+		return e.nullF
+	}
+	return e.rangeCompare(cur, in, r, b, boundSign(b)) < 0
+}
+
+// enter adds the cursor's row to the frame state.
+func (e *cursorEval) enter(cur *partCursor) error {
+	c := e.c
+	if c.fn == fnLastValue {
+		e.last = rowOf(cur.val, cur.r)
+		return nil
+	}
+	if !c.fn.isAggregate() {
+		return nil
+	}
+	a := cur.agg
+	if !a.included(cur.r) {
+		return nil
+	}
+	switch {
+	case c.fn == fnMin || c.fn == fnMax:
+		v := oneRow(a, cur.r)
+		// Rows at the back that do not beat the new one can never be the extreme again.
+		for len(e.deq) > e.deqHead && !beats(valueInput(c.fn, e.deq[len(e.deq)-1].v), 0, v) {
+			e.deq = e.deq[:len(e.deq)-1]
+		}
+		if e.deqHead > 0 && len(e.deq) == cap(e.deq) {
+			e.deq = e.deq[:copy(e.deq, e.deq[e.deqHead:])]
+			e.deqHead = 0
+		}
+		e.deq = append(e.deq, cursorEntry{pos: cur.pos, v: v})
+		if need := int64(cap(e.deq)) * 64; need > e.deqReserved {
+			if err := e.budget.Reserve(need - e.deqReserved); err != nil {
+				return fmt.Errorf("windower: min/max window of select item %q over a partition larger than the grant: %w", c.alias, err)
+			}
+			e.deqReserved = need
+		}
+	case a.kind == kindFloat:
+		e.st.cnt++
+		e.fsum.add(a.floats[cur.r])
+	default:
+		a.add(&e.st, cur.r)
+	}
+	return nil
+}
+
+// leave takes the cursor's row out of the frame state.
+func (e *cursorEval) leave(cur *partCursor) {
+	c := e.c
+	if !c.fn.isAggregate() {
+		return
+	}
+	a := cur.agg
+	if !a.included(cur.r) {
+		return
+	}
+	switch {
+	case c.fn == fnMin || c.fn == fnMax:
+		for e.deqHead < len(e.deq) && e.deq[e.deqHead].pos <= cur.pos {
+			e.deq[e.deqHead].v = nil
+			e.deqHead++
+		}
+	case a.kind == kindFloat:
+		e.st.cnt--
+		e.fsum.add(-a.floats[cur.r])
+	default:
+		a.remove(&e.st, cur.r)
+	}
+}
+
+// write stores the current row's result as out[i].
+func (e *cursorEval) write(out *vector, i int) error {
+	c := e.c
+	empty := e.start.pos >= e.end.pos || e.start.done
+	switch c.fn {
+	case fnFirstValue:
+		if empty {
+			out.nulls[i] = true
+			return nil
+		}
+		copyRow(out, i, e.start.val, e.start.r)
+		return nil
+	case fnLastValue:
+		if empty || e.last == nil {
+			out.nulls[i] = true
+			return nil
+		}
+		copyRow(out, i, e.last, 0)
+		return nil
+	case fnNthValue:
+		if empty || e.nth == nil || e.nth.done || e.nth.pos != e.start.pos+c.nth-1 || e.nth.pos >= e.end.pos {
+			out.nulls[i] = true
+			return nil
+		}
+		copyRow(out, i, e.nth.val, e.nth.r)
+		return nil
+	}
+	if empty {
+		a := &aggInput{fn: c.fn, kind: kindInt}
+		var s aggState
+		s.reset()
+		a.write(out, i, &s)
+		return nil
+	}
+	switch {
+	case c.fn == fnMin || c.fn == fnMax:
+		if e.deqHead == len(e.deq) {
+			out.nulls[i] = true
+			return nil
+		}
+		copyRow(out, i, e.deq[e.deqHead].v, 0)
+	case len(c.args) > 0 && c.args[0].kind == kindFloat && c.fn != fnCount:
+		if e.st.cnt == 0 {
+			out.nulls[i] = true
+			return nil
+		}
+		s := e.fsum.value()
+		if c.fn == fnAvg {
+			s /= float64(e.st.cnt)
+		}
+		out.floats[i] = s
+	default:
+		a := &aggInput{fn: c.fn, kind: kindInt}
+		a.write(out, i, &e.st)
+		if a.overflow {
+			return fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
+		}
+	}
+	return nil
+}
+
+// valueInput presents a one-row vector as an aggregate input.
+func valueInput(f fn, v *vector) *aggInput {
+	return &aggInput{fn: f, kind: v.kind, ints: v.ints, floats: v.floats, strs: v.strs}
+}
+
+// exactSum is a float sum that adds and removes values without rounding
+// error: the sum is kept as non-overlapping partials (Shewchuk's
+// algorithm, as in Python's math.fsum) and rounded once when read.
+type exactSum struct{ partials []float64 }
+
+func (s *exactSum) add(x float64) {
+	i := 0
+	for _, y := range s.partials {
+		if math.Abs(x) < math.Abs(y) {
+			x, y = y, x
+		}
+		hi := x + y
+		lo := y - (hi - x)
+		if lo != 0 {
+			s.partials[i] = lo
+			i++
+		}
+		x = hi
+	}
+	s.partials = append(s.partials[:i], x)
+}
+
+func (s *exactSum) value() float64 {
+	n := len(s.partials)
+	if n == 0 {
+		return 0
+	}
+	hi := s.partials[n-1]
+	for j := n - 2; j >= 0; j-- {
+		x, y := hi, s.partials[j]
+		hi = x + y
+		if lo := y - (hi - x); lo != 0 {
+			break
+		}
+	}
+	return hi
+}
