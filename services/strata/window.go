@@ -30,6 +30,7 @@ func runWindow(ctx context.Context, args []string) error {
 	pool := fs.String("pool", "", "resource pool to run in (default general)")
 	rows := fs.Int("rows", 20, "result rows to print")
 	out := fs.String("out", "", "write the whole result to FILE: .csv, .parquet or .arrow")
+	pqComp := fs.String("parquet-compression", "zstd", "compression of a .parquet --out: zstd, snappy or none")
 	format := fs.String("format", "table", "how printed rows look: table, json or csv")
 	explain := fs.Bool("explain", false, "print the parsed query and exit")
 	fs.Usage = func() {
@@ -55,6 +56,10 @@ func runWindow(ctx context.Context, args []string) error {
 	exportTo, err := exportFormat(*out)
 	if err != nil {
 		return err
+	}
+	pqCodec, err := convert.ParseParquetCompression(*pqComp)
+	if err != nil {
+		return fmt.Errorf("%w: --parquet-compression: %v", errUsage, err)
 	}
 	query, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -99,7 +104,7 @@ func runWindow(ctx context.Context, args []string) error {
 		return err
 	}
 	if exportTo != "" {
-		n, err := exportContainer(dir, *out, exportTo)
+		n, err := exportContainer(dir, *out, exportTo, convert.ExportOptions{Null: "NULL", ParquetCompression: pqCodec})
 		if err != nil {
 			return err
 		}
@@ -207,9 +212,10 @@ func printRows(dir string, n int, format string) error {
 }
 
 // exportContainer writes every row of the container at dir to path as
-// kind (csv, parquet or arrow) with columnar/convert, through a temporary
-// file that is synced and renamed into place. It returns the rows written.
-func exportContainer(dir, path, kind string) (rows int64, err error) {
+// kind (csv, parquet or arrow) with columnar/convert and opts, through a
+// temporary file that is synced and renamed into place. It returns the
+// rows written.
+func exportContainer(dir, path, kind string, opts convert.ExportOptions) (rows int64, err error) {
 	var export func(dir string, w io.Writer, o convert.ExportOptions) error
 	switch kind {
 	case "csv":
@@ -238,7 +244,7 @@ func exportContainer(dir, path, kind string) (rows int64, err error) {
 	}()
 	// The Parquet writer closes a sink that is an io.Closer; the file is
 	// synced and closed here, so hide its Close.
-	if err = export(dir, struct{ io.Writer }{f}, convert.ExportOptions{Null: "NULL"}); err != nil {
+	if err = export(dir, struct{ io.Writer }{f}, opts); err != nil {
 		return 0, fmt.Errorf("export to %s: %w", path, err)
 	}
 	if err = f.Sync(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/convert"
 )
 
 func TestExportContainer(t *testing.T) {
@@ -20,10 +21,19 @@ func TestExportContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := columnar.ContainerDir(data, "r", "p", ms[0].ID)
-	for _, kind := range []string{"csv", "arrow", "parquet"} {
-		t.Run(kind, func(t *testing.T) {
+	for _, tc := range []struct {
+		kind string
+		opts convert.ExportOptions
+	}{
+		{"csv", convert.ExportOptions{Null: "NULL"}},
+		{"arrow", convert.ExportOptions{}},
+		{"parquet", convert.ExportOptions{}},
+		{"parquet", convert.ExportOptions{ParquetCompression: convert.ParquetSnappy}},
+	} {
+		kind := tc.kind
+		t.Run(kind+"/"+tc.opts.ParquetCompression.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "out."+kind)
-			n, err := exportContainer(dir, path, kind)
+			n, err := exportContainer(dir, path, kind, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
