@@ -1,0 +1,103 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/strata-db/strata/messages"
+)
+
+// flushTimeout bounds the flush of a worker's last events and acks at stop.
+const flushTimeout = 10 * time.Second
+
+// Worker is a job worker binary (merger, windower): a Binary with the
+// WorkerFlags, which after Start also knows its memory and spill directory.
+type Worker struct {
+	*Binary
+	flags WorkerFlags
+
+	Memory  int64  // bytes this worker may grant to its job (--memory)
+	TempDir string // spill directory (--temp, default DATA/tmp), created by Start
+}
+
+// NewWorker returns a Worker whose flag set holds the Common and the
+// WorkerFlags, and whose logs name the worker.
+func NewWorker(name, defaultHTTP, defaultMemory string) *Worker {
+	w := &Worker{Binary: NewBinary(name, defaultHTTP)}
+	w.LogWorker = true
+	w.flags.Register(w.Flags, defaultMemory)
+	return w
+}
+
+// Start is Binary.Start followed by parsing --memory and creating the
+// spill directory.
+func (w *Worker) Start(args []string) error {
+	if err := w.Binary.Start(args); err != nil {
+		return err
+	}
+	memory, err := w.flags.MemoryBytes()
+	if err != nil {
+		return err
+	}
+	w.Memory = memory
+	w.TempDir = w.flags.TempDir
+	if w.TempDir == "" {
+		w.TempDir = filepath.Join(w.DataDir, "tmp")
+	}
+	if err := os.MkdirAll(w.TempDir, 0o755); err != nil {
+		return fmt.Errorf("temp directory: %w", err)
+	}
+	return nil
+}
+
+// JobSpec is what a job worker binary says about its jobs.
+type JobSpec[J Job] struct {
+	Operation string // messages.OperationMergeout or messages.OperationWindow
+	Consumer  string // the shared durable consumer on messages.StreamJobs
+	New       func() J
+	Run       func(ctx context.Context, job J, progress *Progress) (Outcome, error)
+}
+
+// RunJobs connects w to NATS and runs a JobWorker for spec on the shared
+// consumer, with its dead-letter rejecter, job metrics and max-deliveries
+// watch, until a signal stops it; then it flushes the last events.
+func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := w.Connect(ctx); err != nil {
+		return err
+	}
+	defer w.NC.Close()
+	cons, err := w.JS.Consumer(ctx, messages.StreamJobs, spec.Consumer)
+	if err != nil {
+		return fmt.Errorf("%s consumer: %w", spec.Operation, err)
+	}
+	topo := w.Topology()
+	jw := &JobWorker[J]{
+		Consumer:   cons,
+		JS:         w.JS,
+		Operation:  spec.Operation,
+		Worker:     w.Worker,
+		Memory:     w.Memory,
+		Heartbeat:  w.flags.HeartbeatEvery(topo.JobAckWait),
+		MaxDeliver: topo.JobMaxDeliver,
+		StopGrace:  w.StopGrace,
+		Log:        w.Log,
+		Rejecter:   NewRejecter(w.Name, w.JS, w.Log, w.Runner.Registry()),
+		Metrics:    NewJobMetrics(w.Runner.Registry(), w.Name),
+		New:        spec.New,
+		Run:        spec.Run,
+	}
+	w.Runner.AddContext(jw.Serve)
+	w.Runner.AddContext(func(ctx context.Context) error {
+		return jw.WatchMaxDeliveries(ctx, w.NC, messages.StreamJobs, spec.Consumer)
+	})
+	err = w.Run()
+	if ferr := w.NC.FlushTimeout(flushTimeout); ferr != nil {
+		w.Log.Warn("flush nats connection", "err", ferr)
+	}
+	return err
+}
