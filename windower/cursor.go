@@ -11,11 +11,15 @@ import (
 	"github.com/strata-db/strata/columnar"
 )
 
-// Cursor calls are aggregates and value functions over a partition larger
-// than the grant whose frames neither a halo of rows nor a carried
-// running aggregate can serve: RANGE and GROUPS frames with offsets, ROWS
-// offsets beyond the largest halo, frames from a bounded start to
-// UNBOUNDED FOLLOWING. Each is evaluated with two cursors over the sorted
+// Cursor calls are the calls over a partition larger than the grant that
+// see peer groups (which may be larger than the buffer) or whose frames
+// neither a halo of rows nor a carried running aggregate can serve:
+// rank, dense_rank, percent_rank and cume_dist; aggregates and value
+// functions over RANGE and GROUPS frames, over ROWS offsets beyond the
+// largest halo and from a bounded start to UNBOUNDED FOLLOWING. rank,
+// dense_rank and percent_rank need only the position where the current
+// peer group started, carried across slices; cume_dist moves an end
+// cursor to the end of the peer group. Each is evaluated with two cursors over the sorted
 // container, one at the frame start and one at the frame end. Both only
 // move forward, reading the partition block by block (a block seek puts
 // them at its start), so each row is read at most twice per cursor and
@@ -34,6 +38,8 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 		return false
 	}
 	switch c.fn {
+	case fnRank, fnDenseRank, fnPercentRank, fnCumeDist:
+		return true
 	case fnFirstValue, fnLastValue, fnNthValue:
 	default:
 		if !c.fn.isAggregate() {
@@ -301,6 +307,9 @@ type cursorEval struct {
 	budget           *columnar.Budget
 	deqReserved      int64
 	rangeDesc, nullF bool
+	frame            *frame // the call's frame; for cume_dist, its peers
+	peerStart        int64  // partition position of the current row's peer group
+	rows             int64  // rows in the partition (percent_rank, cume_dist)
 }
 
 type cursorEntry struct {
@@ -310,10 +319,17 @@ type cursorEntry struct {
 
 // newCursorEval opens the cursors of c at the partition starting at
 // source row start.
-func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, budget *columnar.Budget) (*cursorEval, error) {
-	e := &cursorEval{c: c, order: order, budget: budget, pos: -1}
+// rows is the partition's row count, needed by percent_rank and cume_dist.
+func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, rows int64, budget *columnar.Budget) (*cursorEval, error) {
+	e := &cursorEval{c: c, order: order, budget: budget, pos: -1, frame: &c.frame, rows: rows}
 	if len(g.order) > 0 {
 		e.rangeDesc, e.nullF = g.order[0].desc, g.order[0].nullsFirst
+	}
+	switch c.fn {
+	case fnRank, fnDenseRank, fnPercentRank:
+		return e, nil // the peer group's start is all they need
+	case fnCumeDist:
+		e.frame = &frame{mode: modeGroups, start: bound{kind: boundUnboundedPreceding}, end: bound{kind: boundCurrentRow}}
 	}
 	var err error
 	if e.start, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
@@ -364,10 +380,13 @@ func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Al
 		}
 		if e.started && !sameKeys(in, r, in, r-1, e.order) {
 			e.group++
+			e.peerStart = pos
 		}
 		e.started, e.pos = true, pos
-		if err := e.advance(in, r); err != nil {
-			return nil, err
+		if e.start != nil {
+			if err := e.advance(in, r); err != nil {
+				return nil, err
+			}
 		}
 		if err := e.write(out, r-from); err != nil {
 			return nil, err
@@ -453,7 +472,7 @@ func boundSign(b *bound) int64 {
 // inFrameEnd reports whether the end cursor's row is inside the current
 // row's frame end (so the cursor must move past it).
 func (e *cursorEval) inFrameEnd(in *input, r int) bool {
-	f := &e.c.frame
+	f := e.frame
 	b := &f.end
 	cur := e.end
 	switch b.kind {
@@ -490,7 +509,7 @@ func (e *cursorEval) inFrameEnd(in *input, r int) bool {
 // beforeFrameStart reports whether the start cursor's row is before the
 // current row's frame start.
 func (e *cursorEval) beforeFrameStart(in *input, r int) bool {
-	f := &e.c.frame
+	f := e.frame
 	b := &f.start
 	cur := e.start
 	switch b.kind {
@@ -538,6 +557,13 @@ func (e *cursorEval) enter(cur *partCursor) error {
 		return nil
 	}
 	switch {
+	case (c.fn == fnMin || c.fn == fnMax) && e.frame.start.kind == boundUnboundedPreceding:
+		// Rows never leave: the best so far is the extreme.
+		if len(e.deq) == 0 {
+			e.deq = append(e.deq, cursorEntry{pos: cur.pos, v: oneRow(a, cur.r)})
+		} else if beats(a, cur.r, e.deq[0].v) {
+			e.deq[0] = cursorEntry{pos: cur.pos, v: oneRow(a, cur.r)}
+		}
 	case c.fn == fnMin || c.fn == fnMax:
 		v := oneRow(a, cur.r)
 		// Rows at the back that do not beat the new one can never be the extreme again.
@@ -591,6 +617,22 @@ func (e *cursorEval) leave(cur *partCursor) {
 // write stores the current row's result as out[i].
 func (e *cursorEval) write(out *vector, i int) error {
 	c := e.c
+	switch c.fn {
+	case fnRank:
+		out.ints[i] = e.peerStart + 1
+		return nil
+	case fnDenseRank:
+		out.ints[i] = e.group + 1
+		return nil
+	case fnPercentRank:
+		if e.rows > 1 {
+			out.floats[i] = float64(e.peerStart) / float64(e.rows-1)
+		}
+		return nil
+	case fnCumeDist:
+		out.floats[i] = float64(e.end.pos) / float64(e.rows)
+		return nil
+	}
 	empty := e.start.pos >= e.end.pos || e.start.done
 	switch c.fn {
 	case fnFirstValue:

@@ -221,6 +221,24 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "fv", Window: byF("first_value", []*messages.Expr{col("id")}, messages.FrameBound{Kind: messages.BoundCurrentRow}, following(-1))},
 			{Alias: "max", Window: byF("max", []*messages.Expr{col("f")}, preceding(-4), messages.FrameBound{Kind: messages.BoundCurrentRow})},
 		}},
+		// Peer groups larger than the buffer (ORDER BY g: half the rows
+		// tie): ranks and peer frames from carried peer starts and cursors.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "rk", Window: byGroup("rank", nil, nil)},
+			{Alias: "drk", Window: byGroup("dense_rank", nil, nil)},
+			{Alias: "pr", Window: byGroup("percent_rank", nil, nil)},
+			{Alias: "cd", Window: byGroup("cume_dist", nil, nil)},
+			{Alias: "sum", Window: byGroup("sum", []*messages.Expr{col("x")}, nil)},
+			{Alias: "avgf", Window: byGroup("avg", []*messages.Expr{col("f")}, nil)},
+			{Alias: "min", Window: byGroup("min", []*messages.Expr{col("s")}, nil)},
+			{Alias: "fv", Window: byGroup("first_value", []*messages.Expr{col("s")}, nil)},
+			{Alias: "lv", Window: byGroup("last_value", []*messages.Expr{col("x")}, nil)},
+			{Alias: "nv", Window: byGroup("nth_value", []*messages.Expr{col("t"), cint(70000)}, nil)},
+			{Alias: "grp", Window: byGroup("count", nil, &messages.Frame{Mode: messages.FrameGroups, Start: preceding(1), End: messages.FrameBound{Kind: messages.BoundCurrentRow}})},
+			{Alias: "nt", Window: byGroup("ntile", []*messages.Expr{cint(3)}, nil)},
+			{Alias: "rn", Window: byGroup("row_number", nil, nil)},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
@@ -267,15 +285,16 @@ func TestSpillMatchesInMemory(t *testing.T) {
 	}
 }
 
-// TestSpillUnsupportedFrame checks that a peer group larger than the
-// grant is refused with an error saying so.
+// TestSpillUnsupportedFrame checks that EXCLUDE over a RANGE frame of a
+// partition larger than the grant is refused with an error naming it.
 func TestSpillUnsupportedFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	_, rec := randomTable(rng, 120000)
 	defer rec.Release()
 	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
 	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "cd", Window: &messages.WindowCall{Func: "cume_dist", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "g"}}}}},
+		{Alias: "sx", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
+			Frame: &messages.Frame{Mode: messages.FrameRange, Start: preceding(2), End: following(2), Exclude: messages.ExcludeCurrentRow}}},
 	}}
 	_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
 	if err == nil || !errorsIs(err, ErrUnsupported) {
@@ -426,4 +445,11 @@ func secs(n int64) messages.FrameBound {
 		return messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{IntervalMicros: i64(-n * 1e6)}}
 	}
 	return messages.FrameBound{Kind: messages.BoundFollowing, Offset: &messages.Value{IntervalMicros: i64(n * 1e6)}}
+}
+
+// byGroup is fn(args) OVER (ORDER BY g DESC [frame]): one partition whose
+// peer groups are larger than the buffer (half the rows have g = 0).
+func byGroup(fn string, args []*messages.Expr, frame *messages.Frame) *messages.WindowCall {
+	return &messages.WindowCall{Func: fn, Args: args, Star: args == nil && fn == "count",
+		OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "g"}, Desc: true}}, Frame: frame}
 }

@@ -9,9 +9,9 @@ import (
 
 // Positional calls are evaluated over a partition larger than the grant
 // from each row's position in the partition rather than from the slice in
-// the buffer: percent_rank, cume_dist and ntile need the partition's row
-// count, and first_value, last_value and nth_value over a frame with one
-// UNBOUNDED end need a row that may have left the buffer long ago (the
+// the buffer: ntile needs the partition's row count, and first_value,
+// last_value and nth_value over a ROWS frame with one UNBOUNDED end need
+// a row that may have left the buffer long ago (the
 // partition's first or n-th row) or not yet reached it (its last row).
 // The first pass over the partition (partitionPass) counts its rows and
 // picks those rows' values; every other row a frame names is in the
@@ -20,10 +20,10 @@ import (
 
 // positionalCall reports whether c is evaluated positionally over a big
 // partition. Value functions qualify when one frame end is UNBOUNDED and
-// the other is CURRENT ROW or, in ROWS mode, an offset; nothing excluded.
+// the other, in ROWS mode, CURRENT ROW or an offset; nothing excluded.
 func positionalCall(c *call) bool {
 	switch c.fn {
-	case fnPercentRank, fnCumeDist, fnNtile:
+	case fnNtile:
 		return true
 	case fnFirstValue, fnLastValue, fnNthValue:
 	default:
@@ -43,26 +43,21 @@ func positionalCall(c *call) bool {
 		return false
 	}
 	switch other.kind {
-	case boundUnboundedPreceding, boundUnboundedFollowing, boundCurrentRow:
+	case boundUnboundedPreceding, boundUnboundedFollowing:
 		return true
 	}
+	// CURRENT ROW in RANGE and GROUPS mode is a peer group, which may be
+	// larger than the buffer: cursor calls serve those.
 	return f.mode == modeRows
 }
 
 // positionalHalo adds what a positional call needs of the buffer to h.
 func positionalHalo(c *call, h *halo) error {
 	const maxHalo = 1 << 20
-	switch c.fn {
-	case fnPercentRank, fnCumeDist:
-		h.peers = true
-		return nil
-	case fnNtile:
+	if c.fn == fnNtile {
 		return nil
 	}
 	f := &c.frame
-	if f.mode != modeRows && (f.start.kind == boundCurrentRow || f.end.kind == boundCurrentRow) {
-		h.peers = true
-	}
 	reach := func(b bound, extra int64) error {
 		off := b.off + extra
 		if off > maxHalo {
@@ -129,11 +124,9 @@ func positionalPicks(c *call) []int64 {
 	return picks
 }
 
-// positionalSlice computes the results of rows [from, to) of in, rows
-// [0, n) of a slice of a big partition whose first row is row partPos of
-// the partition. in starts a peer group, and rows before to end theirs
-// before to. orderCols are the ORDER BY columns.
-func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *partitionFacts, orderCols []int, mem memory.Allocator) (arrow.Array, error) {
+// positionalSlice computes the results of rows [from, to) of in, a slice
+// of a big partition whose row 0 is row partPos of the partition.
+func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *partitionFacts, mem memory.Allocator) (arrow.Array, error) {
 	out := &vector{kind: c.outKind, typ: c.outTyp, nulls: make([]bool, to-from)}
 	switch c.outKind {
 	case kindFloat:
@@ -144,17 +137,6 @@ func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *par
 		out.ints = make([]int64, to-from)
 	}
 	n := facts.rows
-	// Peer group of row r in the buffer: [ps, pe).
-	ps, pe := 0, 0
-	peers := func(r int) (int, int) {
-		if r >= pe {
-			for ps = r; ps > 0 && equalRowsCols(in, orderCols, ps-1, r); ps-- {
-			}
-			for pe = r + 1; pe < in.n && equalRowsCols(in, orderCols, r, pe); pe++ {
-			}
-		}
-		return ps, pe
-	}
 	var arg *vector
 	if len(c.args) > 0 && (c.fn == fnFirstValue || c.fn == fnLastValue || c.fn == fnNthValue) {
 		v, err := c.args[0].eval(in.cols, in.n)
@@ -167,16 +149,6 @@ func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *par
 		i := r - from
 		pos := partPos + int64(r) // the row's position in the partition
 		switch c.fn {
-		case fnPercentRank:
-			s, _ := peers(r)
-			if n > 1 {
-				out.floats[i] = float64(partPos+int64(s)) / float64(n-1)
-			}
-			continue
-		case fnCumeDist:
-			_, e := peers(r)
-			out.floats[i] = float64(partPos+int64(e)) / float64(n)
-			continue
 		case fnNtile:
 			if c.argNil {
 				out.nulls[i] = true
@@ -193,7 +165,7 @@ func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *par
 			continue
 		}
 		// A value function: the frame [s, e) in partition positions.
-		s, e := frameBound(c, &c.frame.start, r, pos, partPos, n, peers), frameBound(c, &c.frame.end, r, pos, partPos, n, peers)
+		s, e := frameBound(&c.frame.start, pos, n), frameBound(&c.frame.end, pos, n)
 		if c.frame.end.kind != boundUnboundedFollowing {
 			e++ // frameBound gives the last row
 		}
@@ -231,11 +203,10 @@ func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *par
 	return out.toArrow(mem), nil
 }
 
-// frameBound returns the partition position of a frame bound for row r
-// of the buffer (position pos): the first row of the frame for a start
-// bound, its last row for an end bound (n for UNBOUNDED FOLLOWING).
-func frameBound(c *call, b *bound, r int, pos, partPos, n int64, peers func(int) (int, int)) int64 {
-	isStart := b == &c.frame.start
+// frameBound returns the partition position of a ROWS frame bound for
+// the row at position pos: the frame's first row for a start bound, its
+// last row for an end bound (n for UNBOUNDED FOLLOWING).
+func frameBound(b *bound, pos, n int64) int64 {
 	switch b.kind {
 	case boundUnboundedPreceding:
 		return 0
@@ -246,14 +217,7 @@ func frameBound(c *call, b *bound, r int, pos, partPos, n int64, peers func(int)
 	case boundFollowing:
 		return pos + b.off
 	}
-	if c.frame.mode == modeRows {
-		return pos
-	}
-	s, e := peers(r)
-	if isStart {
-		return partPos + int64(s)
-	}
-	return partPos + int64(e) - 1
+	return pos
 }
 
 // copyRow sets out[i] to v[r], NULL included.

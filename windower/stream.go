@@ -45,8 +45,11 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	for _, out := range p.outputs {
 		if c := out.call; c != nil && cursorCall(c, whole) {
 			n := int64(2)
-			if c.fn == fnNthValue {
+			switch c.fn {
+			case fnNthValue:
 				n = 3
+			case fnRank, fnDenseRank, fnPercentRank:
+				n = 0
 			}
 			cursorMem += n * cursorBytes(p, c, partCols, orderCols, blockRows)
 		}
@@ -109,43 +112,24 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	var bigConsts map[int]*vector     // whole-partition results of the big partition, by output
 	var carries map[int]*runningCarry // running aggregates of the big partition, by output
 	// sliceEnd returns where a slice of a big partition in buffer rows
-	// [from, end) stops: before the rows whose frames reach past end and,
-	// when peers matter, at the start of the last peer group.
+	// [from, end) stops: before the rows whose frames reach past end.
 	sliceEnd := func(end, from int) (int, error) {
 		to := end - halo.after
-		if halo.peers {
-			r := to
-			if r >= buf.n {
-				r = buf.n - 1 // the last row's group may go on past the buffer
-			}
-			for r > from && equalRowsCols(buf, orderCols, r-1, r) {
-				r--
-			}
-			to = r
-		}
 		if to <= from {
-			return 0, fmt.Errorf("%w: a peer group of a partition larger than the %d-byte grant does not fit it", ErrUnsupported, o.Budget.Limit())
+			return 0, fmt.Errorf("windower: internal error: a %d-row buffer does not hold a slice and its halo", buf.n)
 		}
 		return to, nil
 	}
 	// sliceKeep returns how many rows of the buffer a slice that wrote
-	// rows up to to is done with: all but the halo before the next row
-	// and, when peers matter, the rest of its peer group, so that the
-	// buffer always starts a peer group.
+	// rows up to to is done with: all but the halo before the next row.
 	sliceKeep := func(to int) (int, error) {
 		keep := to - halo.before
-		if halo.peers {
-			for keep > 0 && keep < buf.n && equalRowsCols(buf, orderCols, keep-1, keep) {
-				keep--
-			}
-		}
 		if keep <= 0 {
-			return 0, fmt.Errorf("%w: a peer group of a partition larger than the %d-byte grant does not fit it", ErrUnsupported, o.Budget.Limit())
+			return 0, fmt.Errorf("windower: internal error: a %d-row buffer does not hold a slice and its halo", buf.n)
 		}
 		return keep, nil
 	}
 	written := 0         // rows at the buffer's start a big partition's slices have written
-	var denseCarry int64 // dense_rank of the last row a big partition's slices wrote
 	// leave folds the first k rows of the buffer, which a big partition's
 	// slices are done with, into the running aggregates.
 	leave := func(k int) error {
@@ -206,25 +190,6 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				cols[i].Release()
 				cols[i] = broadcast(v, to-from).toArrow(o.Budget)
 			}
-			for i, out := range p.outputs {
-				if out.call == nil || (out.call.fn != fnRank && out.call.fn != fnDenseRank) {
-					continue
-				}
-				v := cols[i].(*array.Int64).Int64Values()
-				fixed := make([]int64, len(v))
-				for k, x := range v {
-					if out.call.fn == fnRank {
-						fixed[k] = x + partPos
-					} else {
-						fixed[k] = denseCarry + x - v[0] + 1
-					}
-				}
-				if out.call.fn == fnDenseRank && len(fixed) > 0 {
-					denseCarry = fixed[len(fixed)-1]
-				}
-				cols[i].Release()
-				cols[i] = wrapFixed(arrow.PrimitiveTypes.Int64, int64Bytes(fixed), nil, len(fixed))
-			}
 			for i, e := range cursors {
 				v, err := e.slice(buf.view(0, n), from, to, partPos, o.Budget)
 				if err != nil {
@@ -237,7 +202,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				cols[i] = v
 			}
 			for i, c := range positional {
-				v, err := positionalSlice(c, buf.view(0, n), from, to, partPos, bigFacts, orderCols, o.Budget)
+				v, err := positionalSlice(c, buf.view(0, n), from, to, partPos, bigFacts, o.Budget)
 				if err != nil {
 					for _, c := range cols {
 						c.Release()
@@ -343,7 +308,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 				shift(end)
 				bigPos, partEnd, lastStart, scanned, written = -1, -1, 0, 0, 0
-				bigConsts, carries, denseCarry, bigFacts = nil, nil, 0, nil
+				bigConsts, carries, bigFacts = nil, nil, nil
 				closeCursors()
 				continue
 			}
@@ -386,7 +351,11 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			}
 			st.Partitions++
 			partEnd = -1
-			if len(whole) > 0 || len(positional) > 0 {
+			needRows := false // percent_rank and cume_dist divide by the partition's rows
+			for _, c := range cursored {
+				needRows = needRows || c.fn == fnPercentRank || c.fn == fnCumeDist
+			}
+			if len(whole) > 0 || len(positional) > 0 || needRows {
 				if len(filters) > 0 {
 					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and whole-partition aggregates or positional functions over it cannot be combined with WHERE on sorted input",
 						ErrUnsupported, buf.n, o.Budget.Limit())
@@ -419,7 +388,11 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 				cursors = map[int]*cursorEval{}
 				for i, c := range cursored {
-					e, err := newCursorEval(p, g, c, src, partCols, orderCols, bufSrc, buf, o.Budget)
+					var rows int64 = -1
+					if bigFacts != nil {
+						rows = bigFacts.rows
+					}
+					e, err := newCursorEval(p, g, c, src, partCols, orderCols, bufSrc, buf, rows, o.Budget)
 					if err != nil {
 						return "", err
 					}
@@ -467,9 +440,6 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 // after the current row.
 type halo struct {
 	before, after int
-	// peers: slices must end at a peer-group boundary (rank, dense_rank,
-	// running RANGE and GROUPS frames see whole peer groups).
-	peers bool
 }
 
 // bigPartitionHalo returns the group's halo, or an error naming the first
@@ -509,19 +479,10 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 				h.after = max(h.after, int(off))
 			}
 			continue
-		case fnRank, fnDenseRank:
-			h.peers = true
-			continue
 		}
 		f := &c.frame
 		if runningCall(c) {
-			if f.mode != modeRows {
-				h.peers = true
-			}
 			if b := f.end; b.kind == boundFollowing || b.kind == boundPreceding {
-				if b.off > maxHalo {
-					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
-				}
 				if b.kind == boundFollowing {
 					h.after = max(h.after, int(b.off))
 				} else {
@@ -532,13 +493,15 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 			}
 			continue
 		}
+		// What is left: value functions and aggregates over frames with
+		// EXCLUDE, which slices serve for bounded ROWS frames only.
 		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
-			return h, fmt.Errorf("select item %q: only ROWS frames without EXCLUDE GROUP/TIES, and running frames, can be evaluated in slices", c.alias)
+			return h, fmt.Errorf("select item %q: EXCLUDE over a partition larger than the grant is supported only with EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
 		}
 		for _, b := range []bound{f.start, f.end} {
 			switch b.kind {
 			case boundUnboundedPreceding, boundUnboundedFollowing:
-				return h, fmt.Errorf("select item %q: an UNBOUNDED frame needs the whole partition", c.alias)
+				return h, fmt.Errorf("select item %q: EXCLUDE over a partition larger than the grant is supported only with EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
 			case boundPreceding, boundFollowing:
 				if b.off > maxHalo {
 					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
@@ -592,10 +555,11 @@ func runningCall(c *call) bool {
 	if f.exclude != excludeNoOthers || f.start.kind != boundUnboundedPreceding {
 		return false
 	}
-	if f.mode == modeRows {
-		return f.end.kind != boundUnboundedFollowing
-	}
-	return f.end.kind == boundCurrentRow // RANGE or GROUPS: up to the end of the peer group
+	// RANGE and GROUPS frames end with a peer group, which may be larger
+	// than the buffer, and far ROWS ends need more than a halo: cursor
+	// calls serve them.
+	const maxHalo = 1 << 20
+	return f.mode == modeRows && f.end.kind != boundUnboundedFollowing && f.end.off <= maxHalo
 
 }
 
