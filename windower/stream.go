@@ -129,7 +129,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		}
 		return keep, nil
 	}
-	written := 0         // rows at the buffer's start a big partition's slices have written
+	written := 0 // rows at the buffer's start a big partition's slices have written
 	// leave folds the first k rows of the buffer, which a big partition's
 	// slices are done with, into the running aggregates.
 	leave := func(k int) error {
