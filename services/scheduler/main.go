@@ -32,17 +32,11 @@ import (
 	"github.com/strata-db/strata/scheduler"
 )
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "scheduler:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("scheduler", run) }
 
 func run(args []string) error {
-	var common service.Common
-	fs := flag.NewFlagSet("scheduler", flag.ContinueOnError)
-	common.Register(fs, "scheduler", "127.0.0.1:9101")
+	b := service.NewBinary("scheduler", "127.0.0.1:9101")
+	fs := b.Flags
 	listen := fs.String("listen", "127.0.0.1:4222", "where the embedded NATS server listens (used only without --nats)")
 	capacity := fs.Int("capacity", 32, "containers a stratum holds before it is merged")
 	base := fs.String("strata-base", "1MiB", "upper size bound of the smallest stratum")
@@ -51,22 +45,15 @@ func run(args []string) error {
 	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
 	keepResults := fs.Int("keep-results", 100, "window result tables kept; older ones are dropped")
 	keepOps := fs.Int("keep-operations", 10000, "rows of the operations and acquisitions tables kept (and restored at start)")
-	if err := service.Parse(fs, args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
+	if err := b.Start(args); err != nil {
 		return err
 	}
-	log, err := service.NewLogger(os.Stderr, common.LogFormat, common.LogLevel)
-	if err != nil {
-		return err
-	}
-	log = log.With("service", "scheduler")
+	log := b.Log
 	baseBytes, err := bytesize.Parse(*base)
 	if err != nil {
 		return fmt.Errorf("--strata-base: %w", err)
 	}
-	if err := os.MkdirAll(common.DataDir, 0o755); err != nil {
+	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 
@@ -82,26 +69,22 @@ func run(args []string) error {
 		if port == 0 {
 			port = natsutil.RandomPort
 		}
-		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: common.DataDir, Host: host, Port: port, Logger: log.With("component", "nats")})
+		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats")})
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
 		}
 		defer emb.Shutdown()
-		common.NATS = emb.ClientURL()
-		log.Info("embedded NATS server started", "url", emb.ClientURL(), "store", common.DataDir)
+		b.NATS = emb.ClientURL()
+		log.Info("embedded NATS server started", "url", emb.ClientURL(), "store", b.DataDir)
 	}
 
-	r := service.NewRunner("scheduler", log)
-	nc, js, err := common.ConnectNATS(log, r)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	setup, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := common.Topology().Ensure(setup, js); err != nil {
+	if err := b.Connect(setup); err != nil {
 		return err
 	}
+	r, nc, js := b.Runner, b.NC, b.JS
+	defer nc.Close()
 	catalogKV, err := js.KeyValue(setup, messages.BucketCatalog)
 	if err != nil {
 		return fmt.Errorf("catalog bucket: %w", err)
@@ -116,7 +99,7 @@ func run(args []string) error {
 	}
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
-		DataDir:          common.DataDir,
+		DataDir:          b.DataDir,
 		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
 		OrphanGrace:      *orphanGrace,
 		KeepOperations:   *keepOps,
@@ -155,8 +138,8 @@ func run(args []string) error {
 			}
 		}
 	})
-	log.Info("scheduler ready", "nats", common.NATS, "data", common.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
-	err = r.Run(common.HTTPAddr)
+	log.Info("scheduler ready", "nats", b.NATS, "data", b.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
+	err = b.Run()
 	if derr := nc.Drain(); derr != nil {
 		log.Warn("drain nats connection", "err", derr)
 	}

@@ -16,9 +16,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -34,39 +32,27 @@ import (
 // drainTimeout bounds each step of a stop that needs the NATS server.
 const drainTimeout = 10 * time.Second
 
-func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "walwriter:", err)
-		os.Exit(1)
-	}
-}
+func main() { service.Main("walwriter", run) }
 
 func run(args []string) error {
-	var common service.Common
-	fs := flag.NewFlagSet("walwriter", flag.ContinueOnError)
-	common.Register(fs, "walwriter", "127.0.0.1:9104")
+	b := service.NewBinary("walwriter", "127.0.0.1:9104")
+	b.LogWorker = true
+	fs := b.Flags
 	walDir := fs.String("wal", "", "WAL directory (default: DATA/wal)")
 	segmentSize := fs.String("segment-size", "64MiB", "size of each preallocated WAL segment")
 	inFlight := fs.Int("in-flight", 4096, "events taken from NATS before their records are durable (the group-commit batch)")
 	batchWindow := fs.Duration("batch-window", 0, "wait this long to fill a group commit (0: commit what is queued when the last sync ends)")
 	noDelta := fs.Bool("no-delta", false, "log every update as a full row image")
-	if err := service.Parse(fs, args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
+	if err := b.Start(args); err != nil {
 		return err
 	}
-	log, err := service.NewLogger(os.Stderr, common.LogFormat, common.LogLevel)
-	if err != nil {
-		return err
-	}
-	log = log.With("service", "walwriter", "worker", common.Worker)
+	log := b.Log
 	segBytes, err := bytesize.Parse(*segmentSize)
 	if err != nil {
 		return fmt.Errorf("--segment-size: %w", err)
 	}
 	if *walDir == "" {
-		*walDir = filepath.Join(common.DataDir, "wal")
+		*walDir = filepath.Join(b.DataDir, "wal")
 	}
 	wal, err := walwriter.Open(*walDir, walwriter.Options{
 		Logger: log, SegmentSize: segBytes, BatchWindow: *batchWindow, DisableDelta: *noDelta,
@@ -81,18 +67,13 @@ func run(args []string) error {
 		}
 	}()
 
-	r := service.NewRunner("walwriter", log)
-	nc, js, err := common.ConnectNATS(log, r)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	topo := common.Topology()
-	if err := topo.Ensure(ctx, js); err != nil {
+	if err := b.Connect(ctx); err != nil {
 		return err
 	}
+	r, nc, js := b.Runner, b.NC, b.JS
+	defer nc.Close()
 	cons, err := js.Consumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter)
 	if err != nil {
 		return fmt.Errorf("updates consumer: %w", err)
@@ -134,7 +115,7 @@ func run(args []string) error {
 		}
 		return nil
 	}, func(error) { close(stop) })
-	err = r.Run(common.HTTPAddr)
+	err = b.Run()
 	// Close writes what is queued; the acks of those events go out before
 	// the connection drains.
 	walClosed = true
