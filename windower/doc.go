@@ -35,21 +35,36 @@
 // complete partitions as the buffer fills and writing a container that
 // carries the columns later stages need and the results so far. The last
 // stage's container is the result, which Result streams. A partition
-// larger than the buffer is evaluated in slices that carry a halo of the
-// rows its frames reach; that works for frames bounded in rows (ROWS with
-// offset and CURRENT ROW bounds, lag, lead, row_number). Aggregates whose
-// frame is the whole partition get a first pass over the partition (it is
-// read again from the sorted container) and are written as constants;
-// running count, integer sum, min and max (from UNBOUNDED PRECEDING to a
-// bounded ROWS end, or to CURRENT ROW in RANGE and GROUPS mode) combine
-// each slice with the aggregate of the rows before it; rank and
-// dense_rank are offset by the rows and groups before the slice. When
-// peers matter a slice ends at a peer-group boundary, so a single peer
-// group must fit the buffer. Any other function over such a partition
-// (RANGE and GROUPS offset frames, running avg and float sums,
-// percent_rank, cume_dist, ntile, first/last/nth_value over unbounded
-// frames) is refused with an error that names it (ErrUnsupported) rather
-// than run over the grant.
+// larger than the buffer is evaluated in slices; what each call needs
+// beyond its slice comes one of five ways:
+//
+//   - a halo: the slice carries the rows before and after it that its
+//     frames reach (ROWS frames with offsets, EXCLUDE CURRENT ROW in
+//     them, lag, lead);
+//   - a first pass over the partition (read again from the sorted
+//     container): aggregates whose frame is the whole partition are
+//     written as constants; ntile, percent_rank and cume_dist get the
+//     row count; first_value,
+//     last_value and nth_value over a ROWS frame with one UNBOUNDED end
+//     get the partition's first, n-th or last row;
+//   - a carry: running count, sum, avg, min and max over ROWS frames
+//     start from the aggregate of the rows before the slice (avg and
+//     float sums add the slice's rows to it in order, so the result is
+//     the in-memory one bit for bit);
+//   - the peer group's start, carried across slices: rank, dense_rank,
+//     percent_rank;
+//   - two cursors over the sorted container per call, at the frame start
+//     and end, moving forward block by block: RANGE and GROUPS frames
+//     (offsets, CURRENT ROW peers, peer groups of any size), ROWS offsets
+//     beyond a halo, cume_dist. Aggregates add the rows the end cursor
+//     passes and remove those the start cursor passes (float sums exactly,
+//     so they may differ from the in-memory tree-ordered sum in the last
+//     bit); min and max keep a monotonic deque counted against the grant.
+//
+// EXCLUDE over such a partition works only as EXCLUDE CURRENT ROW in a
+// bounded ROWS frame; lag and lead offsets stop at 2^20 rows; WHERE on input that streams sorted cannot be combined with a
+// first pass or cursors. Those are refused with an error that names the
+// call (ErrUnsupported) rather than run over the grant.
 //
 // # Format
 //
@@ -64,7 +79,9 @@
 //	stage-N/result/      the stage's output: the input columns later stages
 //	                     use, window results so far as __w<item>, and this
 //	                     stage's results; the last stage's is the query's
-//	                     result (an ORDER BY stage adds a last column __order)
+//	                     result (an ORDER BY stage adds a last column __order, and the
+//	                     stages before it carry ORDER BY expressions the
+//	                     select list lacks as __o<i>; the result drops both)
 //
 // Each is an ordinary container (see package columnar), so any container
 // tool can read it.

@@ -26,11 +26,9 @@ import (
 //     full, the complete partitions in it are evaluated in memory and
 //     their result rows appended to a result container in the temp
 //     directory; the incomplete last partition stays in the buffer.
-//  3. A partition larger than the buffer is evaluated in slices with a
-//     halo: each slice carries the rows before and after it that its
-//     frames can reach. This works for frames bounded in rows (ROWS with
-//     offsets or CURRENT ROW bounds, lag, lead, row_number); other frames
-//     need the whole partition and get an error naming the call.
+//  3. A partition larger than the buffer is evaluated in slices (see the
+//     package documentation for how each function sees the rows outside
+//     its slice: halo, first pass, carry or cursors).
 
 // runExternal evaluates a query whose input does not fit the grant. Each
 // window group is a stage: it sorts its input on the group's keys (runs
