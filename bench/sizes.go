@@ -54,7 +54,7 @@ func sizesFor(quick bool) sizes {
 		s.MergeWidths = []int{50, 100}
 		s.MergeContainers = 16
 		s.MergeRows = 8192
-		s.MergeRepeats = 1
+		s.MergeRepeats = 3
 		s.WALRows = 20_000
 		s.WALUpdates = 20_000
 	}
