@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -18,31 +17,15 @@ func init() {
 }
 
 func runMergeout(ctx context.Context, args []string) error {
-	var f apiFlags
-	fs := newFlagSet("mergeout")
-	f.register(fs)
-	projection := fs.String("projection", "", "only this projection (default: every projection of the table)")
-	wait := fs.Bool("wait", true, "wait for the mergeouts to finish and print the outcome")
-	format := fs.String("format", "table", "output format of the outcome: table, json or csv")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata mergeout [flags] TABLE\n\nAsks the scheduler to merge every container of TABLE that no running job merges.")
-		fs.PrintDefaults()
-	}
-	tableName, rest := leadingArg(args)
-	if err := service.Parse(fs, rest); err != nil {
+	cmd := newAPICommand("mergeout", "usage: strata mergeout [flags] TABLE\n\nAsks the scheduler to merge every container of TABLE that no running job merges.",
+		"output format of the outcome: table, json or csv")
+	projection := cmd.fs.String("projection", "", "only this projection (default: every projection of the table)")
+	wait := cmd.fs.Bool("wait", true, "wait for the mergeouts to finish and print the outcome")
+	tableName, err := cmd.parseArg(args, "want a TABLE")
+	if err != nil {
 		return err
 	}
-	if tableName == "" && fs.NArg() == 1 {
-		tableName = fs.Arg(0)
-	}
-	if tableName == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: want a TABLE", errUsage)
-	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -87,7 +70,7 @@ func runMergeout(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := opsTable(mine).print(os.Stdout, *format); err != nil {
+	if err := opsTable(mine).print(os.Stdout, cmd.format); err != nil {
 		return err
 	}
 	if failed > 0 {

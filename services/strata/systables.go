@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/internal/bytesize"
-	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -22,19 +21,13 @@ func init() {
 }
 
 func runOps(ctx context.Context, args []string) error {
-	var f apiFlags
-	fs := newFlagSet("ops")
-	f.register(fs)
-	format := fs.String("format", "table", "output format: table, json or csv")
-	tableName := fs.String("table", "", "only operations on this table")
-	limit := fs.Int("limit", 50, "newest operations to show (0: all the scheduler keeps)")
-	if err := service.Parse(fs, args); err != nil {
+	cmd := newAPICommand("ops", "", formatUsage)
+	tableName := cmd.fs.String("table", "", "only operations on this table")
+	limit := cmd.fs.Int("limit", 50, "newest operations to show (0: all the scheduler keeps)")
+	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -46,7 +39,7 @@ func runOps(ctx context.Context, args []string) error {
 	if err := rep.Error.Err(); err != nil {
 		return err
 	}
-	return opsTable(rep.Operations).print(os.Stdout, *format)
+	return opsTable(rep.Operations).print(os.Stdout, cmd.format)
 }
 
 func opsTable(ops []messages.Operation) *table {
@@ -66,19 +59,13 @@ func opsTable(ops []messages.Operation) *table {
 }
 
 func runAcquisitions(ctx context.Context, args []string) error {
-	var f apiFlags
-	fs := newFlagSet("acquisitions")
-	f.register(fs)
-	format := fs.String("format", "table", "output format: table, json or csv")
-	pool := fs.String("pool", "", "only this pool")
-	limit := fs.Int("limit", 50, "newest acquisitions to show (0: all the scheduler keeps)")
-	if err := service.Parse(fs, args); err != nil {
+	cmd := newAPICommand("acquisitions", "", formatUsage)
+	pool := cmd.fs.String("pool", "", "only this pool")
+	limit := cmd.fs.Int("limit", 50, "newest acquisitions to show (0: all the scheduler keeps)")
+	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -95,21 +82,15 @@ func runAcquisitions(ctx context.Context, args []string) error {
 		t.add(a.Pool, a.JobID, a.Status, fmtBytes(a.Target), fmtBytes(a.Grant), fmtBytes(a.Borrowed), fmtBytes(a.Peak),
 			fmtTime(a.Queued), fmtTime(a.Acquired), fmtTime(a.Released), fmtDuration(a.Queued, a.Acquired), orDash(a.Reason))
 	}
-	return t.print(os.Stdout, *format)
+	return t.print(os.Stdout, cmd.format)
 }
 
 func runPools(ctx context.Context, args []string) error {
-	var f apiFlags
-	fs := newFlagSet("pools")
-	f.register(fs)
-	format := fs.String("format", "table", "output format: table, json or csv")
-	if err := service.Parse(fs, args); err != nil {
+	cmd := newAPICommand("pools", "", formatUsage)
+	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if err := checkFormat(*format); err != nil {
-		return err
-	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -121,7 +102,7 @@ func runPools(ctx context.Context, args []string) error {
 	if err := rep.Error.Err(); err != nil {
 		return err
 	}
-	return printPools(rep.Pools, *format)
+	return printPools(rep.Pools, cmd.format)
 }
 
 func printPools(pools []messages.PoolStatus, format string) error {
@@ -180,34 +161,16 @@ func (k *poolKnobs) register(fs *flag.FlagSet) {
 }
 
 func runPoolsAlter(ctx context.Context, args []string) error {
-	var f apiFlags
 	var k poolKnobs
-	fs := newFlagSet("pools alter")
-	f.register(fs)
-	k.register(fs)
-	format := fs.String("format", "table", "output format: table, json or csv")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata pools alter NAME [--memorysize 8GiB] [--maxmemorysize ...] [--plannedconcurrency N] ...")
-		fs.PrintDefaults()
-	}
-	name, rest := leadingArg(args)
-	if err := service.Parse(fs, rest); err != nil {
-		return err
-	}
-	if name == "" && fs.NArg() == 1 {
-		name = fs.Arg(0)
-	}
-	if name == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: want the pool NAME", errUsage)
-	}
-	if err := checkFormat(*format); err != nil {
+	cmd := newAPICommand("pools alter", "usage: strata pools alter NAME [--memorysize 8GiB] [--maxmemorysize ...] [--plannedconcurrency N] ...", formatUsage)
+	k.register(cmd.fs)
+	name, err := cmd.parseArg(args, "want the pool NAME")
+	if err != nil {
 		return err
 	}
 	req := &messages.AlterPoolRequest{Name: name}
 	set := map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
-	var err error
+	cmd.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if set["memorysize"] {
 		if req.MemorySize, err = parseSizePtr("memorysize", k.memorySize); err != nil {
 			return err
@@ -234,7 +197,7 @@ func runPoolsAlter(ctx context.Context, args []string) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -246,36 +209,22 @@ func runPoolsAlter(ctx context.Context, args []string) error {
 	if err := rep.Error.Err(); err != nil {
 		return err
 	}
-	return printPools(rep.Pools, *format)
+	return printPools(rep.Pools, cmd.format)
 }
 
 func runPoolsCreate(ctx context.Context, args []string) error {
-	var f apiFlags
 	var k poolKnobs
-	fs := newFlagSet("pools create")
-	f.register(fs)
-	k.register(fs)
-	format := fs.String("format", "table", "output format: table, json or csv")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata pools create NAME --memorysize 1GiB [--maxmemorysize ...] [--plannedconcurrency N] ...")
-		fs.PrintDefaults()
-	}
-	name, rest := leadingArg(args)
-	if err := service.Parse(fs, rest); err != nil {
+	cmd := newAPICommand("pools create", "usage: strata pools create NAME --memorysize 1GiB [--maxmemorysize ...] [--plannedconcurrency N] ...", formatUsage)
+	k.register(cmd.fs)
+	const want = "want the pool NAME and --memorysize"
+	name, err := cmd.parseArg(args, want)
+	if err != nil {
 		return err
 	}
-	if name == "" && fs.NArg() == 1 {
-		name = fs.Arg(0)
-	}
-	if name == "" || k.memorySize == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: want the pool NAME and --memorysize", errUsage)
-	}
-	if err := checkFormat(*format); err != nil {
-		return err
+	if k.memorySize == "" {
+		return cmd.usageError(want)
 	}
 	cfg := messages.PoolConfig{Name: name, PlannedConcurrency: max(k.plannedConcurrency, 1), Priority: k.priority}
-	var err error
 	if cfg.MemorySize, err = bytesize.Parse(k.memorySize); err != nil {
 		return fmt.Errorf("%w: --memorysize: %v", errUsage, err)
 	}
@@ -293,7 +242,7 @@ func runPoolsCreate(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -305,7 +254,7 @@ func runPoolsCreate(ctx context.Context, args []string) error {
 	if err := rep.Error.Err(); err != nil {
 		return err
 	}
-	return printPools(rep.Pools, *format)
+	return printPools(rep.Pools, cmd.format)
 }
 
 func parseSizePtr(name, s string) (*int64, error) {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/convert"
-	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -24,33 +23,18 @@ func init() {
 }
 
 func runWindow(ctx context.Context, args []string) error {
-	var f apiFlags
-	fs := newFlagSet("window")
-	f.register(fs)
+	cmd := newAPICommand("window", "usage: strata window [flags] 'SELECT ... OVER (...) FROM table ...'\n\n"+
+		"Parses the query, has the scheduler grant it memory and hand it to a windower, waits,\n"+
+		"and prints the first rows of the result container (or writes it all with --out).",
+		"how printed rows look: table, json or csv")
+	fs := cmd.fs
 	pool := fs.String("pool", "", "resource pool to run in (default general)")
 	rows := fs.Int("rows", 20, "result rows to print")
 	out := fs.String("out", "", "write the whole result to FILE: .csv, .parquet or .arrow")
 	pqComp := fs.String("parquet-compression", "zstd", "compression of a .parquet --out: zstd, snappy or none")
-	format := fs.String("format", "table", "how printed rows look: table, json or csv")
 	explain := fs.Bool("explain", false, "print the parsed query and exit")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata window [flags] 'SELECT ... OVER (...) FROM table ...'\n\n"+
-			"Parses the query, has the scheduler grant it memory and hand it to a windower, waits,\n"+
-			"and prints the first rows of the result container (or writes it all with --out).")
-		fs.PrintDefaults()
-	}
-	sql, rest := leadingArg(args)
-	if err := service.Parse(fs, rest); err != nil {
-		return err
-	}
-	if sql == "" && fs.NArg() == 1 {
-		sql = fs.Arg(0)
-	}
-	if strings.TrimSpace(sql) == "" {
-		fs.Usage()
-		return fmt.Errorf("%w: want the query text", errUsage)
-	}
-	if err := checkFormat(*format); err != nil {
+	sql, err := cmd.parseArg(args, "want the query text")
+	if err != nil {
 		return err
 	}
 	exportTo, err := exportFormat(*out)
@@ -70,7 +54,7 @@ func runWindow(ctx context.Context, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(query)
 	}
-	c, err := f.dial(ctx)
+	c, err := cmd.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,7 +83,7 @@ func runWindow(ctx context.Context, args []string) error {
 	if failed > 0 {
 		return fmt.Errorf("window job %s failed", rep.Job.JobID)
 	}
-	dir, err := resultDir(ctx, c, f.common.DataDir, rep.ResultTable, done[rep.Job.JobID])
+	dir, err := resultDir(ctx, c, cmd.common.DataDir, rep.ResultTable, done[rep.Job.JobID])
 	if err != nil {
 		return err
 	}
@@ -111,7 +95,7 @@ func runWindow(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "wrote %d rows to %s\n", n, *out)
 		return nil
 	}
-	return printRows(dir, *rows, *format)
+	return printRows(dir, *rows, cmd.format)
 }
 
 // resultDir finds the result container: from the done event, or else from
