@@ -120,6 +120,9 @@ func cursorColumns(c *call, part, order []int, ncols int) []int {
 			cols = append(cols, i)
 		}
 	}
+	if len(cols) == 0 && ncols > 0 {
+		cols = append(cols, 0) // a cursor over no keys and no argument still counts rows
+	}
 	return cols
 }
 
@@ -262,9 +265,11 @@ func (cur *partCursor) next() error {
 	if cur.rangeCol >= 0 {
 		v := cur.blk.cols[cur.rangeCol]
 		cur.keyNull = v.isNull(cur.r)
-		if v.kind == kindFloat {
+		switch v.kind {
+		case kindFloat:
 			cur.fkey = v.floats[cur.r]
-		} else {
+		case kindString: // no offsets on strings: only NULL-ness matters
+		default:
 			cur.key = v.ints[cur.r]
 		}
 	}

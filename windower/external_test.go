@@ -453,3 +453,76 @@ func byGroup(fn string, args []*messages.Expr, frame *messages.Frame) *messages.
 	return &messages.WindowCall{Func: fn, Args: args, Star: args == nil && fn == "count",
 		OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "g"}, Desc: true}}, Frame: frame}
 }
+
+// TestSpillRandomCalls runs random window calls (every function, ROWS,
+// RANGE and GROUPS frames with random offsets, FILTER) over partitions
+// larger than the grant and compares with the in-memory result row for
+// row.
+func TestSpillRandomCalls(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	_, rec := randomTable(rng, 60000)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	queries := 10
+	if testing.Short() {
+		queries = 4
+	}
+	for qi := 0; qi < queries; qi++ {
+		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}}}
+		var first *messages.WindowCall
+		for k := 0; k < 6; k++ {
+			w := randomCall(rng)
+			if first == nil {
+				first = w
+				// One big partition half the time.
+				if rng.IntN(2) == 0 {
+					w.PartitionBy = nil
+				}
+				seen := map[string]bool{}
+				var order []messages.SortItem
+				for _, o := range w.OrderBy {
+					if !seen[o.Expr.Column] {
+						seen[o.Expr.Column] = true
+						order = append(order, o)
+					}
+				}
+				w.OrderBy = order
+			}
+			w.PartitionBy, w.OrderBy = first.PartitionBy, first.OrderBy
+			if w.Frame != nil {
+				w.Frame = randomFrame(rng, w.OrderBy)
+				w.Frame.Exclude = "" // EXCLUDE over big partitions: bounded ROWS frames only
+			}
+			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", k), Window: w})
+		}
+		t.Run(fmt.Sprint(qi), func(t *testing.T) {
+			for _, it := range q.Select[1:] {
+				t.Log(describeCall(it.Window))
+			}
+			want, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantRows := drain(t, want)
+			want.Close()
+			got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRows := drain(t, got)
+			st := got.Stats()
+			got.Close()
+			if st.PeakBytes > MinGrant {
+				t.Errorf("peak %d bytes over the %d-byte grant", st.PeakBytes, MinGrant)
+			}
+			if len(gotRows) != len(wantRows) {
+				t.Fatalf("%d rows, want %d", len(gotRows), len(wantRows))
+			}
+			for r := range wantRows {
+				if gotRows[r] != wantRows[r] {
+					t.Fatalf("row %d: got %s, want %s", r, gotRows[r], wantRows[r])
+				}
+			}
+		})
+	}
+}
