@@ -17,13 +17,8 @@ func (c *Common) ConnectNATS(log *slog.Logger, r *Runner) (*nats.Conn, jetstream
 	opts := c.ConnOptions()
 	opts.Logger = log
 	opts.RetryOnFailedConnect = true
-	nc, err := natsutil.Connect(opts)
+	nc, js, err := ConnectJetStream(opts)
 	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, err
 	}
 	if r != nil {
@@ -33,6 +28,21 @@ func (c *Common) ConnectNATS(log *slog.Logger, r *Runner) (*nats.Conn, jetstream
 			}
 			return nil
 		})
+	}
+	return nc, js, nil
+}
+
+// ConnectJetStream connects with opts and returns the connection and its
+// JetStream context; the caller closes the connection.
+func ConnectJetStream(opts natsutil.ConnOptions) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := natsutil.Connect(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
 	}
 	return nc, js, nil
 }

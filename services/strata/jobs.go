@@ -39,13 +39,8 @@ func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata",
 func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
 	opts := f.common.ConnOptions()
 	opts.Name = "strata-cli"
-	nc, err := natsutil.Connect(opts)
+	nc, js, err := service.ConnectJetStream(opts)
 	if err != nil {
-		return nil, nil, err
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, err
 	}
 	if err := f.common.Topology().CreateMissingStreams(ctx, js); err != nil {
@@ -57,25 +52,17 @@ func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStrea
 
 func runJobsRecord(ctx context.Context, args []string) error {
 	var nf natsFlags
-	fs := newFlagSet("jobs record")
-	nf.register(fs)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata jobs record [flags] FILE\n\nSaves every job stored in the JOBS stream, oldest first, to FILE.")
-		fs.PrintDefaults()
-	}
-	if err := service.Parse(fs, args); err != nil {
+	cmd := newCmdLine("jobs record", "usage: strata jobs record [flags] FILE\n\nSaves every job stored in the JOBS stream, oldest first, to FILE.")
+	nf.register(cmd.fs)
+	path, err := cmd.parseFile(args)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: want one FILE", errUsage)
 	}
 	nc, js, err := nf.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	path := fs.Arg(0)
 	tmp := path + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -101,28 +88,21 @@ func runJobsRecord(ctx context.Context, args []string) error {
 
 func runJobsReplay(ctx context.Context, args []string) error {
 	var nf natsFlags
-	fs := newFlagSet("jobs replay")
-	nf.register(fs)
-	rate := fs.Float64("rate", 0, "jobs per second (0: as fast as the server takes them)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata jobs replay [flags] FILE\n\nPublishes a recording made by `strata jobs record` into this deployment, in order,\nwith the original message IDs (a second replay publishes nothing new).")
-		fs.PrintDefaults()
-	}
-	if err := service.Parse(fs, args); err != nil {
+	cmd := newCmdLine("jobs replay", "usage: strata jobs replay [flags] FILE\n\nPublishes a recording made by `strata jobs record` into this deployment, in order,\nwith the original message IDs (a second replay publishes nothing new).")
+	nf.register(cmd.fs)
+	rate := cmd.fs.Float64("rate", 0, "jobs per second (0: as fast as the server takes them)")
+	path, err := cmd.parseFile(args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: want one FILE", errUsage)
-	}
-	f, err := os.Open(fs.Arg(0))
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	msgs, err := natsutil.ReadRecording(f)
 	f.Close()
 	if err != nil {
-		return fmt.Errorf("%s: %w", fs.Arg(0), err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	nc, js, err := nf.connect(ctx)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
-	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -36,7 +35,13 @@ type loadFlags struct {
 
 func runLoad(ctx context.Context, args []string) error {
 	var f loadFlags
-	fs := newFlagSet("load")
+	cmd := newCmdLine("load", "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [flags]\n"+
+		"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--rows R] [flags]\n\n"+
+		"Writes K sorted containers of a generated table (every supported type, some NULLs, overlapping\n"+
+		"sort-key ranges), or of an imported file cut into containers of R rows each sorted by the sort\n"+
+		"key, under the data directory, and registers them with the scheduler, which starts the\n"+
+		"mergeouts its strata call for.")
+	fs := cmd.fs
 	f.apiFlags.register(fs)
 	fs.StringVar(&f.table, "table", "", "table to load (required)")
 	fs.StringVar(&f.projection, "projection", "p", "projection the containers belong to")
@@ -55,21 +60,11 @@ func runLoad(ctx context.Context, args []string) error {
 	})
 	fs.StringVar(&f.pqPath, "parquet", "", "import this Parquet file instead of generating")
 	fs.StringVar(&f.sortKey, "sort-key", "", "sort key of an import: 'a, b DESC, c NULLS FIRST' (required with --csv/--parquet)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [flags]\n"+
-			"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--rows R] [flags]\n\n"+
-			"Writes K sorted containers of a generated table (every supported type, some NULLs, overlapping\n"+
-			"sort-key ranges), or of an imported file cut into containers of R rows each sorted by the sort\n"+
-			"key, under the data directory, and registers them with the scheduler, which starts the\n"+
-			"mergeouts its strata call for.")
-		fs.PrintDefaults()
-	}
-	if err := service.Parse(fs, args); err != nil {
+	if err := cmd.parse(args); err != nil {
 		return err
 	}
 	if f.table == "" || fs.NArg() != 0 {
-		fs.Usage()
-		return fmt.Errorf("%w: want --table and no other arguments", errUsage)
+		return cmd.usageError("want --table and no other arguments")
 	}
 	comp, err := columnar.ParseCompression(f.compression)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -28,7 +27,8 @@ var accountsColumns = []messages.RowType{messages.RowInt64, messages.RowInt64, m
 
 func runUpdates(ctx context.Context, args []string) error {
 	var nf natsFlags
-	fs := newFlagSet("updates")
+	cmd := newCmdLine("updates", "usage: strata updates [flags]\n\nPublishes pgbench-like UPDATE events (abalance += delta on a random account) on strata.updates.TABLE.")
+	fs := cmd.fs
 	nf.register(fs)
 	table := fs.String("table", "pgbench_accounts", "table the events update")
 	keys := fs.Int("keys", 100000, "rows (keys) of the table; each event updates one at random")
@@ -37,11 +37,7 @@ func runUpdates(ctx context.Context, args []string) error {
 	seed := fs.Int64("seed", 1, "random seed (the same seed publishes the same events)")
 	prefix := fs.String("id-prefix", "", "event ID prefix (default: the table and seed), so separate runs do not collide")
 	inflight := fs.Int("inflight", 512, "publishes awaiting acknowledgement at once")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata updates [flags]\n\nPublishes pgbench-like UPDATE events (abalance += delta on a random account) on strata.updates.TABLE.")
-		fs.PrintDefaults()
-	}
-	if err := service.Parse(fs, args); err != nil {
+	if err := cmd.parse(args); err != nil {
 		return err
 	}
 	if *keys <= 0 || *events < 0 || *inflight <= 0 {
