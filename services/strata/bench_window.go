@@ -94,7 +94,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	js := fs.Bool("json", false, "print one JSON object per query instead of a table")
 	only := fs.String("only", "", "run only the case of this name")
 	seed := fs.Uint64("seed", 1, "seed of the generated data")
-	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed sections to this file")
+	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (with more than one case, to this file.<case>)")
 	if err := fs.Parse(args); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -123,17 +123,6 @@ func runBenchWindow(ctx context.Context, args []string) error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	var prof *os.File
-	if cfg.cpuProfile != "" {
-		if prof, err = os.Create(cfg.cpuProfile); err != nil {
-			return err
-		}
-		defer prof.Close()
-		if err := pprof.StartCPUProfile(prof); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
 	var results []windowResult
 	generated := map[string]string{}
 	for _, c := range windowSuite(cfg.bigRows) {
@@ -146,9 +135,13 @@ func runBenchWindow(ctx context.Context, args []string) error {
 		}
 		key := fmt.Sprintf("%s/%d", c.table, rows)
 		if _, ok := generated[key]; !ok {
-			d := filepath.Join(dir, fmt.Sprintf("%s_%d", c.table, rows))
-			if err := generateWindowTable(d, c.table, rows, cfg.seed); err != nil {
-				return fmt.Errorf("generate table %s: %w", c.table, err)
+			d := filepath.Join(dir, fmt.Sprintf("%s_%d_seed%d", c.table, rows, cfg.seed))
+			if _, err := columnar.Open(d, columnar.OpenOptions{}); err != nil {
+				// Not there yet (a --dir of an earlier run keeps its tables).
+				os.RemoveAll(d)
+				if err := generateWindowTable(d, c.table, rows, cfg.seed); err != nil {
+					return fmt.Errorf("generate table %s: %w", c.table, err)
+				}
 			}
 			generated[key] = d
 		}
@@ -156,7 +149,14 @@ func runBenchWindow(ctx context.Context, args []string) error {
 		if grant == 0 {
 			grant = cfg.grant
 		}
-		r, err := runWindowCase(ctx, c, generated[key], grant, filepath.Join(dir, "tmp"))
+		profile := ""
+		if cfg.cpuProfile != "" {
+			profile = cfg.cpuProfile
+			if cfg.only == "" {
+				profile += "." + c.name // one profile per case
+			}
+		}
+		r, err := runWindowCase(ctx, c, generated[key], grant, filepath.Join(dir, "tmp"), profile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
@@ -178,7 +178,9 @@ func runBenchWindow(ctx context.Context, args []string) error {
 	return nil
 }
 
-func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant int64, tmp string) (windowResult, error) {
+// runWindowCase runs one case; with profile set, it writes a CPU profile
+// of the timed section (the run and reading its result) there.
+func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant int64, tmp, profile string) (windowResult, error) {
 	q, err := sqlparse.Parse(c.sql)
 	if err != nil {
 		return windowResult{}, err
@@ -186,9 +188,21 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return windowResult{}, err
 	}
+	var prof *os.File
+	if profile != "" {
+		if prof, err = os.Create(profile); err != nil {
+			return windowResult{}, err
+		}
+		defer prof.Close()
+	}
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
+	if prof != nil {
+		if err := pprof.StartCPUProfile(prof); err != nil {
+			return windowResult{}, err
+		}
+	}
 	cpu0 := benchWindowCPU()
 	start := time.Now()
 	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp})
@@ -210,6 +224,9 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 	}
 	elapsed := time.Since(start)
 	cpu := benchWindowCPU() - cpu0
+	if prof != nil {
+		pprof.StopCPUProfile()
+	}
 	runtime.ReadMemStats(&after)
 	res.Close()
 	st := res.Stats()
