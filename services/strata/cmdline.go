@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
 
 	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
 )
 
 // cmdLine is a command's flag set: the flags, the text -h prints above
@@ -101,4 +103,19 @@ func (c *apiCommand) parseArg(args []string, want string) (string, error) {
 		return "", err
 	}
 	return arg, checkFormat(c.format)
+}
+
+// ask dials the scheduler, sends req on subject and decodes the answer into
+// rep; it returns the error the scheduler put in the reply, which replyErr
+// points to (&rep.Error).
+func (c *apiCommand) ask(ctx context.Context, subject string, req, rep messages.Message, replyErr **messages.APIError) error {
+	client, err := c.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	if err := client.call(ctx, subject, req, rep); err != nil {
+		return err
+	}
+	return (*replyErr).Err()
 }

@@ -27,16 +27,8 @@ func runOps(ctx context.Context, args []string) error {
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	c, err := cmd.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var rep messages.OperationsReply
-	if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{Table: *tableName, Limit: *limit}, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
+	if err := cmd.ask(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{Table: *tableName, Limit: *limit}, &rep, &rep.Error); err != nil {
 		return err
 	}
 	return opsTable(rep.Operations).print(os.Stdout, cmd.format)
@@ -65,16 +57,8 @@ func runAcquisitions(ctx context.Context, args []string) error {
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	c, err := cmd.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var rep messages.AcquisitionsReply
-	if err := c.call(ctx, messages.SubjectAPIAcquisitions, &messages.AcquisitionsRequest{Pool: *pool, Limit: *limit}, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
+	if err := cmd.ask(ctx, messages.SubjectAPIAcquisitions, &messages.AcquisitionsRequest{Pool: *pool, Limit: *limit}, &rep, &rep.Error); err != nil {
 		return err
 	}
 	t := &table{header: []string{"pool", "job", "status", "target", "grant", "borrowed", "peak", "queued", "acquired", "released", "waited", "reason"}, json: rep.Acquisitions}
@@ -90,16 +74,8 @@ func runPools(ctx context.Context, args []string) error {
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	c, err := cmd.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var rep messages.PoolsReply
-	if err := c.call(ctx, messages.SubjectAPIPools, &messages.PoolsRequest{}, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
+	if err := cmd.ask(ctx, messages.SubjectAPIPools, &messages.PoolsRequest{}, &rep, &rep.Error); err != nil {
 		return err
 	}
 	return printPools(rep.Pools, cmd.format)
@@ -197,16 +173,8 @@ func runPoolsAlter(ctx context.Context, args []string) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	c, err := cmd.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var rep messages.PoolsReply
-	if err := c.call(ctx, messages.SubjectAPIPoolAlter, req, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
+	if err := cmd.ask(ctx, messages.SubjectAPIPoolAlter, req, &rep, &rep.Error); err != nil {
 		return err
 	}
 	return printPools(rep.Pools, cmd.format)
@@ -242,16 +210,8 @@ func runPoolsCreate(ctx context.Context, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	c, err := cmd.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
 	var rep messages.PoolsReply
-	if err := c.call(ctx, messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{Pool: cfg}, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
+	if err := cmd.ask(ctx, messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{Pool: cfg}, &rep, &rep.Error); err != nil {
 		return err
 	}
 	return printPools(rep.Pools, cmd.format)
