@@ -25,23 +25,13 @@ func runMergeout(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := cmd.dial(ctx)
+	var rep messages.MergeoutReply
+	c, w, err := cmd.submit(ctx, messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: tableName, Projection: *projection}, &rep, &rep.Error)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := c.watchEvents()
-	if err != nil {
-		return err
-	}
 	defer w.stop()
-	var rep messages.MergeoutReply
-	if err := c.call(ctx, messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: tableName, Projection: *projection}, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
-		return err
-	}
 	if len(rep.Jobs) == 0 && len(rep.Running) == 0 {
 		fmt.Fprintf(os.Stderr, "nothing to merge in %s: every projection has fewer than two containers no running job merges\n", tableName)
 		return nil
@@ -132,6 +122,31 @@ func (c *apiClient) watchEvents() (*eventWatcher, error) {
 }
 
 func (w *eventWatcher) stop() { w.sub.Unsubscribe() }
+
+// submit asks the scheduler for jobs as apiCommand.ask does, watching job
+// events from before the request so that no event of the jobs is missed.
+// On success the caller stops the watcher and closes the client.
+func (c *apiCommand) submit(ctx context.Context, subject string, req, rep messages.Message, replyErr **messages.APIError) (*apiClient, *eventWatcher, error) {
+	client, err := c.dial(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := client.watchEvents()
+	if err != nil {
+		client.Close()
+		return nil, nil, err
+	}
+	err = client.call(ctx, subject, req, rep)
+	if err == nil {
+		err = (*replyErr).Err()
+	}
+	if err != nil {
+		w.stop()
+		client.Close()
+		return nil, nil, err
+	}
+	return client, w, nil
+}
 
 // wait returns when every job has a done or failed event (or, should an
 // event be missed, the operations table says it ended), printing progress

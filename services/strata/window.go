@@ -54,23 +54,13 @@ func runWindow(ctx context.Context, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(query)
 	}
-	c, err := cmd.dial(ctx)
+	var rep messages.WindowReply
+	c, w, err := cmd.submit(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *query, Pool: *pool}, &rep, &rep.Error)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	w, err := c.watchEvents()
-	if err != nil {
-		return err
-	}
 	defer w.stop()
-	var rep messages.WindowReply
-	if err := c.call(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *query, Pool: *pool}, &rep); err != nil {
-		return err
-	}
-	if err := rep.Error.Err(); err != nil {
-		return err
-	}
 	state := fmt.Sprintf("granted %s from pool %s", fmtBytes(rep.Job.Grant.Bytes), rep.Job.Grant.Pool)
 	if rep.Job.Queued {
 		state = "queued for memory"
