@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -100,4 +102,45 @@ func BenchmarkSlidingMin10(b *testing.B) {
 
 func BenchmarkSlidingMin10000(b *testing.B) {
 	benchQuery(b, "SELECT min(x) OVER (ORDER BY a ROWS BETWEEN 10000 PRECEDING AND CURRENT ROW) FROM a", 1<<20, true, true)
+}
+
+// BenchmarkQ0UnsortedContainer is Q0 over an unsorted container, read
+// and decoded as part of the query (as strata bench window runs it).
+func BenchmarkQ0UnsortedContainer(b *testing.B) {
+	schema, recs := benchTable(1<<20, true, true)
+	dir := filepath.Join(b.TempDir(), "a")
+	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "a", Projection: "p", ID: "c0", Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range recs {
+		if err := w.Write(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := w.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	q, err := sqlparse.Parse("SELECT a, count(*) OVER (PARTITION BY a) FROM a")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := windower.Run(context.Background(), q, []string{dir}, windower.Options{Grant: 1 << 30, TempDir: b.TempDir()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			rec, err := res.Next()
+			if err == io.EOF {
+				break
+			}
+			rec.Release()
+		}
+		res.Close()
+	}
+	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -7,19 +7,20 @@ import (
 	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 )
 
 // openInputs opens the containers at dirs and checks they share a schema.
-func openInputs(dirs []string, o *Options) ([]*columnar.Container, *arrow.Schema, error) {
+func openInputs(dirs []string, o *Options, mem memory.Allocator) ([]*columnar.Container, *arrow.Schema, error) {
 	if len(dirs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no input containers", ErrInvalidQuery)
 	}
 	cs := make([]*columnar.Container, 0, len(dirs))
 	var schema *arrow.Schema
 	for _, d := range dirs {
-		c, err := columnar.Open(d, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
+		c, err := columnar.Open(d, columnar.OpenOptions{Allocator: mem, Logger: o.Logger})
 		if err != nil {
 			return nil, nil, fmt.Errorf("windower: open input: %w", err)
 		}
@@ -41,7 +42,10 @@ func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Optio
 	if err != nil {
 		return nil, err
 	}
-	cs, schema, err := openInputs(dirs, &o)
+	// Block buffers are recycled while the input loads in memory.
+	mem := newRecycler(o.Budget)
+	defer mem.drain()
+	cs, schema, err := openInputs(dirs, &o, mem)
 	if err != nil {
 		return nil, err
 	}
@@ -57,9 +61,11 @@ func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Optio
 		o.InputSorted = true
 	}
 	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
+		mem.drain() // a spilling run holds nothing it does not use
 		return runExternal(ctx, p, cs, rows, o)
 	}
 	in, err := loadContainers(ctx, p, cs, rows, o.Budget)
+	mem.drain()
 	if err != nil {
 		return nil, err
 	}

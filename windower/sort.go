@@ -106,6 +106,23 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 	return perm
 }
 
+// takeSorted returns the sorted first key's values (see sorted) and
+// forgets the buffer that holds them, so that the caller may keep it.
+func (s *sorter) takeSorted() []uint64 {
+	out := s.sorted
+	switch {
+	case len(out) == 0:
+	case len(s.keys) > 0 && &s.keys[0] == &out[0]:
+		s.keys = nil
+	case len(s.keys2) > 0 && &s.keys2[0] == &out[0]:
+		s.keys2 = nil
+	default:
+		out = append([]uint64(nil), out...) // not the sorter's: copy to be safe
+	}
+	s.sorted = nil
+	return out
+}
+
 // normalize maps a value to a uint64 whose unsigned order is the value's order.
 func normalize(v *vector, i int, desc bool) uint64 {
 	var u uint64
