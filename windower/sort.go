@@ -14,6 +14,11 @@ type sorter struct {
 	idx2        []int32
 	flags       []uint64
 	counts      []int
+	local       []uint32 // radixPackedMSD's per-bucket counters
+	// diff, when diffKnown, is the OR of every key XOR the first, found
+	// while the keys were written, for the next radix call.
+	diff      uint64
+	diffKnown bool
 	identity    bool // perm is still the identity permutation
 	// sorted holds, after sortPerm, the normalized values of the most
 	// significant key in sorted order when that key has no NULLs (nil
@@ -66,8 +71,16 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 			if key.desc {
 				flip = ^flip
 			}
+			// The bits that vary are found in the same pass (radix needs them).
+			first := uint64(v.ints[0]) ^ flip
+			var diff uint64
 			for i, x := range v.ints[:n] {
-				s.keys[i] = uint64(x) ^ flip
+				u := uint64(x) ^ flip
+				s.keys[i] = u
+				diff |= u ^ first
+			}
+			if v.nulls == nil {
+				s.diff, s.diffKnown = diff, true
 			}
 		} else {
 			for i, p := range perm {
@@ -157,11 +170,14 @@ func normalize(v *vector, i int, desc bool) uint64 {
 // sorter's scratch buffer.
 func (s *sorter) radix(keys []uint64, perm []int32) ([]int32, []uint64) {
 	n := len(keys)
-	first := keys[0]
-	var diff uint64
-	for _, k := range keys {
-		diff |= k ^ first
+	diff := s.diff
+	if !s.diffKnown {
+		first := keys[0]
+		for _, k := range keys {
+			diff |= k ^ first
+		}
 	}
+	s.diffKnown = false
 	if diff == 0 {
 		return perm, keys
 	}
@@ -230,7 +246,8 @@ func (s *sorter) radix(keys []uint64, perm []int32) ([]int32, []uint64) {
 
 const maxDigitBits = 11
 
-// radixPackedMSD sorts packed words whose key bits take two digits: one
+// radixPackedMSD sorts keys whose varying bits (width bits from lo) and
+// a row position fit a word, and take two digits: it packs them, then one
 // pass on the high digit scatters rows into buckets of a few hundred rows,
 // then each bucket is counting-sorted on the low digit while it sits in
 // the L1 cache. That replaces the second full-array scatter of LSD, whose
@@ -248,12 +265,22 @@ func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, lo, width, idxBits 
 	hiBuckets := 1 << hiBits
 	loBuckets := 1 << loBits
 	hiMask, loMask := uint64(hiBuckets-1), uint64(loBuckets-1)
-	s.counts = grow(s.counts, hiBuckets+1+loBuckets)
+	s.counts = grow(s.counts, hiBuckets+1)
 	starts := s.counts[:hiBuckets+1]
-	local := s.counts[hiBuckets+1:]
+	// Bucket-local offsets fit 32 bits: half the counters to clear and
+	// keep in cache per bucket.
+	s.local = grow(s.local, loBuckets)
+	local := s.local[:loBuckets]
 	clear(starts)
-	for _, k := range keys {
-		starts[k>>hiShift&hiMask]++
+	// Pack (key bits, position) words and count the high digit in one pass.
+	keyMask := uint64(1)<<uint(width) - 1
+	if width == 64 {
+		keyMask = ^uint64(0)
+	}
+	for i, k := range keys {
+		w := (k>>uint(lo)&keyMask)<<sh | uint64(i)
+		keys[i] = w
+		starts[w>>hiShift&hiMask]++
 	}
 	sum := 0
 	for b := 0; b < hiBuckets; b++ {
@@ -285,7 +312,7 @@ func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, lo, width, idxBits 
 			for _, k := range bucket {
 				local[k>>sh&loMask]++
 			}
-			o := begin
+			o := uint32(begin)
 			for i, c := range local {
 				local[i] = o
 				o += c
@@ -311,12 +338,12 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, lo, width, idxBits int
 		keyMask = ^uint64(0)
 	}
 	high := keys[0] &^ (keyMask << uint(lo)) // bits every key shares
-	for i, k := range keys {
-		keys[i] = (k>>uint(lo)&keyMask)<<uint(idxBits) | uint64(i)
-	}
 	passes := (width + maxDigitBits - 1) / maxDigitBits
 	if passes == 2 && n >= 1<<16 {
 		return s.radixPackedMSD(keys, perm, lo, width, idxBits, high)
+	}
+	for i, k := range keys {
+		keys[i] = (k>>uint(lo)&keyMask)<<uint(idxBits) | uint64(i)
 	}
 	digit := (width + passes - 1) / passes
 	buckets := 1 << digit
