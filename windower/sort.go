@@ -19,7 +19,7 @@ type sorter struct {
 	// while the keys were written, for the next radix call.
 	diff      uint64
 	diffKnown bool
-	identity    bool // perm is still the identity permutation
+	identity  bool // perm is still the identity permutation
 	// sorted holds, after sortPerm, the normalized values of the most
 	// significant key in sorted order when that key has no NULLs (nil
 	// otherwise), so callers can find boundaries without a gather.
