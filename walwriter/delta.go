@@ -96,10 +96,20 @@ func hash4(b []byte) uint32 {
 	return binary.LittleEndian.Uint32(b) * 2654435761
 }
 
-// appendOps encodes mid as copies from old and literals, greedily.
+// indexStride is the step between the 4-byte windows of an old value that
+// appendOps indexes. A common run of at least minCopy+indexStride-1 bytes
+// always contains an indexed window; matches are extended both ways, so
+// sparse indexing loses only the shortest copies and makes the index four
+// times cheaper to build.
+const indexStride = 4
+
+// appendOps encodes mid as copies from old and literals, greedily. Like
+// snappy, it probes mid more sparsely the longer it goes without a match,
+// so a value unrelated to the old one costs little.
 func (e *deltaEncoder) appendOps(dst, old, mid []byte) []byte {
-	bits := 4
-	for 1<<bits < 2*len(old) && bits < 16 {
+	windows := (len(old)-minCopy)/indexStride + 1
+	bits := 6
+	for 1<<bits < 4*windows && bits < 16 {
 		bits++
 	}
 	size := 1 << bits
@@ -109,18 +119,27 @@ func (e *deltaEncoder) appendOps(dst, old, mid []byte) []byte {
 	table := e.hash[:size]
 	clear(table)
 	shift := 32 - bits
-	for i := 0; i+minCopy <= len(old); i++ {
+	for i := 0; i+minCopy <= len(old); i += indexStride {
 		table[hash4(old[i:])>>shift] = int32(i + 1)
 	}
 	litStart := 0
+	misses := 0
 	for i := 0; i+minCopy <= len(mid); {
-		cand := int(table[hash4(mid[i:])>>shift]) - 1
-		if cand < 0 || string(old[cand:cand+minCopy]) != string(mid[i:i+minCopy]) {
-			i++
+		window := binary.LittleEndian.Uint32(mid[i:])
+		cand := int(table[(window*2654435761)>>shift]) - 1
+		if cand < 0 || binary.LittleEndian.Uint32(old[cand:]) != window {
+			i += 1 + misses>>4
+			misses++
 			continue
 		}
+		misses = 0
 		l := minCopy
 		for i+l < len(mid) && cand+l < len(old) && old[cand+l] == mid[i+l] {
+			l++
+		}
+		for i > litStart && cand > 0 && old[cand-1] == mid[i-1] {
+			i--
+			cand--
 			l++
 		}
 		dst = appendLiteral(dst, mid[litStart:i])

@@ -179,3 +179,29 @@ func BenchmarkDelta(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDeltaEncode measures the encoder alone: the writer computes a
+// delta for every update whose key is cached, whether or not it wins.
+func BenchmarkDeltaEncode(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	old := accountRow(1, rng)
+	oneInt := cloneRow(old)
+	oneInt[3] = int64Value(12345)
+	edited := cloneRow(old)
+	copy(edited[7][40:], "an edit in the middle")
+	all := accountRow(2, rng)
+	for _, c := range []struct {
+		name string
+		new  Row
+	}{{"one_int", oneInt}, {"edit_text", edited}, {"all", all}} {
+		b.Run(c.name, func(b *testing.B) {
+			var e deltaEncoder
+			var d []byte
+			for b.Loop() {
+				d = e.appendDelta(d[:0], old, c.new)
+			}
+			b.ReportMetric(float64(len(d)), "delta-bytes")
+			b.ReportMetric(float64(rowImageLen(c.new)), "image-bytes")
+		})
+	}
+}
