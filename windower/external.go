@@ -313,7 +313,12 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 	}
 	runSchema := arrow.NewSchema(fields, nil)
 	var runKey columnar.SortKey
+	inKey := map[string]bool{}
 	for i, k := range keys {
+		if inKey[keyNames[i]] {
+			continue // a repeated key orders nothing its first use did not
+		}
+		inKey[keyNames[i]] = true
 		runKey = append(runKey, columnar.SortColumn{Name: keyNames[i], Desc: k.desc, NullsFirst: k.nullsFirst})
 	}
 	// Rows per run: what the grant holds with room for sorting and writing.

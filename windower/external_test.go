@@ -239,6 +239,12 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "nt", Window: byGroup("ntile", []*messages.Expr{cint(3)}, nil)},
 			{Alias: "rn", Window: byGroup("row_number", nil, nil)},
 		}},
+		// A key column repeated in PARTITION BY and ORDER BY.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "x"}},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x"}, Desc: true}, {Expr: messages.Expr{Column: "id"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}}},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
