@@ -1,6 +1,9 @@
 package walwriter
 
-import "hash/maphash"
+import (
+	"hash/maphash"
+	"math/bits"
+)
 
 // imageCache holds the last logged image of recently updated keys,
 // bounded in bytes with least-recently-used eviction. It is owned by the
@@ -42,23 +45,19 @@ func (c *imageCache) reset() {
 	c.used = 0
 }
 
+// hash is the hash of table t's key that lookup and store take. It only
+// reads the seed, so producers compute it concurrently, off the encoder.
 func (c *imageCache) hash(t *Table, key []byte) uint64 {
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	h.WriteString(t.Name)
-	h.WriteByte(0)
-	h.Write(key)
-	return h.Sum64()
+	return bits.RotateLeft64(maphash.String(c.seed, t.Name), 31) ^ maphash.Bytes(c.seed, key)
 }
 
-// lookup returns the entry of key, or nil, and the key's hash.
-func (c *imageCache) lookup(t *Table, key []byte) (*cacheEntry, uint64) {
-	hash := c.hash(t, key)
+// lookup returns the entry of key, whose hash is hash, or nil.
+func (c *imageCache) lookup(t *Table, key []byte, hash uint64) *cacheEntry {
 	e := c.entries[hash]
 	if e == nil || e.table != t || string(e.key) != string(key) {
-		return nil, hash
+		return nil
 	}
-	return e, hash
+	return e
 }
 
 // store records row as the latest image of key, copying it. e is what
@@ -116,57 +115,3 @@ func (c *imageCache) pushFront(e *cacheEntry) {
 	c.head.next.prev = e
 	c.head.next = e
 }
-
-// dedupWindow remembers the LSN of the last n event IDs written. IDs are
-// found by a 64-bit hash and then compared in full with the ID kept in the
-// ring, so a hash collision never drops an event; it only makes the older
-// of the two IDs forgettable early.
-type dedupWindow struct {
-	seed  maphash.Seed
-	index map[uint64]int32 // hash -> position in ring
-	ring  []dedupEntry
-	pos   int
-}
-
-type dedupEntry struct {
-	id   string
-	lsn  LSN
-	hash uint64
-}
-
-func newDedupWindow(n int) *dedupWindow {
-	return &dedupWindow{seed: maphash.MakeSeed(), index: make(map[uint64]int32, min(n, 1<<16)), ring: make([]dedupEntry, 0, min(n, 1<<16))}
-}
-
-func (d *dedupWindow) lookup(id string) (LSN, bool) {
-	i, ok := d.index[maphash.String(d.seed, id)]
-	if !ok || d.ring[i].id != id {
-		return 0, false
-	}
-	return d.ring[i].lsn, true
-}
-
-// add remembers id, forgetting the oldest of window IDs when full.
-func (d *dedupWindow) add(id string, lsn LSN, window int) {
-	if window == 0 {
-		return
-	}
-	e := dedupEntry{id, lsn, maphash.String(d.seed, id)}
-	var at int
-	if len(d.ring) < window {
-		at = len(d.ring)
-		d.ring = append(d.ring, e)
-	} else {
-		at = d.pos
-		old := d.ring[at]
-		if i, ok := d.index[old.hash]; ok && int(i) == at {
-			delete(d.index, old.hash)
-		}
-		d.ring[at] = e
-		d.pos = (d.pos + 1) % window
-	}
-	d.index[e.hash] = int32(at)
-}
-
-// len is the number of IDs remembered.
-func (d *dedupWindow) len() int { return len(d.index) }

@@ -79,7 +79,7 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 				return err
 			}
 		}
-		if lsn, dup := w.dedup.lookup(r.u.EventID); dup {
+		if lsn, dup := w.dedup.lookup(r.u.EventID, r.idHash); dup {
 			r.lsn = lsn
 			w.stats.duplicates.Add(1)
 			continue
@@ -89,9 +89,8 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 		}
 		var old Row
 		var entry *cacheEntry
-		var hash uint64
 		if !w.opts.DisableDelta {
-			if entry, hash = w.cache.lookup(r.table, r.u.Key); entry != nil {
+			if entry = w.cache.lookup(r.table, r.u.Key, r.keyHash); entry != nil {
 				old = entry.row
 			}
 		}
@@ -100,9 +99,9 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 		var a appended
 		buf, a = w.enc.appendData(buf, r.lsn, &r.u, r.id, r.table, old, r.imageLen)
 		if !w.opts.DisableDelta {
-			w.cache.store(entry, hash, r.table, r.u.Key, r.u.Row)
+			w.cache.store(entry, r.keyHash, r.table, r.u.Key, r.u.Row)
 		}
-		w.dedup.add(r.u.EventID, r.lsn, w.opts.DedupWindow)
+		w.dedup.add(r.u.EventID, r.idHash, r.lsn)
 		w.stats.records.Add(1)
 		if a.kind == KindDelta {
 			w.stats.deltas.Add(1)

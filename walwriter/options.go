@@ -12,6 +12,8 @@ const (
 	maxKeyBytes     = 64 << 10
 	// maxRowLimit bounds a decoded row whatever the writer's MaxRowBytes.
 	maxRowLimit = 256 << 20
+	// maxDedupWindow bounds Options.DedupWindow (ring positions are int32).
+	maxDedupWindow = 1 << 30
 )
 
 // Options configures a WAL. The zero value of each field picks its default.
@@ -93,6 +95,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("walwriter: batch limits must be positive")
 	case o.DeltaCacheBytes < 0 || o.DedupWindow < 0:
 		return o, fmt.Errorf("walwriter: cache and dedup sizes must not be negative")
+	case o.DedupWindow > maxDedupWindow:
+		return o, fmt.Errorf("walwriter: dedup window %d exceeds %d", o.DedupWindow, maxDedupWindow)
 	}
 	// A record must always fit in an empty segment.
 	if bound := segmentHeaderSize + 4*maxRecordHeader + 2*maxEventIDBytes + maxKeyBytes + 2*maxTableName + 2*maxColumns + 64 + o.MaxRowBytes; int64(bound) > o.SegmentSize {

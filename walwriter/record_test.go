@@ -18,7 +18,8 @@ func encodeSegmentBody(first LSN, us []Update) []byte {
 	var buf []byte
 	for i := range us {
 		u := &us[i]
-		e, hash := cache.lookup(&accounts, u.Key)
+		hash := cache.hash(&accounts, u.Key)
+		e := cache.lookup(&accounts, u.Key, hash)
 		var old Row
 		if e != nil {
 			old = e.row

@@ -88,7 +88,7 @@ func (w *WAL) recover() error {
 	}
 	for i := len(ids) - 1; i >= 0; i-- {
 		for _, e := range ids[i] {
-			w.dedup.add(e.id, e.lsn, w.opts.DedupWindow)
+			w.dedup.add(e.id, w.dedup.hash(e.id), e.lsn)
 		}
 	}
 	w.stats.lastLSN.Store(uint64(w.nextLSN - 1))

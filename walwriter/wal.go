@@ -62,6 +62,8 @@ type request struct {
 	table      *Table
 	imageLen   int
 	id         eventID
+	idHash     uint64 // dedupWindow.hash of the event ID
+	keyHash    uint64 // imageCache.hash of table and key
 	checkpoint bool
 	done       func(LSN, error)
 	lsn        LSN
@@ -167,7 +169,10 @@ func (w *WAL) AppendAsync(u Update, done func(LSN, error)) error {
 		w.requests.Put(r)
 		return err
 	}
+	// Work that needs no encoder state is done here, on the producers.
 	r.id = parseEventID(u.EventID)
+	r.idHash = w.dedup.hash(u.EventID)
+	r.keyHash = w.cache.hash(r.table, u.Key)
 	if err := w.enqueue(r); err != nil {
 		w.requests.Put(r)
 		return err
