@@ -18,7 +18,6 @@ type segmentEncoder struct {
 	producers  map[string]*producerState
 	candidates map[string]struct{}
 	delta      deltaEncoder
-	scratch    []byte
 }
 
 type producerState struct {
@@ -61,7 +60,6 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, id eventID, 
 		s.tableIDs[t.Name] = tableID
 		dst = appendTableDef(dst, tableID, t)
 	}
-	kindByte := byte(KindFull)
 	var prod *producerState
 	prefix, seq := id.prefix, id.seq
 	if id.compact {
@@ -79,26 +77,12 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, id eventID, 
 			}
 		}
 	}
-	// Try the delta first; build the full image only when it is not smaller.
-	var payload []byte
-	if old != nil {
-		payload = s.delta.appendDelta(s.scratch[:0], old, u.Row)
-		if len(payload) < imageLen {
-			kindByte = byte(KindDelta)
-		}
-	}
-	if kindByte != byte(KindDelta) {
-		payload = appendRow(payload[:0], u.Row)
-	}
-	s.scratch = payload[:0]
 	fullPayload := imageLen
 	maxBody := 1 + 3*binary.MaxVarintLen64 + len(u.EventID) + len(u.Key) + binary.MaxVarintLen64 + imageLen
 	dst, rec := beginRecord(dst, maxBody)
 	reserved := len(dst) - rec
-	if prod != nil {
-		kindByte |= flagCompactID
-	}
-	dst = append(dst, kindByte)
+	kindAt := len(dst)
+	dst = append(dst, 0) // the kind byte, known once the payload is
 	dst = binary.AppendUvarint(dst, uint64(lsn-s.prevLSN-1))
 	s.prevLSN = lsn
 	if prod != nil {
@@ -113,12 +97,31 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, id eventID, 
 	dst = binary.AppendUvarint(dst, uint64(len(u.Key)))
 	dst = append(dst, u.Key...)
 	headerLen := len(dst) - rec - reserved
-	dst = append(dst, payload...)
+	// The payload is encoded in place: the delta first, replaced by the
+	// full image when it is not smaller.
+	payloadAt := len(dst)
+	kind := KindFull
+	if old != nil {
+		dst = s.delta.appendDelta(dst, old, u.Row)
+		if len(dst)-payloadAt < imageLen {
+			kind = KindDelta
+		} else {
+			dst = dst[:payloadAt]
+		}
+	}
+	if kind == KindFull {
+		dst = appendRow(dst, u.Row)
+	}
+	payloadLen := len(dst) - payloadAt
+	dst[kindAt] = byte(kind)
+	if prod != nil {
+		dst[kindAt] |= flagCompactID
+	}
 	dst = finishRecord(dst, rec, reserved)
 	recLen := len(dst) - rec
-	fullRecord := recLen - len(payload) + fullPayload
-	fullRecord += uvarintLen(uint64(headerLen+fullPayload)) - uvarintLen(uint64(headerLen+len(payload)))
-	return dst, appended{kind: RecordKind(kindByte & kindMask), defBytes: rec - start, recordBytes: recLen, fullImageLen: fullRecord}
+	fullRecord := recLen - payloadLen + fullPayload
+	fullRecord += uvarintLen(uint64(headerLen+fullPayload)) - uvarintLen(uint64(headerLen+payloadLen))
+	return dst, appended{kind: kind, defBytes: rec - start, recordBytes: recLen, fullImageLen: fullRecord}
 }
 
 // appendCheckpoint appends a checkpoint record at lsn.

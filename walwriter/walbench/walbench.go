@@ -266,7 +266,8 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 			var pending sync.WaitGroup
 			done := func(_ walwriter.LSN, err error) {
 				if err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+					first := err // only a failure escapes to the heap
+					firstErr.CompareAndSwap(nil, &first)
 				}
 				<-slots
 				pending.Done()
