@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -34,8 +35,19 @@ import (
 // cursorCall reports whether c is evaluated with cursors over a big
 // partition (see above). EXCLUDE is not supported there.
 func cursorCall(c *call, whole map[*call]bool) bool {
-	if whole[c] || runningCall(c) || positionalCall(c) || c.frame.exclude != excludeNoOthers {
+	if whole[c] || runningCall(c) || positionalCall(c) {
 		return false
+	}
+	if f := &c.frame; f.exclude != excludeNoOthers {
+		switch c.fn {
+		case fnCount, fnSum, fnAvg:
+		default:
+			return false // min, max and value functions with EXCLUDE: bounded ROWS frames only
+		}
+		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f) {
+			return false // a halo serves it
+		}
+		return true
 	}
 	switch c.fn {
 	case fnRank, fnDenseRank, fnPercentRank, fnCumeDist:
@@ -47,21 +59,24 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 		}
 	}
 	f := &c.frame
-	if f.mode != modeRows {
-		return true
-	}
+	return f.mode != modeRows || !boundedRows(f) // a bounded ROWS frame: a halo serves it
+}
+
+// boundedRows reports whether a ROWS frame's bounds are CURRENT ROW or
+// offsets a halo can hold.
+func boundedRows(f *frame) bool {
 	const maxHalo = 1 << 20
 	for _, b := range []bound{f.start, f.end} {
 		switch b.kind {
 		case boundUnboundedPreceding, boundUnboundedFollowing:
-			return true
+			return false
 		case boundPreceding, boundFollowing:
 			if b.off > maxHalo {
-				return true
+				return false
 			}
 		}
 	}
-	return false // a bounded ROWS frame: a halo serves it
+	return true
 }
 
 // partCursor reads the rows of one partition of the sorted container in
@@ -315,6 +330,12 @@ type cursorEval struct {
 	frame            *frame // the call's frame; for cume_dist, its peers
 	peerStart        int64  // partition position of the current row's peer group
 	rows             int64  // rows in the partition (percent_rank, cume_dist)
+	// EXCLUDE GROUP and TIES: cursors over the current row's peer group
+	// within the frame, and the aggregate of those rows.
+	xs, xe *partCursor
+	xst    aggState
+	xfsum  exactSum
+	curAgg *aggInput // the slice's argument and FILTER (EXCLUDE)
 }
 
 type cursorEntry struct {
@@ -344,6 +365,17 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 		e.close()
 		return nil, err
 	}
+	if x := c.frame.exclude; x == excludeGroup || x == excludeTies {
+		if e.xs, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+			e.close()
+			return nil, err
+		}
+		if e.xe, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+			e.close()
+			return nil, err
+		}
+		e.xst.reset()
+	}
 	if c.fn == fnNthValue && !c.argNil {
 		if e.nth, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
 			e.close()
@@ -355,7 +387,7 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 }
 
 func (e *cursorEval) close() {
-	for _, cur := range []*partCursor{e.start, e.end, e.nth} {
+	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.xs, e.xe} {
 		if cur != nil {
 			cur.close()
 		}
@@ -378,6 +410,13 @@ func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Al
 	default:
 		out.ints = make([]int64, to-from)
 	}
+	if c.frame.exclude != excludeNoOthers {
+		a, err := aggInputFor(c, in)
+		if err != nil {
+			return nil, err
+		}
+		e.curAgg = a
+	}
 	for r := from; r < to; r++ {
 		pos := partPos + int64(r)
 		if e.started && pos != e.pos+1 {
@@ -393,7 +432,7 @@ func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Al
 				return nil, err
 			}
 		}
-		if err := e.write(out, r-from); err != nil {
+		if err := e.write(out, r-from, r); err != nil {
 			return nil, err
 		}
 	}
@@ -419,6 +458,26 @@ func (e *cursorEval) advance(in *input, r int) error {
 		}
 		if err := e.start.next(); err != nil {
 			return err
+		}
+	}
+	if e.xs != nil {
+		// The excluded peers in the frame: [max(peer start, frame start),
+		// min(peer end, frame end)), monotonic like the frame.
+		for !e.xe.done && e.xe.group <= e.group && e.xe.pos < e.end.pos {
+			if e.xe.pos >= e.xs.pos {
+				addRow(e.xe.agg, e.xe.r, &e.xst, &e.xfsum, 1)
+			}
+			if err := e.xe.next(); err != nil {
+				return err
+			}
+		}
+		for !e.xs.done && (e.xs.group < e.group || e.xs.pos < e.start.pos) {
+			if e.xs.pos < e.xe.pos {
+				addRow(e.xs.agg, e.xs.r, &e.xst, &e.xfsum, -1)
+			}
+			if err := e.xs.next(); err != nil {
+				return err
+			}
 		}
 	}
 	if e.nth != nil {
@@ -586,11 +645,8 @@ func (e *cursorEval) enter(cur *partCursor) error {
 			}
 			e.deqReserved = need
 		}
-	case a.kind == kindFloat:
-		e.st.cnt++
-		e.fsum.add(a.floats[cur.r])
 	default:
-		a.add(&e.st, cur.r)
+		addRow(a, cur.r, &e.st, &e.fsum, 1)
 	}
 	return nil
 }
@@ -611,16 +667,57 @@ func (e *cursorEval) leave(cur *partCursor) {
 			e.deq[e.deqHead].v = nil
 			e.deqHead++
 		}
-	case a.kind == kindFloat:
-		e.st.cnt--
-		e.fsum.add(-a.floats[cur.r])
 	default:
-		a.remove(&e.st, cur.r)
+		addRow(a, cur.r, &e.st, &e.fsum, -1)
 	}
 }
 
+// addRow adds (sign 1) or removes (sign -1) row r of a, if included, to
+// the state of a count, sum or avg; float sums go to fsum.
+func addRow(a *aggInput, r int, st *aggState, fsum *exactSum, sign int) {
+	if !a.included(r) {
+		return
+	}
+	switch {
+	case a.kind == kindFloat:
+		st.cnt += int64(sign)
+		if a.fn != fnCount {
+			fsum.add(float64(sign) * a.floats[r])
+		}
+	case sign > 0:
+		a.add(st, r)
+	default:
+		a.remove(st, r)
+	}
+}
+
+// excluded returns the frame's state without the rows EXCLUDE takes out
+// for the current row, row r of the slice.
+func (e *cursorEval) excluded(r int) (*aggState, *exactSum) {
+	st := e.st
+	fsum := &exactSum{partials: append([]float64(nil), e.fsum.partials...)}
+	x := e.c.frame.exclude
+	if x == excludeGroup || x == excludeTies {
+		st.cnt -= e.xst.cnt
+		var b uint64
+		st.lo, b = bits.Sub64(st.lo, e.xst.lo, 0)
+		st.hi -= e.xst.hi + int64(b)
+		for _, p := range e.xfsum.partials {
+			fsum.add(-p)
+		}
+	}
+	inFrame := e.pos >= e.start.pos && e.pos < e.end.pos
+	switch {
+	case x == excludeCurrentRow && inFrame:
+		addRow(e.curAgg, r, &st, fsum, -1)
+	case x == excludeTies && inFrame:
+		addRow(e.curAgg, r, &st, fsum, 1)
+	}
+	return &st, fsum
+}
+
 // write stores the current row's result as out[i].
-func (e *cursorEval) write(out *vector, i int) error {
+func (e *cursorEval) write(out *vector, i, r int) error {
 	c := e.c
 	switch c.fn {
 	case fnRank:
@@ -669,6 +766,10 @@ func (e *cursorEval) write(out *vector, i int) error {
 		a.write(out, i, &s)
 		return nil
 	}
+	st, fsum := &e.st, &e.fsum
+	if c.frame.exclude != excludeNoOthers {
+		st, fsum = e.excluded(r)
+	}
 	switch {
 	case c.fn == fnMin || c.fn == fnMax:
 		if e.deqHead == len(e.deq) {
@@ -677,18 +778,18 @@ func (e *cursorEval) write(out *vector, i int) error {
 		}
 		copyRow(out, i, e.deq[e.deqHead].v, 0)
 	case len(c.args) > 0 && c.args[0].kind == kindFloat && c.fn != fnCount:
-		if e.st.cnt == 0 {
+		if st.cnt == 0 {
 			out.nulls[i] = true
 			return nil
 		}
-		s := e.fsum.value()
+		s := fsum.value()
 		if c.fn == fnAvg {
-			s /= float64(e.st.cnt)
+			s /= float64(st.cnt)
 		}
 		out.floats[i] = s
 	default:
 		a := &aggInput{fn: c.fn, kind: kindInt}
-		a.write(out, i, &e.st)
+		a.write(out, i, st)
 		if a.overflow {
 			return fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
 		}

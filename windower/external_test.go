@@ -245,6 +245,18 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "x"}},
 				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x"}, Desc: true}, {Expr: messages.Expr{Column: "id"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}}},
 		}},
+		// EXCLUDE over partitions and peer groups larger than the buffer:
+		// count, sum and avg subtract the excluded peers, kept by two more
+		// cursors.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "cur", Window: excluding(byT("sum", []*messages.Expr{col("x")}, messages.FrameRange, secs(-3), secs(3)), messages.ExcludeCurrentRow)},
+			{Alias: "grp", Window: excluding(byT("avg", []*messages.Expr{col("f")}, messages.FrameGroups, preceding(1), following(1)), messages.ExcludeGroup)},
+			{Alias: "ties", Window: excluding(byT("count", []*messages.Expr{col("s")}, messages.FrameRange, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, messages.FrameBound{Kind: messages.BoundCurrentRow}), messages.ExcludeTies)},
+			{Alias: "rows", Window: excluding(byT("sum", []*messages.Expr{col("f")}, messages.FrameRows, preceding(3), following(3)), messages.ExcludeTies)},
+			{Alias: "big", Window: excluding(byGroup("count", nil, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+				End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}}), messages.ExcludeGroup)},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
@@ -291,15 +303,16 @@ func TestSpillMatchesInMemory(t *testing.T) {
 	}
 }
 
-// TestSpillUnsupportedFrame checks that EXCLUDE over a RANGE frame of a
-// partition larger than the grant is refused with an error naming it.
+// TestSpillUnsupportedFrame checks that min with EXCLUDE over a RANGE
+// frame of a partition larger than the grant is refused with an error
+// naming it.
 func TestSpillUnsupportedFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	_, rec := randomTable(rng, 120000)
 	defer rec.Release()
 	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
 	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "sx", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
+		{Alias: "sx", Window: &messages.WindowCall{Func: "min", Args: []*messages.Expr{col("x")}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
 			Frame: &messages.Frame{Mode: messages.FrameRange, Start: preceding(2), End: following(2), Exclude: messages.ExcludeCurrentRow}}},
 	}}
 	_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
@@ -497,7 +510,11 @@ func TestSpillRandomCalls(t *testing.T) {
 			w.PartitionBy, w.OrderBy = first.PartitionBy, first.OrderBy
 			if w.Frame != nil {
 				w.Frame = randomFrame(rng, w.OrderBy)
-				w.Frame.Exclude = "" // EXCLUDE over big partitions: bounded ROWS frames only
+				switch w.Func {
+				case "count", "sum", "avg":
+				default:
+					w.Frame.Exclude = "" // EXCLUDE over big partitions: count, sum and avg
+				}
 			}
 			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", k), Window: w})
 		}
@@ -531,4 +548,9 @@ func TestSpillRandomCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+func excluding(w *messages.WindowCall, x string) *messages.WindowCall {
+	w.Frame.Exclude = x
+	return w
 }

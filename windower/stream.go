@@ -51,6 +51,9 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			case fnRank, fnDenseRank, fnPercentRank:
 				n = 0
 			}
+			if c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies {
+				n += 2
+			}
 			cursorMem += n * cursorBytes(p, c, partCols, orderCols, blockRows)
 		}
 	}
@@ -493,15 +496,15 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 			}
 			continue
 		}
-		// What is left: value functions and aggregates over frames with
+		// What is left: min, max and value functions over frames with
 		// EXCLUDE, which slices serve for bounded ROWS frames only.
 		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
-			return h, fmt.Errorf("select item %q: EXCLUDE over a partition larger than the grant is supported only with EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
+			return h, fmt.Errorf("select item %q: over a partition larger than the grant, EXCLUDE works with count, sum and avg, and with other functions only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
 		}
 		for _, b := range []bound{f.start, f.end} {
 			switch b.kind {
 			case boundUnboundedPreceding, boundUnboundedFollowing:
-				return h, fmt.Errorf("select item %q: EXCLUDE over a partition larger than the grant is supported only with EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
+				return h, fmt.Errorf("select item %q: over a partition larger than the grant, EXCLUDE works with count, sum and avg, and with other functions only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
 			case boundPreceding, boundFollowing:
 				if b.off > maxHalo {
 					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
