@@ -30,7 +30,11 @@ import (
 // an exact sum (so removing a large value loses nothing); min and max keep
 // a monotonic deque; first_value and nth_value read the row at the start
 // cursor (nth_value with a third cursor n-1 rows on) and last_value the
-// last row the end cursor passed.
+// last row the end cursor passed. EXCLUDE (count, sum and avg only):
+// CURRENT ROW subtracts the current row; GROUP and TIES subtract the
+// aggregate of the current row's peers within the frame, an interval
+// that also only moves forward, kept by two more cursors (TIES adds the
+// current row back).
 
 // cursorCall reports whether c is evaluated with cursors over a big
 // partition (see above). EXCLUDE is not supported there.

@@ -59,10 +59,14 @@
 //     beyond a halo, cume_dist. Aggregates add the rows the end cursor
 //     passes and remove those the start cursor passes (float sums exactly,
 //     so they may differ from the in-memory tree-ordered sum in the last
-//     bit); min and max keep a monotonic deque counted against the grant.
+//     bit); min and max keep a monotonic deque counted against the grant;
+//     with EXCLUDE GROUP or TIES two more cursors keep the aggregate of
+//     the current row's peers in the frame, which count, sum and avg
+//     subtract.
 //
-// EXCLUDE over such a partition works only as EXCLUDE CURRENT ROW in a
-// bounded ROWS frame; lag and lead offsets stop at 2^20 rows; WHERE on input that streams sorted cannot be combined with a
+// min, max and value functions with EXCLUDE over such a partition work
+// only as EXCLUDE CURRENT ROW in a bounded ROWS frame; lag and lead
+// offsets stop at 2^20 rows; WHERE on input that streams sorted cannot be combined with a
 // first pass or cursors. Those are refused with an error that names the
 // call (ErrUnsupported) rather than run over the grant.
 //
