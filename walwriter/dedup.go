@@ -6,32 +6,38 @@ import "hash/maphash"
 // redelivered events. It is owned by the encoder goroutine (and by recovery
 // before that); only hash may be called concurrently.
 //
-// It is a chained hash table over a ring of entries: heads holds, per
-// bucket, the ring position (+1) of the bucket's first entry and each entry
-// the position of the next one. Lookups compare the full hash and then the
-// ID, so a hash collision never drops an event. When the ring is full the
-// oldest entry is unlinked from its chain and its slot reused, so a window
-// costs no allocation per ID once it is full.
+// The IDs live in a ring, oldest overwritten first, and are found through
+// an open-addressing table with linear probing whose slots hold the low 32
+// bits of the ID's hash and its ring position. A lookup of a new ID touches
+// one run of slots and reads the ring only when those 32 bits match; the
+// full hash and the ID are then compared, so a collision never drops an
+// event. Removing the oldest ID shifts the slots after it back (no
+// tombstones), so the table stays at most half full and costs no allocation
+// per ID once the window is full.
 type dedupWindow struct {
 	seed   maphash.Seed
 	window int
-	heads  []int32 // power-of-two length, at least len(ring)
+	slots  []dedupSlot // power-of-two length, at least 2 x len(ring)
 	ring   []dedupEntry
 	pos    int // the oldest entry once the ring is full
+}
+
+type dedupSlot struct {
+	hashLo uint32 // low 32 bits of the hash; the home slot is hashLo & mask
+	at     int32  // ring position + 1; 0 is an empty slot
 }
 
 type dedupEntry struct {
 	id   string
 	hash uint64
 	lsn  LSN
-	next int32 // ring position+1 of the next entry of the bucket, 0 at the end
 }
 
 func newDedupWindow(n int) *dedupWindow {
 	d := &dedupWindow{seed: maphash.MakeSeed(), window: n}
 	if n > 0 {
 		d.ring = make([]dedupEntry, 0, min(n, 1<<16))
-		d.heads = make([]int32, 1024)
+		d.slots = make([]dedupSlot, 1024)
 	}
 	return d
 }
@@ -40,21 +46,25 @@ func newDedupWindow(n int) *dedupWindow {
 // so producers compute it concurrently, off the encoder.
 func (d *dedupWindow) hash(id string) uint64 { return maphash.String(d.seed, id) }
 
-func (d *dedupWindow) bucket(hash uint64) *int32 { return &d.heads[hash&uint64(len(d.heads)-1)] }
+func (d *dedupWindow) mask() uint32 { return uint32(len(d.slots) - 1) }
 
 // lookup returns the LSN id was written at, if it is in the window.
 func (d *dedupWindow) lookup(id string, hash uint64) (LSN, bool) {
 	if d.window == 0 {
 		return 0, false
 	}
-	for p := *d.bucket(hash); p != 0; {
-		e := &d.ring[p-1]
-		if e.hash == hash && e.id == id {
-			return e.lsn, true
+	lo, mask := uint32(hash), d.mask()
+	for i := lo & mask; ; i = (i + 1) & mask {
+		s := d.slots[i]
+		if s.at == 0 {
+			return 0, false
 		}
-		p = e.next
+		if s.hashLo == lo {
+			if e := &d.ring[s.at-1]; e.hash == hash && e.id == id {
+				return e.lsn, true
+			}
+		}
 	}
-	return 0, false
 }
 
 // add remembers id (not in the window), forgetting the oldest ID when full.
@@ -62,46 +72,66 @@ func (d *dedupWindow) add(id string, hash uint64, lsn LSN) {
 	if d.window == 0 {
 		return
 	}
+	e := dedupEntry{id: id, hash: hash, lsn: lsn}
 	var at int
 	if len(d.ring) < d.window {
 		at = len(d.ring)
-		d.ring = append(d.ring, dedupEntry{})
-		if len(d.ring) > len(d.heads) {
-			d.rehash(2 * len(d.heads))
+		d.ring = append(d.ring, e)
+		if 2*len(d.ring) > len(d.slots) {
+			d.rebuild(2 * len(d.slots)) // places the new entry too
+			return
 		}
 	} else {
 		at = d.pos
-		d.unlink(at)
+		d.remove(at)
+		d.ring[at] = e
 		d.pos = (d.pos + 1) % d.window
 	}
-	head := d.bucket(hash)
-	d.ring[at] = dedupEntry{id: id, hash: hash, lsn: lsn, next: *head}
-	*head = int32(at + 1)
+	d.insert(uint32(hash), at)
 }
 
-// unlink removes the entry at ring position at from its bucket's chain.
-func (d *dedupWindow) unlink(at int) {
-	link := d.bucket(d.ring[at].hash)
-	for *link != 0 {
-		if int(*link-1) == at {
-			*link = d.ring[at].next
-			return
-		}
-		link = &d.ring[*link-1].next
+func (d *dedupWindow) insert(lo uint32, at int) {
+	mask := d.mask()
+	i := lo & mask
+	for d.slots[i].at != 0 {
+		i = (i + 1) & mask
 	}
+	d.slots[i] = dedupSlot{hashLo: lo, at: int32(at + 1)}
 }
 
-// rehash rebuilds the chains over n buckets.
-func (d *dedupWindow) rehash(n int) {
-	d.heads = make([]int32, n)
-	for i := range d.ring {
-		e := &d.ring[i]
-		if e.id == "" { // the slot add is about to fill
-			continue
+// remove empties the slot of ring position at and moves later slots of the
+// probe run back, so every entry stays reachable from its home slot.
+func (d *dedupWindow) remove(at int) {
+	mask := d.mask()
+	i := uint32(d.ring[at].hash) & mask
+	for d.slots[i].at != int32(at+1) {
+		if d.slots[i].at == 0 {
+			return // not in the table (cannot happen: every ring entry is)
 		}
-		head := d.bucket(e.hash)
-		e.next = *head
-		*head = int32(i + 1)
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		s := d.slots[j]
+		if s.at == 0 {
+			break
+		}
+		// s may move into the hole at i unless its home lies cyclically
+		// in (i, j].
+		home := s.hashLo & mask
+		if (j > i && (home <= i || home > j)) || (j < i && home <= i && home > j) {
+			d.slots[i] = s
+			i = j
+		}
+	}
+	d.slots[i] = dedupSlot{}
+}
+
+// rebuild places every ring entry in a table of n slots.
+func (d *dedupWindow) rebuild(n int) {
+	d.slots = make([]dedupSlot, n)
+	for at := range d.ring {
+		d.insert(uint32(d.ring[at].hash), at)
 	}
 }
 

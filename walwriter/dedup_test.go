@@ -2,6 +2,8 @@ package walwriter
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -30,16 +32,52 @@ func TestDedupWindowForgetsOldest(t *testing.T) {
 }
 
 func TestDedupWindowHashCollisions(t *testing.T) {
-	d := newDedupWindow(3)
-	// Every ID gets the same hash: lookups must still tell them apart and
-	// eviction must unlink the right one.
-	for i, id := range []string{"a", "b", "c", "d"} {
-		d.add(id, 42, LSN(i+1))
+	// Every ID gets one of two hashes, or hashes that share their home slot
+	// or their low 32 bits: lookups must still tell them apart and removing
+	// the oldest must keep the others reachable.
+	hashes := []uint64{42, 42, 42 + 1<<32, 42 + 1024, 43, 42, 41}
+	const window = 3
+	d := newDedupWindow(window)
+	ids := []string{"a", "b", "c", "d", "e", "f", "g"}
+	for i, id := range ids {
+		d.add(id, hashes[i], LSN(i+1))
+		for j := 0; j <= i; j++ {
+			lsn, dup := d.lookup(ids[j], hashes[j])
+			if want := j > i-window; dup != want || (dup && lsn != LSN(j+1)) {
+				t.Errorf("after %s: %s: found %v at %d, want found %v at %d", id, ids[j], dup, lsn, want, j+1)
+			}
+		}
 	}
-	for i, id := range []string{"a", "b", "c", "d"} {
-		lsn, dup := d.lookup(id, 42)
-		if want := id != "a"; dup != want || (dup && lsn != LSN(i+1)) {
-			t.Errorf("%s: found %v at %d, want found %v at %d", id, dup, lsn, want, i+1)
+}
+
+// TestDedupWindowMatchesModel checks the window against a plain FIFO of IDs,
+// with hashes drawn from a small set so probe runs collide and wrap around
+// the end of the table.
+func TestDedupWindowMatchesModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, window := range []int{1, 7, 300, 700} {
+		d := newDedupWindow(window)
+		var fifo []string
+		hashOf := map[string]uint64{}
+		for i := range 20 * window {
+			id := fmt.Sprintf("m-%d", rng.IntN(3*window))
+			h, ok := hashOf[id]
+			if !ok {
+				// Home slots at the very end or start of the table, whatever its size.
+				h = uint64(uint32(rng.IntN(40)-20)) | rng.Uint64N(4)<<32
+				hashOf[id] = h
+			}
+			_, dup := d.lookup(id, h)
+			if want := slices.Contains(fifo, id); dup != want {
+				t.Fatalf("window %d, step %d: %s found %v, want %v", window, i, id, dup, want)
+			}
+			if !dup {
+				d.add(id, h, LSN(i+1))
+				fifo = append(fifo, id)
+				if len(fifo) > window {
+					fifo = fifo[1:]
+				}
+			}
 		}
 	}
 }
