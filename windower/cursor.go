@@ -86,27 +86,25 @@ func boundedRows(f *frame) bool {
 // partCursor reads the rows of one partition of the sorted container in
 // order, one at a time.
 type partCursor struct {
-	c                  *call
-	br                 *columnar.BatchReader
-	used, part, order  []int
-	keyRow             *input // row 0 holds the partition's keys
-	blk, prev          *input // the current block and the one before
-	r                  int    // current row in blk
-	skip               int    // rows of the first block before the partition
-	pos                int64  // partition position of the current row
-	group              int64  // peer group of the current row, from 0
-	done               bool   // past the partition's last row
-	agg                *aggInput
-	val                *vector
-	reserved           int64
-	budget             *columnar.Budget
-	keyNull            bool // the current row's RANGE key is NULL
-	rangeCol           int  // the RANGE key column, or -1
-	key                int64
-	fkey               float64
-	nthCursorOf        *partCursor
-	hasVal             bool
-	orderKeyOfPrevious bool
+	c                 *call
+	br                *columnar.BatchReader
+	used, part, order []int
+	keyRow            *input    // row 0 holds the partition's keys
+	blk               *input    // the current block
+	prev              *input    // the last row of the block before (its order keys)
+	r                 int       // current row in blk
+	skip              int       // rows of the first block before the partition
+	pos               int64     // partition position of the current row
+	group             int64     // peer group of the current row, from 0
+	done              bool      // past the partition's last row
+	agg               *aggInput // the block's argument and FILTER (aggregates)
+	val               *vector   // the block's argument (value functions)
+	reserved          int64     // bytes of budget the block holds
+	budget            *columnar.Budget
+	rangeCol          int     // the RANGE key column, or -1
+	keyNull           bool    // the current row's RANGE key is NULL
+	key               int64   // the current row's RANGE key (integer kinds)
+	fkey              float64 // the current row's RANGE key (float)
 }
 
 // cursorColumns returns the input columns a cursor of c reads: the
@@ -316,21 +314,22 @@ func appendRow(dst, src *vector, r int) {
 
 // cursorEval evaluates one cursor call over a big partition, slice by slice.
 type cursorEval struct {
-	c                *call
-	start, end, nth  *partCursor
-	order            []int
-	st               aggState
-	fsum             exactSum
-	deq              []cursorEntry // min/max: improving from front to back... see push
+	c               *call
+	start, end, nth *partCursor
+	order           []int
+	st              aggState
+	fsum            exactSum
+	// min and max: a monotonic deque from deqHead on, the extreme first
+	// (with an UNBOUNDED PRECEDING start, just the extreme).
+	deq              []cursorEntry
 	deqHead          int
 	last             *vector // last_value: the last row the end cursor passed
 	group            int64   // the current row's peer group
 	pos              int64   // the current row's partition position
 	started          bool
-	maxDeque         int
 	budget           *columnar.Budget
 	deqReserved      int64
-	rangeDesc, nullF bool
+	rangeDesc, nullF bool   // the first ORDER BY key's direction and NULLS FIRST
 	frame            *frame // the call's frame; for cume_dist, its peers
 	peerStart        int64  // partition position of the current row's peer group
 	rows             int64  // rows in the partition (percent_rank, cume_dist)
@@ -495,7 +494,7 @@ func (e *cursorEval) advance(in *input, r int) error {
 	return nil
 }
 
-// rangeTarget compares the RANGE key of the cursor's row with the current
+// rangeCompare compares the RANGE key of the cursor's row with the current
 // row's key plus sign*offset: <0 before it, 0 equal, >0 after, in the
 // ORDER BY direction. A NULL cursor key sorts where NULLs go.
 func (e *cursorEval) rangeCompare(cur *partCursor, in *input, r int, b *bound, sign int64) int {

@@ -244,6 +244,10 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "id", Expr: col("id")},
 			{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "x"}},
 				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x"}, Desc: true}, {Expr: messages.Expr{Column: "id"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}}},
+			{Alias: "s", Expr: col("s")},
+			{Alias: "t", Expr: col("t")},
+			{Alias: "f", Expr: col("f")},
+			{Alias: "g", Expr: col("g")},
 		}},
 		// EXCLUDE over partitions and peer groups larger than the buffer:
 		// count, sum and avg subtract the excluded peers, kept by two more
