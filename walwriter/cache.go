@@ -6,42 +6,54 @@ import (
 )
 
 // imageCache holds the last logged image of recently updated keys,
-// bounded in bytes with least-recently-used eviction. It is owned by the
-// encoder goroutine and emptied whenever a checkpoint is written, so a
-// delta's base is always after the last checkpoint.
+// bounded in bytes. It is owned by the encoder goroutine and emptied
+// whenever a checkpoint is written, so a delta's base is always after the
+// last checkpoint.
 //
 // Entries are found by a 64-bit hash of table and key and then compared in
 // full; two keys with the same hash evict each other, which only costs a
-// full image.
+// full image. Eviction is CLOCK (second chance), an approximation of LRU
+// that, unlike a linked list, touches no other entry on a hit. An entry
+// keeps its key and values in one buffer and, for up to inlineColumns
+// columns, the row's slice headers in itself, so a lookup and the delta
+// against its image touch few cache lines.
 type imageCache struct {
 	limit   int64
 	used    int64
 	seed    maphash.Seed
 	entries map[uint64]*cacheEntry
-	head    cacheEntry // sentinel of the LRU list; head.next is the most recent
+	clock   []*cacheEntry // every entry; the hand sweeps it for a victim
+	hand    int
 }
+
+// inlineColumns is how many columns an entry's row holds without a
+// separate allocation.
+const inlineColumns = 16
 
 type cacheEntry struct {
-	prev, next *cacheEntry
 	hash       uint64
 	table      *Table
+	slot       int  // position in clock
+	referenced bool // hit since the hand last passed
 	key        []byte
-	row        Row
-	buf        []byte // backing store of row's values
+	row        Row    // the image's values, NULLs nil
+	buf        []byte // backing store of key, then row's values
+	inline     [inlineColumns][]byte
 }
 
-// cacheEntryOverhead approximates the memory of an entry beyond its bytes.
-const cacheEntryOverhead = 128
+// cacheEntryOverhead approximates the memory of an entry beyond its buffer
+// and its row when that is not inline.
+const cacheEntryOverhead = 96 + inlineColumns*24
 
 func newImageCache(limit int64) *imageCache {
-	c := &imageCache{limit: limit, seed: maphash.MakeSeed()}
-	c.reset()
-	return c
+	return &imageCache{limit: limit, seed: maphash.MakeSeed(), entries: make(map[uint64]*cacheEntry)}
 }
 
 func (c *imageCache) reset() {
-	c.entries = make(map[uint64]*cacheEntry)
-	c.head.next, c.head.prev = &c.head, &c.head
+	clear(c.entries)
+	clear(c.clock)
+	c.clock = c.clock[:0]
+	c.hand = 0
 	c.used = 0
 }
 
@@ -70,21 +82,23 @@ func (c *imageCache) store(e *cacheEntry, hash uint64, t *Table, key []byte, row
 		if other := c.entries[hash]; other != nil {
 			c.evict(other)
 		}
-		e = &cacheEntry{hash: hash, table: t, key: append([]byte(nil), key...), row: make(Row, len(row))}
+		e = &cacheEntry{hash: hash, table: t, slot: len(c.clock)}
+		if len(row) <= inlineColumns {
+			e.row = e.inline[:len(row):len(row)]
+		} else {
+			e.row = make(Row, len(row))
+		}
 		c.entries[hash] = e
-		c.used += int64(len(e.key)) + cacheEntryOverhead + int64(len(row))*24
-	} else {
-		c.unlink(e)
-		c.used -= int64(cap(e.buf))
+		c.clock = append(c.clock, e)
+		c.used += e.cost()
 	}
-	e.buf = e.buf[:0]
+	c.used -= int64(cap(e.buf))
+	e.buf = append(e.buf[:0], key...)
+	e.key = e.buf[:len(key):len(key)]
 	for _, v := range row {
 		e.buf = append(e.buf, v...)
 	}
-	if e.buf == nil { // all values empty or NULL: keep empty values non-nil
-		e.buf = make([]byte, 0, 1)
-	}
-	off := 0
+	off := len(key)
 	for i, v := range row {
 		if v == nil {
 			e.row[i] = nil
@@ -94,24 +108,44 @@ func (c *imageCache) store(e *cacheEntry, hash uint64, t *Table, key []byte, row
 		off += len(v)
 	}
 	c.used += int64(cap(e.buf))
-	c.pushFront(e)
-	for c.used > c.limit && c.head.prev != &c.head {
-		c.evict(c.head.prev)
+	e.referenced = true
+	for c.used > c.limit && len(c.clock) > 0 {
+		c.evictOne()
+	}
+}
+
+// cost is the memory of e besides its buffer.
+func (e *cacheEntry) cost() int64 {
+	n := int64(cacheEntryOverhead)
+	if len(e.row) > inlineColumns {
+		n += int64(len(e.row)) * 24
+	}
+	return n
+}
+
+// evictOne evicts the first entry under the hand that was not hit since the
+// hand last passed it, clearing the marks it passes.
+func (c *imageCache) evictOne() {
+	for {
+		if c.hand >= len(c.clock) {
+			c.hand = 0
+		}
+		e := c.clock[c.hand]
+		if !e.referenced {
+			c.evict(e)
+			return
+		}
+		e.referenced = false
+		c.hand++
 	}
 }
 
 func (c *imageCache) evict(e *cacheEntry) {
-	c.unlink(e)
 	delete(c.entries, e.hash)
-	c.used -= int64(len(e.key)) + cacheEntryOverhead + int64(len(e.row))*24 + int64(cap(e.buf))
-}
-
-func (c *imageCache) unlink(e *cacheEntry) {
-	e.prev.next, e.next.prev = e.next, e.prev
-}
-
-func (c *imageCache) pushFront(e *cacheEntry) {
-	e.prev, e.next = &c.head, c.head.next
-	c.head.next.prev = e
-	c.head.next = e
+	last := c.clock[len(c.clock)-1]
+	c.clock[e.slot] = last
+	last.slot = e.slot
+	c.clock[len(c.clock)-1] = nil
+	c.clock = c.clock[:len(c.clock)-1]
+	c.used -= e.cost() + int64(cap(e.buf))
 }
