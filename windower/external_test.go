@@ -372,27 +372,41 @@ func TestSpillSortedInput(t *testing.T) {
 			Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}},
 				End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
 	}, Where: []messages.Predicate{{Left: messages.Expr{Column: "s"}, Op: messages.OpIsNotNull}}}
-	want, err := RunRecords(context.Background(), q, diffSchema, recs, Options{Grant: 1 << 30})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRows := drain(t, want)
-	got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gotRows := drain(t, got)
-	st := got.Stats()
-	got.Close()
-	if !st.SortedInput {
-		t.Errorf("input sorted on (g, t) was sorted again: %+v", st)
-	}
-	if len(gotRows) != len(wantRows) {
-		t.Fatalf("%d rows, want %d", len(gotRows), len(wantRows))
-	}
-	for r := range wantRows {
-		if gotRows[r] != wantRows[r] {
-			t.Fatalf("row %d: got %s, want %s", r, gotRows[r], wantRows[r])
+	// Without WHERE, a partition larger than the grant reads the input
+	// container itself again: a first pass and cursors.
+	big := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "avg", Window: byT("avg", []*messages.Expr{col("x")}, messages.FrameRange, secs(-6), secs(3))},
+		{Alias: "cd", Window: byT("cume_dist", nil, messages.FrameRange, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, messages.FrameBound{Kind: messages.BoundCurrentRow})},
+		{Alias: "nt", Window: byT("ntile", []*messages.Expr{cint(4)}, messages.FrameRows, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, messages.FrameBound{Kind: messages.BoundCurrentRow})},
+		{Alias: "all", Window: byT("max", []*messages.Expr{col("s")}, messages.FrameRows, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, messages.FrameBound{Kind: messages.BoundUnboundedFollowing})},
+	}}
+	big.Select[2].Window.Star = false
+	big.Select[2].Window.Frame = nil
+	big.Select[3].Window.Frame = nil
+	for _, q := range []*messages.WindowQuery{q, big} {
+		want, err := RunRecords(context.Background(), q, diffSchema, recs, Options{Grant: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRows := drain(t, want)
+		got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gotRows := drain(t, got)
+		st := got.Stats()
+		got.Close()
+		if !st.SortedInput {
+			t.Errorf("input sorted on (g, t) was sorted again: %+v", st)
+		}
+		if len(gotRows) != len(wantRows) {
+			t.Fatalf("%d rows, want %d", len(gotRows), len(wantRows))
+		}
+		for r := range wantRows {
+			if gotRows[r] != wantRows[r] {
+				t.Fatalf("row %d: got %s, want %s", r, gotRows[r], wantRows[r])
+			}
 		}
 	}
 }
