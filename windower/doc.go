@@ -26,7 +26,8 @@
 //
 // # Memory and spilling
 //
-// Every buffer is counted against a columnar.Budget of the grant. Input
+// Every buffer is counted against a columnar.Budget of the grant, and so
+// is an in-memory result until Result.Close. Input
 // that fits is evaluated in memory. Otherwise the query runs in stages,
 // one per window group (and one more for a final ORDER BY): a stage sorts
 // its input in runs that fit the grant, spills them as containers and

@@ -150,7 +150,7 @@ func (r *Result) Close() {
 // in memory: it copies the columns the query uses and fails with an error
 // wrapping columnar.ErrBudgetExceeded if they and the evaluation's
 // buffers do not fit the grant (Run spills instead). The result's columns
-// are Go memory owned by the Result.
+// are memory owned by the Result, counted against the budget until Close.
 func RunRecords(ctx context.Context, q *messages.WindowQuery, schema *arrow.Schema, recs []arrow.RecordBatch, opts Options) (*Result, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
