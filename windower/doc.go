@@ -27,8 +27,8 @@
 // # Memory and spilling
 //
 // Every buffer is counted against a columnar.Budget of the grant, and so
-// is an in-memory result until Result.Close. Input
-// that fits is evaluated in memory. Otherwise the query runs in stages,
+// is an in-memory result until Result.Close. Input that fits is evaluated
+// in memory. Otherwise the query runs in stages,
 // one per window group (and one more for a final ORDER BY): a stage sorts
 // its input in runs that fit the grant, spills them as containers and
 // merges them with merger.Merge (input already sorted on the group's keys
