@@ -14,9 +14,8 @@ import (
 // full; two keys with the same hash evict each other, which only costs a
 // full image. Eviction is CLOCK (second chance), an approximation of LRU
 // that, unlike a linked list, touches no other entry on a hit. An entry
-// keeps its key and values in one buffer and, for up to inlineColumns
-// columns, the row's slice headers in itself, so a lookup and the delta
-// against its image touch few cache lines.
+// keeps its key and values in one buffer, so a lookup and the delta against
+// its image touch few cache lines.
 type imageCache struct {
 	limit   int64
 	used    int64
@@ -26,10 +25,6 @@ type imageCache struct {
 	hand    int
 }
 
-// inlineColumns is how many columns an entry's row holds without a
-// separate allocation.
-const inlineColumns = 16
-
 type cacheEntry struct {
 	hash       uint64
 	table      *Table
@@ -38,12 +33,11 @@ type cacheEntry struct {
 	key        []byte
 	row        Row    // the image's values, NULLs nil
 	buf        []byte // backing store of key, then row's values
-	inline     [inlineColumns][]byte
 }
 
-// cacheEntryOverhead approximates the memory of an entry beyond its buffer
-// and its row when that is not inline.
-const cacheEntryOverhead = 96 + inlineColumns*24
+// cacheEntryOverhead approximates the memory of an entry (the struct, its
+// map and clock slots) beyond its buffer and row headers.
+const cacheEntryOverhead = 136
 
 func newImageCache(limit int64) *imageCache {
 	return &imageCache{limit: limit, seed: maphash.MakeSeed(), entries: make(map[uint64]*cacheEntry)}
@@ -82,17 +76,19 @@ func (c *imageCache) store(e *cacheEntry, hash uint64, t *Table, key []byte, row
 		if other := c.entries[hash]; other != nil {
 			c.evict(other)
 		}
-		e = &cacheEntry{hash: hash, table: t, slot: len(c.clock)}
-		if len(row) <= inlineColumns {
-			e.row = e.inline[:len(row):len(row)]
-		} else {
-			e.row = make(Row, len(row))
-		}
+		e = &cacheEntry{hash: hash, table: t, slot: len(c.clock), row: make(Row, len(row))}
 		c.entries[hash] = e
 		c.clock = append(c.clock, e)
 		c.used += e.cost()
 	}
 	c.used -= int64(cap(e.buf))
+	need := len(key)
+	for _, v := range row {
+		need += len(v)
+	}
+	if cap(e.buf) < need {
+		e.buf = make([]byte, 0, need)
+	}
 	e.buf = append(e.buf[:0], key...)
 	e.key = e.buf[:len(key):len(key)]
 	for _, v := range row {
@@ -115,13 +111,7 @@ func (c *imageCache) store(e *cacheEntry, hash uint64, t *Table, key []byte, row
 }
 
 // cost is the memory of e besides its buffer.
-func (e *cacheEntry) cost() int64 {
-	n := int64(cacheEntryOverhead)
-	if len(e.row) > inlineColumns {
-		n += int64(len(e.row)) * 24
-	}
-	return n
-}
+func (e *cacheEntry) cost() int64 { return cacheEntryOverhead + int64(len(e.row))*24 }
 
 // evictOne evicts the first entry under the hand that was not hit since the
 // hand last passed it, clearing the marks it passes.

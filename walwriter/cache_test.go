@@ -40,13 +40,16 @@ func TestImageCacheKeepsImagesWithinLimit(t *testing.T) {
 }
 
 func TestImageCacheHitSurvivesEviction(t *testing.T) {
-	c := newImageCache(3 * (cacheEntryOverhead + 300))
+	c := newImageCache(1 << 20)
 	key := func(i int) []byte { return []byte{byte(i)} }
 	rng := rand.New(rand.NewPCG(1, 2))
 	put := func(i int) {
 		h := c.hash(&accounts, key(i))
 		c.store(c.lookup(&accounts, key(i), h), h, &accounts, key(i), accountRow(int64(i), rng))
 	}
+	put(9)
+	c.limit = 3*c.used + c.used/2 // room for three entries
+	c.reset()
 	for i := range 3 {
 		put(i)
 	}

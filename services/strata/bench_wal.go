@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -35,6 +36,7 @@ func runBenchWAL(ctx context.Context, args []string) error {
 	segment := fs.String("segment-size", "64MiB", "WAL segment size")
 	window := fs.Duration("batch-window", 0, "how long a batch waits for more records (0: take what is queued)")
 	ckptBytes := fs.String("checkpoint-bytes", "", "automatic checkpoint interval in record bytes (default: 4 segments)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (loading, group commit and one-fsync-per-record runs) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +56,17 @@ func runBenchWAL(ctx context.Context, args []string) error {
 			return err
 		}
 		defer os.RemoveAll(root)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("start CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var tw *tabwriter.Writer
 	if !*asJSON {
