@@ -42,11 +42,15 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 	if whole[c] || runningCall(c) || positionalCall(c) {
 		return false
 	}
+	switch c.fn {
+	case fnRank, fnDenseRank, fnPercentRank, fnCumeDist:
+		return true // no frame
+	}
 	if f := &c.frame; f.exclude != excludeNoOthers {
 		switch c.fn {
-		case fnCount, fnSum, fnAvg:
+		case fnCount, fnSum, fnAvg, fnMin, fnMax, fnFirstValue, fnLastValue:
 		default:
-			return false // min, max and value functions with EXCLUDE: bounded ROWS frames only
+			return false // nth_value with EXCLUDE: bounded ROWS frames only
 		}
 		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f) {
 			return false // a halo serves it
@@ -339,6 +343,8 @@ type cursorEval struct {
 	xst    aggState
 	xfsum  exactSum
 	curAgg *aggInput // the slice's argument and FILTER (EXCLUDE)
+	curVal *vector   // the slice's argument (EXCLUDE TIES, value functions)
+	pieces *pieceEval
 }
 
 type cursorEntry struct {
@@ -367,6 +373,25 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 	if e.end, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
 		e.close()
 		return nil, err
+	}
+	if excludePieces(c) {
+		e.pieces = &pieceEval{}
+		pe := e.pieces
+		curs := []**partCursor{&pe.leftEnd}
+		if c.fn == fnFirstValue {
+			curs = append(curs, &pe.rightStart)
+		}
+		if c.frame.exclude != excludeCurrentRow {
+			curs = append(curs, &pe.peerEnd)
+		}
+		for _, cur := range curs {
+			if *cur, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+				e.close()
+				return nil, err
+			}
+		}
+		pe.left.budget, pe.right.budget = budget, budget
+		return e, nil
 	}
 	if x := c.frame.exclude; x == excludeGroup || x == excludeTies {
 		if e.xs, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
@@ -397,6 +422,9 @@ func (e *cursorEval) close() {
 	}
 	e.budget.Release(e.deqReserved)
 	e.deqReserved = 0
+	if e.pieces != nil {
+		e.pieces.close()
+	}
 }
 
 // slice computes the results of rows [from, to) of in, rows of a slice of
@@ -419,6 +447,11 @@ func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Al
 			return nil, err
 		}
 		e.curAgg = a
+		if len(c.args) > 0 && !c.fn.isAggregate() {
+			if e.curVal, err = c.args[0].eval(in.cols, in.n); err != nil {
+				return nil, err
+			}
+		}
 	}
 	for r := from; r < to; r++ {
 		pos := partPos + int64(r)
@@ -446,7 +479,12 @@ func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Al
 func (e *cursorEval) advance(in *input, r int) error {
 	// The end first: rows it passes at or after the start enter the frame.
 	for !e.end.done && e.inFrameEnd(in, r) {
-		if e.end.pos >= e.start.pos {
+		switch {
+		case e.pieces != nil: // rows the end passes go to the right piece
+			if err := e.pieces.enter(e.c, e.end, &e.pieces.right, &e.pieces.rightLast); err != nil {
+				return err
+			}
+		case e.end.pos >= e.start.pos:
 			if err := e.enter(e.end); err != nil {
 				return err
 			}
@@ -456,12 +494,15 @@ func (e *cursorEval) advance(in *input, r int) error {
 		}
 	}
 	for !e.start.done && e.beforeFrameStart(in, r) {
-		if e.start.pos < e.end.pos {
+		if e.start.pos < e.end.pos && e.pieces == nil {
 			e.leave(e.start)
 		}
 		if err := e.start.next(); err != nil {
 			return err
 		}
+	}
+	if e.pieces != nil {
+		return e.advancePieces()
 	}
 	if e.xs != nil {
 		// The excluded peers in the frame: [max(peer start, frame start),
@@ -736,6 +777,10 @@ func (e *cursorEval) write(out *vector, i, r int) error {
 		return nil
 	case fnCumeDist:
 		out.floats[i] = float64(e.end.pos) / float64(e.rows)
+		return nil
+	}
+	if e.pieces != nil {
+		e.writePieces(out, i, r)
 		return nil
 	}
 	empty := e.start.pos >= e.end.pos || e.start.done

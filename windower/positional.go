@@ -31,7 +31,7 @@ func positionalCall(c *call) bool {
 	}
 	f := &c.frame
 	if f.exclude != excludeNoOthers {
-		return false
+		return false // pieces serve first_value and last_value (see exclude.go)
 	}
 	var other bound
 	switch {

@@ -51,7 +51,10 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			case fnRank, fnDenseRank, fnPercentRank:
 				n = 0
 			}
-			if c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies {
+			switch {
+			case excludePieces(c):
+				n += 3 // the left piece's end, the right piece's start, the peer end
+			case c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies:
 				n += 2
 			}
 			cursorMem += n * cursorBytes(p, c, partCols, orderCols, blockRows)
@@ -499,12 +502,12 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 		// What is left: min, max and value functions over frames with
 		// EXCLUDE, which slices serve for bounded ROWS frames only.
 		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
-			return h, fmt.Errorf("select item %q: over a partition larger than the grant, EXCLUDE works with count, sum and avg, and with other functions only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
+			return h, fmt.Errorf("select item %q: over a partition larger than the grant, nth_value with EXCLUDE works only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
 		}
 		for _, b := range []bound{f.start, f.end} {
 			switch b.kind {
 			case boundUnboundedPreceding, boundUnboundedFollowing:
-				return h, fmt.Errorf("select item %q: over a partition larger than the grant, EXCLUDE works with count, sum and avg, and with other functions only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
+				return h, fmt.Errorf("select item %q: over a partition larger than the grant, nth_value with EXCLUDE works only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
 			case boundPreceding, boundFollowing:
 				if b.off > maxHalo {
 					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
