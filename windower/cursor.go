@@ -30,11 +30,12 @@ import (
 // an exact sum (so removing a large value loses nothing); min and max keep
 // a monotonic deque; first_value and nth_value read the row at the start
 // cursor (nth_value with a third cursor n-1 rows on) and last_value the
-// last row the end cursor passed. EXCLUDE (count, sum and avg only):
+// last row the end cursor passed. EXCLUDE with count, sum and avg:
 // CURRENT ROW subtracts the current row; GROUP and TIES subtract the
 // aggregate of the current row's peers within the frame, an interval
 // that also only moves forward, kept by two more cursors (TIES adds the
-// current row back).
+// current row back). min, max, first_value and last_value with EXCLUDE
+// see the frame in two pieces (exclude.go).
 
 // cursorCall reports whether c is evaluated with cursors over a big
 // partition (see above). EXCLUDE is not supported there.

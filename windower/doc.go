@@ -63,11 +63,12 @@
 //     bit); min and max keep a monotonic deque counted against the grant;
 //     with EXCLUDE GROUP or TIES two more cursors keep the aggregate of
 //     the current row's peers in the frame, which count, sum and avg
-//     subtract.
+//     subtract; min, max, first_value and last_value see the frame as
+//     two pieces around the excluded rows (exclude.go).
 //
-// min, max and value functions with EXCLUDE over such a partition work
-// only as EXCLUDE CURRENT ROW in a bounded ROWS frame; lag and lead
-// offsets stop at 2^20 rows; WHERE on input that streams sorted cannot be combined with a
+// nth_value with EXCLUDE over such a partition works only as EXCLUDE
+// CURRENT ROW in a bounded ROWS frame; lag and lead offsets stop at 2^20
+// rows; WHERE on input that streams sorted cannot be combined with a
 // first pass or cursors. Those are refused with an error that names the
 // call (ErrUnsupported) rather than run over the grant.
 //
