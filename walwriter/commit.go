@@ -67,7 +67,10 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 		w.stats.checkpoints.Add(1)
 		return lsn, nil
 	}
-	for _, r := range reqs {
+	for i, r := range reqs {
+		if i%warmAhead == 0 {
+			w.warm(reqs[i:min(i+warmAhead, len(reqs))])
+		}
 		if r.checkpoint {
 			if r.lsn, err = checkpoint(); err != nil {
 				return err

@@ -52,6 +52,7 @@ type WAL struct {
 	sinceCheckpoint int64
 	cache           *imageCache
 	dedup           *dedupWindow
+	warmSink        byte // keeps warm's loads from being optimized away
 
 	stats    statCounters
 	requests sync.Pool // of *request, recycled once their callback has run
