@@ -46,6 +46,8 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 	switch c.fn {
 	case fnRank, fnDenseRank, fnPercentRank, fnCumeDist:
 		return true // no frame
+	case fnLag, fnLead:
+		return !c.argNil && (c.offset > maxHalo || c.offset < -maxHalo) // nearer rows: a halo
 	}
 	if f := &c.frame; f.exclude != excludeNoOthers {
 		switch c.fn {
@@ -74,7 +76,6 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 // boundedRows reports whether a ROWS frame's bounds are CURRENT ROW or
 // offsets a halo can hold.
 func boundedRows(f *frame) bool {
-	const maxHalo = 1 << 20
 	for _, b := range []bound{f.start, f.end} {
 		switch b.kind {
 		case boundUnboundedPreceding, boundUnboundedFollowing:
@@ -87,6 +88,10 @@ func boundedRows(f *frame) bool {
 	}
 	return true
 }
+
+// maxHalo is the most rows a halo keeps before or after a slice; frames
+// and offsets that reach further are read with cursors.
+const maxHalo = 1 << 20
 
 // partCursor reads the rows of one partition of the sorted container in
 // order, one at a time.
@@ -346,6 +351,7 @@ type cursorEval struct {
 	curAgg *aggInput // the slice's argument and FILTER (EXCLUDE)
 	curVal *vector   // the slice's argument (EXCLUDE TIES, value functions)
 	pieces *pieceEval
+	shift  *partCursor // lag, lead: at the row offset rows away
 }
 
 type cursorEntry struct {
@@ -364,6 +370,10 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 	switch c.fn {
 	case fnRank, fnDenseRank, fnPercentRank:
 		return e, nil // the peer group's start is all they need
+	case fnLag, fnLead:
+		var err error
+		e.shift, err = openCursor(p, c, src, part, order, start, keyRow, budget)
+		return e, err
 	case fnCumeDist:
 		e.frame = &frame{mode: modeGroups, start: bound{kind: boundUnboundedPreceding}, end: bound{kind: boundCurrentRow}}
 	}
@@ -416,7 +426,7 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 }
 
 func (e *cursorEval) close() {
-	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.xs, e.xe} {
+	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.xs, e.xe, e.shift} {
 		if cur != nil {
 			cur.close()
 		}
@@ -765,6 +775,25 @@ func (e *cursorEval) excluded(r int) (*aggState, *exactSum) {
 func (e *cursorEval) write(out *vector, i, r int) error {
 	c := e.c
 	switch c.fn {
+	case fnLag, fnLead:
+		target := e.pos + c.offset
+		if c.fn == fnLag {
+			target = e.pos - c.offset
+		}
+		for target >= 0 && !e.shift.done && e.shift.pos < target {
+			if err := e.shift.next(); err != nil {
+				return err
+			}
+		}
+		switch {
+		case target >= 0 && !e.shift.done && e.shift.pos == target:
+			copyRow(out, i, e.shift.val, e.shift.r)
+		case c.deflt != nil:
+			copyRow(out, i, c.deflt, 0)
+		default:
+			out.nulls[i] = true
+		}
+		return nil
 	case fnRank:
 		out.ints[i] = e.peerStart + 1
 		return nil

@@ -197,6 +197,8 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "cnt_prec", Window: runningCall_("count", "x", preceding(5), nil)},
 			{Alias: "rk", Window: byG("rank", nil, nil)},
 			{Alias: "lag", Window: byG("lag", []*messages.Expr{col("x"), cint(4)}, nil)},
+			{Alias: "far_lag", Window: byG("lag", []*messages.Expr{col("x"), cint(1<<20 + 1), cint(-1)}, nil)},
+			{Alias: "far_lead", Window: byG("lead", []*messages.Expr{col("s"), cint(-(1<<20 + 1))}, nil)},
 		}},
 		// RANGE and GROUPS offset frames over partitions larger than the
 		// grant, frames larger than the buffer: two cursors per call.

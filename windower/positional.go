@@ -53,7 +53,6 @@ func positionalCall(c *call) bool {
 
 // positionalHalo adds what a positional call needs of the buffer to h.
 func positionalHalo(c *call, h *halo) error {
-	const maxHalo = 1 << 20
 	if c.fn == fnNtile {
 		return nil
 	}

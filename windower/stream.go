@@ -50,6 +50,8 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				n = 3
 			case fnRank, fnDenseRank, fnPercentRank:
 				n = 0
+			case fnLag, fnLead:
+				n = 1
 			}
 			switch {
 			case excludePieces(c):
@@ -453,7 +455,6 @@ type halo struct {
 // partition at once).
 func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 	var h halo
-	const maxHalo = 1 << 20
 	for _, c := range g.calls {
 		if whole[c] {
 			continue // computed by a pass of its own
@@ -475,9 +476,6 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 			off := c.offset
 			if c.fn == fnLag {
 				off = -off
-			}
-			if off < -maxHalo || off > maxHalo {
-				return h, fmt.Errorf("%s offset %d is too large", c.alias, c.offset)
 			}
 			if off < 0 {
 				h.before = max(h.before, int(-off))
@@ -564,7 +562,6 @@ func runningCall(c *call) bool {
 	// RANGE and GROUPS frames end with a peer group, which may be larger
 	// than the buffer, and far ROWS ends need more than a halo: cursor
 	// calls serve them.
-	const maxHalo = 1 << 20
 	return f.mode == modeRows && f.end.kind != boundUnboundedFollowing && f.end.off <= maxHalo
 
 }
