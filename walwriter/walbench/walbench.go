@@ -97,47 +97,73 @@ func initialRow(id int64, rng *rand.Rand) walwriter.Row {
 	}
 }
 
-// mutate returns the next version of row under workload.
+// mutate returns the next version of row under workload. The row's
+// values are not changed (the WAL may still hold them); the new values
+// share one allocation, as the values decoded from one message would.
 func mutate(workload string, row walwriter.Row, rng *rand.Rand) walwriter.Row {
-	next := make(walwriter.Row, len(row))
-	copy(next, row)
-	addInt := func(col int) {
-		v := int64(binary.BigEndian.Uint64(next[col])^1<<63) + rng.Int64N(10001) - 5000
-		next[col] = int64Value(v)
-	}
-	switch workload {
-	case "mix":
+	if workload == "mix" {
 		switch r := rng.IntN(100); {
 		case r < 50:
-			return mutate("one_int", row, rng)
+			workload = "one_int"
 		case r < 75:
-			return mutate("one_text", row, rng)
+			workload = "one_text"
 		case r < 90:
-			return mutate("half", row, rng)
+			workload = "half"
 		default:
-			return mutate("all", row, rng)
+			workload = "all"
 		}
+	}
+	next := make(walwriter.Row, len(row))
+	copy(next, row)
+	var size int // of the new values
+	switch workload {
+	case "one_int":
+		size = 8
+	case "one_text":
+		size = textWidths[0]
+	case "half":
+		size = 16 + textWidths[0] + textWidths[1]
+	case "all":
+		size = 5*8 + textWidths[0] + textWidths[1] + textWidths[2]
+	}
+	buf := make([]byte, 0, size)
+	value := func(col int, v []byte) {
+		next[col] = v[len(v)-len(row[col]) : len(v) : len(v)]
+	}
+	addInt := func(col int) {
+		v := int64(binary.BigEndian.Uint64(next[col])^1<<63) + rng.Int64N(10001) - 5000
+		buf = binary.BigEndian.AppendUint64(buf, uint64(v)^1<<63)
+		value(col, buf)
+	}
+	addText := func(col int) {
+		n := len(row[col])
+		off := rng.IntN(len(textPool) - n)
+		buf = append(buf, textPool[off:off+n]...)
+		value(col, buf)
+	}
+	switch workload {
 	case "one_int":
 		addInt(3)
 	case "one_text":
-		next[5] = randomText(rng, textWidths[0])
+		addText(5)
 	case "half":
 		addInt(2)
 		addInt(3)
-		next[5] = randomText(rng, textWidths[0])
-		next[6] = randomText(rng, textWidths[1])
+		addText(5)
+		addText(6)
 	case "all":
 		for c := range 5 {
-			next[c] = int64Value(rng.Int64())
+			buf = binary.BigEndian.AppendUint64(buf, rng.Uint64())
+			value(c, buf)
 		}
-		for i, w := range textWidths {
-			next[5+i] = randomText(rng, w)
+		for c := 5; c < 8; c++ {
+			addText(c)
 		}
 	}
 	return next
 }
 
-// keyOf is the 8-byte key of row id.
+// keyOf is the 8-byte key of row id; producers make their keys once.
 func keyOf(id int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
 
 // Run loads the keys, measures the workload with group commit and, when
@@ -222,15 +248,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 type state struct {
 	cfg  Config
 	rows [][]walwriter.Row // by producer, by key index within the producer
+	keys [][][]byte        // like rows
 	seq  []uint64          // next event sequence per producer
 }
 
 func newState(cfg Config) *state {
-	s := &state{cfg: cfg, rows: make([][]walwriter.Row, cfg.Producers), seq: make([]uint64, cfg.Producers)}
+	s := &state{cfg: cfg, rows: make([][]walwriter.Row, cfg.Producers), keys: make([][][]byte, cfg.Producers), seq: make([]uint64, cfg.Producers)}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 99))
 	for id := range cfg.Keys {
 		p := id % cfg.Producers
 		s.rows[p] = append(s.rows[p], initialRow(int64(id), rng))
+		s.keys[p] = append(s.keys[p], keyOf(id))
 	}
 	return s
 }
@@ -283,12 +311,11 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 					k = rng.IntN(len(rows))
 					rows[k] = mutate(s.cfg.Workload, rows[k], rng)
 				}
-				id := p + k*s.cfg.Producers
 				s.seq[p]++
 				u := walwriter.Update{
 					EventID: prefix + strconv.FormatUint(s.seq[p], 10),
 					Table:   Accounts.Name,
-					Key:     keyOf(id),
+					Key:     s.keys[p][k],
 					Row:     rows[k],
 				}
 				slots <- struct{}{}
