@@ -224,7 +224,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				var combined arrow.Array
 				var err error
 				if rc.sequential() {
-					combined, err = rc.recompute(buf.view(0, n), from, to, orderCols, o.Budget)
+					combined, err = rc.recompute(buf.view(0, n), from, to, o.Budget)
 				} else {
 					combined, err = rc.apply(cols[i], o.Budget)
 				}
@@ -521,15 +521,6 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 	return h, nil
 }
 
-func fnName(f fn) string {
-	for name, v := range fnByName {
-		if v == f {
-			return name
-		}
-	}
-	return "?"
-}
-
 // equalRowsCols reports whether rows a and b of the buffer agree on cols.
 func equalRowsCols(in *input, cols []int, a, b int) bool {
 	for _, c := range cols {
@@ -544,11 +535,11 @@ func int64Bytes(v []int64) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v))
 }
 
-// runningCall reports whether c is a running count, sum, min or max
-// (frame from UNBOUNDED PRECEDING to a bounded ROWS end or, in RANGE and
-// GROUPS mode, to CURRENT ROW; nothing excluded):
-// over a big partition each slice's results are combined with the
-// aggregate of the rows before the buffer (runningCarry).
+// runningCall reports whether c is a running count, sum, avg, min or max
+// over ROWS (frame from UNBOUNDED PRECEDING to CURRENT ROW or an offset a
+// halo holds; nothing excluded): over a big partition each slice's
+// results are combined with the aggregate of the rows before the buffer
+// (runningCarry).
 func runningCall(c *call) bool {
 	f := &c.frame
 	switch c.fn {
@@ -589,7 +580,7 @@ func (rc *runningCarry) sequential() bool {
 // recompute returns the results of rows [from, to) of in, rows [0, n) of
 // a slice of a big partition, from the carry's state and the slice's rows
 // up to each row's frame end.
-func (rc *runningCarry) recompute(in *input, from, to int, orderCols []int, mem memory.Allocator) (arrow.Array, error) {
+func (rc *runningCarry) recompute(in *input, from, to int, mem memory.Allocator) (arrow.Array, error) {
 	a, err := aggInputFor(rc.c, in)
 	if err != nil {
 		return nil, err
@@ -597,16 +588,10 @@ func (rc *runningCarry) recompute(in *input, from, to int, orderCols []int, mem 
 	f := &rc.c.frame
 	out := &vector{kind: rc.c.outKind, typ: rc.c.outTyp, floats: make([]float64, to-from), nulls: make([]bool, to-from)}
 	st := rc.st
-	added, peerEnd := 0, 0
+	added := 0
 	for r := from; r < to; r++ {
-		var e int
+		var e int // the frame's end (a ROWS frame: runningCall)
 		switch {
-		case f.mode != modeRows: // RANGE or GROUPS to CURRENT ROW: the end of the peer group
-			if peerEnd <= r {
-				for peerEnd = r + 1; peerEnd < in.n && equalRowsCols(in, orderCols, r, peerEnd); peerEnd++ {
-				}
-			}
-			e = peerEnd
 		case f.end.kind == boundCurrentRow:
 			e = r + 1
 		case f.end.kind == boundFollowing:
