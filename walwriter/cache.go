@@ -51,10 +51,12 @@ func (c *imageCache) reset() {
 	c.used = 0
 }
 
-// hash is the hash of table t's key that lookup and store take. It only
-// reads the seed, so producers compute it concurrently, off the encoder.
+// hash is the hash of table t's key that lookup and store take; t is the
+// registered table, which stays at its address while the WAL is open. It
+// only reads the seed, so producers compute it concurrently, off the
+// encoder.
 func (c *imageCache) hash(t *Table, key []byte) uint64 {
-	return bits.RotateLeft64(maphash.String(c.seed, t.Name), 31) ^ maphash.Bytes(c.seed, key)
+	return bits.RotateLeft64(maphash.Comparable(c.seed, t), 31) ^ maphash.Bytes(c.seed, key)
 }
 
 // lookup returns the entry of key, whose hash is hash, or nil.

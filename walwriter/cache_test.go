@@ -61,3 +61,12 @@ func TestImageCacheHitSurvivesEviction(t *testing.T) {
 		t.Error("the entry hit last was evicted before entries never hit since")
 	}
 }
+
+// The producers hash every update's key and event ID; neither may allocate.
+func TestHashesDoNotAllocate(t *testing.T) {
+	c, d := newImageCache(1<<20), newDedupWindow(16)
+	key, id := []byte("key-1"), "event-1"
+	if n := testing.AllocsPerRun(100, func() { c.hash(&accounts, key); d.hash(id) }); n != 0 {
+		t.Errorf("%v allocations per key and event ID hash", n)
+	}
+}

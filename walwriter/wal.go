@@ -28,8 +28,11 @@ type WAL struct {
 	opts Options
 	log  *slog.Logger
 
-	tablesMu sync.RWMutex
-	tables   map[string]*Table
+	// tables maps names to registered tables. It is replaced, never
+	// changed, so producers read it without a lock; tablesMu serializes
+	// RegisterTable.
+	tablesMu sync.Mutex
+	tables   atomic.Pointer[map[string]*Table]
 
 	mu     sync.Mutex
 	queue  []*request
@@ -82,7 +85,6 @@ func Open(dir string, opts Options) (*WAL, error) {
 		dir:      dir,
 		opts:     opts,
 		log:      opts.Logger.With("wal", dir),
-		tables:   make(map[string]*Table),
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		// One item being synced, one queued: encoding overlaps syncing.
@@ -91,6 +93,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		cache:   newImageCache(opts.DeltaCacheBytes),
 		dedup:   newDedupWindow(opts.DedupWindow),
 	}
+	w.tables.Store(&map[string]*Table{})
 	w.stats.rejected = make(map[string]*atomic.Uint64)
 	for _, r := range []string{ReasonUnknownTable, ReasonColumns, ReasonOversized, ReasonInvalid} {
 		w.stats.rejected[r] = new(atomic.Uint64)
@@ -125,13 +128,19 @@ func (w *WAL) RegisterTable(t Table) error {
 	}
 	w.tablesMu.Lock()
 	defer w.tablesMu.Unlock()
-	if old, ok := w.tables[t.Name]; ok {
+	tables := *w.tables.Load()
+	if old, ok := tables[t.Name]; ok {
 		if !old.sameColumns(t) {
 			return fmt.Errorf("walwriter: table %q already registered with columns %v, not %v", t.Name, old.Columns, t.Columns)
 		}
 		return nil
 	}
-	w.tables[t.Name] = &Table{Name: t.Name, Columns: append([]ColumnType(nil), t.Columns...)}
+	next := make(map[string]*Table, len(tables)+1)
+	for name, t := range tables {
+		next[name] = t
+	}
+	next[t.Name] = &Table{Name: t.Name, Columns: append([]ColumnType(nil), t.Columns...)}
+	w.tables.Store(&next)
 	return nil
 }
 
@@ -235,9 +244,7 @@ func (w *WAL) validate(r *request) error {
 	case len(u.Key) > maxKeyBytes:
 		return reject(ReasonOversized, "key of %d bytes exceeds %d", len(u.Key), maxKeyBytes)
 	}
-	w.tablesMu.RLock()
-	t := w.tables[u.Table]
-	w.tablesMu.RUnlock()
+	t := (*w.tables.Load())[u.Table]
 	if t == nil {
 		return reject(ReasonUnknownTable, "table is not registered")
 	}
