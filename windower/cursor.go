@@ -99,17 +99,18 @@ type partCursor struct {
 	c                 *call
 	br                *columnar.BatchReader
 	used, part, order []int
-	keyRow            *input    // row 0 holds the partition's keys
-	blk               *input    // the current block
-	prev              *input    // the last row of the block before (its order keys)
-	r                 int       // current row in blk
-	skip              int       // rows of the first block before the partition
-	pos               int64     // partition position of the current row
-	group             int64     // peer group of the current row, from 0
-	done              bool      // past the partition's last row
-	agg               *aggInput // the block's argument and FILTER (aggregates)
-	val               *vector   // the block's argument (value functions)
-	reserved          int64     // bytes of budget the block holds
+	keyRow            *input      // row 0 holds the partition's keys
+	blk               *input      // the current block
+	prev              *input      // the last row of the block before (its order keys)
+	r                 int         // current row in blk
+	skip              int         // rows of the first block before the partition
+	filters           []predicate // WHERE, on input that streams sorted
+	pos               int64       // partition position of the current row
+	group             int64       // peer group of the current row, from 0
+	done              bool        // past the partition's last row
+	agg               *aggInput   // the block's argument and FILTER (aggregates)
+	val               *vector     // the block's argument (value functions)
+	reserved          int64       // bytes of budget the block holds
 	budget            *columnar.Budget
 	rangeCol          int     // the RANGE key column, or -1
 	keyNull           bool    // the current row's RANGE key is NULL
@@ -119,7 +120,7 @@ type partCursor struct {
 
 // cursorColumns returns the input columns a cursor of c reads: the
 // partition and order keys and the columns of c's argument and FILTER.
-func cursorColumns(c *call, part, order []int, ncols int) []int {
+func cursorColumns(c *call, part, order []int, filters []predicate, ncols int) []int {
 	use := make([]bool, ncols)
 	var mark func(e *expr)
 	mark = func(e *expr) {
@@ -138,6 +139,9 @@ func cursorColumns(c *call, part, order []int, ncols int) []int {
 	for _, f := range c.filter {
 		mark(f.left)
 	}
+	for _, f := range filters {
+		mark(f.left)
+	}
 	for _, k := range append(append([]int(nil), part...), order...) {
 		use[k] = true
 	}
@@ -154,9 +158,9 @@ func cursorColumns(c *call, part, order []int, ncols int) []int {
 }
 
 // cursorBytes is the memory of one cursor of c over blocks of blockRows rows.
-func cursorBytes(p *plan, c *call, part, order []int, blockRows int) int64 {
+func cursorBytes(p *plan, c *call, part, order []int, filters []predicate, blockRows int) int64 {
 	var n int64
-	for _, col := range cursorColumns(c, part, order, len(p.usedCols)) {
+	for _, col := range cursorColumns(c, part, order, filters, len(p.usedCols)) {
 		n += kindBytes(p.schema.kinds[col])
 	}
 	return n * int64(blockRows)
@@ -183,21 +187,21 @@ func newBufferCols(p *plan, cols []int, capacity int) *input {
 
 // openCursor opens a cursor at the partition that starts at source row
 // start of src; row 0 of keyRow holds the partition's keys.
-func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, budget *columnar.Budget) (*partCursor, error) {
+func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, filters []predicate, budget *columnar.Budget) (*partCursor, error) {
 	blocks := src.Manifest().Blocks
 	b := 0
 	for b+1 < len(blocks) && blocks[b+1].FirstRow <= start {
 		b++
 	}
-	cols := cursorColumns(c, part, order, len(p.usedCols))
-	cur := &partCursor{c: c, used: cols, part: part, order: order, budget: budget, r: -1, rangeCol: -1}
+	cols := cursorColumns(c, part, order, filters, len(p.usedCols))
+	cur := &partCursor{c: c, used: cols, part: part, order: order, filters: filters, budget: budget, r: -1, rangeCol: -1}
 	cur.keyRow = newBufferCols(p, part, 1)
 	for _, col := range part {
 		appendRow(cur.keyRow.cols[col], keyRow.cols[col], 0)
 	}
 	cur.keyRow.n = 1
 	cur.prev = newBufferCols(p, order, 1)
-	cur.reserved = cursorBytes(p, c, part, order, src.Manifest().BlockRows)
+	cur.reserved = cursorBytes(p, c, part, order, filters, src.Manifest().BlockRows)
 	if err := budget.Reserve(cur.reserved); err != nil {
 		cur.reserved = 0
 		return nil, fmt.Errorf("windower: cursor of select item %q: %w", c.alias, err)
@@ -265,8 +269,17 @@ func (cur *partCursor) next() error {
 		if err != nil {
 			return err
 		}
-		cur.r = cur.skip
+		// The rows before the partition, then those WHERE drops.
+		cur.blk.shift(min(cur.skip, cur.blk.n))
 		cur.skip = 0
+		if len(cur.filters) > 0 {
+			keep, err := evalPredicates(cur.filters, cur.blk.cols, cur.blk.n)
+			if err != nil {
+				return fmt.Errorf("windower: where: %w", err)
+			}
+			cur.blk.compact(keep)
+		}
+		cur.r = 0
 		if cur.agg, err = aggInputFor(cur.c, cur.blk); err != nil {
 			return err
 		}
@@ -362,7 +375,7 @@ type cursorEntry struct {
 // newCursorEval opens the cursors of c at the partition starting at
 // source row start.
 // rows is the partition's row count, needed by percent_rank and cume_dist.
-func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, rows int64, budget *columnar.Budget) (*cursorEval, error) {
+func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, rows int64, filters []predicate, budget *columnar.Budget) (*cursorEval, error) {
 	e := &cursorEval{c: c, order: order, budget: budget, pos: -1, frame: &c.frame, rows: rows}
 	if len(g.order) > 0 {
 		e.rangeDesc, e.nullF = g.order[0].desc, g.order[0].nullsFirst
@@ -372,16 +385,16 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 		return e, nil // the peer group's start is all they need
 	case fnLag, fnLead:
 		var err error
-		e.shift, err = openCursor(p, c, src, part, order, start, keyRow, budget)
+		e.shift, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget)
 		return e, err
 	case fnCumeDist:
 		e.frame = &frame{mode: modeGroups, start: bound{kind: boundUnboundedPreceding}, end: bound{kind: boundCurrentRow}}
 	}
 	var err error
-	if e.start, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+	if e.start, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
 		return nil, err
 	}
-	if e.end, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+	if e.end, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -396,7 +409,7 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 			curs = append(curs, &pe.peerEnd)
 		}
 		for _, cur := range curs {
-			if *cur, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+			if *cur, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
 				e.close()
 				return nil, err
 			}
@@ -405,18 +418,18 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 		return e, nil
 	}
 	if x := c.frame.exclude; x == excludeGroup || x == excludeTies {
-		if e.xs, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+		if e.xs, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
 			e.close()
 			return nil, err
 		}
-		if e.xe, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+		if e.xe, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
 			e.close()
 			return nil, err
 		}
 		e.xst.reset()
 	}
 	if c.fn == fnNthValue && !c.argNil {
-		if e.nth, err = openCursor(p, c, src, part, order, start, keyRow, budget); err != nil {
+		if e.nth, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
 			e.close()
 			return nil, err
 		}

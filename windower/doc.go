@@ -67,11 +67,11 @@
 //     two pieces around the excluded rows (exclude.go).
 //
 // lag and lead with offsets beyond a halo (2^20 rows) read the row with a
-// cursor of their own. nth_value with EXCLUDE over such a partition works
-// only as EXCLUDE CURRENT ROW in a bounded ROWS frame, and WHERE on input
-// that streams sorted cannot be combined with a first pass or cursors.
-// Those are refused with an error that names the
-// call (ErrUnsupported) rather than run over the grant.
+// cursor of their own. On input that streams sorted, the first pass and
+// the cursors apply WHERE as they read. nth_value with EXCLUDE over such
+// a partition works only as EXCLUDE CURRENT ROW in a bounded ROWS frame;
+// otherwise it is refused with an error that names the call
+// (ErrUnsupported) rather than run over the grant.
 //
 // # Format
 //

@@ -385,8 +385,8 @@ func TestSpillSortedInput(t *testing.T) {
 			Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}},
 				End: messages.FrameBound{Kind: messages.BoundCurrentRow}}}},
 	}, Where: []messages.Predicate{{Left: messages.Expr{Column: "s"}, Op: messages.OpIsNotNull}}}
-	// Without WHERE, a partition larger than the grant reads the input
-	// container itself again: a first pass and cursors.
+	// A partition larger than the grant reads the input container itself
+	// again: a first pass and cursors.
 	big := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
 		{Alias: "id", Expr: col("id")},
 		{Alias: "avg", Window: byT("avg", []*messages.Expr{col("x")}, messages.FrameRange, secs(-6), secs(3))},
@@ -397,7 +397,10 @@ func TestSpillSortedInput(t *testing.T) {
 	big.Select[2].Window.Star = false
 	big.Select[2].Window.Frame = nil
 	big.Select[3].Window.Frame = nil
-	for _, q := range []*messages.WindowQuery{q, big} {
+	// The same with WHERE: the first pass and the cursors filter too.
+	bigWhere := *big
+	bigWhere.Where = []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(0)}}}
+	for _, q := range []*messages.WindowQuery{q, big, &bigWhere} {
 		want, err := RunRecords(context.Background(), q, diffSchema, recs, Options{Grant: 1 << 30})
 		if err != nil {
 			t.Fatal(err)

@@ -35,6 +35,9 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	// Evaluating the buffer's rows takes about half the grant; the buffer
 	// itself (plus one input block), the reader and the writer the rest.
 	perRow := p.memoryPerRow() + 9*int64(len(used))
+	if len(filters) > 0 {
+		perRow += 8 // the row's source row
+	}
 	blockRows := src.Manifest().BlockRows
 	var orderCols []int
 	for _, k := range g.order {
@@ -59,7 +62,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			case c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies:
 				n += 2
 			}
-			cursorMem += n * cursorBytes(p, c, partCols, orderCols, blockRows)
+			cursorMem += n * cursorBytes(p, c, partCols, orderCols, filters, blockRows)
 		}
 	}
 	bufRows := int((o.Budget.Limit() - o.Budget.InUse() - cursorMem) / 2 / perRow)
@@ -148,10 +151,23 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		}
 		return nil
 	}
-	var bufSrc int64 // source row of buffer row 0 (without filters)
+	// Source rows of the buffer's rows, for a first pass or cursors over a
+	// big partition to start where it does: without filters, row 0's is
+	// bufSrc and the rest follow; with filters each row's is in srcRows.
+	var bufSrc, srcNext int64
+	var srcRows []int64
 	shift := func(k int) {
 		buf.shift(k)
 		bufSrc += int64(k)
+		if len(filters) > 0 {
+			srcRows = srcRows[:copy(srcRows, srcRows[k:])]
+		}
+	}
+	srcOf0 := func() int64 {
+		if len(filters) > 0 {
+			return srcRows[0]
+		}
+		return bufSrc
 	}
 	emit := func(n, from, to int, partPos int64, big bool) error {
 		if stop {
@@ -279,6 +295,12 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 						return "", fmt.Errorf("windower: where: %w", err)
 					}
 					buf.compactTail(start, keep)
+					for _, k := range keep {
+						if k {
+							srcRows = append(srcRows, srcNext)
+						}
+						srcNext++
+					}
 				}
 			}
 		}
@@ -364,10 +386,6 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				needRows = needRows || c.fn == fnPercentRank || c.fn == fnCumeDist
 			}
 			if len(whole) > 0 || len(positional) > 0 || needRows {
-				if len(filters) > 0 {
-					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and whole-partition aggregates or positional functions over it cannot be combined with WHERE on sorted input",
-						ErrUnsupported, buf.n, o.Budget.Limit())
-				}
 				var calls, pick []*call
 				var outs []int
 				for i, out := range p.outputs {
@@ -379,7 +397,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 						pick = append(pick, out.call)
 					}
 				}
-				vals, facts, err := partitionPass(ctx, p, src, used, partCols, bufSrc, buf, calls, pick, o.Budget)
+				vals, facts, err := partitionPass(ctx, p, src, used, partCols, srcOf0(), buf, calls, pick, filters, o.Budget)
 				if err != nil {
 					return "", err
 				}
@@ -390,17 +408,13 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 			}
 			if len(cursored) > 0 {
-				if len(filters) > 0 {
-					return "", fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant, and frames read with cursors over it cannot be combined with WHERE on sorted input",
-						ErrUnsupported, buf.n, o.Budget.Limit())
-				}
 				cursors = map[int]*cursorEval{}
 				for i, c := range cursored {
 					var rows int64 = -1
 					if bigFacts != nil {
 						rows = bigFacts.rows
 					}
-					e, err := newCursorEval(p, g, c, src, partCols, orderCols, bufSrc, buf, rows, o.Budget)
+					e, err := newCursorEval(p, g, c, src, partCols, orderCols, srcOf0(), buf, rows, filters, o.Budget)
 					if err != nil {
 						return "", err
 					}

@@ -23,13 +23,14 @@ func wholeCalls(g *windowGroup) map[*call]bool {
 	return out
 }
 
-// partitionPass reads src from row start for as long as the rows belong
-// to the partition whose keys are those of row 0 of keyRow. It returns
+// partitionPass reads src from row start for as long as the rows that
+// pass filters (WHERE on input that streams sorted) belong to the
+// partition whose keys are those of row 0 of keyRow. It returns
 // the value of every call in calls over it, as one-row vectors, and the
 // partition's facts: its row count and, for each positional call in
 // pick, the argument values at the positions positionalPicks names.
 func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, partCols []int, start int64,
-	keyRow *input, calls, pick []*call, budget *columnar.Budget) ([]*vector, *partitionFacts, error) {
+	keyRow *input, calls, pick []*call, filters []predicate, budget *columnar.Budget) ([]*vector, *partitionFacts, error) {
 	facts := &partitionFacts{picked: map[int]map[int64]*vector{}}
 	wanted := make([][]int64, len(pick))
 	for i, c := range pick {
@@ -77,8 +78,17 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 		if err != nil {
 			return nil, nil, err
 		}
-		from, to := skip, batch.n
+		// The rows before the partition, then those WHERE drops.
+		batch.shift(min(skip, batch.n))
 		skip = 0
+		if len(filters) > 0 {
+			keep, err := evalPredicates(filters, batch.cols, batch.n)
+			if err != nil {
+				return nil, nil, fmt.Errorf("windower: where: %w", err)
+			}
+			batch.compact(keep)
+		}
+		from, to := 0, batch.n
 		for r := from; r < batch.n; r++ {
 			if !sameKeys(batch, r, keyRow, 0, partCols) {
 				to, done = r, true
