@@ -302,6 +302,7 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 			}
 			rows := s.rows[p]
 			prefix := fmt.Sprintf("bench-p%d-", p)
+			var id []byte
 			for i := range count {
 				if ctx.Err() != nil || firstErr.Load() != nil {
 					break
@@ -312,17 +313,18 @@ func (s *state) drive(ctx context.Context, w *walwriter.WAL, n int, load bool) (
 					rows[k] = mutate(s.cfg.Workload, rows[k], rng)
 				}
 				s.seq[p]++
+				id = strconv.AppendUint(append(id[:0], prefix...), s.seq[p], 10)
 				u := walwriter.Update{
-					EventID: prefix + strconv.FormatUint(s.seq[p], 10),
+					EventID: string(id),
 					Table:   Accounts.Name,
 					Key:     s.keys[p][k],
 					Row:     rows[k],
 				}
 				slots <- struct{}{}
 				pending.Add(1)
-				err := w.AppendAsync(u, done)
-				if err != nil {
-					firstErr.CompareAndSwap(nil, &err)
+				if err := w.AppendAsync(u, done); err != nil {
+					first := err // only a failure escapes to the heap
+					firstErr.CompareAndSwap(nil, &first)
 					<-slots
 					pending.Done()
 					break
