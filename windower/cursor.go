@@ -342,16 +342,14 @@ type cursorEval struct {
 	order           []int
 	st              aggState
 	fsum            exactSum
-	// min and max: a monotonic deque from deqHead on, the extreme first
-	// (with an UNBOUNDED PRECEDING start, just the extreme).
-	deq              []cursorEntry
-	deqHead          int
+	// min and max: a monotonic deque, the extreme first (with an
+	// UNBOUNDED PRECEDING start, just the extreme).
+	dq               extremeDeque
 	last             *vector // last_value: the last row the end cursor passed
 	group            int64   // the current row's peer group
 	pos              int64   // the current row's partition position
 	started          bool
 	budget           *columnar.Budget
-	deqReserved      int64
 	rangeDesc, nullF bool   // the first ORDER BY key's direction and NULLS FIRST
 	frame            *frame // the call's frame; for cume_dist, its peers
 	peerStart        int64  // partition position of the current row's peer group
@@ -377,6 +375,7 @@ type cursorEntry struct {
 // rows is the partition's row count, needed by percent_rank and cume_dist.
 func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, rows int64, filters []predicate, budget *columnar.Budget) (*cursorEval, error) {
 	e := &cursorEval{c: c, order: order, budget: budget, pos: -1, frame: &c.frame, rows: rows}
+	e.dq.budget = budget
 	if len(g.order) > 0 {
 		e.rangeDesc, e.nullF = g.order[0].desc, g.order[0].nullsFirst
 	}
@@ -444,8 +443,7 @@ func (e *cursorEval) close() {
 			cur.close()
 		}
 	}
-	e.budget.Release(e.deqReserved)
-	e.deqReserved = 0
+	e.dq.release()
 	if e.pieces != nil {
 		e.pieces.close()
 	}
@@ -691,28 +689,12 @@ func (e *cursorEval) enter(cur *partCursor) error {
 	switch {
 	case (c.fn == fnMin || c.fn == fnMax) && e.frame.start.kind == boundUnboundedPreceding:
 		// Rows never leave: the best so far is the extreme.
-		if len(e.deq) == 0 {
-			e.deq = append(e.deq, cursorEntry{pos: cur.pos, v: oneRow(a, cur.r)})
-		} else if beats(a, cur.r, e.deq[0].v) {
-			e.deq[0] = cursorEntry{pos: cur.pos, v: oneRow(a, cur.r)}
+		if best := e.dq.front(); best == nil || beats(a, cur.r, best) {
+			e.dq.entries = append(e.dq.entries[:0], cursorEntry{pos: cur.pos, v: oneRow(a, cur.r)})
+			e.dq.head = 0
 		}
 	case c.fn == fnMin || c.fn == fnMax:
-		v := oneRow(a, cur.r)
-		// Rows at the back that do not beat the new one can never be the extreme again.
-		for len(e.deq) > e.deqHead && !beats(valueInput(c.fn, e.deq[len(e.deq)-1].v), 0, v) {
-			e.deq = e.deq[:len(e.deq)-1]
-		}
-		if e.deqHead > 0 && len(e.deq) == cap(e.deq) {
-			e.deq = e.deq[:copy(e.deq, e.deq[e.deqHead:])]
-			e.deqHead = 0
-		}
-		e.deq = append(e.deq, cursorEntry{pos: cur.pos, v: v})
-		if need := int64(cap(e.deq)) * 64; need > e.deqReserved {
-			if err := e.budget.Reserve(need - e.deqReserved); err != nil {
-				return fmt.Errorf("windower: min/max window of select item %q over a partition larger than the grant: %w", c.alias, err)
-			}
-			e.deqReserved = need
-		}
+		return e.dq.push(c, a, cur.r, cur.pos)
 	default:
 		addRow(a, cur.r, &e.st, &e.fsum, 1)
 	}
@@ -731,10 +713,7 @@ func (e *cursorEval) leave(cur *partCursor) {
 	}
 	switch {
 	case c.fn == fnMin || c.fn == fnMax:
-		for e.deqHead < len(e.deq) && e.deq[e.deqHead].pos <= cur.pos {
-			e.deq[e.deqHead].v = nil
-			e.deqHead++
-		}
+		e.dq.expire(cur.pos + 1)
 	default:
 		addRow(a, cur.r, &e.st, &e.fsum, -1)
 	}
@@ -863,11 +842,12 @@ func (e *cursorEval) write(out *vector, i, r int) error {
 	}
 	switch {
 	case c.fn == fnMin || c.fn == fnMax:
-		if e.deqHead == len(e.deq) {
+		best := e.dq.front()
+		if best == nil {
 			out.nulls[i] = true
 			return nil
 		}
-		copyRow(out, i, e.deq[e.deqHead].v, 0)
+		copyRow(out, i, best, 0)
 	case len(c.args) > 0 && c.args[0].kind == kindFloat && c.fn != fnCount:
 		if st.cnt == 0 {
 			out.nulls[i] = true
