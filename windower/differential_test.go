@@ -122,7 +122,12 @@ func randomCall(rng *rand.Rand) *messages.WindowCall {
 		w.Filter = []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(2)}}}
 	}
 	if rng.IntN(4) != 0 {
-		w.PartitionBy = []messages.Expr{{Column: "g"}}
+		// Integer keys of small range (g, x: a dense table without a sort),
+		// of large range (t), float, string and multi-column keys (hashed).
+		keys := [][]string{{"g"}, {"g"}, {"x"}, {"t"}, {"f"}, {"s"}, {"g", "s"}, {"s", "f", "x"}}[rng.IntN(8)]
+		for _, k := range keys {
+			w.PartitionBy = append(w.PartitionBy, messages.Expr{Column: k})
+		}
 	}
 	orderCols := []string{"x", "f", "t", "s"}
 	for k := rng.IntN(3); k > 0; k-- {

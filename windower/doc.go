@@ -24,6 +24,19 @@
 //   - everything else (EXCLUDE, float sums over sliding frames): a segment
 //     tree over the partition, O(log n) per row.
 //
+// A group with PARTITION BY but no ORDER BY whose calls are all
+// aggregates over the whole partition (count, sum, avg, min, max, FILTER
+// or not) is not sorted: every row is a peer of every other, so its frame
+// is its partition. Evaluated in memory, one pass numbers the partitions
+// (a dense table indexed by key - min for a single integer-like key whose
+// range is under four times the row count, else an open-addressing hash
+// table over the keys, compared in full; NULL keys form a partition),
+// aggregates accumulate per partition in input order (float sums equal
+// the sorted path's bit for bit), and a second pass writes each row's
+// result. When such a group is the query's last and there is no ORDER BY,
+// the result is in input order; otherwise, without ORDER BY, it is in the
+// last group's (partition, order) order.
+//
 // # Memory and spilling
 //
 // Every buffer is counted against a columnar.Budget of the grant, and so

@@ -261,9 +261,28 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 	var lastPerm []int32
 	var lastOuts map[int]*vector
 	var lastSorted map[int]*vector
+	pt := newPartitioner()
+	var states []aggState
 	for gi, g := range p.groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if unsortedGroup(g) && !(o.InputSorted && len(p.groups) == 1) {
+			// Whole-partition aggregates without ORDER BY: no sort, the
+			// results are in input order.
+			outs, parts, err := evalUnsortedGroup(g, in, pt, &states, reserve)
+			if err != nil {
+				return nil, err
+			}
+			stats.Partitions += int64(parts)
+			if gi == len(p.groups)-1 && len(p.orderBy) == 0 {
+				lastPerm, lastOuts, lastSorted = nil, outs, nil
+				break
+			}
+			for item, v := range outs {
+				results[item] = v
+			}
+			continue
 		}
 		keys := make([]sortedKey, 0, len(g.partition)+len(g.order))
 		var partVecs, orderVecs []*vector
