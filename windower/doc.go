@@ -30,7 +30,9 @@
 // is its partition. Evaluated in memory, one pass numbers the partitions
 // (a dense table indexed by key - min for a single integer-like key whose
 // range is under four times the row count, else an open-addressing hash
-// table over the keys, compared in full; NULL keys form a partition),
+// table over the keys, compared in full; NULL keys form a partition;
+// numeric keys with more than one partition per eight rows are sorted
+// after all, which is then cheaper),
 // aggregates accumulate per partition in input order (float sums equal
 // the sorted path's bit for bit), and a second pass writes each row's
 // result. When such a group is the query's last and there is no ORDER BY,

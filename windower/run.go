@@ -274,15 +274,17 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 			if err != nil {
 				return nil, err
 			}
-			stats.Partitions += int64(parts)
-			if gi == len(p.groups)-1 && len(p.orderBy) == 0 {
-				lastPerm, lastOuts, lastSorted = nil, outs, nil
-				break
+			if outs != nil {
+				stats.Partitions += int64(parts)
+				if gi == len(p.groups)-1 && len(p.orderBy) == 0 {
+					lastPerm, lastOuts, lastSorted = nil, outs, nil
+					break
+				}
+				for item, v := range outs {
+					results[item] = v
+				}
+				continue
 			}
-			for item, v := range outs {
-				results[item] = v
-			}
-			continue
 		}
 		keys := make([]sortedKey, 0, len(g.partition)+len(g.order))
 		var partVecs, orderVecs []*vector

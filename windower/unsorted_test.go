@@ -24,9 +24,11 @@ func TestPartitionIDs(t *testing.T) {
 		{"dense", []*vector{ints([]int64{5, 3, 5, 4, 3}, nil)}, []int32{0, 1, 0, 2, 1}, true},
 		{"dense with NULLs", []*vector{ints([]int64{5, 0, 5, 0}, []bool{false, true, false, true})}, []int32{0, 1, 0, 1}, true},
 		{"all NULL", []*vector{ints([]int64{0, 0}, []bool{true, true})}, []int32{0, 0}, true},
-		{"wide range hashed", []*vector{ints([]int64{math.MinInt64, math.MaxInt64, 7, math.MaxInt64}, nil)}, []int32{0, 1, 2, 1}, false},
-		{"floats", []*vector{{kind: kindFloat, floats: []float64{0, math.Copysign(0, -1), nan, 1.5, nan, 2}, nulls: []bool{false, false, false, false, false, true}}},
-			[]int32{0, 0, 1, 2, 1, 3}, false},
+		{"wide range hashed", []*vector{ints(repeat([]int64{math.MinInt64, math.MaxInt64, 7, math.MaxInt64}, 8), nil)},
+			repeat([]int32{0, 1, 2, 1}, 8), false},
+		{"floats", []*vector{{kind: kindFloat, floats: repeat([]float64{0, math.Copysign(0, -1), nan, 1.5, nan, 2}, 8),
+			nulls: repeat([]bool{false, false, false, false, false, true}, 8)}},
+			repeat([]int32{0, 0, 1, 2, 1, 3}, 8), false},
 		{"strings", []*vector{{kind: kindString, strs: []string{"b", "a", "", "b", ""}, nulls: []bool{false, false, true, false, false}}},
 			[]int32{0, 1, 2, 0, 3}, false},
 		{"two columns", []*vector{ints([]int64{1, 1, 2, 1}, nil), {kind: kindString, strs: []string{"x", "y", "x", "x"}}},
@@ -42,7 +44,10 @@ func TestPartitionIDs(t *testing.T) {
 			if pt.isDense != c.dense {
 				t.Errorf("dense table: %v, want %v", pt.isDense, c.dense)
 			}
-			ids, parts := pt.partitionIDs(c.keys, n)
+			ids, parts, ok := pt.partitionIDs(c.keys, n)
+			if !ok {
+				t.Fatalf("gave up on %d rows", n)
+			}
 			wantParts := 0
 			for i, w := range c.want {
 				wantParts = max(wantParts, int(w)+1)
@@ -54,6 +59,39 @@ func TestPartitionIDs(t *testing.T) {
 				t.Errorf("%d partitions, want %d", parts, wantParts)
 			}
 		})
+	}
+}
+
+func repeat[T any](xs []T, times int) []T {
+	var out []T
+	for range times {
+		out = append(out, xs...)
+	}
+	return out
+}
+
+// Hashed numeric keys with more than one partition per hashGiveUp rows
+// are left to the sort.
+func TestPartitionIDsGiveUp(t *testing.T) {
+	const n = 64
+	xs := make([]int64, n)
+	for i := range xs {
+		xs[i] = int64(i) << 40 // too wide for the dense table
+	}
+	pt := newPartitioner()
+	keys := []*vector{{kind: kindInt, ints: xs}}
+	pt.prepare(keys, n)
+	if _, _, ok := pt.partitionIDs(keys, n); ok {
+		t.Errorf("%d distinct wide integer keys in %d rows were hashed", n, n)
+	}
+	strs := &vector{kind: kindString, strs: make([]string, n)}
+	for i := range strs.strs {
+		strs.strs[i] = string(rune('A' + i))
+	}
+	keys = []*vector{{kind: kindInt, ints: xs}, strs}
+	pt.prepare(keys, n)
+	if _, parts, ok := pt.partitionIDs(keys, n); !ok || parts != n {
+		t.Errorf("string keys: %d partitions, ok %v; want %d, true", parts, ok, n)
 	}
 }
 
