@@ -1,9 +1,7 @@
 package messages
 
 import (
-	"encoding/hex"
 	"errors"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -77,26 +75,7 @@ func TestAPIRoundTrip(t *testing.T) {
 func TestAPIGolden(t *testing.T) {
 	for name, m := range apiSamples() {
 		t.Run(name, func(t *testing.T) {
-			data, err := Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join("testdata", "api", name+".hex")
-			if os.Getenv("STRATA_UPDATE_GOLDEN") != "" {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(hex.EncodeToString(data)+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (STRATA_UPDATE_GOLDEN=1 writes it): %v", err)
-			}
-			if got := hex.EncodeToString(data); got != strings.TrimSpace(string(want)) {
-				t.Fatalf("wire bytes changed:\n got %s\nwant %s", got, want)
-			}
+			checkGolden(t, filepath.Join("testdata", "api", name+".hex"), m)
 		})
 	}
 }

@@ -1,8 +1,6 @@
 package messages
 
 import (
-	"encoding/hex"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -36,28 +34,9 @@ func jobSamples() map[string]Message {
 func TestJobsGolden(t *testing.T) {
 	for name, m := range jobSamples() {
 		t.Run(name, func(t *testing.T) {
-			data, err := Marshal(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			path := filepath.Join("testdata", "jobs", name+".hex")
-			if os.Getenv("STRATA_UPDATE_GOLDEN") != "" {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(hex.EncodeToString(data)+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (STRATA_UPDATE_GOLDEN=1 writes it): %v", err)
-			}
-			if got := hex.EncodeToString(data); got != strings.TrimSpace(string(want)) {
-				t.Fatalf("wire bytes changed:\n got %s\nwant %s", got, want)
-			}
+			want := checkGolden(t, filepath.Join("testdata", "jobs", name+".hex"), m)
 			// The golden bytes decode to the sample.
-			raw, _ := hex.DecodeString(strings.TrimSpace(string(want)))
+			raw := want
 			got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Message)
 			if err := Unmarshal(raw, got); err != nil {
 				t.Fatal(err)

@@ -102,29 +102,17 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 	case *array.Int64:
 		v.ints = append(v.ints, a.Int64Values()...)
 	case *array.Int32:
-		for _, x := range a.Int32Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Int32Values())
 	case *array.Int16:
-		for _, x := range a.Int16Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Int16Values())
 	case *array.Int8:
-		for _, x := range a.Int8Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Int8Values())
 	case *array.Uint8:
-		for _, x := range a.Uint8Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Uint8Values())
 	case *array.Uint16:
-		for _, x := range a.Uint16Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Uint16Values())
 	case *array.Uint32:
-		for _, x := range a.Uint32Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Uint32Values())
 	case *array.Uint64:
 		for i, x := range a.Uint64Values() {
 			if x > math.MaxInt64 && a.IsValid(i) {
@@ -133,19 +121,13 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 			v.ints = append(v.ints, int64(x))
 		}
 	case *array.Date32:
-		for _, x := range a.Date32Values() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.Date32Values())
 	case *array.Timestamp:
-		for _, x := range a.TimestampValues() {
-			v.ints = append(v.ints, int64(x))
-		}
+		v.ints = appendWidened(v.ints, a.TimestampValues())
 	case *array.Float64:
 		v.floats = append(v.floats, a.Float64Values()...)
 	case *array.Float32:
-		for _, x := range a.Float32Values() {
-			v.floats = append(v.floats, float64(x))
-		}
+		v.floats = appendWidened(v.floats, a.Float32Values())
 	case *array.String:
 		for i := 0; i < n; i++ {
 			v.strs = append(v.strs, a.Value(i))
@@ -311,4 +293,12 @@ func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 		}
 	}
 	return b.NewArray()
+}
+
+// appendWidened appends src to dst, converting each value to dst's wider type.
+func appendWidened[D int64 | float64, S ~int8 | ~int16 | ~int32 | ~int64 | ~uint8 | ~uint16 | ~uint32 | ~float32](dst []D, src []S) []D {
+	for _, x := range src {
+		dst = append(dst, D(x))
+	}
+	return dst
 }

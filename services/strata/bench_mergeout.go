@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -192,12 +191,12 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 	cases := make([]mergeoutCase, len(cfg.grants))
 	floor, floorCPU := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for rep := range cfg.repeat {
-		cpu0 := mergeoutProcessCPU()
+		cpu0 := processCPU()
 		f, err := codecFloor(ctx, dirs, filepath.Join(data, "floor"), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("codec floor: %w", err)
 		}
-		floor, floorCPU = min(floor, f), min(floorCPU, mergeoutProcessCPU()-cpu0)
+		floor, floorCPU = min(floor, f), min(floorCPU, processCPU()-cpu0)
 		for j := range cfg.grants {
 			// Alternate the order of the grants between repeats, so that no
 			// grant always runs right after the codec floor's writes.
@@ -206,12 +205,12 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 				i = len(cfg.grants) - 1 - j
 			}
 			grant := cfg.grants[i]
-			cpu0 := mergeoutProcessCPU()
+			cpu0 := processCPU()
 			st, err := benchMerge(ctx, cfg, dirs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
 			if err != nil {
 				return nil, fmt.Errorf("merge with grant %s: %w", bytesize.Format(grant), err)
 			}
-			cpu := (mergeoutProcessCPU() - cpu0).Seconds()
+			cpu := (processCPU() - cpu0).Seconds()
 			if rep > 0 {
 				cases[i].CPUSeconds = min(cases[i].CPUSeconds, cpu)
 				if st.Duration.Seconds() >= cases[i].Seconds {
@@ -239,15 +238,6 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 		cases[i].FloorRatio = cases[i].Seconds / floor.Seconds()
 	}
 	return cases, nil
-}
-
-// mergeoutProcessCPU returns the user and system CPU time the process has used.
-func mergeoutProcessCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // benchMerge runs one merge into outDir and removes the output.

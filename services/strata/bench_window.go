@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -219,7 +218,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 			return windowResult{}, err
 		}
 	}
-	cpu0 := benchWindowCPU()
+	cpu0 := processCPU()
 	start := time.Now()
 	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp})
 	if err != nil {
@@ -239,7 +238,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 		rec.Release()
 	}
 	elapsed := time.Since(start)
-	cpu := benchWindowCPU() - cpu0
+	cpu := processCPU() - cpu0
 	if prof != nil {
 		pprof.StopCPUProfile()
 	}
@@ -330,13 +329,4 @@ func generateWindowTable(dir, name string, rows int, seed uint64) error {
 	}
 	_, err = w.Commit()
 	return err
-}
-
-// benchWindowCPU returns the user+system CPU time the process has used.
-func benchWindowCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
