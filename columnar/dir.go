@@ -66,6 +66,21 @@ func Remove(dir string) error {
 	return nil
 }
 
+// tempPrefix is the name prefix of the temporary directories a Writer of
+// the container at dir works in, beside dir, until Commit renames one to dir.
+func tempPrefix(dir string) string { return "." + filepath.Base(dir) + ".tmp-" }
+
+// TempDirs lists the temporary directories that writes of the container at
+// dir left beside it: a writer still at work, or one that died before
+// Commit. Deciding which are stale is the caller's.
+func TempDirs(dir string) ([]string, error) {
+	dirs, err := filepath.Glob(filepath.Join(filepath.Dir(dir), tempPrefix(dir)+"*"))
+	if err != nil {
+		return nil, fmt.Errorf("temporary directories of %s: %w", dir, err)
+	}
+	return dirs, nil
+}
+
 // RemoveTemp deletes the temporary directories unfinished writes and
 // removals left under a projection (after a crash). Call it only when no
 // writer of the projection is running.

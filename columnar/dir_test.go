@@ -21,6 +21,12 @@ func TestListRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = w
+	if tmps, err := TempDirs(ContainerDir(data, "t", "p", "c9999")); err != nil || len(tmps) != 1 {
+		t.Fatalf("temp dirs of c9999: %v %v", tmps, err)
+	}
+	if tmps, err := TempDirs(ContainerDir(data, "t", "p", "c0000")); err != nil || len(tmps) != 0 {
+		t.Fatalf("temp dirs of c0000: %v %v", tmps, err)
+	}
 	ids, err := List(data, "t", "p")
 	if err != nil || !slices.Equal(ids, []string{"c0000", "c0001", "c0002"}) {
 		t.Fatalf("list: %v %v", ids, err)

@@ -105,7 +105,7 @@ func Create(dir string, opts WriterOptions) (*Writer, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return nil, fmt.Errorf("create container %s: %w", dir, err)
 	}
-	w.tmp, err = os.MkdirTemp(parent, "."+filepath.Base(w.dir)+".tmp-")
+	w.tmp, err = os.MkdirTemp(parent, tempPrefix(w.dir))
 	if err != nil {
 		return nil, fmt.Errorf("create container %s: %w", dir, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/strata-db/strata/columnar"
@@ -126,8 +125,11 @@ func onDisk(m *columnar.Manifest) int64 {
 // after losing its lease. Once the output is committed every one goes; a
 // worker still writing one fails, and its retry finds the output committed.
 func (m *mergeout) removeTemp(outDir string, minAge time.Duration) {
-	pattern := filepath.Join(filepath.Dir(outDir), "."+filepath.Base(outDir)+".tmp-*")
-	matches, _ := filepath.Glob(pattern)
+	matches, err := columnar.TempDirs(outDir)
+	if err != nil {
+		m.log.Warn("list temporary containers", "err", err)
+		return
+	}
 	for _, dir := range matches {
 		fi, err := os.Stat(dir)
 		if err != nil || time.Since(fi.ModTime()) < minAge {
