@@ -240,7 +240,9 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 		if err != nil {
 			return nil, fmt.Errorf("windower: where: %w", err)
 		}
-		var idx []int32
+		// A gather, not compact: in may be a view of a buffer that
+		// outlives this evaluation. idx is never nil (nil means all rows).
+		idx := make([]int32, 0, in.n)
 		for i, k := range keep {
 			if k {
 				idx = append(idx, int32(i))
