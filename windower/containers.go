@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -53,6 +54,7 @@ func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Optio
 	if err != nil {
 		return nil, err
 	}
+	p.measureStrings(cs)
 	var rows int64
 	for _, c := range cs {
 		rows += c.Rows()
@@ -72,6 +74,105 @@ func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Optio
 	return evaluate(ctx, p, in, o)
 }
 
+// measureStrings sets p.strBytes from the containers' manifests: the
+// uncompressed bytes of each string column's blocks less their offsets,
+// per row (rounded up). A vector holds a copy of those bytes.
+func (p *plan) measureStrings(cs []*columnar.Container) {
+	var rows int64
+	raw := make([]int64, len(p.usedCols))
+	for _, c := range cs {
+		m := c.Manifest()
+		rows += m.Rows
+		for i, f := range m.Files {
+			if i >= len(raw) || p.schema.kinds[i] != kindString {
+				continue
+			}
+			for _, b := range f.Blocks {
+				raw[i] += b.RawBytes
+			}
+			raw[i] -= 4 * (m.Rows + int64(len(f.Blocks)))
+		}
+	}
+	p.strBytes = make([]int64, len(p.usedCols))
+	if rows == 0 {
+		return
+	}
+	for i, n := range raw {
+		if n > 0 {
+			p.strBytes[i] = (n + rows - 1) / rows
+		}
+	}
+}
+
+// colBytes is the memory per row of input column c in evaluation form.
+func (p *plan) colBytes(c int) int64 {
+	n := kindBytes(p.schema.kinds[c])
+	if p.strBytes != nil {
+		n += p.strBytes[c]
+	}
+	return n
+}
+
+// maxBlockBytes is the most memory reading one block of the columns cols
+// of any of the containers takes: its compressed and decoded buffers.
+func maxBlockBytes(cs []*columnar.Container, cols []int) int64 {
+	var most int64
+	for _, c := range cs {
+		m := c.Manifest()
+		for b := range m.Blocks {
+			var n int64
+			for _, col := range cols {
+				if col < len(m.Files) && b < len(m.Files[col].Blocks) {
+					fb := m.Files[col].Blocks[b]
+					n += fb.RawBytes + fb.Length
+				}
+			}
+			most = max(most, n)
+		}
+	}
+	return most
+}
+
+// stringCap is the string bytes a buffer of bufRows rows may hold: what
+// memoryPerRow counts for bufRows rows' strings (the input's and the
+// results' copies), shared by the buffer and each string result.
+func (p *plan) stringCap(bufRows int) int64 {
+	if p.strBytes == nil {
+		return math.MaxInt64
+	}
+	var perRow int64
+	copies := int64(1)
+	for c, used := range p.usedCols {
+		if used {
+			perRow += p.strBytes[c]
+		}
+	}
+	for _, o := range p.outputs {
+		if b := p.outputStrBytes(o); b > 0 {
+			perRow += b
+			copies++
+		}
+	}
+	if perRow == 0 {
+		return math.MaxInt64
+	}
+	return int64(bufRows) * perRow / copies
+}
+
+// stringBytes is the bytes of the string values of rows [from, to) of in.
+func stringBytes(in *input, from, to int) int64 {
+	var n int64
+	for _, v := range in.cols {
+		if v == nil || v.kind != kindString {
+			continue
+		}
+		for _, s := range v.strs[from:to] {
+			n += int64(len(s))
+		}
+	}
+	return n
+}
+
 // memoryPerRow estimates the bytes per input row the in-memory evaluation
 // holds at its peak: input columns, sort buffers, sorted keys and
 // arguments, outputs, and the result's Arrow columns.
@@ -79,7 +180,7 @@ func (p *plan) memoryPerRow() int64 {
 	var n int64
 	for c, used := range p.usedCols {
 		if used {
-			n += kindBytes(p.schema.kinds[c])
+			n += p.colBytes(c)
 		}
 	}
 	n += 4 + 8 + 8 + 4 + 2 // permutation, radix keys and scratch, boundary flags
@@ -97,9 +198,36 @@ func (p *plan) memoryPerRow() int64 {
 		if o.expr != nil {
 			n += 2 * (kindBytes(o.expr.kind) + 1)
 		}
-		n += 9 // Arrow result column
+		n += 9 + p.outputStrBytes(o) // Arrow result column
 	}
 	return n
+}
+
+// outputStrBytes is the string bytes per row of output o's Arrow column:
+// those of the input column it passes on (as it is or through a window
+// function such as first_value or lag); 0 for other outputs.
+func (p *plan) outputStrBytes(o outputCol) int64 {
+	if p.strBytes == nil {
+		return 0
+	}
+	e := o.expr
+	if o.call != nil {
+		if o.call.outKind != kindString || len(o.call.args) == 0 {
+			return 0
+		}
+		e = o.call.args[0]
+	}
+	if e == nil || e.kind != kindString {
+		return 0
+	}
+	if e.col >= 0 {
+		return p.strBytes[e.col]
+	}
+	var most int64 // an expression over strings: as long as the longest
+	for _, b := range p.strBytes {
+		most = max(most, b)
+	}
+	return most
 }
 
 func kindBytes(k kind) int64 {
@@ -174,9 +302,9 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows
 	// The reservation counted only what is allocated so far; count full size.
 	budget.Release(in.reserved)
 	in.reserved = 0
-	for _, v := range in.cols {
+	for c, v := range in.cols {
 		if v != nil {
-			in.reserved += (kindBytes(v.kind)) * rows
+			in.reserved += p.colBytes(c) * rows
 		}
 	}
 	if err := budget.Reserve(in.reserved); err != nil {

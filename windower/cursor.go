@@ -161,7 +161,7 @@ func cursorColumns(c *call, part, order []int, filters []predicate, ncols int) [
 func cursorBytes(p *plan, c *call, part, order []int, filters []predicate, blockRows int) int64 {
 	var n int64
 	for _, col := range cursorColumns(c, part, order, filters, len(p.usedCols)) {
-		n += kindBytes(p.schema.kinds[col])
+		n += p.colBytes(col)
 	}
 	return n * int64(blockRows)
 }

@@ -60,6 +60,7 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 		if sp, err = compile(aug, p.schema.schema); err != nil {
 			return nil, fmt.Errorf("windower: plan carrying ORDER BY columns: %w", err)
 		}
+		sp.strBytes = p.strBytes
 	}
 	var stages []*messages.WindowQuery
 	if len(p.groups) > 0 {
@@ -85,6 +86,7 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 		if err != nil {
 			return nil, fmt.Errorf("windower: plan of stage %d: %w", k+1, err)
 		}
+		sp.measureStrings(inputs)
 		so := o
 		so.InputSorted = len(inputs) == 1 && len(sp.groups) == 1 && sortedFor(inputs[0].SortKey(), sp.groups[0])
 		dir := filepath.Join(tmp, fmt.Sprintf("stage-%d", k+1))
@@ -271,6 +273,7 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, o Options,
 		if splan, err = compile(q2, src.Schema()); err != nil {
 			return "", fmt.Errorf("windower: plan over sorted runs: %w", err)
 		}
+		splan.measureStrings([]*columnar.Container{src})
 	}
 	return streamSorted(ctx, splan, src, filters, dir, o, st)
 }
@@ -325,9 +328,12 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 	perRow := p.memoryPerRow() + int64(len(computed))*9 + int64(len(used))*18
 	// Sorting and writing a run takes about half the grant; the chunk
 	// buffer (a run plus one input block) and the reader the rest.
-	runRows := int((o.Budget.Limit() - o.Budget.InUse()) / 2 / perRow)
+	// The reader holds a block of every used column besides.
+	block := maxBlockBytes(cs, used)
+	runRows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 2 / perRow)
 	if runRows < 1024 {
-		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run", ErrGrantTooSmall, o.Budget.Limit(), runRows)
+		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run (%d bytes a row, input blocks of up to %d bytes)",
+			ErrGrantTooSmall, o.Budget.Limit(), max(runRows, 0), perRow, block)
 	}
 	var runs []string
 	var s sorter
@@ -356,7 +362,7 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 		perm := s.sortPerm(sk, n, nil)
 		dir := filepath.Join(tmp, fmt.Sprintf("run-%06d", len(runs)))
 		w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
-			Schema: runSchema, SortKey: runKey, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: runBlockRows})
+			Schema: runSchema, SortKey: runKey, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(computed)), o.Budget.Limit())})
 		if err != nil {
 			return fmt.Errorf("windower: spill run: %w", err)
 		}
@@ -447,17 +453,17 @@ func rewriteForRuns(p *plan, keyNames []string) *messages.WindowQuery {
 }
 
 // readChunks reads the used columns of the containers in chunks of at
-// most chunkRows rows and calls fn with each.
+// most chunkRows rows, and of no more string bytes than chunkRows rows of
+// the input's average hold, and calls fn with each. A block is cut where
+// a chunk fills, so the buffer holds chunkRows rows and no more.
 func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []int, chunkRows int, budget *columnar.Budget, fn func(*input) error) error {
-	blockRows := 0
-	for _, c := range cs {
-		blockRows = max(blockRows, c.Manifest().BlockRows)
-	}
-	in, reserved, err := reserveBuffer(p, chunkRows+blockRows, budget)
+	in, reserved, err := reserveBuffer(p, chunkRows, budget)
 	if err != nil {
 		return err
 	}
 	defer budget.Release(reserved)
+	strCap := p.stringCap(chunkRows)
+	var strHeld int64
 	for _, c := range cs {
 		br, err := c.OpenColumns(used)
 		if err != nil {
@@ -476,19 +482,30 @@ func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []i
 				br.Close()
 				return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 			}
-			err = in.appendRecord(rec, used)
-			rec.Release()
-			if err != nil {
-				br.Close()
-				return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
-			}
-			if in.n >= chunkRows {
-				if err := fn(in); err != nil {
+			for off := int64(0); off < rec.NumRows(); {
+				take := min(rec.NumRows()-off, int64(chunkRows-in.n))
+				part := rec.NewSlice(off, off+take)
+				start := in.n
+				err = in.appendRecord(part, used)
+				part.Release()
+				if err != nil {
+					rec.Release()
 					br.Close()
-					return err
+					return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 				}
-				in.reset()
+				off += take
+				strHeld += stringBytes(in, start, in.n)
+				if in.n >= chunkRows || strHeld > strCap {
+					if err := fn(in); err != nil {
+						rec.Release()
+						br.Close()
+						return err
+					}
+					in.reset()
+					strHeld = 0
+				}
 			}
+			rec.Release()
 		}
 		if err := br.Close(); err != nil {
 			return err
@@ -502,7 +519,7 @@ func reserveBuffer(p *plan, capacity int, budget *columnar.Budget) (*input, int6
 	var perRow int64
 	for c, u := range p.usedCols {
 		if u {
-			perRow += kindBytes(p.schema.kinds[c])
+			perRow += p.colBytes(c)
 		}
 	}
 	n := perRow * int64(capacity)
@@ -664,6 +681,29 @@ func (in *input) view(from, to int) *input {
 	return out
 }
 
-// runBlockRows is the block size of sorted runs: small blocks keep the
-// merge's memory (a block per input and column) low.
+// runBlockRows is the largest block size of the containers the windower
+// spills (sorted runs, stage results): small blocks keep the merge's
+// memory (a block per input and column) low.
 const runBlockRows = 8192
+
+// spillBlockRows is the block size of a spilled container whose rows are
+// about rowBytes each, under grant: runBlockRows, fewer for wide rows
+// (long strings), so that a block of every column takes at most 1/64 of
+// the grant and the merge of the runs holds a block per run and column
+// within it. Never below 64 rows.
+func spillBlockRows(rowBytes, grant int64) int {
+	rows := grant / 64 / max(1, rowBytes)
+	return int(min(max(rows, 64), runBlockRows))
+}
+
+// rowBytes estimates the bytes of one row of the query's input columns
+// and outputs, for sizing spilled blocks.
+func (p *plan) rowBytes() int64 {
+	n := 9 * int64(len(p.outputs))
+	for c, u := range p.usedCols {
+		if u {
+			n += p.colBytes(c)
+		}
+	}
+	return n
+}

@@ -149,8 +149,11 @@ type plan struct {
 	orderByOut []int
 	limit      int64
 	usedCols   []bool // input columns the query reads
-	source     *messages.WindowQuery
-	outSchema  *arrow.Schema
+	// strBytes is, by input column, the string bytes per row measured in
+	// the input (measureStrings; nil: none measured), for sizing buffers.
+	strBytes  []int64
+	source    *messages.WindowQuery
+	outSchema *arrow.Schema
 }
 
 // compile validates q against schema and compiles it. Every error is

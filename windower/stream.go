@@ -65,9 +65,11 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			cursorMem += n * cursorBytes(p, c, partCols, orderCols, filters, blockRows)
 		}
 	}
-	bufRows := int((o.Budget.Limit() - o.Budget.InUse() - cursorMem) / 2 / perRow)
+	block := maxBlockBytes([]*columnar.Container{src}, used) // the reader's
+	bufRows := int((o.Budget.Limit() - o.Budget.InUse() - cursorMem - block) / 2 / perRow)
 	if bufRows < 1024 || bufRows < 4*(halo.before+halo.after+1) {
-		return "", fmt.Errorf("%w: a %d-byte grant buffers only %d rows", ErrGrantTooSmall, o.Budget.Limit(), bufRows)
+		return "", fmt.Errorf("%w: a %d-byte grant buffers only %d rows (%d bytes a row, input blocks of up to %d bytes)",
+			ErrGrantTooSmall, o.Budget.Limit(), max(bufRows, 0), perRow, block)
 	}
 	buf, reserved, err := reserveBuffer(p, bufRows+blockRows, o.Budget)
 	if err != nil {
@@ -77,7 +79,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 
 	outDir := filepath.Join(tmp, "result")
 	w, err := columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
-		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: runBlockRows})
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes(), o.Budget.Limit())})
 	if err != nil {
 		return "", fmt.Errorf("windower: result container: %w", err)
 	}
@@ -156,7 +158,14 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	// bufSrc and the rest follow; with filters each row's is in srcRows.
 	var bufSrc, srcNext int64
 	var srcRows []int64
+	// The buffer is full at bufRows rows, or earlier when its strings
+	// (and their copies in the results) pass what bufRows rows of the
+	// input's average take: sorted input clusters long strings together.
+	var strHeld int64
+	strCap := p.stringCap(bufRows)
+	minRows := 4 * (halo.before + halo.after + 1)
 	shift := func(k int) {
+		strHeld -= stringBytes(buf, 0, k)
 		buf.shift(k)
 		bufSrc += int64(k)
 		if len(filters) > 0 {
@@ -302,6 +311,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 						srcNext++
 					}
 				}
+				strHeld += stringBytes(buf, start, buf.n)
 			}
 		}
 		// Find partition starts among the new rows.
@@ -317,7 +327,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			}
 		}
 		scanned = buf.n
-		full := buf.n >= bufRows
+		full := buf.n >= bufRows || (strHeld > strCap && buf.n >= minRows)
 		if !full && !eof {
 			continue
 		}
@@ -367,6 +377,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 				}
 			}
 			buf.reset()
+			strHeld = 0
 		case lastStart > 0:
 			if err := emit(lastStart, 0, lastStart, 0, false); err != nil {
 				return "", err

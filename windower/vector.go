@@ -47,6 +47,9 @@ type vector struct {
 	floats []float64
 	strs   []string
 	nulls  []bool
+	// payload is the bytes of string values appendArrow copied for this
+	// vector (gathered copies share them and count none).
+	payload int64
 }
 
 func (v *vector) len() int {
@@ -63,8 +66,7 @@ func (v *vector) isNull(i int) bool { return v.nulls != nil && v.nulls[i] }
 
 // bytes is the memory the vector holds, for the budget.
 func (v *vector) bytes() int64 {
-	n := int64(len(v.ints))*8 + int64(len(v.floats))*8 + int64(len(v.strs))*16 + int64(len(v.nulls))
-	return n
+	return int64(len(v.ints))*8 + int64(len(v.floats))*8 + int64(len(v.strs))*16 + int64(len(v.nulls)) + v.payload
 }
 
 // kindOf maps an Arrow type to its evaluation kind.
@@ -129,21 +131,17 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 	case *array.Float32:
 		v.floats = appendWidened(v.floats, a.Float32Values())
 	case *array.String:
-		for i := 0; i < n; i++ {
-			v.strs = append(v.strs, a.Value(i))
-		}
+		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.payload += int64(len(a.ValueBytes()))
 	case *array.LargeString:
-		for i := 0; i < n; i++ {
-			v.strs = append(v.strs, a.Value(i))
-		}
+		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.payload += int64(len(a.ValueBytes()))
 	case *array.Binary:
-		for i := 0; i < n; i++ {
-			v.strs = append(v.strs, string(a.Value(i)))
-		}
+		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.payload += int64(len(a.ValueBytes()))
 	case *array.LargeBinary:
-		for i := 0; i < n; i++ {
-			v.strs = append(v.strs, string(a.Value(i)))
-		}
+		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.payload += int64(len(a.ValueBytes()))
 	case *array.Boolean:
 		for i := 0; i < n; i++ {
 			b := int64(0)
@@ -156,6 +154,29 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 		return fmt.Errorf("%w: column type %s", ErrUnsupported, arr.DataType())
 	}
 	return nil
+}
+
+// appendStrings appends the n values of a utf8 array (its offsets and
+// value bytes) to strs. The bytes are copied first, once for the whole
+// array: an array's buffers go back to the allocator when it is released
+// (the recycler hands them out again for the next block), and a string
+// must not outlive the memory it points into.
+func appendStrings[O int32 | int64](strs []string, offsets []O, data []byte, n int) []string {
+	if n == 0 {
+		return strs
+	}
+	base := offsets[0]
+	buf := make([]byte, int(offsets[n]-base))
+	copy(buf, data)
+	for i := 0; i < n; i++ {
+		lo, hi := offsets[i]-base, offsets[i+1]-base
+		if lo == hi {
+			strs = append(strs, "")
+			continue
+		}
+		strs = append(strs, unsafe.String(&buf[lo], int(hi-lo)))
+	}
+	return strs
 }
 
 // gather returns v's rows in the order perm (nil: v itself), reusing dst's storage.
@@ -249,6 +270,12 @@ func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 	case arrow.STRING:
 		b := array.NewStringBuilder(mem)
 		defer b.Release()
+		var total int
+		for _, x := range v.strs {
+			total += len(x)
+		}
+		b.Reserve(n) // exact sizes: the builder would grow by doubling
+		b.ReserveData(total)
 		b.AppendValues(v.strs, validBytes())
 		return b.NewArray()
 	}
