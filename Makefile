@@ -6,7 +6,7 @@ FUZZTIME ?= 20s
 BENCHFLAGS ?=
 BENCHTIME ?= 1s
 
-.PHONY: help build test test-race demo local bench bench-deps bench-go lint fuzz clean
+.PHONY: help build test test-poison test-race demo local bench bench-deps bench-go lint fuzz clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,9 +17,17 @@ build: ## build every binary into ./bin
 		if [ -d services/$$b ]; then $(GO) build -o $(BIN)/$$b ./services/$$b || exit 1; fi; \
 	done
 
-test: build ## run every test (unit, crash, integration)
+# The engine suites again with freed memory poisoned (columnar.Poison), so
+# a value left pointing into a released buffer reads as garbage at once.
+POISONED := ./columnar/... ./merger/... ./windower/...
+
+test: build ## run every test (unit, crash, integration), then the engine suites with freed memory poisoned
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 14m ./...
+	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)
+
+test-poison: ## the engine suites with freed memory poisoned
+	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)
 
 test-race: ## run the unit tests with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...

@@ -43,13 +43,18 @@ func (b *Budget) Allocate(size int) []byte {
 func (b *Budget) Reallocate(size int, old []byte) []byte {
 	oldLen := int64(len(old))
 	buf := b.parent.Reallocate(size, old)
+	if len(old) > 0 && (len(buf) == 0 || &buf[0] != &old[0]) {
+		Poison(old[:cap(old)]) // moved: the old buffer is free
+	}
 	b.grow(int64(len(buf)) - oldLen)
 	return buf
 }
 
-// Free implements memory.Allocator.
+// Free implements memory.Allocator. Built with the strata_poison tag it
+// poisons buf first (see Poison).
 func (b *Budget) Free(buf []byte) {
 	n := int64(len(buf))
+	Poison(buf)
 	b.parent.Free(buf)
 	b.inUse.Add(-n)
 }

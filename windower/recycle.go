@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
 )
 
 // recycler is a memory.Allocator that keeps a few freed buffers for the
@@ -50,10 +51,13 @@ func (r *recycler) Reallocate(size int, b []byte) []byte {
 	return r.parent.Reallocate(size, b)
 }
 
-// Free implements memory.Allocator.
+// Free implements memory.Allocator. Built with the strata_poison tag a
+// pooled buffer is poisoned (see columnar.Poison), as the parent poisons
+// the others.
 func (r *recycler) Free(b []byte) {
 	r.mu.Lock()
 	if r.keep && len(r.pool) < maxPooled && len(b) > 0 {
+		columnar.Poison(b)
 		r.pool = append(r.pool, b)
 		r.mu.Unlock()
 		return
