@@ -3,7 +3,9 @@ package windower
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -200,30 +202,67 @@ func resultValues(t *testing.T, res *Result, idCol, c int) map[int64]refVal {
 			break
 		}
 		ids := rec.Column(idCol).(*array.Int64)
-		arr := rec.Column(c)
 		for r := 0; r < int(rec.NumRows()); r++ {
-			v := refVal{null: arr.IsNull(r)}
-			if !v.null {
-				switch a := arr.(type) {
-				case *array.Int64:
-					v.i, v.kind = a.Value(r), kindInt
-				case *array.Int32:
-					v.i, v.kind = int64(a.Value(r)), kindInt
-				case *array.Timestamp:
-					v.i, v.kind = int64(a.Value(r)), kindInt
-				case *array.Float64:
-					v.f, v.kind = a.Value(r), kindFloat
-				case *array.String:
-					v.s, v.kind = a.Value(r), kindString
-				default:
-					t.Fatalf("unexpected result type %s", arr.DataType())
-				}
-			}
-			out[ids.Value(r)] = v
+			out[ids.Value(r)] = arrowRefVal(t, rec.Column(c), r)
 		}
 		rec.Release()
 	}
 	return out
+}
+
+// resultColumns reads every column of the result in one pass (a spilled
+// result streams once) into refVals keyed by id.
+func resultColumns(t *testing.T, res *Result, idCol int) []map[int64]refVal {
+	t.Helper()
+	var out []map[int64]refVal
+	for {
+		rec, err := res.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for len(out) < int(rec.NumCols()) {
+			out = append(out, map[int64]refVal{})
+		}
+		ids := rec.Column(idCol).(*array.Int64)
+		for c := range out {
+			for r := 0; r < int(rec.NumRows()); r++ {
+				out[c][ids.Value(r)] = arrowRefVal(t, rec.Column(c), r)
+			}
+		}
+		rec.Release()
+	}
+	for len(out) < res.Schema().NumFields() {
+		out = append(out, map[int64]refVal{})
+	}
+	return out
+}
+
+// arrowRefVal is row r of arr as a refVal. The string is copied: a
+// record's buffers do not outlive it.
+func arrowRefVal(t *testing.T, arr arrow.Array, r int) refVal {
+	t.Helper()
+	v := refVal{null: arr.IsNull(r)}
+	if v.null {
+		return v
+	}
+	switch a := arr.(type) {
+	case *array.Int64:
+		v.i, v.kind = a.Value(r), kindInt
+	case *array.Int32:
+		v.i, v.kind = int64(a.Value(r)), kindInt
+	case *array.Timestamp:
+		v.i, v.kind = int64(a.Value(r)), kindInt
+	case *array.Float64:
+		v.f, v.kind = a.Value(r), kindFloat
+	case *array.String:
+		v.s, v.kind = strings.Clone(a.Value(r)), kindString
+	default:
+		t.Fatalf("unexpected result type %s", arr.DataType())
+	}
+	return v
 }
 
 func describeCall(w *messages.WindowCall) string {
