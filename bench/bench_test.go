@@ -27,7 +27,10 @@ func TestCanonical(t *testing.T) {
 		{"numeric integer", pgtype.Numeric{Int: big.NewInt(12), Exp: 2, Valid: true}, intValue(1200)},
 		{"numeric fraction", pgtype.Numeric{Int: big.NewInt(125), Exp: -2, Valid: true}, floatValue(1.25)},
 		{"numeric null", pgtype.Numeric{}, value{}},
-		{"decimal text", "3.75", floatValue(3.75)},
+		{"decimal", decimalText("3.75"), floatValue(3.75)},
+		{"text", "3.75", stringValue("3.75")},
+		{"empty text", "", stringValue("")},
+		{"utf-8 text", "Zürich 東京 🙂", stringValue("Zürich 東京 🙂")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +48,11 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
+// decimalText stands for a driver's decimal type, which prints itself.
+type decimalText string
+
+func (d decimalText) String() string { return string(d) }
+
 func TestSameValue(t *testing.T) {
 	tests := []struct {
 		a, b value
@@ -58,6 +66,10 @@ func TestSameValue(t *testing.T) {
 		{floatValue(1.0), floatValue(1.001), false},
 		{value{}, value{}, true},
 		{value{}, intValue(0), false},
+		{stringValue("café"), stringValue("café"), true},
+		{stringValue("café"), stringValue("cafe"), false},
+		{stringValue(""), value{}, false}, // the empty string is not NULL
+		{stringValue("3"), intValue(3), false},
 	}
 	for _, tc := range tests {
 		if got := sameValue(tc.a, tc.b); got != tc.want {
@@ -99,6 +111,29 @@ func TestDiffResults(t *testing.T) {
 	}
 	if m := diffResults(a, resultOf(3)); m == nil || m.Row != -1 {
 		t.Fatalf("diff = %v, want a column count difference", m)
+	}
+}
+
+func TestStringResults(t *testing.T) {
+	a := resultOf(2, []value{stringValue("b"), intValue(1)}, []value{value{}, intValue(2)},
+		[]value{stringValue(""), intValue(3)}, []value{stringValue("ab"), intValue(4)})
+	a.sortRows()
+	var order []string
+	for i := range a.rows() {
+		order = append(order, a.row(i)[0].String())
+	}
+	if got, want := strings.Join(order, " "), `NULL "" "ab" "b"`; got != want {
+		t.Fatalf("sorted strings %s, want %s", got, want)
+	}
+	b := resultOf(2, []value{value{}, intValue(2)}, []value{stringValue(""), intValue(3)},
+		[]value{stringValue("ab"), intValue(4)}, []value{stringValue("bb"), intValue(1)})
+	m := diffResults(a, b)
+	if m == nil || m.Row != 3 || !strings.Contains(m.String(), `("b", 1) vs ("bb", 1)`) {
+		t.Fatalf("diff = %v, want row 3 (\"b\", 1) vs (\"bb\", 1)", m)
+	}
+	long := stringValue(strings.Repeat("é", 100))
+	if s := long.String(); !strings.HasSuffix(s, "... (200 bytes)") || len(s) > 120 {
+		t.Fatalf("long string shown as %s", s)
 	}
 }
 
