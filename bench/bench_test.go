@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -134,6 +137,56 @@ func TestStringResults(t *testing.T) {
 	long := stringValue(strings.Repeat("é", 100))
 	if s := long.String(); !strings.HasSuffix(s, "... (200 bytes)") || len(s) > 120 {
 		t.Fatalf("long string shown as %s", s)
+	}
+}
+
+// TestWindowTableStrings checks the string columns every system loads:
+// deterministic, with NULLs, empty, multi-byte and long values, and in
+// every format the peers load (Arrow for strata and Parquet, the values
+// COPY sends to PostgreSQL).
+func TestWindowTableStrings(t *testing.T) {
+	w := generateWindowTable(20000, 50, 7)
+	again := generateWindowTable(20000, 50, 7)
+	var nulls, empty, multibyte, long int
+	for i := range w.n {
+		if w.s[i] != again.s[i] || w.sNull[i] != again.sNull[i] {
+			t.Fatalf("row %d: not deterministic", i)
+		}
+		switch s := w.s[i]; {
+		case w.sNull[i]:
+			nulls++
+		case s == "":
+			empty++
+		case len(s) > 40:
+			long++
+		}
+		if len(w.s[i]) != utf8.RuneCountInString(w.s[i]) {
+			multibyte++
+		}
+	}
+	for name, got := range map[string]int{"NULL": nulls, "empty": empty, "multi-byte": multibyte, "long": long} {
+		if got < w.n/100 {
+			t.Errorf("%d %s strings of %d", got, name, w.n)
+		}
+	}
+	recs := w.records(memory.DefaultAllocator, w.orderBy(w.id), 4096)
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	i := 0
+	for _, r := range recs {
+		col := r.Column(6).(*array.String)
+		for j := range col.Len() {
+			if col.IsNull(j) != w.sNull[i] || col.Value(j) != w.s[i] {
+				t.Fatalf("record row %d: %q (null %v), want %q (null %v)", i, col.Value(j), col.IsNull(j), w.s[i], w.sNull[i])
+			}
+			if k := r.Column(7).(*array.String); k.IsNull(j) || k.Value(j) != w.k[i] || len(w.k[i]) != len(w.k[0]) {
+				t.Fatalf("record row %d: k %q, want %q of fixed width", i, k.Value(j), w.k[i])
+			}
+			i++
+		}
 	}
 }
 
