@@ -6,10 +6,10 @@ FUZZTIME ?= 20s
 BENCHFLAGS ?=
 BENCHTIME ?= 1s
 
-.PHONY: help build test test-poison test-race demo local bench bench-deps bench-go lint fuzz clean
+.PHONY: help build test test-poison test-postgres test-race demo local bench bench-deps bench-go lint fuzz clean
 
 help: ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 build: ## build every binary into ./bin
 	@mkdir -p $(BIN)
@@ -25,6 +25,10 @@ test: build ## run every test (unit, crash, integration), then the engine suites
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 14m ./...
 	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)
+	@[ "$$STRATA_TEST_POSTGRES" = 1 ] || echo "TestAgainstPostgres skipped: STRATA_TEST_POSTGRES is not 1 (\`make test-postgres\` runs it against a throwaway PostgreSQL 15 cluster)"
+
+test-postgres: ## windower's random queries against a real PostgreSQL 15 (a throwaway cluster, deploy/postgres.sh)
+	deploy/postgres.sh run $(GO) test -count=1 -timeout 10m -v -run '^TestAgainstPostgres$$' ./windower/
 
 test-poison: ## the engine suites with freed memory poisoned
 	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -27,7 +30,10 @@ func TestCanonical(t *testing.T) {
 		{"numeric integer", pgtype.Numeric{Int: big.NewInt(12), Exp: 2, Valid: true}, intValue(1200)},
 		{"numeric fraction", pgtype.Numeric{Int: big.NewInt(125), Exp: -2, Valid: true}, floatValue(1.25)},
 		{"numeric null", pgtype.Numeric{}, value{}},
-		{"decimal text", "3.75", floatValue(3.75)},
+		{"decimal", decimalText("3.75"), floatValue(3.75)},
+		{"text", "3.75", stringValue("3.75")},
+		{"empty text", "", stringValue("")},
+		{"utf-8 text", "Zürich 東京 🙂", stringValue("Zürich 東京 🙂")},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +51,11 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
+// decimalText stands for a driver's decimal type, which prints itself.
+type decimalText string
+
+func (d decimalText) String() string { return string(d) }
+
 func TestSameValue(t *testing.T) {
 	tests := []struct {
 		a, b value
@@ -58,6 +69,10 @@ func TestSameValue(t *testing.T) {
 		{floatValue(1.0), floatValue(1.001), false},
 		{value{}, value{}, true},
 		{value{}, intValue(0), false},
+		{stringValue("café"), stringValue("café"), true},
+		{stringValue("café"), stringValue("cafe"), false},
+		{stringValue(""), value{}, false}, // the empty string is not NULL
+		{stringValue("3"), intValue(3), false},
 	}
 	for _, tc := range tests {
 		if got := sameValue(tc.a, tc.b); got != tc.want {
@@ -99,6 +114,79 @@ func TestDiffResults(t *testing.T) {
 	}
 	if m := diffResults(a, resultOf(3)); m == nil || m.Row != -1 {
 		t.Fatalf("diff = %v, want a column count difference", m)
+	}
+}
+
+func TestStringResults(t *testing.T) {
+	a := resultOf(2, []value{stringValue("b"), intValue(1)}, []value{value{}, intValue(2)},
+		[]value{stringValue(""), intValue(3)}, []value{stringValue("ab"), intValue(4)})
+	a.sortRows()
+	var order []string
+	for i := range a.rows() {
+		order = append(order, a.row(i)[0].String())
+	}
+	if got, want := strings.Join(order, " "), `NULL "" "ab" "b"`; got != want {
+		t.Fatalf("sorted strings %s, want %s", got, want)
+	}
+	b := resultOf(2, []value{value{}, intValue(2)}, []value{stringValue(""), intValue(3)},
+		[]value{stringValue("ab"), intValue(4)}, []value{stringValue("bb"), intValue(1)})
+	m := diffResults(a, b)
+	if m == nil || m.Row != 3 || !strings.Contains(m.String(), `("b", 1) vs ("bb", 1)`) {
+		t.Fatalf("diff = %v, want row 3 (\"b\", 1) vs (\"bb\", 1)", m)
+	}
+	long := stringValue(strings.Repeat("é", 100))
+	if s := long.String(); !strings.HasSuffix(s, "... (200 bytes)") || len(s) > 120 {
+		t.Fatalf("long string shown as %s", s)
+	}
+}
+
+// TestWindowTableStrings checks the string columns every system loads:
+// deterministic, with NULLs, empty, multi-byte and long values, and in
+// every format the peers load (Arrow for strata and Parquet, the values
+// COPY sends to PostgreSQL).
+func TestWindowTableStrings(t *testing.T) {
+	w := generateWindowTable(20000, 50, 7)
+	again := generateWindowTable(20000, 50, 7)
+	var nulls, empty, multibyte, long int
+	for i := range w.n {
+		if w.s[i] != again.s[i] || w.sNull[i] != again.sNull[i] {
+			t.Fatalf("row %d: not deterministic", i)
+		}
+		switch s := w.s[i]; {
+		case w.sNull[i]:
+			nulls++
+		case s == "":
+			empty++
+		case len(s) > 40:
+			long++
+		}
+		if len(w.s[i]) != utf8.RuneCountInString(w.s[i]) {
+			multibyte++
+		}
+	}
+	for name, got := range map[string]int{"NULL": nulls, "empty": empty, "multi-byte": multibyte, "long": long} {
+		if got < w.n/100 {
+			t.Errorf("%d %s strings of %d", got, name, w.n)
+		}
+	}
+	recs := w.records(memory.DefaultAllocator, w.orderBy(w.id), 4096)
+	defer func() {
+		for _, r := range recs {
+			r.Release()
+		}
+	}()
+	i := 0
+	for _, r := range recs {
+		col := r.Column(6).(*array.String)
+		for j := range col.Len() {
+			if col.IsNull(j) != w.sNull[i] || col.Value(j) != w.s[i] {
+				t.Fatalf("record row %d: %q (null %v), want %q (null %v)", i, col.Value(j), col.IsNull(j), w.s[i], w.sNull[i])
+			}
+			if k := r.Column(7).(*array.String); k.IsNull(j) || k.Value(j) != w.k[i] || len(w.k[i]) != len(w.k[0]) {
+				t.Fatalf("record row %d: k %q, want %q of fixed width", i, k.Value(j), w.k[i])
+			}
+			i++
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -17,18 +18,21 @@ import (
 // result types (sum of bigint is numeric in PostgreSQL, HUGEINT in DuckDB,
 // int64 in strata; avg is numeric or double), so results are compared as
 // numbers: integers exactly, anything fractional within a relative tolerance.
+// Strings (text, VARCHAR, utf8) are compared byte for byte.
 type valueKind uint8
 
 const (
 	kindNull valueKind = iota
 	kindInt
 	kindFloat
+	kindString
 )
 
 type value struct {
 	kind valueKind
 	i    int64
 	f    float64
+	s    string
 }
 
 func (v value) String() string {
@@ -37,6 +41,14 @@ func (v value) String() string {
 		return strconv.FormatInt(v.i, 10)
 	case kindFloat:
 		return strconv.FormatFloat(v.f, 'g', 12, 64)
+	case kindString:
+		// Quoted, so that an empty string, spaces and invalid UTF-8 show; a
+		// long one cut, with its length, so a report cell stays readable.
+		if utf8.RuneCountInString(v.s) > 40 {
+			r := []rune(v.s)
+			return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(string(r[:40])), len(v.s))
+		}
+		return strconv.Quote(v.s)
 	default:
 		return "NULL"
 	}
@@ -51,9 +63,10 @@ func (v value) float() float64 {
 
 func intValue(i int64) value     { return value{kind: kindInt, i: i} }
 func floatValue(f float64) value { return value{kind: kindFloat, f: f} }
+func stringValue(s string) value { return value{kind: kindString, s: s} }
 
 // canonical converts what a driver returns into a value. Timestamps become
-// microseconds since the Unix epoch.
+// microseconds since the Unix epoch; text stays a string.
 func canonical(v any) (value, error) {
 	switch x := v.(type) {
 	case nil:
@@ -102,7 +115,7 @@ func canonical(v any) (value, error) {
 		// DuckDB's DECIMAL and friends: parse their text.
 		return parseNumber(x.String())
 	case string:
-		return parseNumber(x)
+		return stringValue(x), nil
 	default:
 		return value{}, fmt.Errorf("unsupported result type %T", v)
 	}
@@ -146,7 +159,8 @@ func parseNumber(s string) (value, error) {
 	return floatValue(f), nil
 }
 
-// compareValues orders NULL first, then numbers by value.
+// compareValues orders NULL first, then numbers by value, then strings
+// byte-wise.
 func compareValues(a, b value) int {
 	switch {
 	case a.kind == kindNull && b.kind == kindNull:
@@ -155,6 +169,12 @@ func compareValues(a, b value) int {
 		return -1
 	case b.kind == kindNull:
 		return 1
+	case a.kind == kindString && b.kind == kindString:
+		return strings.Compare(a.s, b.s)
+	case a.kind == kindString:
+		return 1
+	case b.kind == kindString:
+		return -1
 	case a.kind == kindInt && b.kind == kindInt:
 		return cmp.Compare(a.i, b.i)
 	default:
@@ -167,11 +187,14 @@ func compareValues(a, b value) int {
 const relTolerance = 1e-9
 
 // sameValue reports whether two results agree: integers exactly, anything
-// fractional within relTolerance.
+// fractional within relTolerance, strings byte for byte (a string never
+// equals a number).
 func sameValue(a, b value) bool {
 	switch {
 	case a.kind == kindNull || b.kind == kindNull:
 		return a.kind == b.kind
+	case a.kind == kindString || b.kind == kindString:
+		return a.kind == b.kind && a.s == b.s
 	case a.kind == kindInt && b.kind == kindInt:
 		return a.i == b.i
 	default:

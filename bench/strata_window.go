@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -183,7 +184,13 @@ func arrowValue(arr arrow.Array, i int) (value, error) {
 	case *array.Date32:
 		return intValue(int64(a.Value(i))), nil
 	case *array.String:
-		return parseNumber(a.Value(i))
+		// Value aliases the array's buffer, which is released (and may be
+		// reused) after the batch: keep a copy.
+		return stringValue(strings.Clone(a.Value(i))), nil
+	case *array.LargeString:
+		return stringValue(strings.Clone(a.Value(i))), nil
+	case *array.Binary:
+		return stringValue(string(a.Value(i))), nil
 	}
 	return value{}, fmt.Errorf("unsupported result type %s", arr.DataType())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/compress"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/jackc/pgx/v5"
+	"github.com/strata-db/strata/columnar"
 )
 
 // windowTable is the data of the window suite, generated deterministically
@@ -27,6 +28,9 @@ import (
 //	x   bigint     a permutation of 0..n-1: a unique order key within g
 //	t   timestamp  distinct seconds from 2024-01-01 in random order: a unique
 //	               order key for ROWS frames, and a RANGE interval key
+//	s   text       nullable labels of varied length (columnar.GenLabels):
+//	               values read and compared as strings, a string partition key
+//	k   text       fixed-width codes, never NULL (columnar.GenCodes)
 //
 // Order keys are unique so that ROWS frames, row_number and lag/lead have one
 // right answer and the systems can be compared row by row.
@@ -34,9 +38,12 @@ type windowTable struct {
 	n              int
 	id, a, c, g, x []int64
 	t              []int64 // microseconds since the Unix epoch
+	s              []string
+	sNull          []bool // s[i] is NULL
+	k              []string
 }
 
-var windowColumns = []string{"id", "a", "c", "g", "x", "t"}
+var windowColumns = []string{"id", "a", "c", "g", "x", "t", "s", "k"}
 
 func generateWindowTable(n, groups int, seed uint64) *windowTable {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
@@ -54,6 +61,9 @@ func generateWindowTable(n, groups int, seed uint64) *windowTable {
 		w.x[i] = int64(permX[i])
 		w.t[i] = base.UnixMicro() + int64(permT[i])*1_000_000
 	}
+	// Their own streams, so the other columns are what they were before s and k.
+	w.s, w.sNull = columnar.GenLabels(n, rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, seed)))
+	w.k = columnar.GenCodes(n, rand.New(rand.NewPCG(seed^0x14057b7ef767814f, seed)))
 	return w
 }
 
@@ -63,6 +73,8 @@ func windowSchema() *arrow.Schema {
 		fields[i] = arrow.Field{Name: name, Type: arrow.PrimitiveTypes.Int64}
 	}
 	fields[5].Type = &arrow.TimestampType{Unit: arrow.Microsecond}
+	fields[6].Type, fields[6].Nullable = arrow.BinaryTypes.String, true
+	fields[7].Type = arrow.BinaryTypes.String
 	return arrow.NewSchema(fields, nil)
 }
 
@@ -104,6 +116,20 @@ func (w *windowTable) records(mem memory.Allocator, order []int, batch int) []ar
 		for _, i := range order[lo:hi] {
 			tb.UnsafeAppend(arrow.Timestamp(w.t[i]))
 		}
+		sb := b.Field(6).(*array.StringBuilder)
+		sb.Reserve(hi - lo)
+		for _, i := range order[lo:hi] {
+			if w.sNull[i] {
+				sb.AppendNull()
+			} else {
+				sb.Append(w.s[i])
+			}
+		}
+		kb := b.Field(7).(*array.StringBuilder)
+		kb.Reserve(hi - lo)
+		for _, i := range order[lo:hi] {
+			kb.Append(w.k[i])
+		}
 		out = append(out, b.NewRecordBatch())
 		b.Release()
 	}
@@ -140,7 +166,11 @@ func (w *windowTable) writeParquet(path string) error {
 // copyToPostgres loads the rows in id order into an existing table with COPY.
 func (w *windowTable) copyToPostgres(ctx context.Context, conn *pgx.Conn, table string) error {
 	n, err := conn.CopyFrom(ctx, pgx.Identifier{table}, windowColumns, pgx.CopyFromSlice(w.n, func(i int) ([]any, error) {
-		return []any{w.id[i], w.a[i], w.c[i], w.g[i], w.x[i], time.UnixMicro(w.t[i]).UTC()}, nil
+		var s any
+		if !w.sNull[i] {
+			s = w.s[i]
+		}
+		return []any{w.id[i], w.a[i], w.c[i], w.g[i], w.x[i], time.UnixMicro(w.t[i]).UTC(), s, w.k[i]}, nil
 	}))
 	if err != nil {
 		return fmt.Errorf("copy into %s: %w", table, err)

@@ -20,7 +20,8 @@ func (q windowQuery) text() string { return strings.ReplaceAll(q.SQL, "{{table}}
 // timedText is the form the peers are timed with: the query computed in full
 // and its output consumed by aggregates, so that no system is timed shipping
 // a million rows to a client. Every output column is consumed, so no window
-// can be pruned away.
+// can be pruned away (max of a string output reads every string). The
+// result checks fetch the full result instead.
 func (q windowQuery) timedText() string {
 	aggs := []string{"count(*)"}
 	for _, c := range q.Outputs {
@@ -78,6 +79,29 @@ func windowQueries() []windowQuery {
 			SQL: "SELECT id, lag(x) OVER (PARTITION BY g ORDER BY t) AS prev, " +
 				"lead(x, 2, -1) OVER (PARTITION BY g ORDER BY t) AS next2 FROM {{table}}",
 			Outputs: []string{"id", "prev", "next2"},
+		},
+		{
+			Name: "first_value_s", Title: "first_value(s) OVER (PARTITION BY g ORDER BY x), s a nullable string",
+			Table:   "w",
+			SQL:     "SELECT id, first_value(s) OVER (PARTITION BY g ORDER BY x) AS fv FROM {{table}}",
+			Outputs: []string{"id", "fv"},
+		},
+		{
+			Name: "max_s_rows10", Title: "max(s) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 10 PRECEDING AND CURRENT ROW)",
+			Table: "w",
+			SQL: "SELECT id, max(s) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) AS m " +
+				"FROM {{table}}",
+			Outputs: []string{"id", "m"},
+		},
+		{
+			Name: "lag_k", Title: "lag(k) OVER (PARTITION BY g ORDER BY x), k a fixed-width string",
+			Table:   "w",
+			SQL:     "SELECT id, lag(k) OVER (PARTITION BY g ORDER BY x) AS prev FROM {{table}}",
+			Outputs: []string{"id", "prev"},
+		},
+		{
+			Name: "count_by_s", Title: "count(*) OVER (PARTITION BY s): a string partition key, NULLs one partition",
+			Table: "w", SQL: "SELECT s, count(*) OVER (PARTITION BY s) AS n FROM {{table}}", Outputs: []string{"s", "n"},
 		},
 	}
 }

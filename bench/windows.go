@@ -224,7 +224,7 @@ func loadDuckWindows(ctx context.Context, log *slog.Logger, p *peers, dir string
 
 func loadPostgresWindows(ctx context.Context, log *slog.Logger, conn *pgx.Conn, data *windowTable) error {
 	start := time.Now()
-	const cols = "(id bigint NOT NULL, a bigint, c bigint, g bigint, x bigint, t timestamp)"
+	const cols = "(id bigint NOT NULL, a bigint, c bigint, g bigint, x bigint, t timestamp, s text, k text NOT NULL)"
 	if err := pgExecAll(ctx, conn, "DROP TABLE IF EXISTS w, w_by_a", "CREATE TABLE w "+cols); err != nil {
 		return err
 	}

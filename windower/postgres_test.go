@@ -4,7 +4,8 @@ package windower
 // and in a real PostgreSQL, and compares the results. It runs only when
 // STRATA_TEST_POSTGRES=1; psql must be on PATH and the server given by the
 // usual libpq variables (PGHOST, PGPORT, PGUSER, PGDATABASE). It creates
-// and drops a table named strata_window_test.
+// and drops a table named strata_window_test. `make test-postgres` runs it
+// against a throwaway cluster (deploy/postgres.sh).
 
 import (
 	"context"

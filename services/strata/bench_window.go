@@ -73,6 +73,10 @@ func windowSuite(bigRows int) []windowCase {
 		{name: "min_rows_1000", sql: "SELECT ts, min(x) OVER (ORDER BY ts ROWS BETWEEN 1000 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
 		{name: "min_rows_10000", sql: "SELECT ts, min(x) OVER (ORDER BY ts ROWS BETWEEN 10000 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
 		{name: "lag_lead", sql: "SELECT ts, lag(x) OVER (ORDER BY ts), lead(x, 2, 0) OVER (ORDER BY ts) FROM t", table: "t"},
+		{name: "first_value_s", sql: "SELECT g, x, first_value(s) OVER (PARTITION BY g ORDER BY x) FROM t", table: "t"},
+		{name: "max_s_rows10", sql: "SELECT g, x, max(s) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
+		{name: "lag_k", sql: "SELECT g, x, lag(k) OVER (PARTITION BY g ORDER BY x) FROM t", table: "t"},
+		{name: "count_by_s", sql: "SELECT s, count(*) OVER (PARTITION BY s) FROM t", table: "t"},
 		{name: "spill_one_partition", sql: "SELECT ts, sum(x) OVER (ORDER BY ts ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM big", table: "big", rows: bigRows, grant: 64 << 20},
 	}
 }
@@ -262,7 +266,9 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 //	a:        a INT64, a permutation of 0..rows-1 (every value distinct), unsorted
 //	a_sorted: the same, sorted on a
 //	a_one:    a INT64, all 7 (one partition), unsorted
-//	t:        g INT64 in [0, 1000), x INT64 random, ts TIMESTAMP(us) one row per ~1ms with jitter; unsorted
+//	t:        g INT64 in [0, 1000), x INT64 random, ts TIMESTAMP(us) one row per ~1ms with jitter,
+//	          s UTF8 nullable labels of varied length (columnar.GenLabels), k UTF8 fixed-width codes
+//	          (columnar.GenCodes), the string columns of bench/ too; unsorted
 //	big:      ts, x as in t; unsorted
 func generateWindowTable(dir, name string, rows int, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
@@ -277,7 +283,8 @@ func generateWindowTable(dir, name string, rows int, seed uint64) error {
 			key = columnar.SortKey{{Name: "a"}}
 		}
 	case "t":
-		fields = []arrow.Field{{Name: "g", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}, {Name: "ts", Type: ts}}
+		fields = []arrow.Field{{Name: "g", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}, {Name: "ts", Type: ts},
+			{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "k", Type: arrow.BinaryTypes.String}}
 	case "big":
 		fields = []arrow.Field{{Name: "ts", Type: ts}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}}
 	default:
@@ -287,6 +294,13 @@ func generateWindowTable(dir, name string, rows int, seed uint64) error {
 	w, err := columnar.Create(dir, columnar.WriterOptions{Table: name, Projection: "p", ID: "c0", Schema: schema, SortKey: key})
 	if err != nil {
 		return err
+	}
+	var labels, codes []string
+	var labelNull []bool
+	if name == "t" {
+		// Their own streams, so g, x and ts are what they were before s and k.
+		labels, labelNull = columnar.GenLabels(rows, rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d)))
+		codes = columnar.GenCodes(rows, rand.New(rand.NewPCG(seed, 0x14057b7ef767814f)))
 	}
 	var perm []int64
 	if name == "a" || name == "a_sorted" {
@@ -313,6 +327,12 @@ func generateWindowTable(dir, name string, rows int, seed uint64) error {
 				b.Field(0).(*array.Int64Builder).Append(int64(rng.IntN(1000)))
 				b.Field(1).(*array.Int64Builder).Append(rng.Int64N(1_000_000))
 				b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(r)*1000 + rng.Int64N(5000)))
+				if labelNull[r] {
+					b.Field(3).AppendNull()
+				} else {
+					b.Field(3).(*array.StringBuilder).Append(labels[r])
+				}
+				b.Field(4).(*array.StringBuilder).Append(codes[r])
 			case "big":
 				b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(r)*1000 + rng.Int64N(5000)))
 				b.Field(1).(*array.Int64Builder).Append(rng.Int64N(1_000_000))
