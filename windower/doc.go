@@ -42,8 +42,12 @@
 // # Memory and spilling
 //
 // Every buffer is counted against a columnar.Budget of the grant, and so
-// is an in-memory result until Result.Close. Input that fits is evaluated
-// in memory. Otherwise the query runs in stages,
+// is an in-memory result until Result.Close. String values are copied out
+// of each decoded block (the block's buffers are reused for the next one),
+// and their bytes per row, measured from the containers' manifests, size
+// every buffer, sorted run and spilled block; a buffer whose rows hold
+// more string bytes than their share (long strings sorted together) is
+// full early. Input that fits is evaluated in memory. Otherwise the query runs in stages,
 // one per window group (and one more for a final ORDER BY): a stage sorts
 // its input in runs that fit the grant, spills them as containers and
 // merges them with merger.Merge (input already sorted on the group's keys
