@@ -160,6 +160,19 @@ func TestMergerKilledMidJob(t *testing.T) {
 			t.Errorf("input %s: %v", m.ID, err)
 		}
 	}
+	// The survivor swept the victim's spill directory when it started:
+	// only its own is left.
+	spill, err := os.ReadDir(filepath.Join(d.dataDir, "tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spill) != 1 {
+		var names []string
+		for _, e := range spill {
+			names = append(names, e.Name())
+		}
+		t.Errorf("spill space holds %v, want only the live merger's directory", names)
+	}
 }
 
 // TestMergerGracefulStop: a merger stopped with SIGTERM mid-job either

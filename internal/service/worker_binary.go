@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,7 +19,8 @@ type Worker struct {
 	flags WorkerFlags
 
 	Memory  int64  // bytes this worker may grant to its job (--memory)
-	TempDir string // spill directory (--temp, default DATA/tmp), created by Start
+	TempDir string // this process's spill directory, under --temp (default DATA/tmp); see SpillDir
+	spill   *SpillDir
 }
 
 // NewWorker returns a Worker whose flag set holds the Common and the
@@ -43,14 +43,24 @@ func (w *Worker) Start(args []string) error {
 		return err
 	}
 	w.Memory = memory
-	w.TempDir = w.flags.TempDir
-	if w.TempDir == "" {
-		w.TempDir = filepath.Join(w.DataDir, "tmp")
+	root := w.flags.TempDir
+	if root == "" {
+		root = filepath.Join(w.DataDir, "tmp")
 	}
-	if err := os.MkdirAll(w.TempDir, 0o755); err != nil {
-		return fmt.Errorf("temp directory: %w", err)
+	spill, err := OpenSpillDir(root, w.Name, w.Log)
+	if err != nil {
+		return err
 	}
+	w.spill, w.TempDir = spill, spill.Path
 	return nil
+}
+
+// Close removes the worker's spill directory.
+func (w *Worker) Close() error {
+	if w.spill == nil {
+		return nil
+	}
+	return w.spill.Close()
 }
 
 // JobSpec is what a job worker binary says about its jobs.
@@ -98,6 +108,9 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 	err = w.Run()
 	if ferr := w.NC.FlushTimeout(flushTimeout); ferr != nil {
 		w.Log.Warn("flush nats connection", "err", ferr)
+	}
+	if cerr := w.Close(); cerr != nil {
+		w.Log.Warn("remove spill directory", "dir", w.TempDir, "err", cerr)
 	}
 	return err
 }
