@@ -135,7 +135,8 @@ func (d *deployment) start(name, worker string, extra ...string) *proc {
 		"--nats", d.nats.ClientURL(), "--data", d.dataDir, "--http", httpAddr,
 		"--worker", worker, "--log-level", "debug",
 	}, extra...)
-	// Every service ensures the topology at start: all get the same lease.
+	// Services adopt the lease the topology has and refuse another: all
+	// get the one the deployment was made with.
 	args = append(args, "--job-ack-wait", d.topo.JobAckWait.String())
 	logPath := filepath.Join(d.t.TempDir(), worker+".log")
 	logFile, err := os.Create(logPath)

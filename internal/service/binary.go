@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-db/strata/messages"
 )
 
 // Main runs a service binary: it calls run with the command-line arguments
@@ -40,6 +42,12 @@ type Binary struct {
 	// LogWorker adds the --worker name to every log record, for binaries
 	// that run as one of many interchangeable workers.
 	LogWorker bool
+	// OwnsTopology makes Connect create and update strata's streams,
+	// consumers and buckets (the scheduler). Every other binary waits
+	// for them and works with their settings; see Connect.
+	OwnsTopology bool
+
+	given map[string]bool // flags set on the command line or from the environment
 
 	Log    *slog.Logger
 	Runner *Runner
@@ -63,6 +71,8 @@ func (b *Binary) Start(args []string) error {
 	if err := Parse(b.Flags, args); err != nil {
 		return err
 	}
+	b.given = map[string]bool{}
+	b.Flags.Visit(func(f *flag.Flag) { b.given[f.Name] = true })
 	log, err := NewLogger(os.Stderr, b.LogFormat, b.LogLevel)
 	if err != nil {
 		return err
@@ -76,19 +86,55 @@ func (b *Binary) Start(args []string) error {
 	return nil
 }
 
-// Connect connects to NATS as the flags describe, adds a "nats" health
-// check to the Runner, and ensures the streams, consumers and buckets of
-// the Topology within ctx. On success the caller closes NC.
+// Connect connects to NATS as the flags describe and adds a "nats" health
+// check to the Runner. A binary that OwnsTopology then ensures the
+// streams, consumers and buckets of the Topology within ctx; any other
+// waits for them (within ctx), refuses to start if a topology flag it was
+// given (--nats-replicas, --job-ack-wait, --job-max-deliver) disagrees
+// with what the owner configured, and otherwise adopts the configured
+// values, so Topology then describes the server. On success the caller
+// closes NC.
 func (b *Binary) Connect(ctx context.Context) error {
 	nc, js, err := b.ConnectNATS(b.Log, b.Runner)
 	if err != nil {
 		return err
 	}
-	if err := b.Topology().Ensure(ctx, js); err != nil {
+	if b.OwnsTopology {
+		err = b.Topology().Ensure(ctx, js)
+	} else {
+		err = b.adoptTopology(ctx, js)
+	}
+	if err != nil {
 		nc.Close()
 		return err
 	}
 	b.NC, b.JS = nc, js
+	return nil
+}
+
+// adoptTopology waits for the topology and takes its settings.
+func (b *Binary) adoptTopology(ctx context.Context, js jetstream.JetStream) error {
+	obs, err := b.Topology().Await(ctx, js, b.Log)
+	if err != nil {
+		return err
+	}
+	jobs := obs.Streams[messages.StreamJobs]
+	merger := obs.Consumers[messages.ConsumerMerger]
+	for _, c := range []struct {
+		flag       string
+		given, now string
+		adopt      func()
+	}{
+		{"nats-replicas", fmt.Sprint(b.Replicas), fmt.Sprint(jobs.Replicas), func() { b.Replicas = jobs.Replicas }},
+		{"job-ack-wait", b.JobAckWait.String(), merger.AckWait.String(), func() { b.JobAckWait = merger.AckWait }},
+		{"job-max-deliver", fmt.Sprint(b.JobMaxDeliver), fmt.Sprint(merger.MaxDeliver), func() { b.JobMaxDeliver = merger.MaxDeliver }},
+	} {
+		if b.given[c.flag] && c.given != c.now {
+			return fmt.Errorf("--%s %s disagrees with the deployment's %s (set by the scheduler, which owns the streams and consumers): "+
+				"drop the flag here or give the scheduler the same value", c.flag, c.given, c.now)
+		}
+		c.adopt()
+	}
 	return nil
 }
 

@@ -22,10 +22,16 @@ func TestWorkerStart(t *testing.T) {
 	if *extra != 3 {
 		t.Errorf("--parallelism = %d, want 3", *extra)
 	}
-	if want := filepath.Join(data, "tmp"); w.TempDir != want {
-		t.Errorf("TempDir = %q, want %q", w.TempDir, want)
-	} else if st, err := os.Stat(want); err != nil || !st.IsDir() {
+	if root := filepath.Join(data, "tmp"); filepath.Dir(w.TempDir) != root {
+		t.Errorf("TempDir = %q, want a directory of its own under %q", w.TempDir, root)
+	} else if st, err := os.Stat(w.TempDir); err != nil || !st.IsDir() {
 		t.Errorf("TempDir not created: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.TempDir); !os.IsNotExist(err) {
+		t.Errorf("Close left the spill directory (stat: %v)", err)
 	}
 	if w.Log == nil || w.Runner == nil || w.Name != "merger" {
 		t.Errorf("Start left Log %v, Runner %v, Name %q", w.Log, w.Runner, w.Name)

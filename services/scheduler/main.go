@@ -36,6 +36,7 @@ func main() { service.Main("scheduler", run) }
 
 func run(args []string) error {
 	b := service.NewBinary("scheduler", "127.0.0.1:9101")
+	b.OwnsTopology = true // the streams, consumers and buckets are the scheduler's
 	fs := b.Flags
 	listen := fs.String("listen", "127.0.0.1:4222", "where the embedded NATS server listens (used only without --nats)")
 	capacity := fs.Int("capacity", 32, "containers a stratum holds before it is merged")
