@@ -66,8 +66,24 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 		}
 	}
 	for _, b := range []string{messages.BucketCatalog, messages.BucketPools} {
-		if _, err := js.KeyValue(ctx, b); err != nil {
-			t.Errorf("bucket %s: %v", b, err)
+		kv, err := js.KeyValue(ctx, b)
+		if err != nil {
+			t.Fatalf("bucket %s: %v", b, err)
+		}
+		// Reads go through the leader: no replica answers with an older
+		// entry than the last acknowledged write.
+		s, err := js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg := s.CachedInfo().Config; cfg.AllowDirect || cfg.MirrorDirect {
+			t.Errorf("bucket %s allows direct gets", b)
+		}
+		if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
+			t.Fatal(err)
+		}
+		if e, err := kv.Get(ctx, "k"); err != nil || string(e.Value()) != "v" {
+			t.Errorf("bucket %s: get after put: %v", b, err)
 		}
 	}
 }

@@ -189,6 +189,33 @@ func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
 			return fmt.Errorf("natsutil: ensure key-value bucket %s: %w", cfg.Bucket, err)
 		}
+		if err := leaderReads(ctx, js, cfg.Bucket); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaderReads turns off direct gets on a bucket's stream. nats.go makes
+// every bucket with allow_direct, which lets any replica, lagging or not,
+// answer a get: on a three-replica cluster the scheduler then read a
+// catalog entry older than its own last write and decided on it. Without
+// direct gets every read goes through the stream leader, which has every
+// acknowledged write (read-your-writes). A handle to the bucket must be
+// taken after this: the client decides at bind time.
+func leaderReads(ctx context.Context, js jetstream.JetStream, bucket string) error {
+	name := "KV_" + bucket
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("natsutil: key-value bucket %s: %w", bucket, err)
+	}
+	cfg := s.CachedInfo().Config
+	if !cfg.AllowDirect && !cfg.MirrorDirect {
+		return nil
+	}
+	cfg.AllowDirect, cfg.MirrorDirect = false, false
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("natsutil: key-value bucket %s: turn off direct gets: %w", bucket, err)
 	}
 	return nil
 }
