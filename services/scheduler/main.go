@@ -54,6 +54,11 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--strata-base: %w", err)
 	}
+	limits := schedulerLimits{capacity: *capacity, maxContainers: *maxContainers, keepResults: *keepResults, keepOps: *keepOps,
+		tick: *tick, orphanGrace: *orphanGrace, baseBytes: baseBytes}
+	if err := limits.check(); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
