@@ -2,8 +2,10 @@ package natsutil
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,11 +26,64 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject, msgID string,
 	if msgID != "" {
 		msg.Header.Set(messages.HeaderMsgID, msgID)
 	}
-	ack, err := js.PublishMsg(ctx, msg)
+	publish := js.PublishMsg
+	if msgID != "" {
+		publish = func(ctx context.Context, msg *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+			return PublishRetry(ctx, js, msg)
+		}
+	}
+	ack, err := publish(ctx, msg)
 	if err != nil {
 		return nil, fmt.Errorf("natsutil: publish %s to %s: %w", m.Kind(), subject, err)
 	}
 	return ack, nil
+}
+
+// publishAttempt bounds one attempt of PublishRetry, so that an attempt
+// lost in a leader election leaves time for the next.
+const publishAttempt = 5 * time.Second
+
+// PublishRetry publishes msg, which must carry a Nats-Msg-Id (so a retry
+// of a publish that was stored but not acknowledged is stored once), and
+// retries with backoff on the errors a node loss, a leader election or a
+// reconnect give (time-outs, no responders, disconnected) until it is
+// acknowledged or ctx ends. Other errors (a closed connection, a refused
+// subject) return at once.
+func PublishRetry(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*jetstream.PubAck, error) {
+	if msg.Header.Get(messages.HeaderMsgID) == "" {
+		return nil, fmt.Errorf("natsutil: publish to %s: a retried publish needs a %s", msg.Subject, messages.HeaderMsgID)
+	}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, publishAttempt)
+		ack, err := js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil {
+			return ack, nil
+		}
+		if !transientPublishError(err) || ctx.Err() != nil {
+			if attempt > 1 {
+				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
+			}
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (after %d attempts; last: %v)", ctx.Err(), attempt, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// transientPublishError reports whether a publish may succeed if tried
+// again: the server did not answer in time, no stream leader answered, or
+// the connection is between servers.
+func transientPublishError(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrNoServers) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded)
 }
 
 // DeadLetter describes a message a service rejected.
@@ -62,7 +117,13 @@ func PublishDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLette
 	if dl.Delivery > 0 {
 		msg.Header.Set(messages.HeaderDelivery, strconv.FormatUint(dl.Delivery, 10))
 	}
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	publish := js.PublishMsg
+	if dl.StreamSeq > 0 {
+		publish = func(ctx context.Context, msg *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+			return PublishRetry(ctx, js, msg)
+		}
+	}
+	if _, err := publish(ctx, msg); err != nil {
 		return fmt.Errorf("natsutil: dead-letter message from %s: %w", dl.Subject, err)
 	}
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -106,11 +108,16 @@ func runUpdates(ctx context.Context, args []string) error {
 		msg.Header.Set(messages.HeaderMsgID, ev.EventID)
 		fut, err := ajs.PublishMsgAsync(msg)
 		if err != nil {
-			return fmt.Errorf("publish event %d: %w", i, err)
+			// Disconnected with a full reconnect buffer, say: publish
+			// this one in line, retrying until a server takes it.
+			if _, err := natsutil.PublishRetry(ctx, ajs, msg); err != nil {
+				return fmt.Errorf("publish event %s: %w", ev.EventID, err)
+			}
+		} else {
+			pending = append(pending, fut)
 		}
-		pending = append(pending, fut)
 		if len(pending) >= *inflight {
-			if err := checkAcks(pending); err != nil {
+			if err := checkAcks(ctx, ajs, pending); err != nil {
 				return err
 			}
 			pending = pending[:0]
@@ -120,14 +127,7 @@ func runUpdates(ctx context.Context, args []string) error {
 			fmt.Fprintf(os.Stderr, "\rpublished %d/%d events, %.0f/s", i+1, *events, float64(i+1)/now.Sub(start).Seconds())
 		}
 	}
-	select {
-	case <-ajs.PublishAsyncComplete():
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(time.Minute):
-		return fmt.Errorf("%d publishes not acknowledged after a minute", ajs.PublishAsyncPending())
-	}
-	if err := checkAcks(pending); err != nil {
+	if err := checkAcks(ctx, ajs, pending); err != nil {
 		return err
 	}
 	el := time.Since(start)
@@ -135,17 +135,33 @@ func runUpdates(ctx context.Context, args []string) error {
 	return nil
 }
 
-// checkAcks waits for each publish's acknowledgement and returns the first
-// failure: an event the stream did not store must not pass silently.
-func checkAcks(futs []jetstream.PubAckFuture) error {
+// checkAcks waits for each publish's acknowledgement. A publish that
+// failed or was not acknowledged within a minute (a node lost, a leader
+// being elected) is published again, with its Nats-Msg-Id, so the stream
+// stores it once, until it is acknowledged or retryFor passes: an event
+// the stream did not store must not pass silently.
+func checkAcks(ctx context.Context, js jetstream.JetStream, futs []jetstream.PubAckFuture) error {
 	for _, f := range futs {
+		var failed error
 		select {
 		case <-f.Ok():
-		case err := <-f.Err():
-			return fmt.Errorf("publish %s: %w", f.Msg().Header.Get(messages.HeaderMsgID), err)
+			continue
+		case failed = <-f.Err():
 		case <-time.After(time.Minute):
-			return fmt.Errorf("publish %s: not acknowledged after a minute", f.Msg().Header.Get(messages.HeaderMsgID))
+			failed = errors.New("not acknowledged after a minute")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		rctx, cancel := context.WithTimeout(ctx, retryFor)
+		_, err := natsutil.PublishRetry(rctx, js, f.Msg())
+		cancel()
+		if err != nil {
+			return fmt.Errorf("publish %s: %v; again for %v: %w", f.Msg().Header.Get(messages.HeaderMsgID), failed, retryFor, err)
 		}
 	}
 	return nil
 }
+
+// retryFor bounds how long a failed publish is tried again: longer than a
+// cluster takes to elect a new leader or a client to reconnect.
+const retryFor = 2 * time.Minute
