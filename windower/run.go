@@ -579,7 +579,7 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, n)
 		if err != nil {
-			return nil, fmt.Errorf("windower: %s: %w", c.alias, err)
+			return nil, fmt.Errorf("windower: select item %q: %w", c.alias, err)
 		}
 		cs.arg = sortedOf(c.args[0], v)
 	}
