@@ -9,6 +9,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/columnar"
 )
 
 // columnBuilder accumulates one output column by copying runs of rows out of
@@ -37,7 +39,7 @@ func newColumnBuilder(t arrow.DataType, mem memory.Allocator, capRows int) (colu
 	if fw, ok := t.(arrow.FixedWidthDataType); ok && fw.BitWidth()%8 == 0 && fw.BitWidth() > 0 {
 		return &fixedBuilder{validity: validity{mem: mem, capRows: capRows}, dtype: t, width: fw.BitWidth() / 8}, nil
 	}
-	return nil, fmt.Errorf("merger: cannot gather column type %s", t)
+	return nil, fmt.Errorf("merger: cannot gather column type %s: %w", t, columnar.ErrUnsupportedType)
 }
 
 // blockView is a source array's buffers, looked up once per block rather
@@ -194,7 +196,7 @@ func (b *fixedBuilder) ensureValues() {
 func (b *fixedBuilder) appendRun(src *blockView, start, n int) error {
 	b.ensureValues()
 	if b.n+n > b.capRows {
-		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
+		return fmt.Errorf("%w: builder overflow: %d+%d rows > %d", ErrInternal, b.n, n, b.capRows)
 	}
 	w := b.width
 	from := (src.off + start) * w
@@ -254,7 +256,7 @@ func (b *boolBuilder) appendRun(src *blockView, start, n int) error {
 		b.values.Resize(int(bitutil.BytesForBits(int64(b.capRows))))
 	}
 	if b.n+n > b.capRows {
-		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
+		return fmt.Errorf("%w: builder overflow: %d+%d rows > %d", ErrInternal, b.n, n, b.capRows)
 	}
 	copyBits(src.values, src.off+start, b.values.Bytes(), b.n, n)
 	b.appendValidity(src, start, n)
@@ -301,12 +303,12 @@ func (b *binaryBuilder) appendRun(src *blockView, start, n int) error {
 		b.data = memory.NewResizableBuffer(b.mem)
 	}
 	if b.n+n > b.capRows {
-		return fmt.Errorf("merger: builder overflow: %d+%d rows > %d", b.n, n, b.capRows)
+		return fmt.Errorf("%w: builder overflow: %d+%d rows > %d", ErrInternal, b.n, n, b.capRows)
 	}
 	srcOffs := src.offsets[start : start+n+1]
 	lo, hi := int(srcOffs[0]), int(srcOffs[n])
 	if b.size+hi-lo > math.MaxInt32 {
-		return fmt.Errorf("merger: a block of %s values exceeds 2GiB", b.dtype)
+		return fmt.Errorf("%w: a block of %s values exceeds 2GiB", ErrUnsupported, b.dtype)
 	}
 	if need := b.size + hi - lo; need > b.data.Len() {
 		b.data.ResizeNoShrink(max(need, 2*b.data.Len(), 4096))

@@ -18,6 +18,13 @@ var (
 	ErrRowSourceCorrupt = errors.New("merger: corrupt row-source stream")
 	// ErrOutputExists is returned when the output container already exists.
 	ErrOutputExists = errors.New("merger: output container already exists")
+	// ErrUnsupported is wrapped for input the merger cannot write, such as
+	// a block of variable-width values beyond Arrow's 2GiB offsets.
+	ErrUnsupported = errors.New("merger: unsupported input")
+	// ErrInternal is wrapped when the merger finds one of its own
+	// invariants broken, or when one of its goroutines panicked: a bug,
+	// which the same inputs and grant meet again.
+	ErrInternal = errors.New("merger: internal error")
 )
 
 // GrantError reports a grant too small for the merge, with the figures the

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,7 @@ func Merge(ctx context.Context, inputs []string, output string, opts Options) (*
 		return nil, ErrNoInputs
 	}
 	if opts.Grant <= 0 {
-		return nil, fmt.Errorf("merger: grant %d: a positive grant is required", opts.Grant)
+		return nil, fmt.Errorf("%w: grant %d: a positive grant is required", ErrGrantTooSmall, opts.Grant)
 	}
 	if _, err := os.Stat(output); err == nil {
 		return nil, fmt.Errorf("%w: %s", ErrOutputExists, output)
@@ -509,6 +510,7 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer m.recoverTo(fail)
 			for g := range work {
 				if err := m.gatherGroup(ctx, ins, g, rs, blockRows, emit); err != nil {
 					fail(err)
@@ -522,10 +524,11 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 					finishers.Add(1)
 					go func() {
 						defer finishers.Done()
+						defer func() { <-finishing }()
+						defer m.recoverTo(fail)
 						if err := w.FinishColumn(c); err != nil {
 							fail(fmt.Errorf("merger: %w", err))
 						}
-						<-finishing
 					}()
 				}
 			}
@@ -549,10 +552,11 @@ feed:
 			finishers.Add(1)
 			go func() {
 				defer finishers.Done()
+				defer func() { <-finishing }()
+				defer m.recoverTo(fail)
 				if err := w.FinishColumn(c); err != nil {
 					fail(fmt.Errorf("merger: %w", err))
 				}
-				<-finishing
 			}()
 		}
 	}
@@ -562,6 +566,19 @@ feed:
 		return err
 	}
 	return m.ctx.Err()
+}
+
+// recoverTo, deferred in a goroutine of the merge, turns a panic of that
+// goroutine into an error wrapping ErrInternal passed to fail, and logs its
+// stack. A panic off the caller's goroutine cannot be recovered by the
+// caller and would end the process.
+func (m *merge) recoverTo(fail func(error)) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	m.opts.Logger.Error("merger: goroutine panicked", "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+	fail(fmt.Errorf("%w: panic: %v", ErrInternal, v))
 }
 
 // gatherSel drives gathers with selection vectors of one output block each:

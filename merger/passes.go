@@ -81,7 +81,7 @@ func (m *merge) level(dirs []string, dst string, blockRows int, total int64, fin
 		return err
 	}
 	if p.kind == PlanPasses {
-		return fmt.Errorf("merger: internal error: a group of %d inputs planned as passes", len(ins))
+		return fmt.Errorf("%w: a group of %d inputs planned as passes", ErrInternal, len(ins))
 	}
 	saved := m.opts
 	if !final {

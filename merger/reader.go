@@ -71,11 +71,11 @@ func NewMergeReader(containers []*columnar.Container, cols []int, opts MergeRead
 		}
 	}
 	if len(cols) == 0 {
-		return nil, fmt.Errorf("merger: merge reader: no columns chosen")
+		return nil, fmt.Errorf("%w: merge reader: no columns chosen", ErrInternal)
 	}
 	for _, c := range cols {
 		if c < 0 || c >= schema.NumFields() {
-			return nil, fmt.Errorf("merger: merge reader: column %d out of range [0, %d)", c, schema.NumFields())
+			return nil, fmt.Errorf("%w: merge reader: column %d out of range [0, %d)", ErrInternal, c, schema.NumFields())
 		}
 	}
 	keyIdx, err := key.Indices(schema)

@@ -93,7 +93,7 @@ func (w *rowSourceWriter) append(input int, count int64) error {
 		return nil
 	}
 	if input < 0 || input >= w.inputs {
-		return fmt.Errorf("merger: row-source input %d out of range [0,%d)", input, w.inputs)
+		return fmt.Errorf("%w: row-source input %d out of range [0,%d)", ErrInternal, input, w.inputs)
 	}
 	w.rows += count
 	if input == w.cur.input {
@@ -267,7 +267,7 @@ type rowSource struct {
 // drops the encoded stream.
 func (s *rowSource) expand(res reserver) error {
 	if s.inputs > maxSelInputs {
-		return fmt.Errorf("row source of %d inputs cannot be a selection vector", s.inputs)
+		return fmt.Errorf("%w: row source of %d inputs cannot be a selection vector", ErrInternal, s.inputs)
 	}
 	need := 2 * s.rows
 	if err := res.Reserve(need); err != nil {

@@ -227,7 +227,7 @@ func (b *binaryBuilder) appendSel(sel []uint16, pos, lens []int, views []blockVi
 		lo, hi := int(v.offsets[p]), int(v.offsets[p+1])
 		if need := b.size + hi - lo; need > len(data) {
 			if need > math.MaxInt32 {
-				return i, fmt.Errorf("merger: a block of %s values exceeds 2GiB", b.dtype)
+				return i, fmt.Errorf("%w: a block of %s values exceeds 2GiB", ErrUnsupported, b.dtype)
 			}
 			b.data.ResizeNoShrink(max(need, 2*len(data), 4096))
 			data = b.data.Bytes()

@@ -478,7 +478,7 @@ func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Al
 	for r := from; r < to; r++ {
 		pos := partPos + int64(r)
 		if e.started && pos != e.pos+1 {
-			return nil, fmt.Errorf("windower: internal error: cursor of select item %q at row %d, slice at %d", c.alias, e.pos+1, pos)
+			return nil, fmt.Errorf("%w: cursor of select item %q at row %d, slice at %d", ErrInternal, c.alias, e.pos+1, pos)
 		}
 		if e.started && !sameKeys(in, r, in, r-1, e.order) {
 			e.group++

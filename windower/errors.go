@@ -18,6 +18,9 @@ var (
 	ErrOverflow = errors.New("windower: integer out of range")
 	// ErrDivisionByZero is wrapped for an integer division or modulo by zero.
 	ErrDivisionByZero = errors.New("windower: division by zero")
+	// ErrInternal is wrapped when the windower finds one of its own
+	// invariants broken: a bug, which the same query and input meet again.
+	ErrInternal = errors.New("windower: internal error")
 )
 
 // QueryError is an invalid-query error that names the select item it is about.

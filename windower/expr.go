@@ -3,6 +3,7 @@ package windower
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -136,6 +137,35 @@ func constVector(c *messages.Value) (*vector, error) {
 	return v, nil
 }
 
+// String renders e as SQL, for error messages: "k0 / (c1 - 3)".
+func (e *expr) String() string {
+	switch {
+	case e.col >= 0:
+		return e.colName
+	case e.konst != nil:
+		v := e.konst
+		switch {
+		case v.isNull(0):
+			return "NULL"
+		case v.kind == kindFloat:
+			return strconv.FormatFloat(v.floats[0], 'g', -1, 64)
+		case v.kind == kindString:
+			return "'" + strings.ReplaceAll(v.strs[0], "'", "''") + "'"
+		case v.kind == kindBool:
+			return strconv.FormatBool(v.ints[0] != 0)
+		default:
+			return strconv.FormatInt(v.ints[0], 10)
+		}
+	}
+	arg := func(a *expr) string {
+		if a.op != 0 {
+			return "(" + a.String() + ")"
+		}
+		return a.String()
+	}
+	return arg(e.args[0]) + " " + string(e.op) + " " + arg(e.args[1])
+}
+
 // eval computes e over the n input rows in cols.
 func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 	if e.col >= 0 {
@@ -172,7 +202,7 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 				out.floats[i] = x[i] * y[i]
 			case '/':
 				if y[i] == 0 && !out.isNull(i) {
-					return nil, fmt.Errorf("%w (row %d)", ErrDivisionByZero, i)
+					return nil, fmt.Errorf("%w in %s", ErrDivisionByZero, e)
 				}
 				out.floats[i] = x[i] / y[i]
 			}
@@ -205,7 +235,7 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 			ok = x[i] == 0 || (r/x[i] == y[i] && !(x[i] == -1 && y[i] == math.MinInt64))
 		case '/', '%':
 			if y[i] == 0 {
-				return nil, fmt.Errorf("%w (row %d)", ErrDivisionByZero, i)
+				return nil, fmt.Errorf("%w in %s", ErrDivisionByZero, e)
 			}
 			if y[i] == -1 {
 				// PostgreSQL: MinInt64 / -1 overflows; MinInt64 % -1 is 0.
@@ -221,7 +251,7 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("%w: %d %c %d (row %d)", ErrOverflow, x[i], e.op, y[i], i)
+			return nil, fmt.Errorf("%w: %d %c %d in %s", ErrOverflow, x[i], e.op, y[i], e)
 		}
 		out.ints[i] = r
 	}

@@ -239,7 +239,7 @@ func orderByStage(p *plan, afterWindows bool) (*messages.WindowQuery, error) {
 			key.Expr = it.Expr
 		default:
 			// withOrderColumns makes every ORDER BY item a select item first.
-			return nil, fmt.Errorf("windower: internal error: ORDER BY item %d is not carried through the window stages", i+1)
+			return nil, fmt.Errorf("%w: ORDER BY item %d is not carried through the window stages", ErrInternal, i+1)
 		}
 		w.OrderBy = append(w.OrderBy, key)
 	}

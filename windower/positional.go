@@ -194,7 +194,7 @@ func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *par
 			}
 			src, row = facts.picked[c.item][key], 0
 			if src == nil {
-				return nil, fmt.Errorf("windower: select item %q: row %d of a big partition is neither buffered nor picked", c.alias, at)
+				return nil, fmt.Errorf("%w: select item %q: row %d of a big partition is neither buffered nor picked", ErrInternal, c.alias, at)
 			}
 		}
 		copyRow(out, i, src, int(row))

@@ -196,7 +196,7 @@ func loadRecords(p *plan, recs []arrow.RecordBatch, budget *columnar.Budget) (*i
 		}
 		for _, r := range recs {
 			if !r.Schema().Field(c).Equal(f) && !arrow.TypeEqual(r.Schema().Field(c).Type, f.Type) {
-				return nil, fmt.Errorf("windower: input batch column %d is %s, schema says %s", c, r.Schema().Field(c).Type, f.Type)
+				return nil, fmt.Errorf("windower: %w: input batch column %d is %s, schema says %s", columnar.ErrSchemaMismatch, c, r.Schema().Field(c).Type, f.Type)
 			}
 			if err := v.appendArrow(r.Column(c)); err != nil {
 				return nil, fmt.Errorf("windower: column %q: %w", f.Name, err)
@@ -581,7 +581,7 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, n)
 		if err != nil {
-			return nil, fmt.Errorf("windower: %s: %w", c.alias, err)
+			return nil, fmt.Errorf("windower: select item %q: %w", c.alias, err)
 		}
 		cs.arg = sortedOf(c.args[0], v)
 	}

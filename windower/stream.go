@@ -129,7 +129,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	sliceEnd := func(end, from int) (int, error) {
 		to := end - halo.after
 		if to <= from {
-			return 0, fmt.Errorf("windower: internal error: a %d-row buffer does not hold a slice and its halo", buf.n)
+			return 0, fmt.Errorf("%w: a %d-row buffer does not hold a slice and its halo", ErrInternal, buf.n)
 		}
 		return to, nil
 	}
@@ -138,7 +138,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	sliceKeep := func(to int) (int, error) {
 		keep := to - halo.before
 		if keep <= 0 {
-			return 0, fmt.Errorf("windower: internal error: a %d-row buffer does not hold a slice and its halo", buf.n)
+			return 0, fmt.Errorf("%w: a %d-row buffer does not hold a slice and its halo", ErrInternal, buf.n)
 		}
 		return keep, nil
 	}

@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -85,6 +89,51 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// ErrPanic is wrapped by the error of a job whose handler panicked.
+var ErrPanic = errors.New("panic")
+
+// PanicError is the error of a job whose handler panicked: the panic's
+// value, where it was raised, and the stack (logged, not put in events).
+type PanicError struct {
+	Value any
+	Site  string // function and file:line that panicked, if known
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	if e.Site == "" {
+		return fmt.Sprintf("panic: %v", e.Value)
+	}
+	return fmt.Sprintf("panic: %v (in %s)", e.Value, e.Site)
+}
+
+func (e *PanicError) Unwrap() error { return ErrPanic }
+
+// panicSite names the function that raised the panic being recovered: the
+// first frame below runtime.gopanic that is not the runtime's own. It must
+// be called from the deferred function that recovers.
+func panicSite() string {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	panicking := false
+	for {
+		f, more := frames.Next()
+		switch {
+		case f.Function == "runtime.gopanic":
+			panicking = true
+		case panicking && !strings.HasPrefix(f.Function, "runtime."):
+			fn := f.Function
+			if i := strings.LastIndex(fn, "/"); i >= 0 {
+				fn = fn[i+1:]
+			}
+			return fmt.Sprintf("%s %s:%d", fn, filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
 // JobWorker pulls jobs one at a time from a shared durable pull consumer,
 // and runs each within the worker's memory:
 //
@@ -97,6 +146,11 @@ func IsPermanent(err error) bool {
 //     by job ID) and acks only after Run returns, that is after the output
 //     is committed. A failed Run is retried by redelivery until MaxDeliver,
 //     then failed for good and dead-lettered; the message stays in JOBS.
+//   - A permanent error (marked by Permanent, or one the Permanent
+//     classifier says no redelivery can fix) fails the job at once, at
+//     whatever delivery; so does a panic in Run, which is recovered, logged
+//     with its stack and reported with its message. The worker goes on to
+//     the next job.
 //   - On stop, a running job gets StopGrace to finish; then it is cancelled
 //     and Nak'ed, so another worker runs it.
 type JobWorker[J Job] struct {
@@ -119,6 +173,11 @@ type JobWorker[J Job] struct {
 
 	New func() J
 	Run func(ctx context.Context, job J, progress *Progress) (Outcome, error)
+	// Permanent, if set, reports whether an error of Run is one no
+	// redelivery can fix (the engines' deterministic errors). Errors marked
+	// by Permanent and panics are permanent whatever it says; every other
+	// error is retried until MaxDeliver.
+	Permanent func(error) bool
 }
 
 // JobMetrics are a worker's Prometheus metrics.
@@ -128,6 +187,7 @@ type JobMetrics struct {
 	seconds  prometheus.Histogram
 	peak     prometheus.Gauge
 	deferred prometheus.Counter
+	panics   prometheus.Counter
 }
 
 // NewJobMetrics registers a worker's metrics in reg.
@@ -146,8 +206,11 @@ func NewJobMetrics(reg prometheus.Registerer, service string) *JobMetrics {
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_jobs_deferred_total", Help: "Jobs handed back because their grant exceeds this worker's memory.", ConstLabels: cl,
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_job_panics_total", Help: "Jobs whose handler panicked (each failed at once; the worker went on).", ConstLabels: cl,
+		}),
 	}
-	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred)
+	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred, m.panics)
 	return m
 }
 
@@ -265,7 +328,7 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	stopped := make(chan struct{})
 	go w.keepLease(ctx, msg, run, done, stopped, cancelJob)
 
-	out, err := w.Run(jobCtx, job, &Progress{w: run, every: w.ProgressEvery})
+	out, err := w.runJob(jobCtx, run, job, &Progress{w: run, every: w.ProgressEvery})
 	elapsed := time.Since(start)
 	select {
 	case <-stopped:
@@ -279,7 +342,7 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 	}
 	if err != nil {
-		if IsPermanent(err) || last {
+		if w.permanent(err) || last {
 			w.fail(ctx, msg, run, err.Error())
 			return
 		}
@@ -307,6 +370,29 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 		run.log.Warn("ack job", "err", err)
 	}
 	run.log.Info("job done", "result", result, "plan", out.Plan, "rows", out.RowsTotal, "peak_bytes", out.PeakBytes, "elapsed", elapsed)
+}
+
+// runJob calls Run. A panic in it is recovered here, at the job boundary,
+// so that no input can end the worker: it is logged with its stack and
+// returned as a *PanicError, which fails the job for good.
+func (w *JobWorker[J]) runJob(ctx context.Context, run *jobRun, job J, p *Progress) (out Outcome, err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		pe := &PanicError{Value: v, Site: panicSite(), Stack: debug.Stack()}
+		w.Metrics.panics.Inc()
+		run.log.Error("job panicked", "panic", fmt.Sprint(v), "site", pe.Site, "stack", string(pe.Stack))
+		out, err = Outcome{}, pe
+	}()
+	return w.Run(ctx, job, p)
+}
+
+// permanent reports whether err fails the job at once rather than after
+// MaxDeliver deliveries.
+func (w *JobWorker[J]) permanent(err error) bool {
+	return IsPermanent(err) || errors.Is(err, ErrPanic) || (w.Permanent != nil && w.Permanent(err))
 }
 
 // keepLease extends the job's lease every Heartbeat until done. When ctx is

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync/atomic"
@@ -174,6 +175,80 @@ func TestJobWorkerRetriesThenFails(t *testing.T) {
 	last := evs[messages.EventFailed][len(evs[messages.EventFailed])-1]
 	if last.Retryable || last.Reason != "disk on fire" {
 		t.Errorf("final failed event %+v", last)
+	}
+}
+
+func TestJobWorkerFailsPanickingJobAtOnceAndGoesOn(t *testing.T) {
+	ran := map[string]*atomic.Int32{"boom": new(atomic.Int32), "next": new(atomic.Int32)}
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		ran[j.JobID].Add(1)
+		if j.JobID == "boom" {
+			empty := j.Inputs[:0]
+			_ = empty[len(j.Inputs)] // index out of range, as an engine bug would
+		}
+		return Outcome{Output: &messages.ContainerRef{ID: j.Output}, RowsTotal: 1}, nil
+	})
+	for _, id := range []string{"boom", "next"} {
+		data, _ := messages.Marshal(job(id, 10<<20))
+		publishJob(t, env.js, data)
+	}
+	env.serveUntil(t, func() bool {
+		return value(env.worker.Metrics.jobs.WithLabelValues("failed")) == 1 && value(env.worker.Metrics.jobs.WithLabelValues("done")) == 1
+	})
+	if ran["boom"].Load() != 1 || ran["next"].Load() != 1 {
+		t.Errorf("runs: boom %d, next %d; want 1 each", ran["boom"].Load(), ran["next"].Load())
+	}
+	if got := value(env.worker.Metrics.panics); got != 1 {
+		t.Errorf("panics %v, want 1", got)
+	}
+	if got := value(env.worker.Metrics.jobs.WithLabelValues("retried")); got != 0 {
+		t.Errorf("a panicked job was retried %v times", got)
+	}
+	evs := env.events(t)
+	f := evs[messages.EventFailed]
+	if len(f) != 1 || f[0].JobID != "boom" || f[0].Retryable || f[0].Delivery != 1 {
+		t.Fatalf("failed events %+v, want one final failure of boom at delivery 1", f)
+	}
+	t.Logf("reason: %s", f[0].Reason)
+	if !strings.HasPrefix(f[0].Reason, "panic: runtime error: index out of range") || !strings.Contains(f[0].Reason, "jobworker_test.go") {
+		t.Errorf("reason %q, want the panic's message and where it was raised", f[0].Reason)
+	}
+	if d := evs[messages.EventDone]; len(d) != 1 || d[0].JobID != "next" {
+		t.Errorf("done events %+v, want the next job done", d)
+	}
+	s, _ := env.js.Stream(context.Background(), messages.StreamDeadLetter)
+	dl, err := s.GetLastMsgForSubject(context.Background(), messages.SubjectDeadLetter(messages.SubjectJobMergeout))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dl.Header.Get(messages.HeaderReason) != f[0].Reason {
+		t.Errorf("dead letter reason %q, want %q", dl.Header.Get(messages.HeaderReason), f[0].Reason)
+	}
+	// Terminated, not left for redelivery.
+	cons, _ := env.js.Consumer(context.Background(), messages.StreamJobs, messages.ConsumerMerger)
+	info, _ := cons.Info(context.Background())
+	if info.NumPending != 0 || info.NumAckPending != 0 || info.NumRedelivered != 0 {
+		t.Errorf("consumer: %d pending, %d ack pending, %d redelivered", info.NumPending, info.NumAckPending, info.NumRedelivered)
+	}
+}
+
+func TestJobWorkerFailsClassedPermanentErrorAtOnce(t *testing.T) {
+	errDeterministic := errors.New("engine: division by zero")
+	var ran atomic.Int32
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		ran.Add(1)
+		return Outcome{}, fmt.Errorf("select item 2: %w", errDeterministic)
+	})
+	env.worker.Permanent = func(err error) bool { return errors.Is(err, errDeterministic) }
+	data, _ := messages.Marshal(job("j5", 10<<20))
+	publishJob(t, env.js, data)
+	env.serveUntil(t, func() bool { return value(env.worker.Metrics.jobs.WithLabelValues("failed")) == 1 })
+	if ran.Load() != 1 {
+		t.Errorf("job ran %d times, want 1", ran.Load())
+	}
+	f := env.events(t)[messages.EventFailed]
+	if len(f) != 1 || f[0].Retryable || f[0].Delivery != 1 || f[0].Reason != "select item 2: engine: division by zero" {
+		t.Fatalf("failed events %+v", f)
 	}
 }
 

@@ -69,6 +69,8 @@ type JobSpec[J Job] struct {
 	Consumer  string // the shared durable consumer on messages.StreamJobs
 	New       func() J
 	Run       func(ctx context.Context, job J, progress *Progress) (Outcome, error)
+	// Permanent classes Run's errors (see JobWorker.Permanent).
+	Permanent func(error) bool
 }
 
 // RunJobs connects w to NATS and runs a JobWorker for spec on the shared
@@ -100,6 +102,7 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		Metrics:    NewJobMetrics(w.Runner.Registry(), w.Name),
 		New:        spec.New,
 		Run:        spec.Run,
+		Permanent:  spec.Permanent,
 	}
 	w.Runner.AddContext(jw.Serve)
 	w.Runner.AddContext(func(ctx context.Context) error {

@@ -14,6 +14,7 @@ package main
 
 import (
 	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -31,5 +32,6 @@ func run(args []string) error {
 		Consumer:  messages.ConsumerMerger,
 		New:       func() *messages.MergeoutJob { return new(messages.MergeoutJob) },
 		Run:       m.run,
+		Permanent: engineerr.Permanent,
 	})
 }

@@ -28,6 +28,8 @@ type mergeout struct {
 // run merges the job's inputs into its output container. The job ID names
 // the output, so a job whose output is already committed (a redelivery after
 // a crash between commit and ack) is reported done without merging again.
+// Errors are returned as the engines give them; engineerr.Permanent classes
+// them for the job worker.
 func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress *service.Progress) (service.Outcome, error) {
 	outDir := columnar.ContainerDir(m.dataDir, job.Table, job.Projection, job.Output)
 	if out, ok, err := m.existing(job, outDir); ok || err != nil {
@@ -40,10 +42,8 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		inputs[i] = columnar.ContainerDir(m.dataDir, job.Table, job.Projection, in.ID)
 		man, err := columnar.ReadManifest(inputs[i])
 		if err != nil {
-			// An input gone with no output committed cannot be merged by any retry.
-			if errors.Is(err, columnar.ErrNotFound) || errors.Is(err, columnar.ErrCorrupt) {
-				return service.Outcome{}, service.Permanent(fmt.Errorf("input %d: %w", i, err))
-			}
+			// An input gone (ErrNotFound) with no output committed cannot be
+			// merged by any retry: that error is permanent.
 			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
 		}
 		rowsTotal += man.Rows
@@ -69,10 +69,6 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		}
 	}
 	if err != nil {
-		if errors.Is(err, merger.ErrGrantTooSmall) || errors.Is(err, merger.ErrMismatch) ||
-			errors.Is(err, merger.ErrNoInputs) || errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, columnar.ErrSchemaMismatch) {
-			return service.Outcome{}, service.Permanent(err)
-		}
 		return service.Outcome{}, err
 	}
 	man, err := columnar.ReadManifest(outDir)
@@ -92,7 +88,8 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 
 // existing reports a committed output container. A directory at the
 // output's name with no valid manifest cannot come from a commit (commits
-// rename a complete directory into place) and is reported as corrupt.
+// rename a complete directory into place) and is reported as corrupt
+// (permanent); an error reading it is retried.
 func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.Outcome, bool, error) {
 	man, err := columnar.ReadManifest(outDir)
 	switch {
@@ -103,7 +100,7 @@ func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.O
 	case errors.Is(err, columnar.ErrNotFound):
 		return service.Outcome{}, false, nil
 	default:
-		return service.Outcome{}, false, service.Permanent(fmt.Errorf("output %s: %w", outDir, err))
+		return service.Outcome{}, false, fmt.Errorf("output %s: %w", outDir, err)
 	}
 }
 

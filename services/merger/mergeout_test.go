@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
-	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -60,7 +60,7 @@ func TestMergeoutMissingInputIsPermanent(t *testing.T) {
 	m, job := testJob(t)
 	job.Inputs[1].ID = "c9999"
 	_, err := m.run(context.Background(), job, nil)
-	if err == nil || !service.IsPermanent(err) {
+	if err == nil || !engineerr.Permanent(err) {
 		t.Fatalf("missing input: err %v, want a permanent error", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/messages"
@@ -21,6 +22,7 @@ import (
 // apiClient is the connection of a command that talks to the scheduler.
 type apiClient struct {
 	nc      *nats.Conn
+	js      jetstream.JetStream
 	timeout time.Duration
 }
 
@@ -36,11 +38,11 @@ func (f *apiFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
-	nc, _, err := f.connect(ctx)
+	nc, js, err := f.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", f.common.NATS, err)
 	}
-	return &apiClient{nc: nc, timeout: f.timeout}, nil
+	return &apiClient{nc: nc, js: js, timeout: f.timeout}, nil
 }
 
 func (c *apiClient) Close() { c.nc.Close() }

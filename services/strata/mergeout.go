@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,10 +18,13 @@ func init() {
 }
 
 func runMergeout(ctx context.Context, args []string) error {
-	cmd := newAPICommand("mergeout", "usage: strata mergeout [flags] TABLE\n\nAsks the scheduler to merge every container of TABLE that no running job merges.",
+	cmd := newAPICommand("mergeout", "usage: strata mergeout [flags] TABLE\n\nAsks the scheduler to merge every container of TABLE that no running job merges.\n"+
+		"If no merger has taken a job after --accept-timeout, says why it may be waiting.",
 		"output format of the outcome: table, json or csv")
 	projection := cmd.fs.String("projection", "", "only this projection (default: every projection of the table)")
 	wait := cmd.fs.Bool("wait", true, "wait for the mergeouts to finish and print the outcome")
+	var wf waitFlags
+	wf.register(cmd.fs)
 	tableName, err := cmd.parseArg(args, "want a TABLE")
 	if err != nil {
 		return err
@@ -33,13 +37,13 @@ func runMergeout(ctx context.Context, args []string) error {
 	defer c.Close()
 	defer w.stop()
 	if len(rep.Jobs) == 0 && len(rep.Running) == 0 {
-		fmt.Fprintf(os.Stderr, "nothing to merge in %s: every projection has fewer than two containers no running job merges\n", tableName)
+		fmt.Fprintf(stderr, "nothing to merge in %s: every projection has fewer than two containers no running job merges\n", tableName)
 		return nil
 	}
 	var ids []string
 	for _, j := range rep.Running {
 		ids = append(ids, j.JobID)
-		fmt.Fprintf(os.Stderr, "mergeout %s: %s.%s, %d containers -> %s, already under way\n", j.JobID, j.Table, j.Projection, j.Inputs, j.Output)
+		fmt.Fprintf(stderr, "mergeout %s: %s.%s, %d containers -> %s, already under way\n", j.JobID, j.Table, j.Projection, j.Inputs, j.Output)
 	}
 	for _, j := range rep.Jobs {
 		ids = append(ids, j.JobID)
@@ -47,12 +51,12 @@ func runMergeout(ctx context.Context, args []string) error {
 		if j.Queued {
 			state = "queued for memory in pool " + messages.DefaultMergeoutPool
 		}
-		fmt.Fprintf(os.Stderr, "mergeout %s: %s.%s, %d containers -> %s, %s\n", j.JobID, j.Table, j.Projection, j.Inputs, j.Output, state)
+		fmt.Fprintf(stderr, "mergeout %s: %s.%s, %d containers -> %s, %s\n", j.JobID, j.Table, j.Projection, j.Inputs, j.Output, state)
 	}
 	if !*wait {
 		return nil
 	}
-	_, failed, err := w.wait(ctx, c, ids)
+	_, failed, err := w.wait(ctx, c, ids, waitOptions{waitFlags: wf, consumer: messages.ConsumerMerger})
 	if err != nil {
 		return err
 	}
@@ -150,22 +154,66 @@ func (c *apiCommand) submit(ctx context.Context, subject string, req, rep messag
 
 // wait returns when every job has a done or failed event (or, should an
 // event be missed, the operations table says it ended), printing progress
-// to stderr. It returns the done events by job ID and how many failed.
-func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (done map[string]*messages.JobEvent, failed int, err error) {
+// to stderr. A job no worker holds for o.acceptTimeout gets a notice saying
+// what it waits for (see noticeWaiting), again every o.acceptTimeout; after
+// o.timeout, if set, wait gives up (the jobs go on). It returns the done
+// events by job ID and how many failed.
+func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string, o waitOptions) (done map[string]*messages.JobEvent, failed int, err error) {
+	parent := ctx
+	if o.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, o.timeout)
+		defer cancel()
+	}
 	done = map[string]*messages.JobEvent{}
 	pending := map[string]bool{}
+	// waiting holds the pending jobs no worker is known to hold, and since
+	// when; noticed when each was last said to wait; seen the jobs any
+	// event was seen of.
+	waiting := map[string]time.Time{}
+	noticed := map[string]time.Time{}
+	seen := map[string]bool{}
+	due := func(id string) time.Time {
+		from := waiting[id]
+		if n := noticed[id]; n.After(from) {
+			from = n
+		}
+		return from.Add(o.acceptTimeout)
+	}
+	start := time.Now()
 	for _, id := range ids {
 		pending[id] = true
+		waiting[id] = start
 	}
+	notice := time.NewTimer(time.Hour)
+	notice.Stop()
+	defer notice.Stop()
+	arm := func() {
+		notice.Stop()
+		if o.acceptTimeout <= 0 {
+			return
+		}
+		var first time.Time
+		for id := range waiting {
+			if at := due(id); first.IsZero() || at.Before(first) {
+				first = at
+			}
+		}
+		if !first.IsZero() {
+			notice.Reset(time.Until(first))
+		}
+	}
+	arm()
 	settle := func(id string, ok bool, how string) {
 		if !pending[id] {
 			return
 		}
 		delete(pending, id)
+		delete(waiting, id)
 		if !ok {
 			failed++
 		}
-		fmt.Fprintf(os.Stderr, "%s %s\n", id, how)
+		fmt.Fprintf(stderr, "%s %s\n", id, how)
 	}
 	poll := time.NewTicker(5 * time.Second)
 	defer poll.Stop()
@@ -173,19 +221,25 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (do
 	for len(pending) > 0 {
 		select {
 		case <-ctx.Done():
+			if parent.Err() == nil && o.timeout > 0 {
+				return done, failed, fmt.Errorf("gave up after --timeout %s with %d of %d jobs unfinished (they go on running; strata ops shows them)", o.timeout, len(pending), len(ids))
+			}
 			return done, failed, fmt.Errorf("stopped waiting for %d jobs (they go on running): %w", len(pending), ctx.Err())
 		case msg := <-w.ch:
 			ev := new(messages.JobEvent)
 			if err := messages.Unmarshal(msg.Data, ev); err != nil || !pending[ev.JobID] {
 				continue
 			}
+			seen[ev.JobID] = true
 			switch ev.Type {
 			case messages.EventAccepted:
-				fmt.Fprintf(os.Stderr, "%s accepted by %s (delivery %d)\n", ev.JobID, ev.Worker, ev.Delivery)
+				delete(waiting, ev.JobID)
+				fmt.Fprintf(stderr, "%s accepted by %s (delivery %d)\n", ev.JobID, ev.Worker, ev.Delivery)
 			case messages.EventProgress:
+				delete(waiting, ev.JobID)
 				if time.Since(lastProgress[ev.JobID]) >= time.Second && ev.RowsTotal > 0 {
 					lastProgress[ev.JobID] = time.Now()
-					fmt.Fprintf(os.Stderr, "%s %d/%d rows (%.0f%%)\n", ev.JobID, ev.RowsDone, ev.RowsTotal, 100*float64(ev.RowsDone)/float64(ev.RowsTotal))
+					fmt.Fprintf(stderr, "%s %d/%d rows (%.0f%%)\n", ev.JobID, ev.RowsDone, ev.RowsTotal, 100*float64(ev.RowsDone)/float64(ev.RowsTotal))
 				}
 			case messages.EventDone:
 				if pending[ev.JobID] {
@@ -196,9 +250,29 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (do
 				if !ev.Retryable {
 					settle(ev.JobID, false, "failed: "+ev.Reason)
 				} else {
-					fmt.Fprintf(os.Stderr, "%s attempt failed, will be retried: %s\n", ev.JobID, ev.Reason)
+					// Back in the consumer until a worker takes it again.
+					waiting[ev.JobID] = time.Now()
+					fmt.Fprintf(stderr, "%s attempt failed, will be retried: %s\n", ev.JobID, ev.Reason)
 				}
 			}
+			arm()
+		case <-notice.C:
+			now := time.Now()
+			var ready []string
+			for id := range waiting {
+				if !due(id).After(now) {
+					ready = append(ready, id)
+				}
+			}
+			slices.Sort(ready)
+			for _, id := range ready {
+				if w.noticeWaiting(ctx, c, id, now.Sub(waiting[id]), seen[id], o) {
+					noticed[id] = now
+				} else {
+					delete(waiting, id) // a worker has it after all
+				}
+			}
+			arm()
 		case <-poll.C:
 			for id := range pending {
 				var rep messages.OperationsReply
@@ -217,6 +291,7 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string) (do
 					}
 				}
 			}
+			arm()
 		}
 	}
 	return done, failed, nil

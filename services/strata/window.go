@@ -25,7 +25,8 @@ func init() {
 func runWindow(ctx context.Context, args []string) error {
 	cmd := newAPICommand("window", "usage: strata window [flags] 'SELECT ... OVER (...) FROM table ...'\n\n"+
 		"Parses the query, has the scheduler grant it memory and hand it to a windower, waits,\n"+
-		"and prints the first rows of the result container (or writes it all with --out).",
+		"and prints the first rows of the result container (or writes it all with --out).\n"+
+		"If no windower has taken the job after --accept-timeout, says why it may be waiting.",
 		"how printed rows look: table, json or csv")
 	fs := cmd.fs
 	pool := fs.String("pool", "", "resource pool to run in (default general)")
@@ -33,6 +34,8 @@ func runWindow(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "write the whole result to FILE: .csv, .parquet or .arrow")
 	pqComp := fs.String("parquet-compression", "zstd", "compression of a .parquet --out: zstd, snappy or none")
 	explain := fs.Bool("explain", false, "print the parsed query and exit")
+	var wf waitFlags
+	wf.register(fs)
 	sql, err := cmd.parseArg(args, "want the query text")
 	if err != nil {
 		return err
@@ -65,8 +68,8 @@ func runWindow(ctx context.Context, args []string) error {
 	if rep.Job.Queued {
 		state = "queued for memory"
 	}
-	fmt.Fprintf(os.Stderr, "window %s over %s (%d containers) -> %s, %s\n", rep.Job.JobID, query.Table, rep.Job.Inputs, rep.ResultTable, state)
-	done, failed, err := w.wait(ctx, c, []string{rep.Job.JobID})
+	fmt.Fprintf(stderr, "window %s over %s (%d containers) -> %s, %s\n", rep.Job.JobID, query.Table, rep.Job.Inputs, rep.ResultTable, state)
+	done, failed, err := w.wait(ctx, c, []string{rep.Job.JobID}, waitOptions{waitFlags: wf, consumer: messages.ConsumerWindower})
 	if err != nil {
 		return err
 	}
@@ -82,7 +85,7 @@ func runWindow(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "wrote %d rows to %s\n", n, *out)
+		fmt.Fprintf(stderr, "wrote %d rows to %s\n", n, *out)
 		return nil
 	}
 	return printRows(dir, *rows, cmd.format)
@@ -179,7 +182,7 @@ func printRows(dir string, n int, format string) error {
 		return err
 	}
 	if t == nil {
-		fmt.Fprintln(os.Stderr, "(no rows)")
+		fmt.Fprintln(stderr, "(no rows)")
 		return nil
 	}
 	return t.print(os.Stdout, format)

@@ -14,6 +14,7 @@ package main
 
 import (
 	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -30,5 +31,6 @@ func run(args []string) error {
 		Consumer:  messages.ConsumerWindower,
 		New:       func() *messages.WindowJob { return new(messages.WindowJob) },
 		Run:       wj.run,
+		Permanent: engineerr.Permanent,
 	})
 }

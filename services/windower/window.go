@@ -26,14 +26,15 @@ type windowJob struct {
 
 // run evaluates the job's query and commits the result container. The job
 // ID names the output, so a redelivered job whose result is committed is
-// reported done without evaluating again.
+// reported done without evaluating again. Errors are returned as the engines
+// give them; engineerr.Permanent classes them for the job worker.
 func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *service.Progress) (service.Outcome, error) {
 	outDir := columnar.ContainerDir(w.dataDir, job.ResultTable, ResultProjection, job.Output)
 	if man, err := columnar.ReadManifest(outDir); err == nil {
 		w.log.Info("result already committed; not evaluating again", "job", job.JobID, "output", outDir)
 		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Existing: true}, nil
 	} else if !errors.Is(err, columnar.ErrNotFound) {
-		return service.Outcome{}, service.Permanent(fmt.Errorf("result %s: %w", outDir, err))
+		return service.Outcome{}, fmt.Errorf("result %s: %w", outDir, err)
 	}
 	dirs := make([]string, len(job.Inputs))
 	for i, in := range job.Inputs {
@@ -47,10 +48,6 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Logger: w.log.With("job", job.JobID),
 	})
 	if err != nil {
-		if errors.Is(err, windower.ErrGrantTooSmall) || errors.Is(err, windower.ErrUnsupported) || errors.Is(err, columnar.ErrNotFound) ||
-			errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, columnar.ErrSchemaMismatch) || isQueryError(err) {
-			return service.Outcome{}, service.Permanent(err)
-		}
 		return service.Outcome{}, err
 	}
 	defer res.Close()
@@ -99,11 +96,6 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		Output: containerRef(man), Plan: plan, RowsTotal: man.Rows, Bytes: onDisk(man),
 		PeakBytes: stats.PeakBytes, SpilledBytes: stats.SpilledBytes,
 	}, nil
-}
-
-func isQueryError(err error) bool {
-	var qe *windower.QueryError
-	return errors.As(err, &qe)
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/columnar"
-	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -54,7 +54,7 @@ func TestWindowJobWritesResultOnce(t *testing.T) {
 
 func TestWindowJobBadQueryIsPermanent(t *testing.T) {
 	w, job := testWindowJob(t, "SELECT no_such_column, row_number() OVER () AS rn FROM t")
-	if _, err := w.run(context.Background(), job, nil); err == nil || !service.IsPermanent(err) {
+	if _, err := w.run(context.Background(), job, nil); err == nil || !engineerr.Permanent(err) {
 		t.Fatalf("unknown column: err %v, want a permanent error", err)
 	}
 }
