@@ -101,6 +101,14 @@ func (c *calendarOffset) target(v, sign int64) (t int64, frac bool, inf int) {
 	if tod < 0 {
 		day, tod = day-1, tod+u.perDay
 	}
+	if day > maxCalendarDay || day < -maxCalendarDay {
+		// Only an int64 date key can be this far out (date32 keys and
+		// timestamps in seconds are not): beyond the calendar's range.
+		if day > 0 {
+			return 0, false, 1
+		}
+		return 0, false, -1
+	}
 	day = addMonths(day, sign*int64(c.iv.Months)) + sign*int64(c.iv.Days)
 	x := i128of(day).mul(u.perDay).add(i128of(tod))
 	us := c.iv.Micros
@@ -133,6 +141,11 @@ func (c *calendarOffset) target(v, sign int64) (t int64, frac bool, inf int) {
 	}
 	return t, frac, 0
 }
+
+// maxCalendarDay bounds the day numbers target converts to dates, so the
+// arithmetic stays within int64: more than the 1.07e14 days of int64
+// seconds.
+const maxCalendarDay = 1 << 50
 
 // addMonths adds months to a day number (days since 1970-01-01, proleptic
 // Gregorian), keeping the day of the month unless the new month is shorter.

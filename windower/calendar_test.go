@@ -136,6 +136,61 @@ func TestCalendarTarget(t *testing.T) {
 	}
 }
 
+// TestCalendarTargetMonotonic: for any key type, interval and sign, the
+// target never decreases as the key grows (the cursors rely on it), and
+// extreme keys and intervals neither panic nor wrap around.
+func TestCalendarTargetMonotonic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var units []temporalUnit
+	for _, typ := range []arrow.DataType{arrow.FixedWidthTypes.Date32, &arrow.TimestampType{Unit: arrow.Second},
+		&arrow.TimestampType{Unit: arrow.Millisecond}, &arrow.TimestampType{Unit: arrow.Microsecond}, &arrow.TimestampType{Unit: arrow.Nanosecond}} {
+		u, _ := temporalUnitOf(typ)
+		units = append(units, u)
+	}
+	i32s := []int32{0, 1, -1, 12, -30, 1000, math.MaxInt32, math.MinInt32}
+	i64s := []int64{0, 1, -1, 43200e6, -3600e6, 1e15, math.MaxInt64, math.MinInt64}
+	key := func(u temporalUnit) int64 {
+		switch rng.IntN(4) {
+		case 0:
+			return []int64{math.MinInt64, math.MaxInt64, 0, -1}[rng.IntN(4)]
+		case 1:
+			if u.perDay == 1 {
+				return rng.Int64N(1<<32) - 1<<31
+			}
+			return int64(rng.Uint64())
+		}
+		return (rng.Int64N(200000) - 100000) * u.perDay / 4
+	}
+	// order of (inf, t, frac) targets
+	less := func(t1 int64, f1 bool, i1 int, t2 int64, f2 bool, i2 int) bool {
+		if i1 != i2 {
+			return i1 < i2
+		}
+		if i1 != 0 || t1 != t2 {
+			return i1 == 0 && t1 < t2
+		}
+		return !f1 && f2
+	}
+	for k := 0; k < 200000; k++ {
+		u := units[rng.IntN(len(units))]
+		iv := messages.Interval{Months: i32s[rng.IntN(len(i32s))], Days: i32s[rng.IntN(len(i32s))], Micros: i64s[rng.IntN(len(i64s))]}
+		if rng.IntN(2) == 0 {
+			iv = messages.Interval{Months: int32(rng.IntN(50) - 10), Days: int32(rng.IntN(100) - 50), Micros: rng.Int64N(1e12) - 5e11}
+		}
+		sign := int64(1 - 2*rng.IntN(2))
+		c := &calendarOffset{iv: iv, unit: u}
+		v1, v2 := key(u), key(u)
+		if v1 > v2 {
+			v1, v2 = v2, v1
+		}
+		t1, f1, i1 := c.target(v1, sign)
+		t2, f2, i2 := c.target(v2, sign)
+		if less(t2, f2, i2, t1, f1, i1) {
+			t.Fatalf("unit %+v %+v sign %d: target(%d) = %d %v %d > target(%d) = %d %v %d", u, iv, sign, v1, t1, f1, i1, v2, t2, f2, i2)
+		}
+	}
+}
+
 // calRows are the rows of TestRangeCalendarFrames: month ends, leap days,
 // and pairs that a month apart fall on the same day.
 var calRows = []struct {
