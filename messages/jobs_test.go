@@ -20,6 +20,9 @@ func jobSamples() map[string]Message {
 	return map[string]Message{
 		"mergeout_job": sampleMergeoutJob(),
 		"window_job":   sampleWindowJob(),
+		// Written before IntervalMonths and IntervalDays existed.
+		"window_job_interval_micros": sampleMicrosJob(),
+		"window_job_interval":        sampleCalendarJob(),
 		"job_event_done": &JobEvent{JobID: "mergeout.t.p.7", Operation: OperationMergeout, Type: EventDone, Worker: "merger-1", Time: 1700000000000000001,
 			Delivery: 2, RowsDone: 10005, RowsTotal: 10005, Bytes: 1 << 20, Plan: "vertical", PeakBytes: 12 << 20, SpilledBytes: 4096,
 			Output: &ContainerRef{Table: "t", Projection: "p", ID: "m00000007", Rows: 10005}},

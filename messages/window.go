@@ -47,9 +47,84 @@ type Value struct {
 	Float  *float64 `msgpack:"f,omitempty"`
 	String *string  `msgpack:"s,omitempty"`
 	Bool   *bool    `msgpack:"b,omitempty"`
-	// Interval in microseconds, for RANGE offsets on timestamps and dates
-	// (a date offset must be a whole number of days).
+	// An interval, for RANGE offsets on timestamps and dates: PostgreSQL's
+	// three fields, each set when it is not zero (and IntervalMicros when
+	// all are zero). A value with only IntervalMicros, as written before
+	// the other two existed, is that many microseconds. See Interval.
 	IntervalMicros *int64 `msgpack:"iv,omitempty"`
+	IntervalMonths *int32 `msgpack:"ivm,omitempty"`
+	IntervalDays   *int32 `msgpack:"ivd,omitempty"`
+}
+
+// Interval is PostgreSQL's interval value. Its months, days and
+// microseconds are kept apart because calendar arithmetic applies them
+// one after the other (timestamp + interval adds the months first,
+// clamping the day to the end of the month, then the days, then the
+// microseconds): a month is no fixed number of days.
+type Interval struct {
+	Months int32
+	Days   int32
+	Micros int64
+}
+
+// IntervalValue returns the constant holding iv.
+func IntervalValue(iv Interval) *Value {
+	v := &Value{}
+	if iv.Months != 0 {
+		m := iv.Months
+		v.IntervalMonths = &m
+	}
+	if iv.Days != 0 {
+		d := iv.Days
+		v.IntervalDays = &d
+	}
+	if iv.Micros != 0 || (iv.Months == 0 && iv.Days == 0) {
+		us := iv.Micros
+		v.IntervalMicros = &us
+	}
+	return v
+}
+
+// Interval returns the interval v holds, if it holds one.
+func (v *Value) Interval() (Interval, bool) {
+	if v == nil || (v.IntervalMicros == nil && v.IntervalMonths == nil && v.IntervalDays == nil) {
+		return Interval{}, false
+	}
+	var iv Interval
+	if v.IntervalMonths != nil {
+		iv.Months = *v.IntervalMonths
+	}
+	if v.IntervalDays != nil {
+		iv.Days = *v.IntervalDays
+	}
+	if v.IntervalMicros != nil {
+		iv.Micros = *v.IntervalMicros
+	}
+	return iv, true
+}
+
+// Sign returns -1, 0 or 1 as iv compares with the zero interval the way
+// PostgreSQL compares intervals (interval_cmp): a month counts as 30 days
+// and a day as 24 hours. A RANGE offset must not be negative by this
+// measure, although its fields may have different signs.
+func (iv Interval) Sign() int {
+	const day = 86400 * 1000000
+	// months*30 + days fits in int64, and so does that plus micros/day;
+	// the remainder is in [0, day).
+	q, r := iv.Micros/day, iv.Micros%day
+	if r < 0 {
+		q, r = q-1, r+day
+	}
+	whole := int64(iv.Months)*30 + int64(iv.Days) + q
+	switch {
+	case whole > 0:
+		return 1
+	case whole < 0:
+		return -1
+	case r > 0:
+		return 1
+	}
+	return 0
 }
 
 // Predicate is `Left Op Right`, with Op one of = <> < <= > >= and Right a
@@ -225,7 +300,8 @@ func (e *Expr) validateDepth(depth int) error {
 
 func (v *Value) validate() error {
 	set := 0
-	for _, p := range []bool{v.Int != nil, v.Float != nil, v.String != nil, v.Bool != nil, v.IntervalMicros != nil} {
+	_, isInterval := v.Interval()
+	for _, p := range []bool{v.Int != nil, v.Float != nil, v.String != nil, v.Bool != nil, isInterval} {
 		if p {
 			set++
 		}
@@ -238,7 +314,11 @@ func (v *Value) validate() error {
 
 // IsNull reports whether v is the NULL constant.
 func (v *Value) IsNull() bool {
-	return v == nil || (v.Int == nil && v.Float == nil && v.String == nil && v.Bool == nil && v.IntervalMicros == nil)
+	if v == nil {
+		return true
+	}
+	_, isInterval := v.Interval()
+	return v.Int == nil && v.Float == nil && v.String == nil && v.Bool == nil && !isInterval
 }
 
 func (p *Predicate) validate() error {
@@ -375,11 +455,14 @@ func (f *Frame) validate(orderKeys int) error {
 		if err := b.Offset.validate(); err != nil {
 			return err
 		}
+		iv, isInterval := b.Offset.Interval()
 		switch {
 		case b.Offset.Int != nil && *b.Offset.Int < 0,
-			b.Offset.Float != nil && !(*b.Offset.Float >= 0),
-			b.Offset.IntervalMicros != nil && *b.Offset.IntervalMicros < 0:
+			b.Offset.Float != nil && !(*b.Offset.Float >= 0):
 			return errors.New("frame offset must not be negative")
+		case isInterval && iv.Sign() < 0:
+			// PostgreSQL's words (in_range_timestamp_interval).
+			return errors.New("invalid preceding or following size in window function: the interval offset is negative")
 		case b.Offset.String != nil || b.Offset.Bool != nil:
 			return errors.New("frame offset must be a number or an interval")
 		}

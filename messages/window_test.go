@@ -2,12 +2,14 @@ package messages
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 func i64p(v int64) *int64 { return &v }
+func i32p(v int32) *int32 { return &v }
 
 func sampleWindowJob() *WindowJob {
 	return &WindowJob{
@@ -28,6 +30,103 @@ func sampleWindowJob() *WindowJob {
 			Where: []Predicate{{Left: Expr{Column: "a"}, Op: OpIsNotNull}},
 			Limit: 10,
 		},
+	}
+}
+
+// sampleIntervalJob is a window job whose frame has interval offsets.
+func sampleIntervalJob(sql string, start, end *Value) *WindowJob {
+	return &WindowJob{
+		JobID: "w2", ResultTable: "r", Output: "c2", Grant: Grant{Pool: "general", Bytes: 64 << 20, Target: 64 << 20},
+		Query: WindowQuery{
+			SQL:   sql,
+			Table: "t",
+			Select: []SelectItem{
+				{Alias: "ts", Expr: &Expr{Column: "ts"}},
+				{Alias: "count", Window: &WindowCall{
+					Func: "count", Star: true,
+					OrderBy: []SortItem{{Expr: Expr{Column: "ts"}}},
+					Frame: &Frame{Mode: FrameRange, Start: FrameBound{Kind: BoundPreceding, Offset: start},
+						End: FrameBound{Kind: BoundFollowing, Offset: end}},
+				}},
+			},
+		},
+	}
+}
+
+// sampleMicrosJob has offsets with microseconds only, the one form of
+// interval before months and days were added: its golden bytes were
+// written by that version and must decode to the same offsets.
+func sampleMicrosJob() *WindowJob {
+	return sampleIntervalJob("SELECT ts, count(*) OVER (ORDER BY ts RANGE BETWEEN INTERVAL '90 minutes' PRECEDING AND INTERVAL '1 day' FOLLOWING) FROM t",
+		&Value{IntervalMicros: i64p(90 * 60e6)}, &Value{IntervalMicros: i64p(86400e6)})
+}
+
+func sampleCalendarJob() *WindowJob {
+	return sampleIntervalJob("SELECT ts, count(*) OVER (ORDER BY ts RANGE BETWEEN INTERVAL '1 month 2 days 03:00' PRECEDING AND INTERVAL '1 day' FOLLOWING) FROM t",
+		IntervalValue(Interval{Months: 1, Days: 2, Micros: 3 * 3600e6}), IntervalValue(Interval{Days: 1}))
+}
+
+func TestIntervalValue(t *testing.T) {
+	cases := []struct {
+		iv   Interval
+		want Value
+	}{
+		{Interval{}, Value{IntervalMicros: i64p(0)}},
+		{Interval{Micros: 5}, Value{IntervalMicros: i64p(5)}},
+		{Interval{Months: 1}, Value{IntervalMonths: i32p(1)}},
+		{Interval{Days: -2}, Value{IntervalDays: i32p(-2)}},
+		{Interval{Months: 14, Days: 3, Micros: 4}, Value{IntervalMonths: i32p(14), IntervalDays: i32p(3), IntervalMicros: i64p(4)}},
+	}
+	for _, c := range cases {
+		v := IntervalValue(c.iv)
+		if !reflect.DeepEqual(*v, c.want) {
+			t.Errorf("IntervalValue(%+v) = %+v, want %+v", c.iv, *v, c.want)
+		}
+		got, ok := v.Interval()
+		if !ok || got != c.iv {
+			t.Errorf("IntervalValue(%+v).Interval() = %+v, %v", c.iv, got, ok)
+		}
+		if v.IsNull() {
+			t.Errorf("IntervalValue(%+v) is NULL", c.iv)
+		}
+		if err := v.validate(); err != nil {
+			t.Errorf("IntervalValue(%+v): %v", c.iv, err)
+		}
+	}
+	if _, ok := (&Value{Int: i64p(1)}).Interval(); ok {
+		t.Error("an integer is not an interval")
+	}
+	if err := (&Value{Int: i64p(1), IntervalDays: i32p(1)}).validate(); err == nil {
+		t.Error("an integer and an interval in one constant must be refused")
+	}
+}
+
+func TestIntervalSign(t *testing.T) {
+	const day = 86400e6
+	cases := []struct {
+		iv   Interval
+		want int
+	}{
+		{Interval{}, 0},
+		{Interval{Micros: 1}, 1},
+		{Interval{Micros: -1}, -1},
+		{Interval{Months: 1, Days: -30}, 0},
+		{Interval{Months: 1, Days: -31}, -1},
+		{Interval{Months: 1, Days: -29}, 1},
+		{Interval{Days: 1, Micros: -day}, 0},
+		{Interval{Days: 1, Micros: -day - 1}, -1},
+		{Interval{Days: -1, Micros: day + 1}, 1},
+		{Interval{Months: -1, Micros: 30*day + 1}, 1},
+		{Interval{Micros: math.MinInt64}, -1},
+		{Interval{Months: math.MaxInt32, Days: math.MaxInt32, Micros: math.MaxInt64}, 1},
+		{Interval{Months: math.MinInt32, Days: math.MinInt32, Micros: math.MinInt64}, -1},
+		{Interval{Months: 3600000, Micros: math.MinInt64}, 1}, // 1.08e8 days > 2^63 microseconds
+		{Interval{Months: 3500000, Micros: math.MinInt64}, -1},
+	}
+	for _, c := range cases {
+		if got := c.iv.Sign(); got != c.want {
+			t.Errorf("%+v.Sign() = %d, want %d", c.iv, got, c.want)
+		}
 	}
 }
 
@@ -65,6 +164,11 @@ func TestWindowQueryWireNames(t *testing.T) {
 	}
 }
 
+// rangeInterval is RANGE BETWEEN iv PRECEDING AND CURRENT ROW.
+func rangeInterval(iv Interval) *Frame {
+	return &Frame{Mode: FrameRange, Start: FrameBound{Kind: BoundPreceding, Offset: IntervalValue(iv)}, End: FrameBound{Kind: BoundCurrentRow}}
+}
+
 func TestWindowQueryValidate(t *testing.T) {
 	neg := int64(-1)
 	cases := []struct {
@@ -91,6 +195,26 @@ func TestWindowQueryValidate(t *testing.T) {
 		}, "FILTER"},
 		{"bad op", func(q *WindowQuery) { q.Where[0].Op = "like" }, "unknown predicate operator"},
 		{"star on sum", func(q *WindowQuery) { q.Select[1].Window.Star = true; q.Select[1].Window.Args = nil }, "only count(*)"},
+		{"negative interval", func(q *WindowQuery) {
+			q.Select[1].Window.Frame = rangeInterval(Interval{Days: -1})
+		}, "invalid preceding or following size in window function"},
+		{"negative calendar interval", func(q *WindowQuery) {
+			q.Select[1].Window.Frame = rangeInterval(Interval{Months: 1, Days: -31})
+		}, "invalid preceding or following size in window function"},
+		{"calendar interval of mixed signs", func(q *WindowQuery) {
+			q.Select[1].Window.Frame = rangeInterval(Interval{Months: 1, Days: -30})
+		}, ""},
+		{"old negative micros", func(q *WindowQuery) {
+			q.Select[1].Window.Frame = &Frame{Mode: FrameRange, Start: FrameBound{Kind: BoundPreceding, Offset: &Value{IntervalMicros: &neg}}, End: FrameBound{Kind: BoundCurrentRow}}
+		}, "invalid preceding or following size in window function"},
+		{"interval and integer", func(q *WindowQuery) {
+			q.Select[1].Window.Frame = rangeInterval(Interval{Days: 1})
+			q.Select[1].Window.Frame.Start.Offset.Int = i64p(1)
+		}, "more than one value"},
+		{"interval offset in rows", func(q *WindowQuery) {
+			q.Select[1].Window.Frame = rangeInterval(Interval{Months: 1})
+			q.Select[1].Window.Frame.Mode = FrameRows
+		}, "rows frame offset must be an integer"},
 		{"groups without order", func(q *WindowQuery) {
 			q.Select[1].Window.OrderBy = nil
 			q.Select[1].Window.Frame.Mode = FrameGroups

@@ -575,15 +575,8 @@ func (e *cursorEval) rangeCompare(cur *partCursor, in *input, r int, b *bound, s
 	if v.kind == kindFloat {
 		cmp = compareFloat(cur.fkey, v.floats[r]+float64(sign)*b.foff)
 	} else {
-		t, inf := addOverflow(v.ints[r], sign*b.off, sign)
-		switch {
-		case inf > 0:
-			cmp = -1
-		case inf < 0:
-			cmp = 1
-		default:
-			cmp = cmpInt(cur.key, t)
-		}
+		t, frac, inf := b.rangeTarget(v.ints[r], sign)
+		cmp = cmpTarget(cur.key, t, frac, inf)
 	}
 	if e.rangeDesc {
 		cmp = -cmp

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -21,11 +22,32 @@ var diffSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "f", Type: arrow.PrimitiveTypes.Float64, Nullable: true},
 	{Name: "t", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
 	{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true},
+	// c and d: timestamps and dates around month ends, for RANGE frames
+	// with calendar intervals.
+	{Name: "c", Type: &arrow.TimestampType{Unit: arrow.Microsecond}, Nullable: true},
+	{Name: "d", Type: arrow.FixedWidthTypes.Date32, Nullable: true},
 }, nil)
+
+// calendarDay returns a random day near the end or start of a month of
+// 2000, 2023 or 2024 (leap years, and one that is not), as days since 1970.
+func calendarDay(rng *rand.Rand) int64 {
+	y := []int{2000, 2023, 2024, 2024}[rng.IntN(4)]
+	m := time.Month([]int{1, 2, 3, 12}[rng.IntN(4)])
+	d := []int{1, 15, 28, 29, 30, 31}[rng.IntN(6)] // Feb 30 is Mar 1 or 2: fine
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400
+}
+
+// calendarOffsets are the RANGE offsets on c and d: months, days and
+// time, some with fields of different signs (none negative overall).
+var calendarOffsets = []messages.Interval{
+	{}, {Months: 1}, {Months: 2}, {Months: 12}, {Days: 1}, {Micros: 12 * 3600e6}, {Micros: 90 * 60e6},
+	{Months: 1, Days: 1}, {Months: 1, Days: -30}, {Months: 1, Days: -1}, {Days: 1, Micros: -3600e6},
+	{Months: 1, Micros: 36 * 3600e6}, {Months: -1, Days: 45},
+}
 
 // randomTable makes n rows with NULLs, many ties and skewed partitions.
 func randomTable(rng *rand.Rand, n int) (*refTable, arrow.RecordBatch) {
-	t := &refTable{cols: map[string][]refVal{}, n: n}
+	t := &refTable{cols: map[string][]refVal{}, n: n, micros: map[string]int64{"t": 1, "c": 1, "d": 86400e6}}
 	b := array.NewRecordBuilder(memory.NewGoAllocator(), diffSchema)
 	defer b.Release()
 	null := func(p float64) bool { return rng.Float64() < p }
@@ -75,6 +97,24 @@ func randomTable(rng *rand.Rand, n int) (*refTable, arrow.RecordBatch) {
 			s := string(rune('a' + rng.IntN(8)))
 			t.cols["s"] = append(t.cols["s"], refVal{s: s, kind: kindString})
 			b.Field(5).(*array.StringBuilder).Append(s)
+		}
+		if null(0.1) {
+			t.cols["c"] = append(t.cols["c"], refVal{null: true, kind: kindInt})
+			b.Field(6).AppendNull()
+		} else {
+			// Times that a month later can fall on the same clamped day
+			// in the other order (Jan 30 23:00, Jan 31 01:00).
+			c := calendarDay(rng)*86400e6 + int64([]int{0, 1, 11, 23}[rng.IntN(4)])*3600e6
+			t.cols["c"] = append(t.cols["c"], refVal{i: c, kind: kindInt})
+			b.Field(6).(*array.TimestampBuilder).Append(arrow.Timestamp(c))
+		}
+		if null(0.1) {
+			t.cols["d"] = append(t.cols["d"], refVal{null: true, kind: kindInt})
+			b.Field(7).AppendNull()
+		} else {
+			d := calendarDay(rng)
+			t.cols["d"] = append(t.cols["d"], refVal{i: d, kind: kindInt})
+			b.Field(7).(*array.Date32Builder).Append(arrow.Date32(d))
 		}
 	}
 	return t, b.NewRecordBatch()
@@ -131,7 +171,7 @@ func randomCall(rng *rand.Rand) *messages.WindowCall {
 			w.PartitionBy = append(w.PartitionBy, messages.Expr{Column: k})
 		}
 	}
-	orderCols := []string{"x", "f", "t", "s"}
+	orderCols := []string{"x", "f", "t", "s", "c", "d"}
 	for k := rng.IntN(3); k > 0; k-- {
 		w.OrderBy = append(w.OrderBy, messages.SortItem{
 			Expr: messages.Expr{Column: orderCols[rng.IntN(len(orderCols))]}, Desc: rng.IntN(2) == 0, NullsFirst: rng.IntN(2) == 0})
@@ -169,6 +209,8 @@ func randomFrame(rng *rand.Rand, order []messages.SortItem) *messages.Frame {
 		switch {
 		case f.Mode == messages.FrameRange && order[0].Expr.Column == "t":
 			b.Offset = &messages.Value{IntervalMicros: i64(off * 3e6)}
+		case f.Mode == messages.FrameRange && (order[0].Expr.Column == "c" || order[0].Expr.Column == "d"):
+			b.Offset = messages.IntervalValue(calendarOffsets[rng.IntN(len(calendarOffsets))])
 		case f.Mode == messages.FrameRange && order[0].Expr.Column == "f":
 			b.Offset = &messages.Value{Float: f64(float64(off) / 2)}
 		default:
@@ -255,6 +297,8 @@ func arrowRefVal(t *testing.T, arr arrow.Array, r int) refVal {
 		v.i, v.kind = int64(a.Value(r)), kindInt
 	case *array.Timestamp:
 		v.i, v.kind = int64(a.Value(r)), kindInt
+	case *array.Date32:
+		v.i, v.kind = int64(a.Value(r)), kindInt
 	case *array.Float64:
 		v.f, v.kind = a.Value(r), kindFloat
 	case *array.String:
@@ -267,7 +311,26 @@ func arrowRefVal(t *testing.T, arr arrow.Array, r int) refVal {
 
 func describeCall(w *messages.WindowCall) string {
 	q := messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "w", Window: w}}}
-	return fmt.Sprintf("%s star=%v args=%s filter=%v part=%v order=%v frame=%+v", w.Func, w.Star, argsString(w.Args), len(w.Filter) > 0, w.PartitionBy, q.Select[0].Window.OrderBy, w.Frame)
+	return fmt.Sprintf("%s star=%v args=%s filter=%v part=%v order=%v frame=%s", w.Func, w.Star, argsString(w.Args), len(w.Filter) > 0, w.PartitionBy, q.Select[0].Window.OrderBy, frameString(w.Frame))
+}
+
+func frameString(f *messages.Frame) string {
+	if f == nil {
+		return "default"
+	}
+	bound := func(b messages.FrameBound) string {
+		switch {
+		case b.Offset == nil:
+			return b.Kind
+		case b.Offset.Int != nil:
+			return fmt.Sprintf("%d %s", *b.Offset.Int, b.Kind)
+		case b.Offset.Float != nil:
+			return fmt.Sprintf("%g %s", *b.Offset.Float, b.Kind)
+		}
+		iv, _ := b.Offset.Interval()
+		return fmt.Sprintf("%+v %s", iv, b.Kind)
+	}
+	return fmt.Sprintf("%s between %s and %s exclude %q", f.Mode, bound(f.Start), bound(f.End), f.Exclude)
 }
 
 func argsString(args []*messages.Expr) string {

@@ -112,6 +112,27 @@
 // Each is an ordinary container (see package columnar), so any container
 // tool can read it.
 //
+// # RANGE offsets
+//
+// A RANGE frame with offsets measures distance on its one ORDER BY key:
+// a number for integer and float keys, an interval (months, days and
+// microseconds, messages.Interval) for date and timestamp keys, applied
+// as PostgreSQL applies it: the bound of a row is key - offset
+// (PRECEDING) or key + offset (FOLLOWING), the other way round for DESC,
+// where timestamp + interval adds the months first, keeping the day of
+// the month unless the new month is shorter (2024-01-31 + 1 month =
+// 2024-02-29), then the days, then the microseconds, and a date is a
+// timestamp at midnight. A timestamp with a time zone is taken in UTC, so
+// a day is 24 hours. An offset without months is a constant in the key's
+// unit; one with months is computed for every row. The frame's start and
+// end only move forward, as in PostgreSQL, which matters when a month
+// later two rows fall on the same clamped day in the other order
+// (2024-01-30 23:00 and 2024-01-31 01:00 become 2024-02-29 23:00 and
+// 01:00): every evaluation path, in memory and with cursors over a big
+// partition, finds the same bounds PostgreSQL does (calendar.go). A bound
+// beyond the range of the key's type is beyond every row (PostgreSQL
+// reports "timestamp out of range").
+//
 // Results follow PostgreSQL, NULLs and peers included. Result types:
 // count, row_number, rank, dense_rank and ntile are int64; percent_rank,
 // cume_dist and avg are float64 (avg of integers is computed exactly in

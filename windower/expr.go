@@ -115,6 +115,9 @@ func compileExpr(si *schemaInfo, e *messages.Expr) (*expr, error) {
 // constVector makes a one-row vector from a constant.
 func constVector(c *messages.Value) (*vector, error) {
 	v := &vector{}
+	if _, ok := c.Interval(); ok {
+		return nil, fmt.Errorf("an interval is allowed only as a RANGE frame offset")
+	}
 	switch {
 	case c.Int != nil:
 		v.kind, v.typ, v.ints = kindInt, arrow.PrimitiveTypes.Int64, []int64{*c.Int}
@@ -128,8 +131,6 @@ func constVector(c *messages.Value) (*vector, error) {
 			b = 1
 		}
 		v.kind, v.typ, v.ints = kindBool, arrow.FixedWidthTypes.Boolean, []int64{b}
-	case c.IntervalMicros != nil:
-		return nil, fmt.Errorf("an interval is allowed only as a RANGE frame offset")
 	default:
 		// NULL of unknown type: an integer NULL.
 		v.kind, v.typ, v.ints, v.nulls = kindInt, arrow.PrimitiveTypes.Int64, []int64{0}, []bool{true}

@@ -218,17 +218,9 @@ func (fr *framer) rangeBound(i int, b *bound, sign int64, isStart bool) int {
 			pos++
 		}
 	} else {
-		t, inf := addOverflow(v.ints[i], sign*b.off, sign)
+		t, frac, inf := b.rangeTarget(v.ints[i], sign)
 		for pos < fr.nnEnd {
-			var c int
-			switch {
-			case inf > 0:
-				c = -1
-			case inf < 0:
-				c = 1
-			default:
-				c = cmpInt(v.ints[pos], t)
-			}
+			c := cmpTarget(v.ints[pos], t, frac, inf)
 			if desc {
 				c = -c
 			}

@@ -71,10 +71,56 @@ const (
 type bound struct {
 	kind boundKind
 	// off is the offset: rows or groups, or for RANGE in the order key's
-	// unit (integer keys, dates in days, timestamps in their unit); foff
-	// for float keys.
+	// unit (integer keys, dates in days, timestamps in their unit; an
+	// interval without months, rounded down); foff for float keys.
 	off  int64
 	foff float64
+	// offInf: a RANGE offset beyond every int64 key (off is MaxInt64).
+	// offFrac: the RANGE offset is off and a fraction of the key's unit
+	// (an interval of 1.5 seconds on a key in seconds).
+	offInf, offFrac bool
+	// cal: a RANGE interval offset with months on a date or timestamp
+	// key, whose bound is computed row by row (calendar.go).
+	cal *calendarOffset
+}
+
+// rangeTarget is a RANGE offset bound's target for a row whose integer
+// key is v: v + sign*offset, as t (plus a fraction when frac is set), or
+// inf = +1/-1 when it is beyond every key.
+func (b *bound) rangeTarget(v, sign int64) (t int64, frac bool, inf int) {
+	switch {
+	case b.cal != nil:
+		return b.cal.target(v, sign)
+	case b.offInf:
+		return 0, false, int(sign)
+	}
+	t, inf = addOverflow(v, sign*b.off, sign)
+	if !b.offFrac || inf != 0 {
+		return t, false, inf
+	}
+	if sign > 0 {
+		return t, true, 0
+	}
+	// v - (off + f) = (t - 1) + (1 - f), with 0 < f < 1.
+	if t == math.MinInt64 {
+		return 0, false, -1
+	}
+	return t - 1, true, 0
+}
+
+// cmpTarget compares key k with a target from rangeTarget.
+func cmpTarget(k, t int64, frac bool, inf int) int {
+	switch {
+	case inf > 0:
+		return -1
+	case inf < 0:
+		return 1
+	case frac && k <= t:
+		return -1 // t < target < t+1
+	case frac:
+		return 1
+	}
+	return cmpInt(k, t)
 }
 
 type frame struct {
@@ -536,35 +582,19 @@ func compileBound(b *messages.FrameBound, mode frameMode, order []sortKey) (boun
 		if !(out.foff >= 0) {
 			return out, fmt.Errorf("invalid preceding or following size in window function")
 		}
-	case key.kind == kindInt && key.typ.ID() == arrow.TIMESTAMP:
-		if o.IntervalMicros == nil {
-			return out, fmt.Errorf("RANGE offset for a timestamp order key must be an interval")
-		}
-		us := *o.IntervalMicros
-		unit := key.typ.(*arrow.TimestampType).Unit
-		switch unit {
-		case arrow.Second:
-			out.off = us / 1e6
-		case arrow.Millisecond:
-			out.off = us / 1e3
-		case arrow.Microsecond:
-			out.off = us
-		case arrow.Nanosecond:
-			if us > math.MaxInt64/1000 {
-				out.off = math.MaxInt64
-			} else {
-				out.off = us * 1000
+	case key.kind == kindInt && isTemporal(key.typ):
+		iv, ok := o.Interval()
+		if !ok {
+			what := "timestamp"
+			if key.typ.ID() == arrow.DATE32 {
+				what = "date"
 			}
+			return out, fmt.Errorf("RANGE offset for a %s order key must be an interval", what)
 		}
-	case key.kind == kindInt && key.typ.ID() == arrow.DATE32:
-		if o.IntervalMicros == nil {
-			return out, fmt.Errorf("RANGE offset for a date order key must be an interval")
+		u, _ := temporalUnitOf(key.typ)
+		if err := intervalBound(&out, iv, u); err != nil {
+			return out, err
 		}
-		const day = 86400 * 1e6
-		if *o.IntervalMicros%day != 0 {
-			return out, fmt.Errorf("RANGE offset for a date order key must be a whole number of days")
-		}
-		out.off = *o.IntervalMicros / day
 	case key.kind == kindInt:
 		if o.Int == nil {
 			return out, fmt.Errorf("RANGE offset for an integer order key must be an integer")

@@ -39,8 +39,9 @@ func sqlValue(v *messages.Value) string {
 		return strconv.FormatInt(*v.Int, 10)
 	case v.Float != nil:
 		return strconv.FormatFloat(*v.Float, 'g', -1, 64)
-	case v.IntervalMicros != nil:
-		return fmt.Sprintf("INTERVAL '%d microseconds'", *v.IntervalMicros)
+	}
+	if iv, ok := v.Interval(); ok {
+		return fmt.Sprintf("INTERVAL '%d months %d days %d microseconds'", iv.Months, iv.Days, iv.Micros)
 	}
 	return "NULL"
 }
@@ -155,6 +156,19 @@ func deterministic(w *messages.WindowCall) {
 	w.OrderBy = append(w.OrderBy, messages.SortItem{Expr: messages.Expr{Column: "id"}})
 }
 
+// calendarFrame makes w's frame a RANGE frame with interval offsets
+// (months, days, time) over the month-end timestamps c or dates d.
+func calendarFrame(rng *rand.Rand, w *messages.WindowCall) {
+	w.OrderBy = []messages.SortItem{{Expr: messages.Expr{Column: []string{"c", "d"}[rng.IntN(2)]}, Desc: rng.IntN(2) == 0, NullsFirst: rng.IntN(2) == 0}}
+	for {
+		f := randomFrame(rng, w.OrderBy)
+		if f.Mode == messages.FrameRange && (f.Start.Offset != nil || f.End.Offset != nil) {
+			w.Frame = f
+			return
+		}
+	}
+}
+
 func TestAgainstPostgres(t *testing.T) {
 	if os.Getenv("STRATA_TEST_POSTGRES") != "1" {
 		t.Skip("set STRATA_TEST_POSTGRES=1 and the PG* variables to compare with a PostgreSQL server")
@@ -177,13 +191,16 @@ func TestAgainstPostgres(t *testing.T) {
 			}
 			csv.WriteByte('\n')
 		}
-		psql(t, `DROP TABLE IF EXISTS strata_window_test; CREATE TABLE strata_window_test (id bigint, g int, x bigint, f float8, t timestamp, s text COLLATE "C", u text COLLATE "C")`, "")
+		psql(t, `DROP TABLE IF EXISTS strata_window_test; CREATE TABLE strata_window_test (id bigint, g int, x bigint, f float8, t timestamp, s text COLLATE "C", c timestamp, d date, u text COLLATE "C")`, "")
 		psql(t, "\\copy strata_window_test FROM STDIN WITH (FORMAT csv)", csv.String())
 		w := randomCall(rng)
 		for _, a := range w.Args {
 			if a.Column == "s" && rng.IntN(2) == 0 {
 				a.Column = "u"
 			}
+		}
+		if it%3 == 0 {
+			calendarFrame(rng, w)
 		}
 		deterministic(w)
 		where := shapeWheres[rng.IntN(len(shapeWheres))]
@@ -228,8 +245,10 @@ func pgCSVCell(name string, v refVal) string {
 	switch {
 	case v.null:
 		return ""
-	case name == "t":
+	case name == "t" || name == "c":
 		return time.UnixMicro(v.i).UTC().Format("2006-01-02 15:04:05.999999")
+	case name == "d":
+		return time.Unix(v.i*86400, 0).UTC().Format("2006-01-02")
 	case v.kind == kindFloat:
 		return strconv.FormatFloat(v.f, 'g', -1, 64)
 	case v.kind == kindString:

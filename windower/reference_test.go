@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"sort"
+	"time"
 
 	"github.com/strata-db/strata/messages"
 )
@@ -24,6 +25,9 @@ type refVal struct {
 type refTable struct {
 	cols map[string][]refVal
 	n    int
+	// micros is the unit of the date and timestamp columns in
+	// microseconds (1 for timestamps, a day for dates).
+	micros map[string]int64
 }
 
 func refCompare(a, b refVal, nullsFirst bool) int {
@@ -113,9 +117,10 @@ func refWindow(t *refTable, w *messages.WindowCall) []refResult {
 				grp[k]++
 			}
 		}
+		head, tail := refCalendarBounds(t, w, &fr, p, grp)
 		for k := 0; k < m; k++ {
 			i := p[k]
-			out[i] = refRow(t, w, &fr, p, grp, k, cmpOrder)
+			out[i] = refRow(t, w, &fr, p, grp, k, head, tail)
 		}
 	}
 	return out
@@ -127,10 +132,58 @@ func refOffset(v *messages.Value) (int64, float64) {
 		return *v.Int, float64(*v.Int)
 	case v.Float != nil:
 		return int64(*v.Float), *v.Float
-	case v.IntervalMicros != nil:
-		return *v.IntervalMicros, float64(*v.IntervalMicros)
 	}
 	return 0, 0
+}
+
+// refAddInterval is PostgreSQL's timestamp + sign*interval on a
+// timestamp in microseconds: the months (keeping the day of the month
+// unless the new month is shorter), then the days, then the microseconds.
+func refAddInterval(us int64, iv messages.Interval, sign int) int64 {
+	t := time.UnixMicro(us).UTC()
+	y, m, d := t.Date()
+	first := time.Date(y, m+time.Month(sign*int(iv.Months)), 1, t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	last := time.Date(first.Year(), first.Month()+1, 0, 0, 0, 0, 0, time.UTC).Day()
+	t = time.Date(first.Year(), first.Month(), min(d, last), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+	t = t.AddDate(0, 0, sign*int(iv.Days))
+	return t.UnixMicro() + int64(sign)*iv.Micros
+}
+
+// refCalendarBounds returns, when a bound of fr is an interval with
+// months, the frame's first and end positions for each row of the
+// partition p found as PostgreSQL finds them: the frame head and tail
+// only move forward (nodeWindowAgg.c, update_frameheadpos and
+// update_frametailpos), so a row whose bound lies before the previous
+// row's, as adding a month can make it, keeps the previous row's. With
+// constant offsets this is the definition; with months it is
+// PostgreSQL's answer. nil for a bound without months.
+func refCalendarBounds(t *refTable, w *messages.WindowCall, fr *messages.Frame, p, grp []int) (head, tail []int) {
+	hasMonths := func(b messages.FrameBound) bool {
+		iv, ok := b.Offset.Interval()
+		return fr.Mode == messages.FrameRange && ok && iv.Months != 0
+	}
+	m := len(p)
+	if hasMonths(fr.Start) {
+		head = make([]int, m)
+		h := 0
+		for k := 0; k < m; k++ {
+			for h < m && !inBound(t, w, fr, p, grp, k, h, fr.Start, true) {
+				h++
+			}
+			head[k] = h
+		}
+	}
+	if hasMonths(fr.End) {
+		tail = make([]int, m)
+		e := 0
+		for k := 0; k < m; k++ {
+			for e < m && inBound(t, w, fr, p, grp, k, e, fr.End, false) {
+				e++
+			}
+			tail[k] = e
+		}
+	}
+	return head, tail
 }
 
 // inBound reports whether position r satisfies bound b relative to
@@ -191,7 +244,15 @@ func inBound(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, g
 		off = -off
 	}
 	var c int
-	if kv.kind == kindFloat {
+	if iv, ok := b.Offset.Interval(); ok {
+		// Dates become timestamps at midnight, as in PostgreSQL.
+		unit := t.micros[o.Expr.Column]
+		sign := 1
+		if (b.Kind == messages.BoundPreceding) != o.Desc {
+			sign = -1
+		}
+		c = cmpInt(rv.i*unit, refAddInterval(kv.i*unit, iv, sign))
+	} else if kv.kind == kindFloat {
 		_, fo := refOffset(b.Offset)
 		if b.Kind == messages.BoundPreceding {
 			fo = -fo
@@ -210,7 +271,7 @@ func inBound(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, g
 	return cmp(int64(c))
 }
 
-func refRow(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, grp []int, k int, cmpOrder func(a, b int) int) refResult {
+func refRow(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, grp []int, k int, head, tail []int) refResult {
 	m := len(p)
 	i := p[k]
 	ngroups := grp[m-1] + 1
@@ -288,7 +349,15 @@ func refRow(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, gr
 	// Frame rows, in order.
 	var rows []int
 	for r := 0; r < m; r++ {
-		if !inBound(t, w, fr, p, grp, k, r, fr.Start, true) || !inBound(t, w, fr, p, grp, k, r, fr.End, false) {
+		inStart := inBound(t, w, fr, p, grp, k, r, fr.Start, true)
+		if head != nil {
+			inStart = r >= head[k]
+		}
+		inEnd := inBound(t, w, fr, p, grp, k, r, fr.End, false)
+		if tail != nil {
+			inEnd = r < tail[k]
+		}
+		if !inStart || !inEnd {
 			continue
 		}
 		switch fr.Exclude {

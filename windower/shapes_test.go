@@ -57,7 +57,7 @@ func randomString(rng *rand.Rand) string {
 // shapeTable makes n rows of shapeSchema, as randomTable does but with the
 // string columns of shapePool and randomString.
 func shapeTable(rng *rand.Rand, n int) *refTable {
-	t := &refTable{cols: map[string][]refVal{}, n: n}
+	t := &refTable{cols: map[string][]refVal{}, n: n, micros: map[string]int64{"t": 1, "c": 1, "d": 86400e6}}
 	null := func(p float64) bool { return rng.Float64() < p }
 	for i := 0; i < n; i++ {
 		t.cols["id"] = append(t.cols["id"], refVal{i: int64(i), kind: kindInt})
@@ -70,6 +70,8 @@ func shapeTable(rng *rand.Rand, n int) *refTable {
 		t.cols["f"] = append(t.cols["f"], refVal{null: null(0.15), f: float64(rng.IntN(20))/4 - 1, kind: kindFloat})
 		t.cols["t"] = append(t.cols["t"], refVal{null: null(0.1), i: int64(rng.IntN(30)) * 1e6, kind: kindInt})
 		t.cols["s"] = append(t.cols["s"], refVal{null: null(0.1), s: shapePool[rng.IntN(len(shapePool))], kind: kindString})
+		t.cols["c"] = append(t.cols["c"], refVal{null: null(0.1), i: calendarDay(rng)*86400e6 + int64([]int{0, 1, 11, 23}[rng.IntN(4)])*3600e6, kind: kindInt})
+		t.cols["d"] = append(t.cols["d"], refVal{null: null(0.1), i: calendarDay(rng), kind: kindInt})
 		t.cols["u"] = append(t.cols["u"], refVal{null: null(0.1), s: randomString(rng), kind: kindString})
 	}
 	for name, vals := range t.cols {
@@ -103,6 +105,8 @@ func (t *refTable) records(rows []int) arrow.RecordBatch {
 				fb.Append(v.f)
 			case *array.TimestampBuilder:
 				fb.Append(arrow.Timestamp(v.i))
+			case *array.Date32Builder:
+				fb.Append(arrow.Date32(v.i))
 			case *array.StringBuilder:
 				fb.Append(v.s)
 			}
@@ -113,7 +117,7 @@ func (t *refTable) records(rows []int) arrow.RecordBatch {
 
 // filtered returns the rows of t that pass where, ids kept.
 func (t *refTable) filtered(where []messages.Predicate) *refTable {
-	out := &refTable{cols: map[string][]refVal{}}
+	out := &refTable{cols: map[string][]refVal{}, micros: t.micros}
 	for r := 0; r < t.n; r++ {
 		if !refFilter(t, where, r) {
 			continue

@@ -26,6 +26,12 @@ func TestInvalidQueries(t *testing.T) {
 		{sql: "SELECT nosuch FROM empsalary", is: windower.ErrInvalidQuery, want: `select item 1 (nosuch): column "nosuch" does not exist`},
 		{sql: "SELECT sum(depname) OVER () FROM empsalary", is: windower.ErrInvalidQuery, want: "sum(string) does not exist"},
 		{sql: "SELECT avg(salary) OVER (ORDER BY depname RANGE 2 PRECEDING) FROM empsalary", is: windower.ErrInvalidQuery, want: "RANGE with offset is not supported for an order key of type utf8"},
+		{sql: "SELECT avg(salary) OVER (ORDER BY salary RANGE INTERVAL '1 month' PRECEDING) FROM empsalary", is: windower.ErrInvalidQuery, want: "RANGE offset for an integer order key must be an integer"},
+		{sql: "SELECT avg(salary) OVER (ORDER BY salary RANGE INTERVAL '1 month' PRECEDING) FROM empsalary",
+			edit: func(q *messages.WindowQuery) {
+				q.Select[0].Window.Frame.Start.Offset = messages.IntervalValue(messages.Interval{Months: 1, Days: -31})
+			},
+			is: windower.ErrInvalidQuery, want: "invalid preceding or following size in window function"},
 		{sql: "SELECT ntile(0) OVER () FROM empsalary", is: windower.ErrInvalidQuery, want: "ntile must be greater than zero"},
 		{sql: "SELECT lag(salary, empno) OVER () FROM empsalary", is: windower.ErrInvalidQuery, want: "must be a constant"},
 		{sql: "SELECT lag(salary, 1, 'x') OVER () FROM empsalary", is: windower.ErrInvalidQuery, want: "does not match"},

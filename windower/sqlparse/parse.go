@@ -22,6 +22,19 @@
 // predicate is `expr op constant` (op one of = <> != < <= > >=) or
 // `expr IS [NOT] NULL`. Anything else is an error that names the construct
 // and its line and column.
+//
+// A RANGE frame offset is a number or an interval constant: INTERVAL
+// 'text', 'text'::interval or CAST('text' AS interval), with or without a
+// field qualifier (INTERVAL '1' HOUR, INTERVAL '1-2' YEAR TO MONTH,
+// INTERVAL '1 2:03' DAY TO MINUTE, INTERVAL '1.5' SECOND(0)). The text is
+// read as PostgreSQL 17's interval input reads it (ParseInterval), with
+// IntervalStyle at its default: every unit and abbreviation
+// (microseconds to millennia), signs, fractions, @ and ago, hh:mm:ss,
+// years-months, ISO 8601 and infinity. It becomes the months, days and
+// microseconds of messages.Interval, which the windower applies with
+// calendar arithmetic. An untyped string such as '1 day' is not taken
+// for an interval: without the column's type it could as well be a
+// number.
 package sqlparse
 
 import (
@@ -486,7 +499,8 @@ func (p *parser) frame(ex *exprParser, wd *pg.WindowDef, orderKeys int) (*messag
 		if v.IsNull() {
 			return nil, p.errAt(ErrInvalid, location(b.node), "frame starting or ending offset must not be null")
 		}
-		if (v.Int != nil && *v.Int < 0) || (v.Float != nil && *v.Float < 0) || (v.IntervalMicros != nil && *v.IntervalMicros < 0) {
+		iv, isInterval := v.Interval()
+		if (v.Int != nil && *v.Int < 0) || (v.Float != nil && *v.Float < 0) || (isInterval && iv.Sign() < 0) {
 			if f.Mode == messages.FrameRange {
 				return nil, p.errAt(ErrInvalid, location(b.node), "invalid preceding or following size in window function")
 			}
@@ -709,7 +723,8 @@ func (ex *exprParser) cast(tc *pg.TypeCast) (*messages.Expr, error) {
 }
 
 // frameOffset converts a frame offset: an integer, a number, or an
-// interval constant.
+// interval constant (INTERVAL '1 month', '2 hours'::interval,
+// INTERVAL '1' HOUR, CAST('1-2' AS interval YEAR TO MONTH), ...).
 func (ex *exprParser) frameOffset(n *pg.Node) (*messages.Value, error) {
 	if tc := n.GetTypeCast(); tc != nil && typeName(tc.TypeName) == "interval" {
 		c := tc.Arg.GetAConst()
@@ -723,14 +738,24 @@ func (ex *exprParser) frameOffset(n *pg.Node) (*messages.Value, error) {
 		if !ok {
 			return nil, ex.p.errAt(ErrUnsupported, tc.Location, "interval offset must be a string constant")
 		}
-		if len(tc.TypeName.Typmods) > 0 {
-			return nil, ex.p.errAt(ErrUnsupported, tc.Location, "interval field qualifiers (such as INTERVAL '1' DAY) are not supported; write INTERVAL '1 day'")
+		var mods []int64
+		for _, m := range tc.TypeName.Typmods {
+			mc := m.GetAConst()
+			iv, ok := mc.GetVal().(*pg.A_Const_Ival)
+			if mc == nil || !ok {
+				return nil, ex.p.errAt(ErrInvalid, tc.Location, "interval type modifiers must be integer constants")
+			}
+			mods = append(mods, int64(iv.Ival.Ival))
 		}
-		us, err := ParseInterval(s.Sval.Sval)
+		fields, precision, err := IntervalTypmod(mods)
 		if err != nil {
-			return nil, ex.p.errAt(ErrUnsupported, tc.Location, "%v", err)
+			return nil, ex.p.errAt(ErrInvalid, tc.Location, "%v", err)
 		}
-		return &messages.Value{IntervalMicros: &us}, nil
+		iv, err := ParseIntervalTyped(s.Sval.Sval, fields, precision)
+		if err != nil {
+			return nil, ex.p.errAt(ErrInvalid, c.Location, "%v", err)
+		}
+		return messages.IntervalValue(iv), nil
 	}
 	e, err := ex.expr(n)
 	if err != nil {
@@ -740,41 +765,6 @@ func (ex *exprParser) frameOffset(n *pg.Node) (*messages.Value, error) {
 		return nil, ex.p.errAt(ErrUnsupported, location(n), "frame offset must be a constant")
 	}
 	return e.Const, nil
-}
-
-// ParseInterval parses an interval of fixed length such as "1 day",
-// "2 hours 30 minutes", "90 seconds" or "-1 day" into microseconds.
-// Months and years have no fixed length and are not supported.
-func ParseInterval(s string) (int64, error) {
-	f := strings.Fields(strings.ToLower(s))
-	if len(f) == 0 || len(f)%2 != 0 {
-		return 0, fmt.Errorf("interval %q: want pairs of number and unit, such as '1 day 2 hours'", s)
-	}
-	units := map[string]float64{
-		"microsecond": 1, "microseconds": 1, "us": 1,
-		"millisecond": 1e3, "milliseconds": 1e3, "ms": 1e3,
-		"second": 1e6, "seconds": 1e6, "sec": 1e6, "secs": 1e6, "s": 1e6,
-		"minute": 60e6, "minutes": 60e6, "min": 60e6, "mins": 60e6,
-		"hour": 3600e6, "hours": 3600e6, "h": 3600e6,
-		"day": 86400e6, "days": 86400e6, "d": 86400e6,
-		"week": 7 * 86400e6, "weeks": 7 * 86400e6,
-	}
-	var total float64
-	for i := 0; i < len(f); i += 2 {
-		x, err := strconv.ParseFloat(f[i], 64)
-		if err != nil {
-			return 0, fmt.Errorf("interval %q: %q is not a number", s, f[i])
-		}
-		m, ok := units[f[i+1]]
-		if !ok {
-			return 0, fmt.Errorf("interval %q: unit %q is not supported (months and years have no fixed length)", s, f[i+1])
-		}
-		total += x * m
-	}
-	if math.Abs(total) > math.MaxInt64/2 {
-		return 0, fmt.Errorf("interval %q is out of range", s)
-	}
-	return int64(math.Round(total)), nil
 }
 
 // predicates converts an AND of simple predicates.
