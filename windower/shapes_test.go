@@ -264,6 +264,12 @@ func TestShapesDifferential(t *testing.T) {
 			label := fmt.Sprintf("iteration %d.%d (%s, where %v)", it, qi, s, q.Where)
 			res, err := Run(context.Background(), q, dirs, Options{Grant: s.grant, TempDir: t.TempDir()})
 			if err != nil {
+				if errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), "partition larger than the grant") {
+					// A documented limit (TestSpillUnsupportedFrame):
+					// refused with the reason before anything is written.
+					refused++
+					continue
+				}
 				if s.grant == MinGrant && errors.Is(err, ErrGrantTooSmall) {
 					// Blocks of long strings (8Ki rows of a few hundred
 					// bytes) can be most of the smallest grant: refused
@@ -302,7 +308,7 @@ func TestShapesDifferential(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks)", shapes, queries, refused)
+	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks, or a frame unsupported over a partition larger than the grant)", shapes, queries, refused)
 	if refused > queries/10 {
 		t.Errorf("%d of %d queries refused for the grant", refused, queries)
 	}
