@@ -1,6 +1,8 @@
 package natsutil
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -73,6 +75,15 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
+		nats.ConnectHandler(func(c *nats.Conn) { // the first connection, when it was retried
+			log.Info("nats connected", "url", c.ConnectedUrlRedacted())
+		}),
+		nats.ReconnectErrHandler(refusals(log)),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			if err := c.LastError(); err != nil {
+				log.Warn("nats connection closed", "err", err)
+			}
+		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
 			if sub != nil {
@@ -104,4 +115,39 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 		return nil, fmt.Errorf("natsutil: connect to %s: %w", strings.Join(urls, ","), err)
 	}
 	return nc, nil
+}
+
+// refusals logs why attempts to (re)connect fail, as what they are: the
+// server refused the credentials ("authorization violation"), the TLS
+// handshake failed (an untrusted CA), or no server answered. The same
+// reason is logged once every 10 seconds, a new one at once.
+func refusals(log *slog.Logger) func(*nats.Conn, error) {
+	var last string
+	var at time.Time
+	return func(_ *nats.Conn, err error) {
+		if err == nil {
+			return
+		}
+		reason := err.Error()
+		if reason == last && time.Since(at) < 10*time.Second {
+			return
+		}
+		last, at = reason, time.Now()
+		log.Warn("nats connection refused; retrying", "reason", describeRefusal(err))
+	}
+}
+
+// describeRefusal names the kind of a connection failure.
+func describeRefusal(err error) string {
+	var cert *tls.CertificateVerificationError
+	var unknown x509.UnknownAuthorityError
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		return "the server refused the credentials: " + err.Error()
+	case errors.As(err, &cert), errors.As(err, &unknown):
+		return "TLS: the server's certificate is not trusted (check --nats-tls-ca): " + err.Error()
+	case errors.Is(err, nats.ErrNoServers):
+		return "no server answered: " + err.Error()
+	}
+	return err.Error()
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,10 +100,16 @@ func (b *Binary) Connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// NATS may be down or refusing us: wait as long as it takes, saying
+	// why (the connection logs each refusal), rather than exit.
+	if err := waitConnected(nc, b.NATS, b.Log); err != nil {
+		nc.Close()
+		return err
+	}
 	if b.OwnsTopology {
 		err = b.Topology().Ensure(ctx, js)
 	} else {
-		err = b.adoptTopology(ctx, js)
+		err = b.adoptTopology(context.WithoutCancel(ctx), js)
 	}
 	if err != nil {
 		nc.Close()
@@ -141,3 +148,21 @@ func (b *Binary) adoptTopology(ctx context.Context, js jetstream.JetStream) erro
 // Run runs the Runner, serving /metrics and /healthz on the --http address,
 // until the first actor returns or a signal stops it.
 func (b *Binary) Run() error { return b.Runner.Run(b.HTTPAddr) }
+
+// waitConnected waits until nc is connected, logging every 10 seconds that
+// it still waits; it fails only if the connection was closed.
+func waitConnected(nc *nats.Conn, urls string, log *slog.Logger) error {
+	start := time.Now()
+	next := start.Add(10 * time.Second)
+	for !nc.IsConnected() {
+		if nc.IsClosed() {
+			return fmt.Errorf("nats connection to %s closed: %v", urls, nc.LastError())
+		}
+		if now := time.Now(); now.After(next) {
+			next = now.Add(10 * time.Second)
+			log.Info("waiting for NATS", "urls", urls, "status", nc.Status().String(), "waited_seconds", now.Sub(start).Round(time.Second).Seconds())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil
+}
