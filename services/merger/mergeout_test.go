@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/messages"
 )
@@ -98,5 +99,35 @@ func TestMergeoutRemovesStaleTemporaryOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
 		t.Error("temporary directory kept after the output was committed")
+	}
+}
+
+// TestMergeoutLostRaceReportsDone is the reproduction of a duplicate
+// delivery after a NATS restart dead-lettered as "column file missing":
+// the other delivery committed the output and the scheduler retired the
+// inputs while this one ran. It succeeded, and says so.
+func TestMergeoutLostRaceReportsDone(t *testing.T) {
+	m, job := testJob(t)
+	var first service.Outcome
+	m.testHookRacing = func() {
+		// Another delivery commits the output, and the scheduler retires
+		// the inputs, after this one found no output.
+		m.testHookRacing = nil
+		var err error
+		if first, err = m.run(context.Background(), job, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range job.Inputs {
+			if err := os.RemoveAll(columnar.ContainerDir(m.dataDir, "t", "p", in.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	out, err := m.run(context.Background(), job, nil)
+	if err != nil {
+		t.Fatalf("the delivery that lost the race failed: %v", err)
+	}
+	if !out.Existing || out.Output.ID != first.Output.ID || out.RowsTotal != first.RowsTotal {
+		t.Fatalf("lost race: %+v, want the committed output", out)
 	}
 }
