@@ -289,6 +289,45 @@ func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
 	}
 }
 
+// outcomeWait bounds how long a worker tries to store a job's outcome
+// event (retrying across a NATS restart or leader election) before it
+// hands the job back undecided.
+const outcomeWait = 2 * time.Minute
+
+// publishOutcome publishes a done or failed event and returns only once
+// JetStream stored it, retrying for outcomeWait while it keeps the job's
+// lease: the job message is acked (or terminated) only after its outcome
+// is stored, so a lost event cannot leave a job running for ever.
+func (r *jobRun) publishOutcome(msg jetstream.Msg, heartbeat time.Duration, t messages.EventType, fill func(*messages.JobEvent)) error {
+	ev := &messages.JobEvent{JobID: r.jobID, Operation: r.operation, Type: t, Worker: r.worker, Time: time.Now().UnixNano(), Delivery: r.delivery}
+	if fill != nil {
+		fill(ev)
+	}
+	msgID := r.jobID + ".done"
+	if t != messages.EventDone {
+		msgID = fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
+	defer cancel()
+	if heartbeat <= 0 {
+		heartbeat = 5 * time.Second
+	}
+	for {
+		// One attempt per heartbeat, extending the lease between them.
+		actx, acancel := context.WithTimeout(ctx, heartbeat)
+		_, err := natsutil.Publish(actx, r.js, t.Subject(), msgID, ev)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s event not stored within %v: %w", t, outcomeWait, err)
+		}
+		r.log.Warn("job outcome not stored yet; retrying", "type", t, "err", err)
+		_ = msg.InProgress()
+	}
+}
+
 func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	md, err := msg.Metadata()
 	if err != nil {
@@ -359,10 +398,17 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 		result = "existing"
 	}
 	w.Metrics.jobs.WithLabelValues(result).Inc()
-	run.publish(messages.EventDone, func(e *messages.JobEvent) {
+	err = run.publishOutcome(msg, w.Heartbeat, messages.EventDone, func(e *messages.JobEvent) {
 		e.Output, e.Plan, e.RowsDone, e.RowsTotal, e.Bytes = out.Output, out.Plan, out.RowsTotal, out.RowsTotal, out.Bytes
 		e.PeakBytes, e.SpilledBytes = out.PeakBytes, out.SpilledBytes
 	})
+	if err != nil {
+		// Not acked: a redelivery finds the committed output and reports
+		// done again.
+		run.log.Error("job done but its outcome could not be stored; handing it back", "err", err)
+		_ = msg.Nak()
+		return
+	}
 	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer acancel()
 	if err := msg.DoubleAck(actx); err != nil {
@@ -426,6 +472,11 @@ func (w *JobWorker[J]) keepLease(ctx context.Context, msg jetstream.Msg, run *jo
 func (w *JobWorker[J]) fail(ctx context.Context, msg jetstream.Msg, run *jobRun, reason string) {
 	w.Metrics.jobs.WithLabelValues("failed").Inc()
 	run.log.Error("job failed", "reason", reason)
-	run.publish(messages.EventFailed, func(e *messages.JobEvent) { e.Reason = reason })
+	if err := run.publishOutcome(msg, w.Heartbeat, messages.EventFailed, func(e *messages.JobEvent) { e.Reason = reason }); err != nil {
+		// Not terminated: the failure is told on a later delivery.
+		run.log.Error("the job's failure could not be stored; handing it back", "err", err)
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
 	_ = w.Rejecter.Reject(ctx, msg, ClassFailed, reason)
 }

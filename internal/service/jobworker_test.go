@@ -389,3 +389,67 @@ func BenchmarkJobWorkerOverhead(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 }
+
+// TestJobWorkerAcksOnlyAfterOutcomeStored is the reproduction of a done
+// event lost across a NATS outage with the job acked anyway (and stuck
+// running): while the done event cannot be stored the job stays
+// unacknowledged, its lease kept; once it is stored the job is acked.
+func TestJobWorkerAcksOnlyAfterOutcomeStored(t *testing.T) {
+	release := make(chan struct{})
+	e := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		<-release
+		return Outcome{Output: &messages.ContainerRef{Table: "t", Projection: "p", ID: j.Output}, RowsTotal: 10}, nil
+	})
+	ctx := context.Background()
+	data, _ := messages.Marshal(job("1", 1<<20))
+	publishJob(t, e.js, data)
+	cons, err := e.js.Consumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ackPending := func() int {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.NumAckPending
+	}
+	events, err := e.js.Stream(ctx, messages.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := events.CachedInfo().Config
+	sctx, cancel := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- e.worker.Serve(sctx) }()
+	defer func() { cancel(); <-served }()
+	waitUntil(t, func() bool { return ackPending() == 1 })
+	// The events stream is gone (a NATS outage, as far as publishes go)
+	// when the job ends.
+	if err := e.js.DeleteStream(ctx, messages.StreamEvents); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	time.Sleep(time.Second)
+	if n := ackPending(); n != 1 {
+		t.Fatalf("job acked (%d pending) though its done event was not stored", n)
+	}
+	if _, err := e.js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return ackPending() == 0 })
+	if got := e.events(t)[messages.EventDone]; len(got) != 1 {
+		t.Fatalf("%d done events stored, want 1", len(got))
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
