@@ -26,6 +26,9 @@ type ConnOptions struct {
 	// TLSCert and TLSKey are a client certificate and its key (mutual TLS);
 	// TLSCA is the CA bundle that signs the servers' certificates.
 	TLSCert, TLSKey, TLSCA string
+	// InboxPrefix is the prefix of the connection's reply subjects
+	// (default "_INBOX"); see InboxPrefix for the one each role may use.
+	InboxPrefix string
 	// ConnectTimeout bounds each connection attempt; default 5s.
 	ConnectTimeout time.Duration
 	// RetryOnFailedConnect keeps retrying the first connection in the
@@ -83,6 +86,9 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 	}
 	if opts.RetryOnFailedConnect {
 		nopts = append(nopts, nats.RetryOnFailedConnect(true))
+	}
+	if opts.InboxPrefix != "" && opts.InboxPrefix != "_INBOX" {
+		nopts = append(nopts, nats.CustomInboxPrefix(opts.InboxPrefix))
 	}
 	if opts.CredsFile != "" {
 		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -36,6 +38,25 @@ type EmbeddedOptions struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's log lines; nil silences them.
 	Logger *slog.Logger
+
+	// Passwords, when not nil, turns authentication on: one user per role
+	// (role -> password, see EnsureCredentials) with the role's
+	// permissions (RoleGrant). Nil leaves the server open, for tests.
+	Passwords map[string]string
+	// TLSCert and TLSKey are the server's certificate and key (PEM); with
+	// them clients must connect with TLS. TLSCA, when set, is the CA bundle
+	// client certificates are verified against (mutual TLS).
+	TLSCert, TLSKey, TLSCA string
+}
+
+// IsLoopback reports whether host (a name or an IP address) is only
+// reachable from this machine.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Embedded is a running in-process nats-server with JetStream enabled.
@@ -61,6 +82,15 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 10 * time.Second
 	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("natsutil: embedded server: TLS needs both a certificate and a key")
+	}
+	if opts.TLSCert == "" && !IsLoopback(opts.Host) {
+		return nil, fmt.Errorf("natsutil: embedded server: refusing to listen on %s without TLS: give a certificate and key, or listen on 127.0.0.1", opts.Host)
+	}
+	if opts.Passwords == nil && !IsLoopback(opts.Host) {
+		return nil, fmt.Errorf("natsutil: embedded server: refusing to listen on %s without authentication", opts.Host)
+	}
 	sopts := &server.Options{
 		ServerName:         opts.ServerName,
 		Host:               opts.Host,
@@ -71,6 +101,26 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		JetStreamMaxStore:  opts.MaxStore,
 		NoSigs:             true,
 		HTTPPort:           0,
+	}
+	if opts.Passwords != nil {
+		users, err := Users(opts.Passwords)
+		if err != nil {
+			return nil, err
+		}
+		if len(users) == 0 {
+			return nil, errors.New("natsutil: embedded server: authentication on but no users")
+		}
+		sopts.Users = users
+	}
+	if opts.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: opts.TLSCert, KeyFile: opts.TLSKey, CaFile: opts.TLSCA, Verify: opts.TLSCA != ""})
+		if err != nil {
+			return nil, fmt.Errorf("natsutil: embedded server TLS: %w", err)
+		}
+		sopts.TLSConfig = tc
+		sopts.TLS = true
+		sopts.TLSVerify = opts.TLSCA != ""
+		sopts.TLSTimeout = 2
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
