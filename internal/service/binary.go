@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,6 +37,11 @@ func Main(name string, run func(args []string) error) {
 type Binary struct {
 	Common
 	Flags *flag.FlagSet
+
+	// OwnsTopology makes Connect ensure the streams, consumers and buckets
+	// (the scheduler's job). Other binaries only wait for what they use:
+	// their NATS users may not change the topology.
+	OwnsTopology bool
 
 	// LogWorker adds the --worker name to every log record, for binaries
 	// that run as one of many interchangeable workers.
@@ -72,24 +78,55 @@ func (b *Binary) Start(args []string) error {
 		log = log.With("worker", b.Worker)
 	}
 	b.Log = log
+	if FlagInArgs(args, "nats-password") {
+		log.Warn(PasswordFlagWarning)
+	}
 	b.Runner = NewRunner(b.Name, log)
 	return nil
 }
 
 // Connect connects to NATS as the flags describe, adds a "nats" health
-// check to the Runner, and ensures the streams, consumers and buckets of
-// the Topology within ctx. On success the caller closes NC.
+// check to the Runner, and, if OwnsTopology, ensures the streams,
+// consumers and buckets of the Topology within ctx. On success the caller
+// closes NC.
 func (b *Binary) Connect(ctx context.Context) error {
 	nc, js, err := b.ConnectNATS(b.Log, b.Runner)
 	if err != nil {
 		return err
 	}
-	if err := b.Topology().Ensure(ctx, js); err != nil {
-		nc.Close()
-		return err
+	if b.OwnsTopology {
+		if err := b.Topology().Ensure(ctx, js); err != nil {
+			nc.Close()
+			return err
+		}
 	}
 	b.NC, b.JS = nc, js
 	return nil
+}
+
+// WaitConsumer returns the durable consumer of stream, waiting within ctx
+// while it does not exist yet (the scheduler, which creates it, may start
+// later).
+func (b *Binary) WaitConsumer(ctx context.Context, stream, consumer string) (jetstream.Consumer, error) {
+	logged := false
+	for {
+		c, err := b.JS.Consumer(ctx, stream, consumer)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return nil, err
+		}
+		if !logged {
+			b.Log.Info("waiting for the scheduler to create the consumer", "stream", stream, "consumer", consumer, "err", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("consumer %s on stream %s: %w (is the scheduler running?)", consumer, stream, err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // Run runs the Runner, serving /metrics and /healthz on the --http address,

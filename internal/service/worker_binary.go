@@ -71,7 +71,7 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		return err
 	}
 	defer w.NC.Close()
-	cons, err := w.JS.Consumer(ctx, messages.StreamJobs, spec.Consumer)
+	cons, err := w.WaitConsumer(ctx, messages.StreamJobs, spec.Consumer)
 	if err != nil {
 		return fmt.Errorf("%s consumer: %w", spec.Operation, err)
 	}
