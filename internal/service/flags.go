@@ -101,8 +101,9 @@ func (c *Common) Register(fs *flag.FlagSet, name, defaultHTTP string) {
 }
 
 // Topology returns the streams, consumers and buckets the flags describe.
-// Every service ensures it at start, so all must be given the same values
-// (the STRATA_* environment shared by a deployment).
+// The scheduler ensures it at start; the workers use the lease values, so
+// all must be given the same values (the STRATA_* environment shared by a
+// deployment).
 func (c *Common) Topology() natsutil.Topology {
 	t := natsutil.DefaultTopology()
 	t.Replicas = c.Replicas
