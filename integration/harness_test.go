@@ -135,7 +135,8 @@ func (d *deployment) start(name, worker string, extra ...string) *proc {
 		"--nats", d.nats.ClientURL(), "--data", d.dataDir, "--http", httpAddr,
 		"--worker", worker, "--log-level", "debug",
 	}, extra...)
-	// Every service ensures the topology at start: all get the same lease.
+	// The harness ensured the topology with this lease; the workers take it
+	// from the flag, so all get the same.
 	args = append(args, "--job-ack-wait", d.topo.JobAckWait.String())
 	logPath := filepath.Join(d.t.TempDir(), worker+".log")
 	logFile, err := os.Create(logPath)
