@@ -36,6 +36,9 @@ type ConnOptions struct {
 	RetryOnFailedConnect bool
 	// Logger receives disconnect, reconnect and async error reports.
 	Logger *slog.Logger
+	// AsyncError, when set, is called with every asynchronous error the
+	// server reports, such as a permissions violation.
+	AsyncError func(error)
 }
 
 // SplitURLs splits a comma-separated list of server URLs, dropping blanks.
@@ -82,6 +85,9 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 				subject = sub.Subject
 			}
 			log.Warn("nats async error", "subject", subject, "err", err)
+			if opts.AsyncError != nil {
+				opts.AsyncError(err)
+			}
 		}),
 	}
 	if opts.RetryOnFailedConnect {

@@ -35,7 +35,7 @@ func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata",
 
 // connect opens a connection, as cli-admin when the password is found in
 // the data directory (see service.Common.ConnOptions).
-func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+func (f *natsFlags) connect(ctx context.Context, mods ...func(*natsutil.ConnOptions)) (*nats.Conn, jetstream.JetStream, error) {
 	if service.FlagInArgs(os.Args[1:], "nats-password") {
 		fmt.Fprintln(os.Stderr, "strata: warning:", service.PasswordFlagWarning)
 	}
@@ -44,6 +44,9 @@ func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStrea
 		return nil, nil, err
 	}
 	opts.Name = "strata-cli"
+	for _, m := range mods {
+		m(&opts)
+	}
 	return service.ConnectJetStream(opts)
 }
 
