@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/strata-db/strata/messages"
 )
@@ -158,8 +159,13 @@ func (g Grant) Permissions() *server.Permissions {
 	return p
 }
 
+// bcryptCost is the cost of the password hashes the embedded server
+// keeps: the server holds only hashes, and each connection checks one.
+const bcryptCost = 8
+
 // Users returns a nats-server user for every role in passwords (role ->
-// password) with the role's permissions. An unknown role is an error.
+// password) with the role's permissions; the server is given bcrypt
+// hashes, not the passwords. An unknown role is an error.
 func Users(passwords map[string]string) ([]*server.User, error) {
 	var users []*server.User
 	for _, role := range Roles() {
@@ -167,8 +173,12 @@ func Users(passwords map[string]string) ([]*server.User, error) {
 		if !ok {
 			continue
 		}
+		hash, err := bcrypt.GenerateFromPassword([]byte(pw), bcryptCost)
+		if err != nil {
+			return nil, fmt.Errorf("natsutil: password of %s: %w", role, err)
+		}
 		g, _ := RoleGrant(role)
-		users = append(users, &server.User{Username: role, Password: pw, Permissions: g.Permissions()})
+		users = append(users, &server.User{Username: role, Password: string(hash), Permissions: g.Permissions()})
 	}
 	for role := range passwords {
 		if _, ok := RoleGrant(role); !ok {
