@@ -61,7 +61,9 @@ func IsLoopback(host string) bool {
 
 // Embedded is a running in-process nats-server with JetStream enabled.
 type Embedded struct {
-	srv *server.Server
+	srv  *server.Server
+	tls  bool
+	host string // as given
 }
 
 // StartEmbedded starts a nats-server inside this process and waits until it
@@ -134,11 +136,29 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("natsutil: embedded server on %s:%d not ready after %v (port in use?)", opts.Host, opts.Port, opts.ReadyTimeout)
 	}
-	return &Embedded{srv: srv}, nil
+	return &Embedded{srv: srv, tls: opts.TLSCert != "", host: opts.Host}, nil
 }
 
-// ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222.
-func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+// ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222
+// (tls://... when the server has a certificate). A server listening on
+// every address (0.0.0.0, ::) is given as its loopback address, which a
+// certificate for this host names.
+func (e *Embedded) ClientURL() string {
+	u := e.srv.ClientURL()
+	addr, ok := e.srv.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.IsUnspecified() {
+		return u
+	}
+	scheme := "nats"
+	if e.tls {
+		scheme = "tls"
+	}
+	host := "127.0.0.1"
+	if ip := net.ParseIP(strings.Trim(e.host, "[]")); ip != nil && ip.To4() == nil {
+		host = "[::1]"
+	}
+	return fmt.Sprintf("%s://%s:%d", scheme, host, addr.Port)
+}
 
 // Shutdown stops the server and waits until it has stopped.
 func (e *Embedded) Shutdown() {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -159,5 +160,15 @@ func TestEmbeddedTLS(t *testing.T) {
 	if err != nil {
 		t.Fatalf("0.0.0.0 with TLS: %v", err)
 	}
-	srv.Shutdown()
+	defer srv.Shutdown()
+	// Its URL is one the certificate names, so this host's clients (the
+	// scheduler itself) verify it.
+	if !strings.HasPrefix(srv.ClientURL(), "tls://127.0.0.1:") {
+		t.Errorf("client URL %s", srv.ClientURL())
+	}
+	nc, err := Connect(ConnOptions{URLs: []string{srv.ClientURL()}, User: RoleScheduler, Password: passwords[RoleScheduler], TLSCA: ca.path})
+	if err != nil {
+		t.Fatalf("connect to %s: %v", srv.ClientURL(), err)
+	}
+	nc.Close()
 }
