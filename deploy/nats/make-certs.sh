@@ -19,7 +19,7 @@ set -euo pipefail
 umask 077
 
 if [ $# -lt 1 ]; then
-	sed -n '8,9p' "$0" >&2
+	echo "usage: $0 OUTDIR [HOSTNAME...]" >&2
 	exit 2
 fi
 OUT=$1
