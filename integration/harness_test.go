@@ -135,8 +135,8 @@ func (d *deployment) start(name, worker string, extra ...string) *proc {
 		"--nats", d.nats.ClientURL(), "--data", d.dataDir, "--http", httpAddr,
 		"--worker", worker, "--log-level", "debug",
 	}, extra...)
-	// Services adopt the lease the topology has and refuse another: all
-	// get the one the deployment was made with.
+	// The harness ensured the topology with this lease; workers refuse a
+	// lease flag that disagrees with their consumer's, so all get the same.
 	args = append(args, "--job-ack-wait", d.topo.JobAckWait.String())
 	logPath := filepath.Join(d.t.TempDir(), worker+".log")
 	logFile, err := os.Create(logPath)

@@ -28,6 +28,9 @@ type ConnOptions struct {
 	// TLSCert and TLSKey are a client certificate and its key (mutual TLS);
 	// TLSCA is the CA bundle that signs the servers' certificates.
 	TLSCert, TLSKey, TLSCA string
+	// InboxPrefix is the prefix of the connection's reply subjects
+	// (default "_INBOX"); see InboxPrefix for the one each role may use.
+	InboxPrefix string
 	// ConnectTimeout bounds each connection attempt; default 5s.
 	ConnectTimeout time.Duration
 	// RetryOnFailedConnect keeps retrying the first connection in the
@@ -35,6 +38,9 @@ type ConnOptions struct {
 	RetryOnFailedConnect bool
 	// Logger receives disconnect, reconnect and async error reports.
 	Logger *slog.Logger
+	// AsyncError, when set, is called with every asynchronous error the
+	// server reports, such as a permissions violation.
+	AsyncError func(error)
 }
 
 // SplitURLs splits a comma-separated list of server URLs, dropping blanks.
@@ -90,10 +96,16 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 				subject = sub.Subject
 			}
 			log.Warn("nats async error", "subject", subject, "err", err)
+			if opts.AsyncError != nil {
+				opts.AsyncError(err)
+			}
 		}),
 	}
 	if opts.RetryOnFailedConnect {
 		nopts = append(nopts, nats.RetryOnFailedConnect(true))
+	}
+	if opts.InboxPrefix != "" && opts.InboxPrefix != "_INBOX" {
+		nopts = append(nopts, nats.CustomInboxPrefix(opts.InboxPrefix))
 	}
 	if opts.CredsFile != "" {
 		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))

@@ -29,4 +29,10 @@
 // headers Strata-Reason (why), Strata-Subject (where it came from),
 // Strata-Service (who rejected it) and Strata-Stream-Seq (its sequence in the
 // original stream, when known), then terminated in its original consumer.
+//
+// # Credentials
+//
+// The embedded server's users are the roles of auth.go, one password per
+// role in DATA/nats-auth/<role>.password (mode 0600, directory 0700). The
+// file holds the password on its first line; the user name is the role.
 package natsutil

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -36,11 +38,32 @@ type EmbeddedOptions struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's log lines; nil silences them.
 	Logger *slog.Logger
+
+	// Passwords, when not nil, turns authentication on: one user per role
+	// (role -> password, see EnsureCredentials) with the role's
+	// permissions (RoleGrant). Nil leaves the server open, for tests.
+	Passwords map[string]string
+	// TLSCert and TLSKey are the server's certificate and key (PEM); with
+	// them clients must connect with TLS. TLSCA, when set, is the CA bundle
+	// client certificates are verified against (mutual TLS).
+	TLSCert, TLSKey, TLSCA string
+}
+
+// IsLoopback reports whether host (a name or an IP address) is only
+// reachable from this machine.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Embedded is a running in-process nats-server with JetStream enabled.
 type Embedded struct {
-	srv *server.Server
+	srv  *server.Server
+	tls  bool
+	host string // as given
 }
 
 // StartEmbedded starts a nats-server inside this process and waits until it
@@ -61,6 +84,15 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 10 * time.Second
 	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("natsutil: embedded server: TLS needs both a certificate and a key")
+	}
+	if opts.TLSCert == "" && !IsLoopback(opts.Host) {
+		return nil, fmt.Errorf("natsutil: embedded server: refusing to listen on %s without TLS: give a certificate and key, or listen on 127.0.0.1", opts.Host)
+	}
+	if opts.Passwords == nil && !IsLoopback(opts.Host) {
+		return nil, fmt.Errorf("natsutil: embedded server: refusing to listen on %s without authentication", opts.Host)
+	}
 	sopts := &server.Options{
 		ServerName:         opts.ServerName,
 		Host:               opts.Host,
@@ -71,6 +103,26 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		JetStreamMaxStore:  opts.MaxStore,
 		NoSigs:             true,
 		HTTPPort:           0,
+	}
+	if opts.Passwords != nil {
+		users, err := Users(opts.Passwords)
+		if err != nil {
+			return nil, err
+		}
+		if len(users) == 0 {
+			return nil, errors.New("natsutil: embedded server: authentication on but no users")
+		}
+		sopts.Users = users
+	}
+	if opts.TLSCert != "" {
+		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: opts.TLSCert, KeyFile: opts.TLSKey, CaFile: opts.TLSCA, Verify: opts.TLSCA != ""})
+		if err != nil {
+			return nil, fmt.Errorf("natsutil: embedded server TLS: %w", err)
+		}
+		sopts.TLSConfig = tc
+		sopts.TLS = true
+		sopts.TLSVerify = opts.TLSCA != ""
+		sopts.TLSTimeout = 2
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
@@ -84,11 +136,29 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("natsutil: embedded server on %s:%d not ready after %v (port in use?)", opts.Host, opts.Port, opts.ReadyTimeout)
 	}
-	return &Embedded{srv: srv}, nil
+	return &Embedded{srv: srv, tls: opts.TLSCert != "", host: opts.Host}, nil
 }
 
-// ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222.
-func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+// ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222
+// (tls://... when the server has a certificate). A server listening on
+// every address (0.0.0.0, ::) is given as its loopback address, which a
+// certificate for this host names.
+func (e *Embedded) ClientURL() string {
+	u := e.srv.ClientURL()
+	addr, ok := e.srv.Addr().(*net.TCPAddr)
+	if !ok || !addr.IP.IsUnspecified() {
+		return u
+	}
+	scheme := "nats"
+	if e.tls {
+		scheme = "tls"
+	}
+	host := "127.0.0.1"
+	if ip := net.ParseIP(strings.Trim(e.host, "[]")); ip != nil && ip.To4() == nil {
+		host = "[::1]"
+	}
+	return fmt.Sprintf("%s://%s:%d", scheme, host, addr.Port)
+}
 
 // Shutdown stops the server and waits until it has stopped.
 func (e *Embedded) Shutdown() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -237,72 +236,4 @@ func (t Topology) CreateMissingStreams(ctx context.Context, js jetstream.JetStre
 		}
 	}
 	return nil
-}
-
-// Observed is the topology as found on the server: what a service that
-// does not own it works with.
-type Observed struct {
-	Streams   map[string]jetstream.StreamConfig   // by name
-	Consumers map[string]jetstream.ConsumerConfig // by durable name
-}
-
-// Await waits until every stream, consumer and bucket of t exists, and
-// returns what it found. The scheduler owns the topology (Ensure); every
-// other service only reads it, so one service's flags cannot reconfigure
-// the consumers every worker shares. While something is missing it logs
-// what, and tries again with backoff until ctx ends.
-func (t Topology) Await(ctx context.Context, js jetstream.JetStream, log *slog.Logger) (*Observed, error) {
-	backoff := 250 * time.Millisecond
-	for {
-		obs, missing, err := t.observe(ctx, js)
-		if err == nil && missing == "" {
-			return obs, nil
-		}
-		if err == nil {
-			err = fmt.Errorf("%s not found (the scheduler creates it)", missing)
-		}
-		log.Info("waiting for strata's streams", "reason", err.Error(), "retry_in_seconds", backoff.Seconds())
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("natsutil: wait for the topology: %w (last: %v)", ctx.Err(), err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-// observe reads the configuration of t's streams, consumers and buckets;
-// missing names the first one that does not exist.
-func (t Topology) observe(ctx context.Context, js jetstream.JetStream) (obs *Observed, missing string, err error) {
-	obs = &Observed{Streams: map[string]jetstream.StreamConfig{}, Consumers: map[string]jetstream.ConsumerConfig{}}
-	for _, cfg := range t.Streams() {
-		s, err := js.Stream(ctx, cfg.Name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return nil, "stream " + cfg.Name, nil
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("stream %s: %w", cfg.Name, err)
-		}
-		obs.Streams[cfg.Name] = s.CachedInfo().Config
-	}
-	for _, c := range t.Consumers() {
-		cons, err := js.Consumer(ctx, c.Stream, c.Config.Durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, "consumer " + c.Config.Durable + " on stream " + c.Stream, nil
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("consumer %s: %w", c.Config.Durable, err)
-		}
-		obs.Consumers[c.Config.Durable] = cons.CachedInfo().Config
-	}
-	for _, cfg := range t.Buckets() {
-		_, err := js.KeyValue(ctx, cfg.Bucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, "key-value bucket " + cfg.Bucket, nil
-		}
-		if err != nil {
-			return nil, "", fmt.Errorf("key-value bucket %s: %w", cfg.Bucket, err)
-		}
-	}
-	return obs, "", nil
 }

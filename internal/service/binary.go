@@ -40,13 +40,14 @@ type Binary struct {
 	Common
 	Flags *flag.FlagSet
 
+	// OwnsTopology makes Connect ensure the streams, consumers and buckets
+	// (the scheduler's job). Other binaries only wait for what they use:
+	// their NATS users may not change the topology.
+	OwnsTopology bool
+
 	// LogWorker adds the --worker name to every log record, for binaries
 	// that run as one of many interchangeable workers.
 	LogWorker bool
-	// OwnsTopology makes Connect create and update strata's streams,
-	// consumers and buckets (the scheduler). Every other binary waits
-	// for them and works with their settings; see Connect.
-	OwnsTopology bool
 
 	given map[string]bool // flags set on the command line or from the environment
 
@@ -83,17 +84,18 @@ func (b *Binary) Start(args []string) error {
 		log = log.With("worker", b.Worker)
 	}
 	b.Log = log
+	if FlagInArgs(args, "nats-password") {
+		log.Warn(PasswordFlagWarning)
+	}
 	b.Runner = NewRunner(b.Name, log)
 	return nil
 }
 
 // Connect connects to NATS as the flags describe and adds a "nats" health
-// check to the Runner. A binary that OwnsTopology then ensures the
-// streams, consumers and buckets of the Topology within ctx; any other
-// waits for them (within ctx), refuses to start if a topology flag it was
-// given (--nats-replicas, --job-ack-wait, --job-max-deliver) disagrees
-// with what the owner configured, and otherwise adopts the configured
-// values, so Topology then describes the server. On success the caller
+// check to the Runner. It waits for the connection however long NATS is
+// down (each refusal is logged with its reason); then, if OwnsTopology, it
+// ensures the streams, consumers and buckets of the Topology within ctx.
+// A worker then gets its consumer with WaitConsumer. On success the caller
 // closes NC.
 func (b *Binary) Connect(ctx context.Context) error {
 	nc, js, err := b.ConnectNATS(b.Log, b.Runner)
@@ -107,38 +109,59 @@ func (b *Binary) Connect(ctx context.Context) error {
 		return err
 	}
 	if b.OwnsTopology {
-		err = b.Topology().Ensure(ctx, js)
-	} else {
-		err = b.adoptTopology(context.WithoutCancel(ctx), js)
-	}
-	if err != nil {
-		nc.Close()
-		return err
+		if err := b.Topology().Ensure(ctx, js); err != nil {
+			nc.Close()
+			return err
+		}
 	}
 	b.NC, b.JS = nc, js
 	return nil
 }
 
-// adoptTopology waits for the topology and takes its settings.
-func (b *Binary) adoptTopology(ctx context.Context, js jetstream.JetStream) error {
-	obs, err := b.Topology().Await(ctx, js, b.Log)
-	if err != nil {
-		return err
+// WaitConsumer returns the durable consumer of stream, waiting within ctx
+// while it does not exist yet (the scheduler, which creates it, may start
+// later). For a job consumer it adopts the consumer's lease and delivery
+// count, refusing a --job-ack-wait or --job-max-deliver given here that
+// disagrees: the scheduler owns them, and one worker's flags must not
+// reconfigure the consumer every worker shares.
+func (b *Binary) WaitConsumer(ctx context.Context, stream, consumer string) (jetstream.Consumer, error) {
+	logged := false
+	for {
+		c, err := b.JS.Consumer(ctx, stream, consumer)
+		if err == nil {
+			return c, b.adoptLease(stream, c.CachedInfo().Config)
+		}
+		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+			return nil, err
+		}
+		if !logged {
+			b.Log.Info("waiting for the scheduler to create the consumer", "stream", stream, "consumer", consumer, "err", err)
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("consumer %s on stream %s: %w (is the scheduler running?)", consumer, stream, err)
+		case <-time.After(500 * time.Millisecond):
+		}
 	}
-	jobs := obs.Streams[messages.StreamJobs]
-	merger := obs.Consumers[messages.ConsumerMerger]
+}
+
+// adoptLease takes a job consumer's AckWait and MaxDeliver as this
+// binary's, or refuses a flag given with another value.
+func (b *Binary) adoptLease(stream string, cfg jetstream.ConsumerConfig) error {
+	if stream != messages.StreamJobs {
+		return nil
+	}
 	for _, c := range []struct {
-		flag       string
-		given, now string
-		adopt      func()
+		flag, given, now string
+		adopt            func()
 	}{
-		{"nats-replicas", fmt.Sprint(b.Replicas), fmt.Sprint(jobs.Replicas), func() { b.Replicas = jobs.Replicas }},
-		{"job-ack-wait", b.JobAckWait.String(), merger.AckWait.String(), func() { b.JobAckWait = merger.AckWait }},
-		{"job-max-deliver", fmt.Sprint(b.JobMaxDeliver), fmt.Sprint(merger.MaxDeliver), func() { b.JobMaxDeliver = merger.MaxDeliver }},
+		{"job-ack-wait", b.JobAckWait.String(), cfg.AckWait.String(), func() { b.JobAckWait = cfg.AckWait }},
+		{"job-max-deliver", fmt.Sprint(b.JobMaxDeliver), fmt.Sprint(cfg.MaxDeliver), func() { b.JobMaxDeliver = cfg.MaxDeliver }},
 	} {
 		if b.given[c.flag] && c.given != c.now {
-			return fmt.Errorf("--%s %s disagrees with the deployment's %s (set by the scheduler, which owns the streams and consumers): "+
-				"drop the flag here or give the scheduler the same value", c.flag, c.given, c.now)
+			return fmt.Errorf("--%s %s disagrees with consumer %s's %s (set by the scheduler, which owns the streams and consumers): "+
+				"drop the flag here or give the scheduler the same value", c.flag, c.given, cfg.Durable, c.now)
 		}
 		c.adopt()
 	}

@@ -1,8 +1,10 @@
 package service
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -46,20 +48,24 @@ func Parse(fs *flag.FlagSet, args []string) error {
 // Common holds the flags every service binary takes.
 type Common struct {
 	Name string // service name, for logs, NATS and metrics
+	// Role is the NATS role this binary authenticates as when it finds its
+	// password in the data directory (natsutil.Role*); Register sets it.
+	Role string
 
-	NATS      string // comma-separated server URLs
-	Creds     string
-	User      string
-	Password  string
-	TLSCert   string
-	TLSKey    string
-	TLSCA     string
-	DataDir   string
-	HTTPAddr  string
-	LogFormat string
-	LogLevel  string
-	Worker    string        // this process's name in job events
-	StopGrace time.Duration // how long a stop may take before the process gives up
+	NATS         string // comma-separated server URLs
+	Creds        string
+	User         string
+	Password     string // a flag for compatibility: prefer PasswordFile or STRATA_NATS_PASSWORD
+	PasswordFile string
+	TLSCert      string
+	TLSKey       string
+	TLSCA        string
+	DataDir      string
+	HTTPAddr     string
+	LogFormat    string
+	LogLevel     string
+	Worker       string        // this process's name in job events
+	StopGrace    time.Duration // how long a stop may take before the process gives up
 
 	// Stream topology: every process that ensures the streams must agree,
 	// so these belong in the environment all services share.
@@ -72,11 +78,13 @@ type Common struct {
 // default listen address for /metrics and /healthz ("" disables it).
 func (c *Common) Register(fs *flag.FlagSet, name, defaultHTTP string) {
 	c.Name = name
+	c.Role = RoleOf(name)
 	host, _ := os.Hostname()
 	fs.StringVar(&c.NATS, "nats", natsutil.DefaultURL, "NATS server URLs, comma-separated")
-	fs.StringVar(&c.Creds, "nats-creds", "", "NATS credentials file")
-	fs.StringVar(&c.User, "nats-user", "", "NATS user name")
-	fs.StringVar(&c.Password, "nats-password", "", "NATS password")
+	fs.StringVar(&c.Creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed)")
+	fs.StringVar(&c.User, "nats-user", "", "NATS user name (default: the role, "+c.Role+", when a password is given)")
+	fs.StringVar(&c.Password, "nats-password", "", "NATS password; visible to other users in ps: use --nats-password-file or STRATA_NATS_PASSWORD")
+	fs.StringVar(&c.PasswordFile, "nats-password-file", "", "file holding the NATS password (default: DATA/nats-auth/"+c.Role+".password when it exists)")
 	fs.StringVar(&c.TLSCert, "nats-tls-cert", "", "client TLS certificate (PEM)")
 	fs.StringVar(&c.TLSKey, "nats-tls-key", "", "client TLS key (PEM)")
 	fs.StringVar(&c.TLSCA, "nats-tls-ca", "", "CA bundle that signs the NATS servers' certificates (PEM)")
@@ -93,9 +101,9 @@ func (c *Common) Register(fs *flag.FlagSet, name, defaultHTTP string) {
 }
 
 // Topology returns the streams, consumers and buckets the flags describe.
-// The scheduler ensures it at start; the other services adopt what it
-// configured (see Binary.Connect), and refuse to start on a flag that
-// disagrees.
+// The scheduler ensures it at start; a worker adopts its consumer's lease
+// and delivery settings and refuses to start on a flag that disagrees
+// (see Binary.WaitConsumer).
 func (c *Common) Topology() natsutil.Topology {
 	t := natsutil.DefaultTopology()
 	t.Replicas = c.Replicas
@@ -104,16 +112,78 @@ func (c *Common) Topology() natsutil.Topology {
 	return t
 }
 
-// ConnOptions returns the NATS connection options the flags describe.
-func (c *Common) ConnOptions() natsutil.ConnOptions {
-	return natsutil.ConnOptions{
-		URLs:      natsutil.SplitURLs(c.NATS),
-		Name:      c.Worker,
-		CredsFile: c.Creds,
-		User:      c.User,
-		Password:  c.Password,
-		TLSCert:   c.TLSCert,
-		TLSKey:    c.TLSKey,
-		TLSCA:     c.TLSCA,
+// RoleOf returns the NATS role of the binary called name: the strata CLI
+// is cli-admin, a service its own role.
+func RoleOf(name string) string {
+	if name == "strata" {
+		return natsutil.RoleCLIAdmin
 	}
+	return name
 }
+
+// ConnOptions returns the NATS connection options the flags describe.
+//
+// Credentials, first found first: --nats-creds; --nats-user with the
+// password of --nats-password-file, STRATA_NATS_PASSWORD or
+// --nats-password; and, given none of these, the role's password file in
+// the data directory (DATA/nats-auth/ROLE.password, which the scheduler's
+// embedded server makes), as user ROLE. With none of them the connection
+// is unauthenticated.
+func (c *Common) ConnOptions() (natsutil.ConnOptions, error) {
+	user, password := c.User, c.Password
+	if c.PasswordFile != "" {
+		pw, err := natsutil.ReadPasswordFile(c.PasswordFile)
+		if err != nil {
+			return natsutil.ConnOptions{}, fmt.Errorf("--nats-password-file: %w", err)
+		}
+		password = pw
+	}
+	if c.Creds == "" && user == "" && password == "" && c.Role != "" && c.DataDir != "" {
+		path := natsutil.PasswordFile(c.DataDir, c.Role)
+		pw, err := natsutil.ReadPasswordFile(path)
+		switch {
+		case err == nil:
+			user, password = c.Role, pw
+		case errors.Is(err, fs.ErrNotExist):
+		default:
+			return natsutil.ConnOptions{}, fmt.Errorf("NATS credentials: %w", err)
+		}
+	}
+	if user == "" && password != "" && c.Creds == "" {
+		user = c.Role
+	}
+	inboxUser := user
+	if inboxUser == "" {
+		inboxUser = c.Role
+	}
+	return natsutil.ConnOptions{
+		URLs:        natsutil.SplitURLs(c.NATS),
+		Name:        c.Worker,
+		CredsFile:   c.Creds,
+		User:        user,
+		Password:    password,
+		TLSCert:     c.TLSCert,
+		TLSKey:      c.TLSKey,
+		TLSCA:       c.TLSCA,
+		InboxPrefix: natsutil.InboxPrefix(inboxUser),
+	}, nil
+}
+
+// FlagInArgs reports whether flag name was given in args (as -name,
+// --name, -name=v or --name=v, before any "--").
+func FlagInArgs(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		a = strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// PasswordFlagWarning is the warning for a password given on the command
+// line.
+const PasswordFlagWarning = "--nats-password on the command line is visible to every user of this machine (ps, /proc); use --nats-password-file or STRATA_NATS_PASSWORD"

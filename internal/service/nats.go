@@ -14,7 +14,10 @@ import (
 // r, and returns the connection and its JetStream context. The caller
 // drains the connection on stop.
 func (c *Common) ConnectNATS(log *slog.Logger, r *Runner) (*nats.Conn, jetstream.JetStream, error) {
-	opts := c.ConnOptions()
+	opts, err := c.ConnOptions()
+	if err != nil {
+		return nil, nil, err
+	}
 	opts.Logger = log
 	opts.RetryOnFailedConnect = true
 	nc, js, err := ConnectJetStream(opts)

@@ -39,8 +39,12 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 	if err := rogue.Start([]string{"--nats", srv.ClientURL(), "--data", t.TempDir(), "--job-ack-wait", "1ms", "--job-max-deliver", "1"}); err != nil {
 		t.Fatal(err)
 	}
-	err = rogue.Connect(ctx)
-	if err == nil || !strings.Contains(err.Error(), "--job-ack-wait 1ms disagrees with the deployment's 7s") {
+	if err := rogue.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rogue.NC.Close()
+	_, err = rogue.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	if err == nil || !strings.Contains(err.Error(), "--job-ack-wait 1ms disagrees with consumer merger's 7s") {
 		t.Fatalf("a worker with a disagreeing lease connected: %v", err)
 	}
 	cons, err := owner.JS.Consumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
@@ -59,6 +63,9 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.NC.Close()
+	if _, err := plain.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerMerger); err != nil {
+		t.Fatal(err)
+	}
 	if topo := plain.Topology(); topo.JobAckWait != 7*time.Second || topo.JobMaxDeliver != 4 {
 		t.Errorf("the worker did not adopt the deployment's lease: %s, %d deliveries", topo.JobAckWait, topo.JobMaxDeliver)
 	}
@@ -80,7 +87,12 @@ func TestWorkerWaitsForTopology(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		connected <- w.Connect(ctx)
+		if err := w.Connect(ctx); err != nil {
+			connected <- err
+			return
+		}
+		_, err := w.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerWindower)
+		connected <- err
 	}()
 	time.Sleep(500 * time.Millisecond)
 	select {

@@ -83,7 +83,9 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		return err
 	}
 	defer w.NC.Close()
-	cons, err := w.JS.Consumer(ctx, messages.StreamJobs, spec.Consumer)
+	// However long the scheduler takes to make it: a worker does not exit
+	// because it started first.
+	cons, err := w.WaitConsumer(context.WithoutCancel(ctx), messages.StreamJobs, spec.Consumer)
 	if err != nil {
 		return fmt.Errorf("%s consumer: %w", spec.Operation, err)
 	}

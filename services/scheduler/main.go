@@ -8,6 +8,15 @@
 // Given no --nats URL (flag or STRATA_NATS), it starts an embedded NATS
 // server with JetStream, storing under DATA/nats and listening on
 // --listen (127.0.0.1:4222), so one machine needs nothing else installed.
+// The embedded server is authenticated: on its first start the scheduler
+// writes a random password per role (scheduler, merger, windower,
+// walwriter, cli-admin, producer) to DATA/nats-auth/ROLE.password (mode
+// 0600, directory 0700) and reuses them afterwards; each role may use only
+// its own subjects. The other binaries given the same --data find their
+// password there. --listen on an address other than loopback is refused
+// unless the server has a TLS certificate (--listen-tls-cert,
+// --listen-tls-key); the scheduler then verifies it like any client, so
+// give it --nats-tls-ca when the certificate's CA is not a system one.
 //
 // Usage:
 //
@@ -38,7 +47,10 @@ func run(args []string) error {
 	b := service.NewBinary("scheduler", "127.0.0.1:9101")
 	b.OwnsTopology = true // the streams, consumers and buckets are the scheduler's
 	fs := b.Flags
-	listen := fs.String("listen", "127.0.0.1:4222", "where the embedded NATS server listens (used only without --nats)")
+	listen := fs.String("listen", "127.0.0.1:4222", "where the embedded NATS server listens (used only without --nats); an address other than loopback needs --listen-tls-cert and --listen-tls-key")
+	listenCert := fs.String("listen-tls-cert", "", "TLS certificate (PEM) of the embedded NATS server; clients must then connect with TLS")
+	listenKey := fs.String("listen-tls-key", "", "TLS key (PEM) of the embedded NATS server")
+	listenCA := fs.String("listen-tls-ca", "", "CA bundle (PEM) the embedded NATS server verifies client certificates against (mutual TLS)")
 	capacity := fs.Int("capacity", 32, "containers a stratum holds before it is merged")
 	base := fs.String("strata-base", "1MiB", "upper size bound of the smallest stratum")
 	maxContainers := fs.Int("max-containers", 1024, "live containers a projection may have; larger loads are refused")
@@ -75,13 +87,26 @@ func run(args []string) error {
 		if port == 0 {
 			port = natsutil.RandomPort
 		}
-		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats")})
+		if *listenCert == "" && !natsutil.IsLoopback(host) {
+			return fmt.Errorf("--listen %q: not a loopback address: the embedded NATS server listens beyond this machine only with TLS (--listen-tls-cert, --listen-tls-key)", *listen)
+		}
+		passwords, err := natsutil.EnsureCredentials(b.DataDir)
+		if err != nil {
+			return fmt.Errorf("embedded NATS server: %w", err)
+		}
+		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats"),
+			Passwords: passwords, TLSCert: *listenCert, TLSKey: *listenKey, TLSCA: *listenCA})
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
 		}
 		defer emb.Shutdown()
 		b.NATS = emb.ClientURL()
-		log.Info("embedded NATS server started", "url", emb.ClientURL(), "store", b.DataDir)
+		if b.Creds == "" && b.User == "" {
+			// Connect to our own server as the scheduler, whatever the
+			// environment says.
+			b.User, b.Password, b.PasswordFile = natsutil.RoleScheduler, passwords[natsutil.RoleScheduler], ""
+		}
+		log.Info("embedded NATS server started", "url", emb.ClientURL(), "store", b.DataDir, "auth", natsutil.AuthDir(b.DataDir), "tls", *listenCert != "")
 	}
 
 	setup, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -24,6 +25,7 @@ type apiClient struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	timeout time.Duration
+	denied  chan error // permissions violations the server reports
 }
 
 // apiFlags are the flags of the commands that talk to the scheduler.
@@ -38,11 +40,21 @@ func (f *apiFlags) register(fs *flag.FlagSet) {
 }
 
 func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
-	nc, js, err := f.connect(ctx)
+	denied := make(chan error, 16)
+	nc, js, err := f.connect(ctx, func(o *natsutil.ConnOptions) {
+		o.AsyncError = func(err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+				select {
+				case denied <- err:
+				default:
+				}
+			}
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", f.common.NATS, err)
 	}
-	return &apiClient{nc: nc, js: js, timeout: f.timeout}, nil
+	return &apiClient{nc: nc, js: js, timeout: f.timeout, denied: denied}, nil
 }
 
 func (c *apiClient) Close() { c.nc.Close() }
@@ -55,7 +67,27 @@ func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	// A request the server refuses gets no reply: stop waiting as soon as
+	// the server says so.
+	refused := make(chan error, 1)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		select {
+		case err := <-c.denied:
+			refused <- err
+			cancel()
+		case <-stop:
+		}
+	}()
 	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	if err != nil {
+		select {
+		case perr := <-refused:
+			return fmt.Errorf("request %s: refused: %w (this NATS user may not make it)", subject, perr)
+		default:
+		}
+	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("no scheduler answers on %s: is the scheduler running and connected to %s?", subject, c.nc.ConnectedUrlRedacted())
 	}

@@ -33,13 +33,28 @@ type natsFlags struct{ common service.Common }
 
 func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata", "") }
 
-// connect opens a connection and creates the streams if they do not exist
-// (a fresh deployment that a replay feeds); their configuration is the
-// services'.
-func (f *natsFlags) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
-	opts := f.common.ConnOptions()
+// connect opens a connection, as cli-admin when the password is found in
+// the data directory (see service.Common.ConnOptions).
+func (f *natsFlags) connect(ctx context.Context, mods ...func(*natsutil.ConnOptions)) (*nats.Conn, jetstream.JetStream, error) {
+	if service.FlagInArgs(os.Args[1:], "nats-password") {
+		fmt.Fprintln(os.Stderr, "strata: warning:", service.PasswordFlagWarning)
+	}
+	opts, err := f.common.ConnOptions()
+	if err != nil {
+		return nil, nil, err
+	}
 	opts.Name = "strata-cli"
-	nc, js, err := service.ConnectJetStream(opts)
+	for _, m := range mods {
+		m(&opts)
+	}
+	return service.ConnectJetStream(opts)
+}
+
+// connectCreating is connect that also creates the streams if they do not
+// exist (a fresh deployment that a replay feeds); their configuration is
+// the services'.
+func (f *natsFlags) connectCreating(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+	nc, js, err := f.connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -104,7 +119,7 @@ func runJobsReplay(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	nc, js, err := nf.connect(ctx)
+	nc, js, err := nf.connectCreating(ctx)
 	if err != nil {
 		return err
 	}

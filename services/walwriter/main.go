@@ -74,7 +74,7 @@ func run(args []string) error {
 	}
 	r, nc, js := b.Runner, b.NC, b.JS
 	defer nc.Close()
-	cons, err := js.Consumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter)
+	cons, err := b.WaitConsumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter)
 	if err != nil {
 		return fmt.Errorf("updates consumer: %w", err)
 	}
