@@ -15,12 +15,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/internal/bytesize"
@@ -91,29 +89,17 @@ func run(args []string) error {
 	}
 	r.Registry().MustRegister(a.appended, a.failed, newWALCollector(wal))
 
+	r.AddCheck("wal", a.health)
+	ackWait := cons.CachedInfo().Config.AckWait
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second
+	}
+
 	stop := make(chan struct{})
 	r.Add(func() error {
-		cc, err := cons.Consume(a.handle, jetstream.PullMaxMessages(*inFlight))
-		if err != nil {
-			return fmt.Errorf("consume updates: %w", err)
-		}
+		go a.heartbeat(stop, ackWait/3)
 		log.Info("walwriter ready", "wal", *walDir)
-		select {
-		case <-cc.Closed():
-			return errors.New("updates consumer closed")
-		case <-stop:
-		}
-		// Take no more events; hand the buffered ones to the WAL. A drain
-		// needs the server: without one, give up after drainTimeout (the
-		// events not acked are redelivered, and deduplicated by the WAL).
-		cc.Drain()
-		select {
-		case <-cc.Closed():
-		case <-time.After(drainTimeout):
-			log.Warn("updates consumer did not drain; unacknowledged events will be redelivered", "waited", drainTimeout)
-			cc.Stop()
-		}
-		return nil
+		return a.consume(stop, cons, *inFlight, 100*time.Millisecond)
 	}, func(error) { close(stop) })
 	err = b.Run()
 	// Close writes what is queued; the acks of those events go out before
