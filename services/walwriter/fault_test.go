@@ -314,3 +314,64 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestPermanentBadEventsAreDeadLettered publishes events that can never be
+// written (garbage, a row that does not fit its columns, a table whose
+// columns conflict with what the WAL knows, an oversized key) among good
+// ones: each bad one is dead-lettered with its reason and terminated, each
+// good one is in the WAL, and nothing is left pending.
+func TestPermanentBadEventsAreDeadLettered(t *testing.T) {
+	h := startHarness(t, walwriter.Options{})
+	publishUpdates(t, h.js, 0, 100)
+	good, _ := messages.EncodeRow(testColumns, []any{int64(1), int64(2), "x"})
+	bad := map[string][]byte{"garbage": []byte("\xff\x00not an update event")}
+	short, _ := messages.EncodeRow(testColumns[:2], []any{int64(1), int64(2)})
+	for name, ev := range map[string]*messages.UpdateEvent{
+		"short row":       {EventID: "bad-short", Table: "accounts", Columns: testColumns, Key: []byte("k"), NewRow: short},
+		"schema conflict": {EventID: "bad-schema", Table: "accounts", Columns: testColumns[:2], Key: []byte("k"), NewRow: short},
+		"oversized key":   {EventID: "bad-key", Table: "accounts", Columns: testColumns, Key: make([]byte, 100<<10), NewRow: good},
+	} {
+		data, err := messages.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad[name] = data
+	}
+	for _, data := range bad {
+		if _, err := h.js.Publish(context.Background(), messages.SubjectUpdates("accounts"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publishUpdates(t, h.js, 100, 100)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info := h.consumerInfo()
+		if info.NumPending == 0 && info.NumAckPending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d pending, %d not acked", info.NumPending, info.NumAckPending)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	h.close()
+	seen := walEvents(t, h.walDir)
+	dls := deadLetters(t, h.js)
+	t.Logf("published %d, in the WAL %d, dead-lettered %d", 200+len(bad), len(seen), len(dls))
+	if len(seen) != 200 {
+		t.Errorf("%d events in the WAL, want 200", len(seen))
+	}
+	if len(dls) != len(bad) {
+		t.Fatalf("%d dead letters, want %d", len(dls), len(bad))
+	}
+	for _, m := range dls {
+		reason := m.Headers().Get(messages.HeaderReason)
+		if reason == "" || m.Subject() != messages.SubjectDeadLetter(messages.SubjectUpdates("accounts")) {
+			t.Errorf("dead letter on %s with reason %q", m.Subject(), reason)
+		}
+		t.Logf("dead letter: %s", reason)
+	}
+	if n := h.maxDel.Load(); n != 0 {
+		t.Errorf("%d events ran out of deliveries", n)
+	}
+}
