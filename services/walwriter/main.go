@@ -6,6 +6,13 @@
 // with the reason. A redelivered event is written once: the WAL drops
 // duplicate event IDs.
 //
+// While the WAL cannot write (a full or failing disk) the walwriter takes
+// no events, so they wait in the stream without spending deliveries, keeps
+// the events it holds in progress, and answers /healthz with 503 and the
+// cause; it resumes by itself when the WAL writes again. A damaged older
+// WAL segment stops it at start with the segment and offset: run
+// `strata wal repair DIR`.
+//
 // Usage:
 //
 //	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104]
