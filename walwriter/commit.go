@@ -361,20 +361,25 @@ func (w *WAL) reopenAfterFailure() error {
 		_ = w.seg.Close() // its data past the durable end is discarded
 		w.seg = nil
 	}
+	// The segment may be gone: an earlier attempt's recovery removes it
+	// when it holds no record.
 	path := filepath.Join(w.dir, w.durableSeg)
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
 		return fmt.Errorf("walwriter: reopen segment %s: %w", w.durableSeg, err)
-	}
-	err = f.Truncate(w.durableOff)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("walwriter: cut segment %s back to its last durable record at %d: %w", w.durableSeg, w.durableOff, err)
+	default:
+		err = f.Truncate(w.durableOff)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("walwriter: cut segment %s back to its last durable record at %d: %w", w.durableSeg, w.durableOff, err)
+		}
 	}
 	first, _ := parseSegmentName(w.durableSeg)
 	segs, err := listSegments(w.dir)

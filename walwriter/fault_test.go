@@ -206,3 +206,35 @@ func TestCloseWhileFailing(t *testing.T) {
 	}
 	checkOnce(t, dir, 1)
 }
+
+// TestFullDiskBeforeFirstRecord fills the disk before anything was written:
+// the empty segment the WAL cuts back to is removed by the first retry, and
+// later retries must still work.
+func TestFullDiskBeforeFirstRecord(t *testing.T) {
+	dir := t.TempDir()
+	disk := &fullDisk{free: 1 << 40}
+	w := openTest(t, dir, Options{Faults: disk.faults(64 << 20), RetryBackoff: 20 * time.Millisecond})
+	disk.setFree(0)
+	res := make(chan error, 1)
+	go func() {
+		_, err := w.Append(context.Background(), Update{EventID: "first", Table: "accounts", Key: key(1), Row: accountRow(1, rand.New(rand.NewPCG(4, 4)))})
+		res <- err
+	}()
+	for w.Health() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	disk.setFree(1 << 40)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("append still waiting after space was freed: %v", w.Health())
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, dir, 1)
+}
