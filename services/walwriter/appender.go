@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,9 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
@@ -271,4 +274,50 @@ func (c *walCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{c.records, s.Records}, {c.deltas, s.Deltas}, {c.bytes, s.Bytes}, {c.fullBytes, s.FullImageBytes}, {c.fsyncs, s.Fsyncs}, {c.dups, s.Duplicates}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
+}
+
+// maxDeliveriesSubject is where JetStream announces an update event that
+// reached the walwriter consumer's MaxDeliver.
+var maxDeliveriesSubject = fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", messages.StreamUpdates, messages.ConsumerWalwriter)
+
+// watchMaxDeliveries dead-letters the update events JetStream stops
+// delivering after MaxDeliver, so that none is dropped without a trace even
+// when no delivery could write it or dead-letter it (a walwriter that died
+// each time, a dead-letter stream that was unreachable). The event stays in
+// UPDATES too. Every walwriter may run it: the dead letter is deduplicated
+// by stream sequence. It returns when stop is closed.
+func (a *appender) watchMaxDeliveries(stop <-chan struct{}, nc *nats.Conn, js jetstream.JetStream) error {
+	sub, err := nc.Subscribe(maxDeliveriesSubject, func(m *nats.Msg) {
+		var adv struct {
+			StreamSeq  uint64 `json:"stream_seq"`
+			Deliveries uint64 `json:"deliveries"`
+		}
+		if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+			a.log.Warn("unreadable max-deliveries advisory", "subject", m.Subject, "err", err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		s, err := js.Stream(ctx, messages.StreamUpdates)
+		if err != nil {
+			a.log.Error("max deliveries: stream", "stream_seq", adv.StreamSeq, "err", err)
+			return
+		}
+		raw, err := s.GetMsg(ctx, adv.StreamSeq)
+		if err != nil {
+			a.log.Error("max deliveries: read update event", "stream_seq", adv.StreamSeq, "err", err)
+			return
+		}
+		reason := fmt.Sprintf("delivered %d times without being acked (it may still be in the WAL if only its ack was lost)", adv.Deliveries)
+		a.log.Error("update event ran out of deliveries; dead-lettering it", "stream_seq", adv.StreamSeq, "deliveries", adv.Deliveries)
+		dl := natsutil.DeadLetter{Subject: raw.Subject, Data: raw.Data, Reason: reason, Service: a.rejecter.Service, StreamSeq: adv.StreamSeq, Delivery: adv.Deliveries}
+		if err := natsutil.PublishDeadLetter(ctx, js, dl); err != nil {
+			a.log.Error("dead-letter an update event that ran out of deliveries", "stream_seq", adv.StreamSeq, "err", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe to %s: %w", maxDeliveriesSubject, err)
+	}
+	<-stop
+	return sub.Unsubscribe()
 }

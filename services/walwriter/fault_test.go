@@ -44,9 +44,13 @@ type harness struct {
 	stop   chan struct{}
 	done   chan error
 	maxDel atomic.Int64 // max-deliveries advisories seen
+	// watched is closed when watchMaxDeliveries has returned.
+	watched chan struct{}
 }
 
-func startHarness(t *testing.T, opts walwriter.Options) *harness {
+// startHarness starts the walwriter; with manual set it only watches for
+// events out of deliveries, and the test takes events itself.
+func startHarness(t *testing.T, opts walwriter.Options, manual ...bool) *harness {
 	t.Helper()
 	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
 	if err != nil {
@@ -85,6 +89,17 @@ func startHarness(t *testing.T, opts walwriter.Options) *harness {
 	if h.cons, err = js.Consumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter); err != nil {
 		t.Fatal(err)
 	}
+	h.watched = make(chan struct{})
+	go func() {
+		defer close(h.watched)
+		if err := h.a.watchMaxDeliveries(h.stop, nc, js); err != nil {
+			t.Error(err)
+		}
+	}()
+	if len(manual) > 0 && manual[0] {
+		go func() { <-h.stop; h.done <- nil }()
+		return h
+	}
 	go h.a.heartbeat(h.stop, testAckWait/3)
 	go func() { h.done <- h.a.consume(h.stop, h.cons, 1024, 20*time.Millisecond) }()
 	return h
@@ -96,6 +111,7 @@ func (h *harness) close() {
 	if err := <-h.done; err != nil {
 		h.t.Errorf("consume: %v", err)
 	}
+	<-h.watched
 	if err := h.wal.Close(); err != nil {
 		h.t.Errorf("close WAL: %v", err)
 	}
@@ -374,4 +390,36 @@ func TestPermanentBadEventsAreDeadLettered(t *testing.T) {
 	if n := h.maxDel.Load(); n != 0 {
 		t.Errorf("%d events ran out of deliveries", n)
 	}
+}
+
+// TestOutOfDeliveriesIsDeadLettered: an update event that runs out of
+// deliveries however that happened (here NAK'ed by hand) is dead-lettered,
+// not dropped.
+func TestOutOfDeliveriesIsDeadLettered(t *testing.T) {
+	h := startHarness(t, walwriter.Options{}, true)
+	time.Sleep(100 * time.Millisecond) // the advisory subscription is in place
+	publishUpdates(t, h.js, 0, 1)
+	for range testMaxDeliver {
+		batch, err := h.cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			_ = m.Nak()
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var dls []jetstream.Msg
+	for len(dls) == 0 && time.Now().Before(deadline) {
+		// JetStream announces the event when it would deliver it again.
+		if _, err := h.cons.Fetch(1, jetstream.FetchMaxWait(200*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		dls = deadLetters(t, h.js)
+	}
+	h.close()
+	if len(dls) != 1 || !strings.Contains(dls[0].Headers().Get(messages.HeaderReason), "delivered 3 times") {
+		t.Fatalf("%d dead letters, want one for the event out of deliveries", len(dls))
+	}
+	t.Logf("dead letter: %s", dls[0].Headers().Get(messages.HeaderReason))
 }

@@ -9,7 +9,9 @@
 // While the WAL cannot write (a full or failing disk) the walwriter takes
 // no events, so they wait in the stream without spending deliveries, keeps
 // the events it holds in progress, and answers /healthz with 503 and the
-// cause; it resumes by itself when the WAL writes again. A damaged older
+// cause; it resumes by itself when the WAL writes again. An event that runs
+// out of deliveries anyway is dead-lettered (from JetStream's
+// max-deliveries advisory), never dropped. A damaged older
 // WAL segment stops it at start with the segment and offset: run
 // `strata wal repair DIR`.
 //
@@ -105,6 +107,11 @@ func run(args []string) error {
 	stop := make(chan struct{})
 	r.Add(func() error {
 		go a.heartbeat(stop, ackWait/3)
+		go func() {
+			if err := a.watchMaxDeliveries(stop, nc, js); err != nil {
+				log.Error("watch for update events out of deliveries", "err", err)
+			}
+		}()
 		log.Info("walwriter ready", "wal", *walDir)
 		return a.consume(stop, cons, *inFlight, 100*time.Millisecond)
 	}, func(error) { close(stop) })
