@@ -361,6 +361,11 @@ func (w *WAL) reopenAfterFailure() error {
 		_ = w.seg.Close() // its data past the durable end is discarded
 		w.seg = nil
 	}
+	if w.durableSeg == "" {
+		// Nothing was written since Open, whose recovery left the
+		// directory clean: only a segment is missing.
+		return w.startAfterFailure()
+	}
 	// The segment may be gone: an earlier attempt's recovery removes it
 	// when it holds no record.
 	path := filepath.Join(w.dir, w.durableSeg)
@@ -406,6 +411,10 @@ func (w *WAL) reopenAfterFailure() error {
 	if err := w.recover(); err != nil {
 		return err
 	}
+	return w.startAfterFailure()
+}
+
+func (w *WAL) startAfterFailure() error {
 	if err := w.startSegment(); err != nil {
 		return err
 	}

@@ -120,7 +120,8 @@
 // does not fail the appends: they wait, Health reports the failure (it
 // wraps the cause, such as syscall.ENOSPC), and the WAL retries with backoff
 // (10ms, doubling up to Options.RetryBackoff) until it can write again,
-// without a restart. Appends made meanwhile queue behind them.
+// without a restart. Appends made meanwhile queue behind them. Open too
+// succeeds when the disk has no room for a new segment, in that state.
 //
 // What a failed group commit leaves on disk is not trusted: part of the
 // batch may be in the segment, and after a failed fsync Linux may have

@@ -238,3 +238,38 @@ func TestFullDiskBeforeFirstRecord(t *testing.T) {
 	}
 	checkOnce(t, dir, 1)
 }
+
+// TestOpenOnFullDisk opens a WAL on a disk too full for a new segment: Open
+// succeeds (a service must not exit on a transient error), the WAL reports
+// the failure, and appends made meanwhile become durable once space is freed.
+func TestOpenOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{})
+	rng := rand.New(rand.NewPCG(5, 5))
+	if _, err := w.Append(context.Background(), Update{EventID: "before", Table: "accounts", Key: key(1), Row: accountRow(1, rng)}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	disk := &fullDisk{free: 0}
+	w, err := Open(dir, Options{Tables: []Table{accounts}, Faults: disk.faults(64 << 20), RetryBackoff: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("open on a full disk: %v", err)
+	}
+	if err := w.Health(); !errors.Is(err, syscall.ENOSPC) {
+		t.Errorf("health %v: want ENOSPC", err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, err := w.Append(context.Background(), Update{EventID: "after", Table: "accounts", Key: key(2), Row: accountRow(2, rng)})
+		res <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	disk.setFree(1 << 40)
+	if err := <-res; err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	checkOnce(t, dir, 2)
+}

@@ -2,6 +2,7 @@ package walwriter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -131,9 +132,16 @@ func Open(dir string, opts Options) (*WAL, error) {
 		return nil, err
 	}
 	if err := w.startSegment(); err != nil {
-		return nil, err
+		// A full or failing disk is transient: open, report it in Health
+		// and retry as after any failed write (durableSeg "" means nothing
+		// was written since Open).
+		if !errors.Is(err, ErrFailed) {
+			return nil, err
+		}
+		w.fail(err)
+	} else {
+		w.durableSeg, w.durableOff = w.segName, segmentHeaderSize
 	}
-	w.durableSeg, w.durableOff = w.segName, segmentHeaderSize
 	go w.encodeLoop()
 	go w.syncLoop()
 	return w, nil
