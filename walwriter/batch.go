@@ -3,7 +3,8 @@ package walwriter
 import "time"
 
 // takeBatch waits for queued requests and takes up to a batch of them; it
-// returns nil when the WAL is closed and drained.
+// returns nil when the WAL is closed and drained, and an empty batch when a
+// write has failed and nothing is taken (the encoder must recover first).
 func (w *WAL) takeBatch(batch []*request) []*request {
 	var deadline time.Time
 	var timer *time.Timer
@@ -26,8 +27,12 @@ func (w *WAL) takeBatch(batch []*request) []*request {
 		clear(w.queue[rest:])
 		w.queue = w.queue[:rest]
 		closed := w.closed
+		failed := w.failed != nil
 		w.mu.Unlock()
 
+		if len(batch) == 0 && failed && !closed {
+			return make([]*request, 0)
+		}
 		full := len(batch) >= w.opts.MaxBatchRecords || bytes >= w.opts.MaxBatchBytes
 		if len(batch) > 0 && (full || closed || w.opts.BatchWindow == 0) {
 			return batch

@@ -1,8 +1,11 @@
 package walwriter
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"time"
 )
 
 // Commit pipeline. The encoder goroutine (encodeLoop) takes batches of
@@ -23,27 +26,39 @@ type flushItem struct {
 	closeAfter bool       // the segment is full: close it after the sync
 	checkpoint LSN        // a checkpoint record in buf: write the checkpoint file after the sync
 	lastLSN    LSN        // the last LSN assigned when the item was made
+	// barrier, when set, is closed by the syncer on reaching the item: every
+	// item before it has then been handled. Nothing else is set.
+	barrier chan struct{}
 }
 
-// encodeLoop is the single goroutine that encodes batches.
+// encodeLoop is the single goroutine that encodes batches. After a failed
+// write it recovers (recoverFailure) before it encodes anything more.
 func (w *WAL) encodeLoop() {
 	defer close(w.flushes)
 	var batch []*request
 	for {
+		if w.failure() != nil && !w.recoverFailure() {
+			return
+		}
 		batch = w.takeBatch(batch[:0])
+		if batch != nil && len(batch) == 0 {
+			continue // a write failed while waiting
+		}
 		if batch == nil {
+			// Closed and drained: wait for the last writes, which may
+			// still fail and need writing again.
+			w.barrier()
+			if w.failure() != nil {
+				continue
+			}
 			return
 		}
 		reqs := make([]*request, len(batch))
 		copy(reqs, batch)
 		clear(batch)
-		if err := w.failure(); err != nil {
-			w.flushes <- flushItem{reqs: reqs}
-			continue
-		}
 		if err := w.encodeBatch(reqs); err != nil {
 			w.fail(err)
-			w.flushes <- flushItem{reqs: reqs}
+			w.flushes <- flushItem{reqs: reqs} // parked by the syncer
 		}
 	}
 }
@@ -146,26 +161,38 @@ func (w *WAL) getBuffer() []byte {
 	}
 }
 
-// syncLoop is the single goroutine that writes, syncs and reports.
+// syncLoop is the single goroutine that writes, syncs and reports. Once a
+// write has failed it writes nothing more and parks the requests of that
+// item and every later one for the encoder to write again.
 func (w *WAL) syncLoop() {
 	defer close(w.done)
 	for it := range w.flushes {
+		if it.barrier != nil {
+			close(it.barrier)
+			continue
+		}
 		err := w.failure()
 		if err == nil && it.file != nil {
 			if err = w.writeAndSync(it); err != nil {
 				w.fail(err)
+			} else {
+				w.durableSeg, w.durableOff = it.segName, it.off+int64(len(it.buf))
 			}
 		}
 		if err == nil && it.checkpoint != 0 {
+			// The records are durable; only the pointer to the checkpoint
+			// failed. The batch is written again after recovery, where its
+			// updates are found as duplicates of what is durable.
 			if err = writeCheckpointFile(w.dir, it.checkpoint); err != nil {
-				w.fail(err)
+				w.fail(fmt.Errorf("%w: %w", ErrFailed, err))
 			} else {
 				w.stats.checkpointLSN.Store(uint64(it.checkpoint))
 			}
 		}
 		if it.closeAfter {
 			if cerr := it.file.Close(); cerr != nil && err == nil {
-				w.fail(fmt.Errorf("%w: close segment %s: %v", ErrFailed, it.segName, cerr))
+				err = fmt.Errorf("%w: close segment %s: %w", ErrFailed, it.segName, cerr)
+				w.fail(err)
 			}
 		}
 		if it.buf != nil {
@@ -178,27 +205,60 @@ func (w *WAL) syncLoop() {
 			if err == nil {
 				w.stats.batches.Add(1)
 				w.stats.lastLSN.Store(uint64(it.lastLSN))
+				w.report(it.reqs, nil)
+			} else {
+				w.mu.Lock()
+				w.parked = append(w.parked, it.reqs...)
+				w.mu.Unlock()
+				select { // the encoder may be waiting for requests
+				case w.wake <- struct{}{}:
+				default:
+				}
 			}
-			w.report(it.reqs, err)
 		}
 	}
 	// The encoder has stopped (it closed flushes): its segment is ours.
 	if w.seg != nil {
 		if err := w.seg.Close(); err != nil {
-			w.fail(fmt.Errorf("%w: close segment %s: %v", ErrFailed, w.segName, err))
+			w.fail(fmt.Errorf("%w: close segment %s: %w", ErrFailed, w.segName, err))
 		}
 	}
+}
+
+// barrier returns once the syncer has handled every item sent before it.
+// Only the encoder calls it.
+func (w *WAL) barrier() {
+	ch := make(chan struct{})
+	w.flushes <- flushItem{barrier: ch}
+	<-ch
 }
 
 func (w *WAL) writeAndSync(it flushItem) error {
 	if len(it.buf) == 0 {
 		return nil
 	}
-	if _, err := it.file.WriteAt(it.buf, it.off); err != nil {
-		return fmt.Errorf("%w: write %d bytes to segment %s at %d: %v", ErrFailed, len(it.buf), it.segName, it.off, err)
+	buf, ferr := it.buf, error(nil)
+	if f := w.opts.Faults; f != nil && f.Write != nil {
+		var n int
+		if n, ferr = f.Write(it.segName, it.off, len(buf)); ferr != nil {
+			buf = buf[:min(max(n, 0), len(buf))]
+		}
+	}
+	if len(buf) > 0 {
+		if _, err := it.file.WriteAt(buf, it.off); err != nil {
+			return fmt.Errorf("%w: write %d bytes to segment %s at %d: %w", ErrFailed, len(it.buf), it.segName, it.off, err)
+		}
+	}
+	if ferr != nil {
+		return fmt.Errorf("%w: write %d bytes to segment %s at %d: %w", ErrFailed, len(it.buf), it.segName, it.off, ferr)
+	}
+	if f := w.opts.Faults; f != nil && f.Sync != nil {
+		if err := f.Sync(it.segName); err != nil {
+			return fmt.Errorf("%w: fdatasync segment %s: %w", ErrFailed, it.segName, err)
+		}
 	}
 	if err := datasync(it.file); err != nil {
-		return fmt.Errorf("%w: fdatasync segment %s: %v", ErrFailed, it.segName, err)
+		return fmt.Errorf("%w: fdatasync segment %s: %w", ErrFailed, it.segName, err)
 	}
 	w.stats.fsyncs.Add(1)
 	return nil
@@ -225,22 +285,154 @@ func (w *WAL) failure() error {
 	return w.failed
 }
 
-// fail puts the WAL in the failed state; the first error sticks.
+// fail puts the WAL in the failed state, in which nothing more is written
+// until the encoder has recovered; the first error sticks.
 func (w *WAL) fail(err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.failed == nil {
-		w.log.Error("WAL write failed; refusing further appends", "err", err)
-		w.failed = err
+		w.log.Error("WAL write failed; appends wait while it retries", "err", err)
+		w.failed, w.failedAt, w.lastErr, w.attempts = err, time.Now(), nil, 0
+		w.stats.writeFailures.Add(1)
 	}
+}
+
+// recoverFailure makes the WAL write again after a failure, retrying with
+// backoff until it can or the WAL is closed. It returns true when the
+// parked requests are back at the front of the queue, false when the WAL
+// was closed first: every pending request has then been told ErrFailed.
+// Only the encoder calls it.
+func (w *WAL) recoverFailure() bool {
+	w.barrier() // the syncer has parked everything sent before
+	backoff := 10 * time.Millisecond
+	for {
+		err := w.reopenAfterFailure()
+		w.mu.Lock()
+		if err == nil {
+			n := len(w.parked)
+			w.queue = append(w.parked, w.queue...)
+			w.parked = nil
+			w.log.Info("WAL writes again; rewriting the appends that were not durable",
+				"failed_for", time.Since(w.failedAt).Round(time.Millisecond), "retries", w.attempts, "rewriting", n, "segment", w.segName)
+			w.failed, w.lastErr, w.attempts = nil, nil, 0
+			w.stats.recoveries.Add(1)
+			w.mu.Unlock()
+			return true
+		}
+		w.attempts++
+		w.lastErr = err
+		if w.closed {
+			w.gaveUp = true
+			w.failed = fmt.Errorf("%w: closed while unable to write: %w", ErrFailed, err)
+			pending := append(w.parked, w.queue...)
+			w.parked, w.queue = nil, nil
+			final := w.failed
+			w.mu.Unlock()
+			w.log.Error("WAL closed while it cannot write; pending appends are not durable", "err", err, "pending", len(pending))
+			w.report(pending, final)
+			return false
+		}
+		w.mu.Unlock()
+		w.log.Warn("WAL still cannot write; will retry", "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-w.closing:
+		}
+		backoff = min(2*backoff, max(w.opts.RetryBackoff, 10*time.Millisecond))
+	}
+}
+
+// reopenAfterFailure brings the directory and the encoder's state back to
+// the last durable record, as if the WAL had been closed there and opened
+// again, and starts a new segment.
+//
+// Nothing after the last successful fdatasync is trusted, even what reads
+// back fine: after a failed fsync Linux may have dropped the dirty pages
+// and marked them clean, so retrying the fsync can succeed with the data
+// never written (PostgreSQL's "fsyncgate"), and a partially written batch
+// is in the segment too. So the WAL never retries an fsync: it closes the
+// segment, cuts it back to the end of the last durable batch and syncs
+// that, removes any segment started after it, rebuilds the next LSN and the
+// dedup window from what is on disk (Open's recovery) with an empty image
+// cache, and writes the requests that were not durable again, in a new
+// segment. A failure on the way is returned, and the whole is tried again.
+func (w *WAL) reopenAfterFailure() error {
+	if w.seg != nil {
+		_ = w.seg.Close() // its data past the durable end is discarded
+		w.seg = nil
+	}
+	if w.durableSeg == "" {
+		// Nothing was written since Open, whose recovery left the
+		// directory clean: only a segment is missing.
+		return w.startAfterFailure()
+	}
+	// The segment may be gone: an earlier attempt's recovery removes it
+	// when it holds no record.
+	path := filepath.Join(w.dir, w.durableSeg)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("walwriter: reopen segment %s: %w", w.durableSeg, err)
+	default:
+		err = f.Truncate(w.durableOff)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("walwriter: cut segment %s back to its last durable record at %d: %w", w.durableSeg, w.durableOff, err)
+		}
+	}
+	first, _ := parseSegmentName(w.durableSeg)
+	segs, err := listSegments(w.dir)
+	if err != nil {
+		return err
+	}
+	removed := false
+	for _, s := range segs {
+		if s.First > first {
+			if err := os.Remove(filepath.Join(w.dir, s.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("walwriter: remove segment %s started after the failure: %w", s.Name, err)
+			}
+			removed = true
+		}
+	}
+	if removed {
+		if err := syncDir(w.dir); err != nil {
+			return fmt.Errorf("walwriter: %w", err)
+		}
+	}
+	w.cache.reset()
+	w.dedup.reset()
+	w.sinceCheckpoint = 0
+	if err := w.recover(); err != nil {
+		return err
+	}
+	return w.startAfterFailure()
+}
+
+func (w *WAL) startAfterFailure() error {
+	if err := w.startSegment(); err != nil {
+		return err
+	}
+	w.durableSeg, w.durableOff = w.segName, segmentHeaderSize
+	return nil
 }
 
 // startSegment creates the segment that starts at nextLSN and resets the
 // per-segment state.
 func (w *WAL) startSegment() error {
+	if f := w.opts.Faults; f != nil && f.Create != nil {
+		if err := f.Create(segmentName(w.nextLSN)); err != nil {
+			return fmt.Errorf("%w: create segment %s: %w", ErrFailed, segmentName(w.nextLSN), err)
+		}
+	}
 	f, err := createSegment(w.dir, w.nextLSN, w.opts.SegmentSize)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrFailed, err)
+		return fmt.Errorf("%w: %w", ErrFailed, err)
 	}
 	w.seg = f
 	w.segName = segmentName(w.nextLSN)

@@ -35,11 +35,18 @@ type dedupEntry struct {
 
 func newDedupWindow(n int) *dedupWindow {
 	d := &dedupWindow{seed: maphash.MakeSeed(), window: n}
-	if n > 0 {
-		d.ring = make([]dedupEntry, 0, min(n, 1<<16))
+	d.reset()
+	return d
+}
+
+// reset forgets every ID. It keeps the seed, so hashes producers computed
+// before stay valid.
+func (d *dedupWindow) reset() {
+	d.ring, d.slots, d.pos = nil, nil, 0
+	if d.window > 0 {
+		d.ring = make([]dedupEntry, 0, min(d.window, 1<<16))
 		d.slots = make([]dedupSlot, 1024)
 	}
-	return d
 }
 
 // hash is the hash of id that lookup and add take. It only reads the seed,

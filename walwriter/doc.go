@@ -112,7 +112,43 @@
 // # Durability
 //
 // Append returns, and AppendAsync's callback runs, only after the record's
-// batch was written and fdatasync'ed. A failed write or sync puts the WAL in
-// a failed state (ErrFailed): what reached the disk is then unknown, so it
-// accepts nothing more until reopened, which recovers from the disk.
+// batch was written and fdatasync'ed.
+//
+// # Failures
+//
+// A failed write, fdatasync or segment creation (a full disk, an I/O error)
+// does not fail the appends: they wait, Health reports the failure (it
+// wraps the cause, such as syscall.ENOSPC), and the WAL retries with backoff
+// (10ms, doubling up to Options.RetryBackoff) until it can write again,
+// without a restart. Appends made meanwhile queue behind them. Open too
+// succeeds when the disk has no room for a new segment, in that state.
+//
+// What a failed group commit leaves on disk is not trusted: part of the
+// batch may be in the segment, and after a failed fsync Linux may have
+// dropped the dirty pages and marked them clean, so the bytes read back fine
+// from the page cache while a retried fsync succeeds without writing them
+// (PostgreSQL's "fsyncgate", 2018). So the WAL never retries an fsync and
+// never rescans to decide what survived. It tracks the end of the last
+// batch whose fdatasync succeeded and, to recover, closes the segment, cuts
+// it back to that offset and syncs it, removes any segment started after
+// it, rebuilds the next LSN and the dedup window from the disk as Open does
+// (with an empty image cache, so no delta is based on a lost image), starts
+// a new segment and writes every request that was not durable again. A
+// request reported durable is never written twice, and one that was not
+// durable is written once: its event ID is not in the rebuilt window unless
+// its record is on disk.
+//
+// Closing a WAL that cannot write tries once more and then fails the
+// pending appends with ErrFailed; their events were never durable.
+//
+// # Repair
+//
+// Open cuts a damaged tail of the last segment by itself. A damaged record
+// in an older segment (or a damaged segment header) stops Open with an error
+// that names the segment and offset: Repair (`strata wal repair DIR`) cuts
+// each damaged segment at its first bad record, keeps the rest as
+// <segment>.broken and reports the LSNs lost. Readers step over the gap of
+// LSNs a repair leaves only where a .broken file shows it; deltas after it
+// whose base image was lost cannot be resolved before the next checkpoint
+// (ErrNoBase; Verify counts them as unresolved).
 package walwriter

@@ -8,8 +8,10 @@ import (
 var (
 	// ErrClosed is returned by calls on a closed WAL.
 	ErrClosed = errors.New("walwriter: WAL closed")
-	// ErrFailed is returned once a write or sync has failed: from then on
-	// the WAL accepts nothing, because what reached the disk is unknown.
+	// ErrFailed wraps the error of a failed write, sync or segment
+	// creation (Health returns it while the WAL retries), and is what
+	// appends still pending get when the WAL is closed before it could
+	// write them.
 	ErrFailed = errors.New("walwriter: WAL failed")
 	// ErrCorrupt is wrapped by every *CorruptError.
 	ErrCorrupt = errors.New("walwriter: corrupt WAL")

@@ -57,6 +57,31 @@ type Options struct {
 	// from the WAL on open) to drop duplicates. Default 1<<18 (262144);
 	// each costs roughly 100 bytes of memory.
 	DedupWindow int
+
+	// RetryBackoff bounds the wait between attempts to write again after a
+	// failed write or sync (see "Failures" in the package doc): the first
+	// retry comes after 10ms, each later one waits twice as long, up to
+	// RetryBackoff. Default 5s.
+	RetryBackoff time.Duration
+
+	// Faults injects disk errors, for tests. nil in production.
+	Faults *Faults
+}
+
+// Faults makes the WAL's disk fail, for tests of a full or failing disk.
+// Each hook, when set, is called before its operation, from the WAL's
+// goroutines.
+type Faults struct {
+	// Write is called before n bytes are written to segment seg at off. It
+	// returns how many of them to write and, if not nil, the error the
+	// write then fails with (a short write).
+	Write func(seg string, off int64, n int) (int, error)
+	// Sync is called before a segment is fdatasync'ed; an error fails the
+	// sync, with the written bytes left in the page cache, as a real
+	// fsync failure leaves them.
+	Sync func(seg string) error
+	// Create is called before a segment is created; an error fails it.
+	Create func(seg string) error
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -84,6 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.DedupWindow == 0 {
 		o.DedupWindow = 1 << 18
 	}
+	if o.RetryBackoff == 0 {
+		o.RetryBackoff = 5 * time.Second
+	}
 	switch {
 	case o.SegmentSize < 64<<10:
 		return o, fmt.Errorf("walwriter: segment size %d below the 64KiB minimum", o.SegmentSize)
@@ -93,6 +121,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("walwriter: max row bytes %d exceeds %d", o.MaxRowBytes, maxRowLimit)
 	case o.MaxBatchRecords < 1 || o.MaxBatchBytes < 1 || o.BatchWindow < 0:
 		return o, fmt.Errorf("walwriter: batch limits must be positive")
+	case o.RetryBackoff < 0:
+		return o, fmt.Errorf("walwriter: retry backoff must not be negative")
 	case o.DeltaCacheBytes < 0 || o.DedupWindow < 0:
 		return o, fmt.Errorf("walwriter: cache and dedup sizes must not be negative")
 	case o.DedupWindow > maxDedupWindow:

@@ -29,6 +29,19 @@ type Reader struct {
 	Unresolved uint64
 	// skipUnresolved skips such deltas whatever their LSN (for Verify).
 	skipUnresolved bool
+	// Gaps are the ranges of LSNs missing between segments that Repair
+	// left (see Repair), as read so far.
+	Gaps []Gap
+}
+
+// Gap is a range of LSNs missing from a repaired WAL.
+type Gap struct {
+	First, Last LSN    // the missing LSNs
+	Before      string // the segment after the gap
+}
+
+func (g Gap) String() string {
+	return fmt.Sprintf("LSNs %d..%d lost before segment %s (cut by a repair)", g.First, g.Last, g.Before)
 }
 
 // ErrNoBase is returned by Reader.Next for a delta at or after the
@@ -139,7 +152,17 @@ func (r *Reader) openNext() error {
 		err = fmt.Errorf("header says first LSN %d", first)
 	}
 	if err == nil && r.nextLSN != 0 && first != r.nextLSN {
-		err = fmt.Errorf("segment starts at LSN %d, want %d (segment missing?)", first, r.nextLSN)
+		prev := r.segs[r.i-1].First
+		if first > r.nextLSN && repairedBetween(r.dir, prev, first) {
+			// Records lost to a repair: their images are unknown, so
+			// deltas wait for a full image or a checkpoint.
+			r.Gaps = append(r.Gaps, Gap{First: r.nextLSN, Last: first - 1, Before: seg.Name})
+			r.images.reset()
+			r.based = false
+			r.nextLSN = first
+		} else {
+			err = fmt.Errorf("segment starts at LSN %d, want %d (segment missing?)", first, r.nextLSN)
+		}
 	}
 	if err != nil {
 		f.Close()
@@ -179,6 +202,8 @@ type VerifyReport struct {
 	// a removed segment; their framing and checksums were checked.
 	Unresolved uint64
 	Broken     []string
+	// Gaps are LSNs lost to a repair (see Repair).
+	Gaps []Gap
 }
 
 // Verify reads every record of the WAL in dir, checking checksums, LSN
@@ -205,7 +230,7 @@ func Verify(dir string) (rep VerifyReport, err error) {
 	}
 	defer r.Close()
 	r.skipUnresolved = true
-	defer func() { rep.Unresolved = r.Unresolved }()
+	defer func() { rep.Unresolved, rep.Gaps = r.Unresolved, r.Gaps }()
 	rep.Segments = len(r.segs)
 	sawCheckpoint := ckpt == 0
 	for {

@@ -52,7 +52,7 @@ func (w *WAL) recover() error {
 		last := segs[len(segs)-1]
 		s, err := w.recoverSegment(last)
 		if err != nil {
-			return err
+			return w.damaged(err)
 		}
 		if s.lastLSN >= s.first { // it holds records, not just definitions
 			scan = s
@@ -81,7 +81,7 @@ func (w *WAL) recover() error {
 	for i := len(segs) - 2; i >= 0 && have < w.opts.DedupWindow; i-- {
 		s, err := scanSegment(w.dir, segs[i], false)
 		if err != nil {
-			return fmt.Errorf("walwriter: rebuild dedup window: %w", err)
+			return w.damaged(err)
 		}
 		ids = append(ids, s.ids)
 		have += len(s.ids)
@@ -94,6 +94,20 @@ func (w *WAL) recover() error {
 	w.stats.lastLSN.Store(uint64(w.nextLSN - 1))
 	w.log.Info("recovered WAL", "segments", len(segs), "next_lsn", w.nextLSN, "dedup_ids", w.dedup.len())
 	return nil
+}
+
+// damaged turns a corruption Open cannot recover from by itself (a damaged
+// record in an older segment, or a damaged header) into an error that says
+// where and what to do.
+func (w *WAL) damaged(err error) error {
+	var ce *CorruptError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	w.log.Error("WAL segment damaged; run `strata wal repair` on the directory", "segment", ce.Segment, "offset", ce.Offset, "reason", ce.Reason)
+	return fmt.Errorf("walwriter: segment %s of %s is damaged at offset %d (%s): the records from there on cannot be read; "+
+		"run `strata wal repair %s` to cut the segment there (keeping the rest as %s%s) and start again: %w",
+		ce.Segment, w.dir, ce.Offset, ce.Reason, w.dir, ce.Segment, brokenSuffix, err)
 }
 
 // segmentScan is what scanning a segment found.

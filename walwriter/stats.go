@@ -19,8 +19,13 @@ type Stats struct {
 	Segments       uint64 // segments started
 	Duplicates     uint64 // updates dropped because their event ID was already written
 	Rejected       map[string]uint64
-	LastLSN        LSN
-	CheckpointLSN  LSN
+	// WriteFailures counts the times a write, sync or segment creation
+	// failed and the WAL stopped writing; Recoveries the times it wrote
+	// again after one.
+	WriteFailures uint64
+	Recoveries    uint64
+	LastLSN       LSN
+	CheckpointLSN LSN
 }
 
 type statCounters struct {
@@ -28,6 +33,7 @@ type statCounters struct {
 	bytes, fullImageBytes                    atomic.Uint64
 	fsyncs, batches, segments, duplicates    atomic.Uint64
 	lastLSN, checkpointLSN                   atomic.Uint64
+	writeFailures, recoveries                atomic.Uint64
 	rejected                                 map[string]*atomic.Uint64 // fixed keys, set in Open
 }
 
@@ -48,6 +54,8 @@ func (w *WAL) Stats() Stats {
 		LastLSN:        LSN(c.lastLSN.Load()),
 		CheckpointLSN:  LSN(c.checkpointLSN.Load()),
 		Rejected:       make(map[string]uint64, len(c.rejected)),
+		WriteFailures:  c.writeFailures.Load(),
+		Recoveries:     c.recoveries.Load(),
 	}
 	for reason, n := range c.rejected {
 		s.Rejected[reason] = n.Load()

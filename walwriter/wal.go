@@ -2,11 +2,13 @@ package walwriter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Update is one update event as the WAL logs it.
@@ -37,9 +39,21 @@ type WAL struct {
 	mu     sync.Mutex
 	queue  []*request
 	closed bool
-	failed error
-	wake   chan struct{}
-	done   chan struct{}
+	// failed is the write failure the WAL is recovering from, nil while it
+	// writes; lastErr the error of the last attempt to recover, attempts
+	// their number. parked holds, in order, the requests of the items the
+	// syncer did not make durable since the failure, for the encoder to
+	// write again (see recoverFailure). gaveUp is set when the WAL was
+	// closed while failing: failed is then final.
+	failed   error
+	failedAt time.Time
+	lastErr  error
+	attempts int
+	parked   []*request
+	gaveUp   bool
+	wake     chan struct{}
+	closing  chan struct{} // closed by Close
+	done     chan struct{}
 
 	flushes chan flushItem // encoder to syncer
 	buffers chan []byte    // syncer back to encoder
@@ -56,6 +70,13 @@ type WAL struct {
 	cache           *imageCache
 	dedup           *dedupWindow
 	warmSink        byte // keeps warm's loads from being optimized away
+
+	// The end of the last durable batch: segment durableSeg is good up to
+	// durableOff, and every segment before it is whole. Owned by the
+	// syncer; the encoder reads and resets it only when the syncer is idle
+	// (after a barrier, or before the goroutines start).
+	durableSeg string
+	durableOff int64
 
 	stats    statCounters
 	requests sync.Pool // of *request, recycled once their callback has run
@@ -86,6 +107,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		opts:     opts,
 		log:      opts.Logger.With("wal", dir),
 		wake:     make(chan struct{}, 1),
+		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 		// One item being synced, one queued: encoding overlaps syncing.
 		flushes: make(chan flushItem, 1),
@@ -110,7 +132,15 @@ func Open(dir string, opts Options) (*WAL, error) {
 		return nil, err
 	}
 	if err := w.startSegment(); err != nil {
-		return nil, err
+		// A full or failing disk is transient: open, report it in Health
+		// and retry as after any failed write (durableSeg "" means nothing
+		// was written since Open).
+		if !errors.Is(err, ErrFailed) {
+			return nil, err
+		}
+		w.fail(err)
+	} else {
+		w.durableSeg, w.durableOff = w.segName, segmentHeaderSize
 	}
 	go w.encodeLoop()
 	go w.syncLoop()
@@ -210,15 +240,12 @@ func (w *WAL) Checkpoint(ctx context.Context) (LSN, error) {
 
 func (w *WAL) enqueue(r *request) error {
 	w.mu.Lock()
-	switch {
-	case w.closed:
+	if w.closed {
 		w.mu.Unlock()
 		return ErrClosed
-	case w.failed != nil:
-		err := w.failed
-		w.mu.Unlock()
-		return err
 	}
+	// While the WAL cannot write, requests wait in the queue until it can
+	// again (or is closed); the caller sees it in Health.
 	w.queue = append(w.queue, r)
 	w.mu.Unlock()
 	select {
@@ -274,10 +301,31 @@ func (w *WAL) Close() error {
 	}
 	w.closed = true
 	w.mu.Unlock()
+	close(w.closing)
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 	<-w.done
 	return w.failure()
+}
+
+// Health returns nil while the WAL writes, and while a write, sync or
+// segment creation has failed, an error saying since when and why (it wraps
+// the failure's cause, such as syscall.ENOSPC). Appends made meanwhile wait
+// and become durable once the WAL writes again.
+func (w *WAL) Health() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		return nil
+	}
+	if w.gaveUp {
+		return w.failed
+	}
+	if w.lastErr != nil && w.attempts > 0 {
+		return fmt.Errorf("cannot write since %s, %d retries failed, the last with %w (first failure: %v)",
+			w.failedAt.UTC().Format(time.RFC3339), w.attempts, w.lastErr, w.failed)
+	}
+	return fmt.Errorf("cannot write since %s: %w", w.failedAt.UTC().Format(time.RFC3339), w.failed)
 }

@@ -51,6 +51,10 @@ func NewRunner(name string, log *slog.Logger) *Runner {
 // Registry is where the service registers its metrics.
 func (r *Runner) Registry() *prometheus.Registry { return r.registry }
 
+// Handler serves /metrics, /healthz and what Handle added, as the --http
+// listener does (for tests).
+func (r *Runner) Handler() http.Handler { return r.mux }
+
 // Handle adds an HTTP handler beside /metrics and /healthz.
 func (r *Runner) Handle(pattern string, h http.Handler) { r.mux.Handle(pattern, h) }
 

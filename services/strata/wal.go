@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -15,6 +16,77 @@ import (
 func init() {
 	register(command{name: "wal dump", summary: "print the records of a WAL directory", run: runWALDump})
 	register(command{name: "wal verify", summary: "check every record of a WAL directory", run: runWALVerify})
+	register(command{name: "wal repair", summary: "cut damaged WAL segments at the damage, keeping the rest as .broken files", run: runWALRepair})
+}
+
+// errRepaired is returned when wal repair cut something: like fsck, the
+// exit status is non-zero whenever records were lost (or would be, in a dry
+// run), so a script cannot mistake a repair for a clean WAL.
+var errRepaired = errors.New("records were lost")
+
+func runWALRepair(ctx context.Context, args []string) error {
+	fs := newFlagSet("wal repair")
+	dryRun := fs.Bool("dry-run", false, "report what would be cut and change nothing")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: strata wal repair [flags] DIR")
+		fmt.Fprintln(fs.Output(), "Cuts each damaged segment at its first bad record and keeps the rest as <segment>.broken.")
+		fmt.Fprintln(fs.Output(), "Stop the walwriter first. Exit status 0: nothing damaged; 1: something was cut (or would be).")
+		fs.PrintDefaults()
+	}
+	if err := parseWithDir(fs, args); err != nil {
+		return err
+	}
+	dir := fs.Arg(0)
+	rep, err := walwriter.Repair(dir, *dryRun)
+	if *asJSON {
+		out := struct {
+			walwriter.RepairReport
+			DryRun bool   `json:"dry_run"`
+			Error  string `json:"error,omitempty"`
+		}{RepairReport: rep, DryRun: *dryRun}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		b, jerr := json.Marshal(out)
+		if jerr != nil {
+			return jerr
+		}
+		fmt.Println(string(b))
+	} else {
+		verb := "cut"
+		if *dryRun {
+			verb = "would cut"
+		}
+		for _, c := range rep.Cuts {
+			lost := "records lost: unknown (the last segment's damaged tail)"
+			if c.LostKnown {
+				lost = fmt.Sprintf("records lost: %d (LSNs %d..%d)", c.RecordsLost, c.FirstLostLSN, c.LastLostLSN)
+			}
+			kept := ""
+			if c.Broken != "" {
+				kept = ", kept in " + c.Broken
+			}
+			fmt.Printf("%s %s at offset %d: %d bytes%s; %s; damage: %s\n", verb, c.Segment, c.Offset, c.Bytes, kept, lost, c.Reason)
+		}
+		if err == nil && len(rep.Cuts) == 0 {
+			fmt.Printf("segments %d: nothing damaged\n", rep.Segments)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("repair %s: %w", dir, err)
+	}
+	if len(rep.Cuts) > 0 {
+		var lost uint64
+		for _, c := range rep.Cuts {
+			lost += c.RecordsLost
+		}
+		if *dryRun {
+			return fmt.Errorf("%d damaged segments in %s, at least %d records would be lost (nothing changed): %w", len(rep.Cuts), dir, lost, errRepaired)
+		}
+		return fmt.Errorf("cut %d damaged segments in %s, at least %d records lost: %w", len(rep.Cuts), dir, lost, errRepaired)
+	}
+	return nil
 }
 
 func runWALDump(ctx context.Context, args []string) error {
@@ -138,7 +210,10 @@ func runWALVerify(ctx context.Context, args []string) error {
 			rep.Segments, rep.Records, rep.FullImages, rep.Deltas, rep.Checkpoints, strconv.FormatUint(rep.RecordBytes, 10))
 		fmt.Printf("LSNs %d..%d, checkpoint file LSN %d\n", rep.FirstLSN, rep.LastLSN, rep.CheckpointLSN)
 		for _, b := range rep.Broken {
-			fmt.Printf("damaged tail kept from a recovery: %s\n", b)
+			fmt.Printf("damaged bytes kept from a recovery or repair: %s\n", b)
+		}
+		for _, g := range rep.Gaps {
+			fmt.Printf("gap: %s\n", g)
 		}
 	}
 	if verr != nil {

@@ -6,6 +6,15 @@
 // with the reason. A redelivered event is written once: the WAL drops
 // duplicate event IDs.
 //
+// While the WAL cannot write (a full or failing disk) the walwriter takes
+// no events, so they wait in the stream without spending deliveries, keeps
+// the events it holds in progress, and answers /healthz with 503 and the
+// cause; it resumes by itself when the WAL writes again. An event that runs
+// out of deliveries anyway is dead-lettered (from JetStream's
+// max-deliveries advisory), never dropped. A damaged older
+// WAL segment stops it at start with the segment and offset: run
+// `strata wal repair DIR`.
+//
 // Usage:
 //
 //	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104]
@@ -15,12 +24,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/internal/bytesize"
@@ -91,29 +98,22 @@ func run(args []string) error {
 	}
 	r.Registry().MustRegister(a.appended, a.failed, newWALCollector(wal))
 
+	r.AddCheck("wal", a.health)
+	ackWait := cons.CachedInfo().Config.AckWait
+	if ackWait <= 0 {
+		ackWait = 30 * time.Second
+	}
+
 	stop := make(chan struct{})
 	r.Add(func() error {
-		cc, err := cons.Consume(a.handle, jetstream.PullMaxMessages(*inFlight))
-		if err != nil {
-			return fmt.Errorf("consume updates: %w", err)
-		}
+		go a.heartbeat(stop, ackWait/3)
+		go func() {
+			if err := a.watchMaxDeliveries(stop, nc, js); err != nil {
+				log.Error("watch for update events out of deliveries", "err", err)
+			}
+		}()
 		log.Info("walwriter ready", "wal", *walDir)
-		select {
-		case <-cc.Closed():
-			return errors.New("updates consumer closed")
-		case <-stop:
-		}
-		// Take no more events; hand the buffered ones to the WAL. A drain
-		// needs the server: without one, give up after drainTimeout (the
-		// events not acked are redelivered, and deduplicated by the WAL).
-		cc.Drain()
-		select {
-		case <-cc.Closed():
-		case <-time.After(drainTimeout):
-			log.Warn("updates consumer did not drain; unacknowledged events will be redelivered", "waited", drainTimeout)
-			cc.Stop()
-		}
-		return nil
+		return a.consume(stop, cons, *inFlight, 100*time.Millisecond)
 	}, func(error) { close(stop) })
 	err = b.Run()
 	// Close writes what is queued; the acks of those events go out before
