@@ -115,9 +115,15 @@ func RoleGrant(role string) (Grant, bool) {
 				"$JS.API.CONSUMER.INFO." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
 				"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
 				"$JS.ACK." + messages.StreamUpdates + "." + messages.ConsumerWalwriter + ".>",
+				// The max-deliveries watch reads the event that ran out.
+				"$JS.API.STREAM.INFO." + messages.StreamUpdates,
+				"$JS.API.STREAM.MSG.GET." + messages.StreamUpdates,
 				messages.SubjectDeadLetter(messages.SubjectUpdatesAll),
 			},
-			Subscribe: []string{inbox},
+			Subscribe: []string{
+				inbox,
+				"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
+			},
 		}, true
 	case RoleCLIAdmin:
 		return Grant{
