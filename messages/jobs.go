@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 )
@@ -68,10 +69,11 @@ func (j *MergeoutJob) Validate() error {
 		}
 	}
 	for i, in := range j.Inputs {
-		if err := validRef(in); err != nil {
+		// An input's table and projection may be left empty: the job's.
+		if err := validRef(ContainerRef{Table: cmp.Or(in.Table, j.Table), Projection: cmp.Or(in.Projection, j.Projection), ID: in.ID}); err != nil {
 			return fmt.Errorf("job %s: input %d: %w", j.JobID, i, err)
 		}
-		if in.Table != j.Table || in.Projection != j.Projection {
+		if in.Table != "" && in.Table != j.Table || in.Projection != "" && in.Projection != j.Projection {
 			return fmt.Errorf("job %s: input %d is of %s.%s, not %s.%s", j.JobID, i, in.Table, in.Projection, j.Table, j.Projection)
 		}
 	}
@@ -122,10 +124,11 @@ func (j *WindowJob) Validate() error {
 		return fmt.Errorf("job %s: result table %s is the query's table", j.JobID, j.ResultTable)
 	}
 	for i, in := range j.Inputs {
-		if err := validRef(in); err != nil {
+		// An input's table may be left empty: the query's.
+		if err := validRef(ContainerRef{Table: cmp.Or(in.Table, j.Query.Table), Projection: in.Projection, ID: in.ID}); err != nil {
 			return fmt.Errorf("job %s: input %d: %w", j.JobID, i, err)
 		}
-		if in.Table != j.Query.Table {
+		if in.Table != "" && in.Table != j.Query.Table {
 			return fmt.Errorf("job %s: input %d is of table %s, not the query's %s", j.JobID, i, in.Table, j.Query.Table)
 		}
 	}

@@ -69,9 +69,18 @@ func TestJobsValidate(t *testing.T) {
 		{"window no output", wj(func(j *WindowJob) { j.Output = "" }), "result table and output"},
 		{"window negative grant", wj(func(j *WindowJob) { j.Grant.Bytes = -1 }), "grant of -1 bytes"},
 		{"window bad result table", wj(func(j *WindowJob) { j.ResultTable = "a b" }), "invalid name"},
-		{"window input table traversal", wj(func(j *WindowJob) { j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}; j.Inputs[0].Table = "../../otherdeployment/data/secret" }), "invalid name"},
-		{"window input projection traversal", wj(func(j *WindowJob) { j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}; j.Inputs[0].Projection = ".." }), "invalid name"},
-		{"window input of another table", wj(func(j *WindowJob) { j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}; j.Inputs[0].Table = "other" }), "not the query's"},
+		{"window input table traversal", wj(func(j *WindowJob) {
+			j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}
+			j.Inputs[0].Table = "../../otherdeployment/data/secret"
+		}), "invalid name"},
+		{"window input projection traversal", wj(func(j *WindowJob) {
+			j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}
+			j.Inputs[0].Projection = ".."
+		}), "invalid name"},
+		{"window input of another table", wj(func(j *WindowJob) {
+			j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}
+			j.Inputs[0].Table = "other"
+		}), "not the query's"},
 		{"window query table traversal", wj(func(j *WindowJob) { j.Query.Table = "../x"; j.Inputs = nil }), "invalid name"},
 		{"window query table option", wj(func(j *WindowJob) { j.Query.Table = "-rf"; j.Inputs = nil }), "invalid name"},
 		{"window result table option", wj(func(j *WindowJob) { j.ResultTable = "-rf" }), "invalid name"},
