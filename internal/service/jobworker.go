@@ -212,7 +212,10 @@ func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
 	var msgID string
 	switch t {
 	case messages.EventDone:
-		msgID = r.jobID + ".done"
+		// Per delivery: the scheduler takes a done claim only from the
+		// latest delivery's worker, so a later delivery's done must not be
+		// deduplicated against an earlier, refused one.
+		msgID = fmt.Sprintf("%s.done.%d", r.jobID, r.delivery)
 	case messages.EventProgress:
 		msgID = "" // not deduplicated: each report is news
 	default:
