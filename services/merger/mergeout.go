@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/strata-db/strata/columnar"
@@ -23,13 +24,34 @@ type mergeout struct {
 	// must be before it counts as left behind by a dead worker.
 	staleAfter time.Duration
 	log        *slog.Logger
+
+	rootOnce sync.Once
+	root     *columnar.DataDir
+	rootErr  error
+}
+
+// containerDir resolves a container of the job through the data
+// directory's confined root: no name can reach outside it.
+func (m *mergeout) containerDir(table, projection, id string) (string, error) {
+	m.rootOnce.Do(func() { m.root, m.rootErr = columnar.OpenDataDir(m.dataDir) })
+	if m.rootErr != nil {
+		return "", m.rootErr
+	}
+	dir, err := m.root.ContainerDir(table, projection, id)
+	if err != nil {
+		return "", service.Permanent(err)
+	}
+	return dir, nil
 }
 
 // run merges the job's inputs into its output container. The job ID names
 // the output, so a job whose output is already committed (a redelivery after
 // a crash between commit and ack) is reported done without merging again.
 func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress *service.Progress) (service.Outcome, error) {
-	outDir := columnar.ContainerDir(m.dataDir, job.Table, job.Projection, job.Output)
+	outDir, err := m.containerDir(job.Table, job.Projection, job.Output)
+	if err != nil {
+		return service.Outcome{}, err
+	}
 	if out, ok, err := m.existing(job, outDir); ok || err != nil {
 		return out, err
 	}
@@ -37,7 +59,9 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	inputs := make([]string, len(job.Inputs))
 	var rowsTotal int64
 	for i, in := range job.Inputs {
-		inputs[i] = columnar.ContainerDir(m.dataDir, job.Table, job.Projection, in.ID)
+		if inputs[i], err = m.containerDir(job.Table, job.Projection, in.ID); err != nil {
+			return service.Outcome{}, err
+		}
 		man, err := columnar.ReadManifest(inputs[i])
 		if err != nil {
 			// An input gone with no output committed cannot be merged by any retry.

@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
@@ -53,9 +54,11 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("--strata-base: %w", err)
 	}
-	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	data, err := columnar.OpenDataDir(b.DataDir)
+	if err != nil {
+		return err
 	}
+	defer data.Close()
 
 	if !natsGiven(fs) {
 		host, portText, err := net.SplitHostPort(*listen)
@@ -99,7 +102,7 @@ func run(args []string) error {
 	}
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
-		DataDir:          b.DataDir,
+		Data:             dataStorage{data},
 		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
 		OrphanGrace:      *orphanGrace,
 		KeepOperations:   *keepOps,
