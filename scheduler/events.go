@@ -56,8 +56,10 @@ func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) erro
 		}
 	case messages.EventFailed:
 		// A worker may fail a job it never accepted (no worker had the
-		// memory for its grant); once one has accepted it, only it may.
-		if held && ev.Worker != holder.worker {
+		// memory for its grant), and any worker reports a job whose
+		// deliveries ran out (its Delivery is the last one, at least the
+		// holder's); otherwise only the holder may. Failing deletes nothing.
+		if held && ev.Worker != holder.worker && (ev.Retryable || ev.Delivery < holder.n || ev.Delivery == 0) {
 			return fmt.Errorf("%w: failed claim for job %s from %q: %s", ErrRejected, ev.JobID, ev.Worker, holderText(holder, held))
 		}
 	}

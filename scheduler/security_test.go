@@ -173,3 +173,17 @@ func TestForgedWindowOutput(t *testing.T) {
 		t.Fatalf("outside the data dir: %v", err)
 	}
 }
+
+// TestMaxDeliveriesFailureFromAnotherWorker: the worker that reports a job
+// whose deliveries ran out need not be the one that held the last one.
+func TestMaxDeliveriesFailureFromAnotherWorker(t *testing.T) {
+	h, j := loaded(t)
+	h.event(&messages.JobEvent{JobID: j.JobID, Type: messages.EventAccepted, Worker: "merger-1", Delivery: 5})
+	h.rejected(&messages.JobEvent{JobID: j.JobID, Type: messages.EventFailed, Worker: "merger-2", Delivery: 4, Reason: "stale"})
+	h.rejected(&messages.JobEvent{JobID: j.JobID, Type: messages.EventFailed, Worker: "merger-2", Delivery: 5, Retryable: true})
+	h.event(&messages.JobEvent{JobID: j.JobID, Type: messages.EventFailed, Worker: "merger-2", Delivery: 5, Reason: "maximum deliveries"})
+	if st := h.state("t"); len(st.Pending) != 0 || len(st.Live) != 4 {
+		t.Fatalf("after the max-deliveries failure: %+v", st)
+	}
+	h.intact()
+}
