@@ -112,7 +112,7 @@ func (h *harness) mkdir(c messages.ContainerRef) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		h.t.Fatal(err)
 	}
-	stub := fmt.Sprintf(`{"table":%q,"projection":%q,"id":%q,"rows":%d}`, c.Table, c.Projection, c.ID, c.Rows)
+	stub := fmt.Sprintf(`{"table":%q,"projection":%q,"id":%q,"rows":%d,"bytes":%d}`, c.Table, c.Projection, c.ID, c.Rows, c.Bytes)
 	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(stub), 0o644); err != nil {
 		h.t.Fatal(err)
 	}

@@ -73,9 +73,13 @@ func TestDoneForJobNotInFlight(t *testing.T) {
 
 func TestDoneWhoseOutputDoesNotVerify(t *testing.T) {
 	for name, write := range map[string]func(h *harness, j *messages.MergeoutJob){
-		"missing":    func(*harness, *messages.MergeoutJob) {},
-		"rows":       func(h *harness, j *messages.MergeoutJob) { h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: j.Output, Rows: 399}) },
-		"other name": func(h *harness, j *messages.MergeoutJob) { h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: "c0000", Rows: 400}) },
+		"missing": func(*harness, *messages.MergeoutJob) {},
+		"rows": func(h *harness, j *messages.MergeoutJob) {
+			h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: j.Output, Rows: 399})
+		},
+		"other name": func(h *harness, j *messages.MergeoutJob) {
+			h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: "c0000", Rows: 400})
+		},
 		"garbage": func(h *harness, j *messages.MergeoutJob) {
 			dir := filepath.Join(h.dir, "t", "p", j.Output)
 			os.MkdirAll(dir, 0o755)
@@ -186,4 +190,22 @@ func TestMaxDeliveriesFailureFromAnotherWorker(t *testing.T) {
 		t.Fatalf("after the max-deliveries failure: %+v", st)
 	}
 	h.intact()
+}
+
+// TestRegisterTakesRowsFromManifests: a load registers only committed
+// containers, with the rows their manifests hold.
+func TestRegisterTakesRowsFromManifests(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}})
+	h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: "c1", Rows: 10})
+	if _, err := h.s.Register(h.ctx, &messages.RegisterRequest{Table: "t", Projection: "p",
+		Containers: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "c1", Rows: 999999}}}); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state("t"); len(st.Live) != 1 || st.Live[0].Rows != 10 {
+		t.Fatalf("catalog %+v", st)
+	}
+	if _, err := h.s.Register(h.ctx, &messages.RegisterRequest{Table: "t", Projection: "p",
+		Containers: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "missing"}}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("register of a missing container: %v", err)
+	}
 }

@@ -29,6 +29,7 @@ type stubManifest struct {
 	Projection string `json:"projection"`
 	ID         string `json:"id"`
 	Rows       int64  `json:"rows"`
+	Bytes      int64  `json:"bytes"`
 }
 
 func (s *rootStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
@@ -43,7 +44,7 @@ func (s *rootStorage) CheckContainer(table, projection, id string) (int64, int64
 	if err := json.Unmarshal(data, &m); err != nil || m.Table != table || m.Projection != projection || m.ID != id {
 		return 0, 0, fmt.Errorf("%w: manifest %s (%v)", ErrBadOutput, data, err)
 	}
-	return m.Rows, int64(len(data)), nil
+	return m.Rows, m.Bytes, nil
 }
 
 func (s *rootStorage) RemoveContainer(table, projection, id string) error {
