@@ -63,8 +63,8 @@ func (r *RegisterRequest) Validate() error {
 	}
 	seen := make(map[string]bool, len(r.Containers))
 	for i, c := range r.Containers {
-		if err := validName(c.ID); err != nil {
-			return fmt.Errorf("container %d: %v", i, err)
+		if err := validRef(c); err != nil {
+			return fmt.Errorf("container %d: %w", i, err)
 		}
 		if c.Table != r.Table || c.Projection != r.Projection {
 			return fmt.Errorf("container %s belongs to %s.%s, not %s.%s", c.ID, c.Table, c.Projection, r.Table, r.Projection)
@@ -97,7 +97,7 @@ type MergeoutRequest struct {
 func (*MergeoutRequest) Kind() string { return "mergeout_request" }
 
 func (r *MergeoutRequest) Validate() error {
-	if err := validName(r.Table); err != nil {
+	if err := ValidTable(r.Table); err != nil {
 		return fmt.Errorf("table: %v", err)
 	}
 	if r.Projection != "" {
@@ -141,7 +141,7 @@ type WindowRequest struct {
 func (*WindowRequest) Kind() string { return "window_request" }
 
 func (r *WindowRequest) Validate() error {
-	if err := validName(r.Query.Table); err != nil {
+	if err := ValidTable(r.Query.Table); err != nil {
 		return fmt.Errorf("query table: %v", err)
 	}
 	if len(r.Query.Select) == 0 {
@@ -176,6 +176,11 @@ type OperationsRequest struct {
 func (*OperationsRequest) Kind() string { return "operations_request" }
 
 func (r *OperationsRequest) Validate() error {
+	if r.Table != "" {
+		if err := ValidTable(r.Table); err != nil {
+			return fmt.Errorf("table: %w", err)
+		}
+	}
 	if r.Limit < 0 {
 		return fmt.Errorf("negative limit %d", r.Limit)
 	}
@@ -425,7 +430,7 @@ type CatalogReply struct {
 func (*CatalogReply) Kind() string { return "catalog_reply" }
 
 func validTableProjection(table, projection string) error {
-	if err := validName(table); err != nil {
+	if err := ValidTable(table); err != nil {
 		return fmt.Errorf("table: %v", err)
 	}
 	if err := validName(projection); err != nil {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 )
@@ -59,14 +60,21 @@ func (j *MergeoutJob) Validate() error {
 	case j.Grant.Bytes <= 0:
 		return fmt.Errorf("job %s: grant of %d bytes", j.JobID, j.Grant.Bytes)
 	}
-	for i, in := range j.Inputs {
-		if err := validName(in.ID); err != nil {
-			return fmt.Errorf("job %s: input %d: %v", j.JobID, i, err)
+	if err := ValidTable(j.Table); err != nil {
+		return fmt.Errorf("job %s: table: %w", j.JobID, err)
+	}
+	for _, n := range []string{j.Projection, j.Output} {
+		if err := ValidName(n); err != nil {
+			return fmt.Errorf("job %s: %w", j.JobID, err)
 		}
 	}
-	for _, n := range []string{j.Table, j.Projection, j.Output} {
-		if err := validName(n); err != nil {
-			return fmt.Errorf("job %s: %v", j.JobID, err)
+	for i, in := range j.Inputs {
+		// An input's table and projection may be left empty: the job's.
+		if err := validRef(ContainerRef{Table: cmp.Or(in.Table, j.Table), Projection: cmp.Or(in.Projection, j.Projection), ID: in.ID}); err != nil {
+			return fmt.Errorf("job %s: input %d: %w", j.JobID, i, err)
+		}
+		if in.Table != "" && in.Table != j.Table || in.Projection != "" && in.Projection != j.Projection {
+			return fmt.Errorf("job %s: input %d is of %s.%s, not %s.%s", j.JobID, i, in.Table, in.Projection, j.Table, j.Projection)
 		}
 	}
 	return nil
@@ -103,17 +111,25 @@ func (j *WindowJob) Validate() error {
 	case j.Grant.Bytes <= 0:
 		return fmt.Errorf("job %s: grant of %d bytes", j.JobID, j.Grant.Bytes)
 	}
-	for _, n := range []string{j.ResultTable, j.Output} {
-		if err := validName(n); err != nil {
-			return fmt.Errorf("job %s: %v", j.JobID, err)
-		}
+	if err := ValidTable(j.ResultTable); err != nil {
+		return fmt.Errorf("job %s: result table: %w", j.JobID, err)
+	}
+	if err := ValidName(j.Output); err != nil {
+		return fmt.Errorf("job %s: output: %w", j.JobID, err)
 	}
 	if err := j.Query.Validate(); err != nil {
 		return fmt.Errorf("job %s: %w", j.JobID, err)
 	}
+	if j.ResultTable == j.Query.Table {
+		return fmt.Errorf("job %s: result table %s is the query's table", j.JobID, j.ResultTable)
+	}
 	for i, in := range j.Inputs {
-		if err := validName(in.ID); err != nil {
-			return fmt.Errorf("job %s: input %d: %v", j.JobID, i, err)
+		// An input's table may be left empty: the query's.
+		if err := validRef(ContainerRef{Table: cmp.Or(in.Table, j.Query.Table), Projection: in.Projection, ID: in.ID}); err != nil {
+			return fmt.Errorf("job %s: input %d: %w", j.JobID, i, err)
+		}
+		if in.Table != "" && in.Table != j.Query.Table {
+			return fmt.Errorf("job %s: input %d is of table %s, not the query's %s", j.JobID, i, in.Table, j.Query.Table)
 		}
 	}
 	return nil
@@ -165,17 +181,12 @@ func (e *JobEvent) Validate() error {
 	default:
 		return fmt.Errorf("job %s: unknown event type %q", e.JobID, e.Type)
 	}
-	return nil
-}
-
-// validName accepts names that are safe as one path element.
-func validName(s string) error {
-	if s == "" || s == "." || s == ".." || len(s) > 200 {
-		return fmt.Errorf("invalid name %q", s)
+	if len(e.JobID) > 1024 || len(e.Worker) > 1024 {
+		return fmt.Errorf("job %.40q...: job_id or worker longer than 1024 bytes", e.JobID)
 	}
-	for _, r := range s {
-		if !(r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("invalid name %q: character %q", s, r)
+	if e.Output != nil {
+		if err := validRef(*e.Output); err != nil {
+			return fmt.Errorf("job %s: output: %w", e.JobID, err)
 		}
 	}
 	return nil

@@ -72,6 +72,27 @@ func TestJobsValidate(t *testing.T) {
 		{"window no output", wj(func(j *WindowJob) { j.Output = "" }), "result table and output"},
 		{"window negative grant", wj(func(j *WindowJob) { j.Grant.Bytes = -1 }), "grant of -1 bytes"},
 		{"window bad result table", wj(func(j *WindowJob) { j.ResultTable = "a b" }), "invalid name"},
+		{"window input table traversal", wj(func(j *WindowJob) {
+			j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}
+			j.Inputs[0].Table = "../../otherdeployment/data/secret"
+		}), "invalid name"},
+		{"window input projection traversal", wj(func(j *WindowJob) {
+			j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}
+			j.Inputs[0].Projection = ".."
+		}), "invalid name"},
+		{"window input of another table", wj(func(j *WindowJob) {
+			j.Inputs = []ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}
+			j.Inputs[0].Table = "other"
+		}), "not the query's"},
+		{"window query table traversal", wj(func(j *WindowJob) { j.Query.Table = "../x"; j.Inputs = nil }), "invalid name"},
+		{"window query table option", wj(func(j *WindowJob) { j.Query.Table = "-rf"; j.Inputs = nil }), "invalid name"},
+		{"window result table option", wj(func(j *WindowJob) { j.ResultTable = "-rf" }), "invalid name"},
+		{"window result table is the input", wj(func(j *WindowJob) { j.ResultTable = j.Query.Table }), "query's table"},
+		{"mergeout input of another table", mj(func(j *MergeoutJob) { j.Inputs[0].Table = "u" }), "not t.p"},
+		{"mergeout input table traversal", mj(func(j *MergeoutJob) { j.Inputs[0].Table = "../t" }), "invalid name"},
+		{"mergeout leading dash", mj(func(j *MergeoutJob) { j.Table = "-rf" }), "invalid name"},
+		{"mergeout reserved table", mj(func(j *MergeoutJob) { j.Table = "nats" }), "reserved"},
+		{"event forged output", &JobEvent{JobID: "j", Type: EventDone, Output: &ContainerRef{Table: "t", Projection: "p", ID: "../../../../outside/victim"}}, "invalid name"},
 		{"event ok", &JobEvent{JobID: "j", Type: EventProgress}, ""},
 		{"event no id", &JobEvent{Type: EventDone}, "job_id"},
 		{"event unknown type", &JobEvent{JobID: "j", Type: "exploded"}, "unknown event type"},

@@ -37,7 +37,7 @@ func (e *UpdateEvent) Validate() error {
 	case len(e.NewRow) > MaxRowBytes || len(e.OldRow) > MaxRowBytes:
 		return fmt.Errorf("event %s: row larger than %d bytes", e.EventID, MaxRowBytes)
 	}
-	if err := validName(e.Table); err != nil {
+	if err := ValidTable(e.Table); err != nil {
 		return fmt.Errorf("event %s: table: %v", e.EventID, err)
 	}
 	for i, c := range e.Columns {

@@ -208,6 +208,9 @@ func (q *WindowQuery) Validate() error {
 	if q.Table == "" {
 		return fmt.Errorf("%w: no table", ErrInvalidQuery)
 	}
+	if err := ValidTable(q.Table); err != nil {
+		return fmt.Errorf("%w: table: %v", ErrInvalidQuery, err)
+	}
 	if len(q.Select) == 0 {
 		return fmt.Errorf("%w: empty select list", ErrInvalidQuery)
 	}

@@ -41,6 +41,11 @@ type PendingJob struct {
 	GrantedAt int64                 `json:"granted_at,omitempty"`
 	Mergeout  *messages.MergeoutJob `json:"mergeout,omitempty"`
 	Window    *messages.WindowJob   `json:"window,omitempty"`
+	// Worker is the worker that accepted the job's latest delivery,
+	// Delivery that delivery's number: the only worker whose done or
+	// failed claim the scheduler takes.
+	Worker   string `json:"worker,omitempty"`
+	Delivery uint64 `json:"delivery,omitempty"`
 }
 
 func (st *ProjectionState) pending(jobID string) (int, bool) {

@@ -15,6 +15,15 @@ var (
 	// ErrTooManyContainers is returned (as *TooManyContainersError) when a
 	// load would leave a projection with more live containers than allowed.
 	ErrTooManyContainers = errors.New("scheduler: too many containers")
+	// ErrRejected is returned (wrapped) for a job event the scheduler does
+	// not take: a claim about a job it has not in flight, from a worker
+	// that does not hold the job's latest delivery, or a done claim whose
+	// output does not verify. Nothing was changed by it.
+	ErrRejected = errors.New("scheduler: event claim rejected")
+	// ErrBadOutput is wrapped by a Storage's CheckContainer for a container
+	// that is missing or does not verify (as opposed to an I/O error that
+	// may pass).
+	ErrBadOutput = errors.New("scheduler: output missing or corrupt")
 )
 
 // TooManyContainersError refuses a load into a projection that already has

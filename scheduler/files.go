@@ -3,18 +3,11 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/strata-db/strata/messages"
 )
-
-// containerDir is where a container lives: DATA/<table>/<projection>/<id>.
-func (s *Scheduler) containerDir(c messages.ContainerRef) string {
-	return filepath.Join(s.opts.DataDir, c.Table, c.Projection, c.ID)
-}
 
 // collectDead removes the directories of dead containers no pending job
 // reads, then drops them from the catalog. A directory that cannot be
@@ -33,8 +26,8 @@ func (s *Scheduler) collectDead(ctx context.Context, table, projection string) {
 		if readers[c.ID] {
 			continue
 		}
-		if s.opts.DataDir != "" {
-			if err := os.RemoveAll(s.containerDir(c)); err != nil {
+		if s.opts.Data != nil {
+			if err := s.opts.Data.RemoveContainer(table, projection, c.ID); err != nil {
 				s.log.Error("remove dead container", "table", table, "projection", projection, "container", c.ID, "err", err)
 				continue
 			}
@@ -59,7 +52,7 @@ func (s *Scheduler) collectDead(ctx context.Context, table, projection string) {
 // it does not name (live, dead, or a pending mergeout's output) that are
 // older than the grace period: what a crashed load, merge or writer left.
 func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState) error {
-	if s.opts.DataDir == "" {
+	if s.opts.Data == nil {
 		return nil
 	}
 	cutoff := s.now().Add(-s.opts.OrphanGrace)
@@ -67,13 +60,9 @@ func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		dir := filepath.Join(s.opts.DataDir, st.Table, st.Projection)
-		entries, err := os.ReadDir(dir)
-		if os.IsNotExist(err) {
-			continue
-		}
+		entries, err := s.opts.Data.ReadDir(st.Table, st.Projection)
 		if err != nil {
-			return fmt.Errorf("list %s: %w", dir, err)
+			return fmt.Errorf("list %s/%s: %w", st.Table, st.Projection, err)
 		}
 		named := st.named()
 		for _, e := range entries {
@@ -84,9 +73,8 @@ func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState
 			if err != nil || info.ModTime().After(cutoff) {
 				continue
 			}
-			path := filepath.Join(dir, e.Name())
-			if err := os.RemoveAll(path); err != nil {
-				s.log.Error("remove orphan", "path", path, "err", err)
+			if err := s.opts.Data.RemoveAll(st.Table, st.Projection, e.Name()); err != nil {
+				s.log.Error("remove orphan", "table", st.Table, "projection", st.Projection, "name", e.Name(), "err", err)
 				continue
 			}
 			s.log.Warn("orphan removed", "table", st.Table, "projection", st.Projection, "name", e.Name(), "modified", info.ModTime())

@@ -16,11 +16,26 @@ func (s *Scheduler) Register(ctx context.Context, req *messages.RegisterRequest)
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("register: %w: %v", ErrInvalid, err)
 	}
+	// The containers must be committed; their rows and bytes are taken
+	// from their manifests, not from the request.
+	containers := append([]messages.ContainerRef(nil), req.Containers...)
+	if s.opts.Data != nil {
+		for i, c := range containers {
+			rows, bytes, err := s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
+			if errors.Is(err, ErrBadOutput) {
+				return nil, fmt.Errorf("register: %w: container %s: %v", ErrInvalid, c.ID, err)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("register: container %s: %w", c.ID, err)
+			}
+			containers[i].Rows, containers[i].Bytes = rows, bytes
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.catalog.Update(ctx, req.Table, req.Projection, func(st *ProjectionState) error {
 		var add []messages.ContainerRef
-		for _, c := range req.Containers {
+		for _, c := range containers {
 			if st.liveIndex(c.ID) < 0 {
 				add = append(add, c)
 			}

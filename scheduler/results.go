@@ -3,18 +3,25 @@ package scheduler
 import (
 	"cmp"
 	"context"
-	"os"
-	"path/filepath"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"github.com/strata-db/strata/messages"
 )
 
+var errNotResult = errors.New("scheduler: not a window result table")
+
 // registerResult makes a window job's result container live in its own
 // table, then drops the oldest result tables past KeepResults.
 func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messages.ContainerRef, now time.Time) {
 	_, err := s.catalog.Update(ctx, out.Table, out.Projection, func(st *ProjectionState) error {
+		if st.ResultOf != jobID && (st.ResultOf != "" || len(st.Live)+len(st.Dead)+len(st.Pending) > 0) {
+			// Not this job's result table: never make a loaded table (or
+			// another job's result) something the result prune drops.
+			return fmt.Errorf("table %s is not the result of job %s: %w", out.Table, jobID, errNotResult)
+		}
 		if st.liveIndex(out.ID) < 0 {
 			st.Live = append(st.Live, out)
 		}
@@ -65,9 +72,9 @@ func (s *Scheduler) pruneResults(ctx context.Context) {
 				s.log.Error("forget window result", "table", old.Table, "err", err)
 				continue
 			}
-			if s.opts.DataDir != "" {
-				os.Remove(filepath.Join(s.opts.DataDir, old.Table, old.Projection))
-				os.Remove(filepath.Join(s.opts.DataDir, old.Table))
+			if s.opts.Data != nil {
+				s.opts.Data.RemoveEmpty(old.Table, old.Projection)
+				s.opts.Data.RemoveEmpty(old.Table)
 			}
 			s.log.Info("window result dropped", "table", old.Table, "job", old.ResultOf)
 		}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"sort"
 	"sync"
@@ -21,12 +22,31 @@ type Publisher interface {
 	PublishEvent(ctx context.Context, ev *messages.JobEvent) error
 }
 
+// Storage is the data directory as the scheduler uses it; every name it
+// passes is resolved inside the data directory (columnar.DataDir in
+// production), so a name can never reach outside it.
+type Storage interface {
+	// CheckContainer checks a committed container (its manifest names this
+	// table, projection and ID; its files have the manifest's sizes and
+	// header checksums) and returns its rows and bytes on disk. A missing
+	// or corrupt container gives an error wrapping ErrBadOutput.
+	CheckContainer(table, projection, id string) (rows, bytes int64, err error)
+	// RemoveContainer deletes a container; a missing one is not an error.
+	RemoveContainer(table, projection, id string) error
+	// ReadDir lists a directory (nil if missing); RemoveAll removes an
+	// entry and all under it; RemoveEmpty removes an empty directory.
+	ReadDir(elems ...string) ([]fs.DirEntry, error)
+	RemoveAll(elems ...string) error
+	RemoveEmpty(elems ...string) error
+}
+
 // Options configures a Scheduler. Zero values take the defaults.
 type Options struct {
-	// DataDir is the data directory containers live under; empty disables
-	// removing dead and orphaned container directories.
-	DataDir string
-	Strata  StrataOptions
+	// Data is the data directory containers live under. Nil (tests only)
+	// disables removing dead and orphaned containers and checking job
+	// outputs: a done claim is then taken with its inputs' row count.
+	Data   Storage
+	Strata StrataOptions
 	// Pools are created in the pools bucket when missing. Default DefaultPools().
 	Pools []messages.PoolConfig
 	// OrphanGrace is how old a directory the catalog does not name must be
@@ -85,6 +105,16 @@ type Scheduler struct {
 	where map[string]projKey
 	// unpublished are granted jobs whose publish failed; Tick retries them.
 	unpublished map[string]bool
+	// accepted is the worker holding each in-flight job's latest delivery,
+	// from its accepted event (kept in the job's pending entry too).
+	accepted map[string]delivery
+}
+
+// delivery is one worker's hold on a job: the worker that reported it
+// accepted delivery n of the job message.
+type delivery struct {
+	worker string
+	n      uint64
 }
 
 type projKey struct{ table, projection string }
@@ -106,6 +136,7 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		ops:         newOperationLog(opts.KeepOperations),
 		where:       map[string]projKey{},
 		unpublished: map[string]bool{},
+		accepted:    map[string]delivery{},
 	}
 	cfgs, err := s.pools.load(ctx, opts.Pools)
 	if err != nil {
@@ -135,6 +166,9 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	for _, st := range states {
 		for _, p := range st.Pending {
 			s.where[p.JobID] = projKey{st.Table, st.Projection}
+			if p.Worker != "" {
+				s.accepted[p.JobID] = delivery{p.Worker, p.Delivery}
+			}
 			op := s.ops.upsert(operationOf(st, &p))
 			if p.Granted {
 				if err := s.adm.Restore(p.JobID, p.Grant, time.Unix(0, p.GrantedAt)); err != nil {

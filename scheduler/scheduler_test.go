@@ -77,7 +77,7 @@ func newHarness(t *testing.T, opts Options) *harness {
 	t.Helper()
 	h := &harness{t: t, ctx: context.Background(), catalog: NewMemKV(), pools: NewMemKV(), pub: &recorder{},
 		clock: NewManualClock(t0), dir: t.TempDir()}
-	opts.DataDir, opts.Clock = h.dir, h.clock
+	opts.Data, opts.Clock = newRootStorage(t, h.dir), h.clock
 	h.opts = opts
 	h.start()
 	return h
@@ -112,7 +112,8 @@ func (h *harness) mkdir(c messages.ContainerRef) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		h.t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte("{}"), 0o644); err != nil {
+	stub := fmt.Sprintf(`{"table":%q,"projection":%q,"id":%q,"rows":%d,"bytes":%d}`, c.Table, c.Projection, c.ID, c.Rows, c.Bytes)
+	if err := os.WriteFile(filepath.Join(dir, "manifest.json"), []byte(stub), 0o644); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -136,11 +137,32 @@ func (h *harness) finish(j *messages.MergeoutJob, peak int64) {
 		Worker: "merger-1", Output: &out, RowsTotal: rows, Bytes: bytes, PeakBytes: peak, Plan: "vertical"})
 }
 
+// event plays a worker's event. A claim that names no worker comes from
+// merger-1; its worker first accepts the job if no worker has.
 func (h *harness) event(ev *messages.JobEvent) {
 	h.t.Helper()
-	if err := h.s.HandleEvent(h.ctx, ev); err != nil {
+	if err := h.claim(ev); err != nil {
 		h.t.Fatal(err)
 	}
+}
+
+func (h *harness) claim(ev *messages.JobEvent) error {
+	h.t.Helper()
+	if ev.Type != messages.EventAccepted {
+		if ev.Worker == "" {
+			ev.Worker = "merger-1"
+		}
+		h.s.mu.Lock()
+		_, held := h.s.accepted[ev.JobID]
+		_, pending := h.s.where[ev.JobID]
+		h.s.mu.Unlock()
+		if pending && !held {
+			if err := h.s.HandleEvent(h.ctx, &messages.JobEvent{JobID: ev.JobID, Type: messages.EventAccepted, Worker: ev.Worker, Delivery: 1}); err != nil {
+				return err
+			}
+		}
+	}
+	return h.s.HandleEvent(h.ctx, ev)
 }
 
 func (h *harness) state(table string) *ProjectionState {
@@ -347,10 +369,10 @@ func TestWindowKeepsInputsUntilDone(t *testing.T) {
 		t.Fatalf("one free container merged alone: %+v", m.Jobs)
 	}
 	// The window finishes: its result becomes a live table.
-	out := messages.ContainerRef{Table: w.ResultTable, Projection: "p", ID: w.Output, Rows: 300}
+	out := messages.ContainerRef{Table: w.ResultTable, Projection: messages.ResultProjection, ID: w.Output, Rows: 300}
 	h.mkdir(out)
 	h.event(&messages.JobEvent{JobID: w.JobID, Operation: messages.OperationWindow, Type: messages.EventDone, Output: &out, PeakBytes: 1 << 20})
-	if got := h.state(w.ResultTable); len(got.Live) != 1 || got.Live[0].ID != w.Output {
+	if got, _, _ := NewCatalog(h.catalog).Get(h.ctx, w.ResultTable, messages.ResultProjection); len(got.Live) != 1 || got.Live[0].ID != w.Output {
 		t.Fatalf("result table catalog %+v", got)
 	}
 	if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "nope",
@@ -688,7 +710,7 @@ func TestEventRetriedWhenCatalogUnreachable(t *testing.T) {
 	}
 	j := h.pub.mergeouts[0]
 	flaky.down = true
-	failed := &messages.JobEvent{JobID: j.JobID, Type: messages.EventFailed, Reason: "corrupt input"}
+	failed := &messages.JobEvent{JobID: j.JobID, Type: messages.EventFailed, Worker: "merger-1", Reason: "corrupt input"}
 	if err := h.s.HandleEvent(h.ctx, failed); err == nil {
 		t.Fatal("event applied while the catalog could not be written")
 	}

@@ -267,21 +267,27 @@ type jobRun struct {
 	delivery  uint64
 }
 
+// eventMsgID is the Nats-Msg-Id of r's event of type t.
+func (r *jobRun) eventMsgID(t messages.EventType) string {
+	switch t {
+	case messages.EventDone:
+		// Per delivery: the scheduler takes a done claim only from the
+		// latest delivery's worker, so a later delivery's done must not be
+		// deduplicated against an earlier, refused one.
+		return fmt.Sprintf("%s.done.%d", r.jobID, r.delivery)
+	case messages.EventProgress:
+		return "" // not deduplicated: each report is news
+	}
+	// One accepted or failed event per delivery of each job message.
+	return fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
+}
+
 func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
 	ev := &messages.JobEvent{JobID: r.jobID, Operation: r.operation, Type: t, Worker: r.worker, Time: time.Now().UnixNano(), Delivery: r.delivery}
 	if fill != nil {
 		fill(ev)
 	}
-	var msgID string
-	switch t {
-	case messages.EventDone:
-		msgID = r.jobID + ".done"
-	case messages.EventProgress:
-		msgID = "" // not deduplicated: each report is news
-	default:
-		// One accepted or failed event per delivery of each job message.
-		msgID = fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
-	}
+	msgID := r.eventMsgID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := natsutil.Publish(ctx, r.js, t.Subject(), msgID, ev); err != nil {
@@ -303,10 +309,7 @@ func (r *jobRun) publishOutcome(msg jetstream.Msg, heartbeat time.Duration, t me
 	if fill != nil {
 		fill(ev)
 	}
-	msgID := r.jobID + ".done"
-	if t != messages.EventDone {
-		msgID = fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
-	}
+	msgID := r.eventMsgID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
 	defer cancel()
 	if heartbeat <= 0 {

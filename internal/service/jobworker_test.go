@@ -186,7 +186,7 @@ func TestJobWorkerFailsPanickingJobAtOnceAndGoesOn(t *testing.T) {
 			empty := j.Inputs[:0]
 			_ = empty[len(j.Inputs)] // index out of range, as an engine bug would
 		}
-		return Outcome{Output: &messages.ContainerRef{ID: j.Output}, RowsTotal: 1}, nil
+		return Outcome{Output: &messages.ContainerRef{Table: j.Table, Projection: j.Projection, ID: j.Output}, RowsTotal: 1}, nil
 	})
 	for _, id := range []string{"boom", "next"} {
 		data, _ := messages.Marshal(job(id, 10<<20))
@@ -371,7 +371,7 @@ func BenchmarkJobWorkerOverhead(b *testing.B) {
 	var done atomic.Int64
 	env := newWorkerEnv(b, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
 		done.Add(1)
-		return Outcome{Output: &messages.ContainerRef{ID: j.Output}}, nil
+		return Outcome{Output: &messages.ContainerRef{Table: j.Table, Projection: j.Projection, ID: j.Output}}, nil
 	})
 	data, _ := messages.Marshal(job("bench", 1<<20))
 	for i := 0; i < b.N; i++ {

@@ -26,7 +26,7 @@ type Rejecter struct {
 func NewRejecter(service string, js jetstream.JetStream, log *slog.Logger, reg prometheus.Registerer) *Rejecter {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name:        "strata_rejected_messages_total",
-		Help:        "Messages rejected to the dead-letter stream, by subject and reason class (malformed, failed).",
+		Help:        "Messages rejected to the dead-letter stream, by subject and reason class (malformed, failed, rejected).",
 		ConstLabels: prometheus.Labels{"service": service},
 	}, []string{"subject", "class"})
 	reg.MustRegister(c)
@@ -37,6 +37,7 @@ func NewRejecter(service string, js jetstream.JetStream, log *slog.Logger, reg p
 const (
 	ClassMalformed = "malformed" // could not be decoded or validated
 	ClassFailed    = "failed"    // decoded, but failed for good
+	ClassRejected  = "rejected"  // a claim refused: from the wrong worker, for a job not in flight, an output that does not verify
 )
 
 // Reject dead-letters msg with reason and terminates it. It returns the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/strata-db/strata/columnar"
@@ -26,6 +27,21 @@ type mergeout struct {
 	// testHookRacing, if set, runs after the check for a committed output:
 	// a test makes another delivery win the race there.
 	testHookRacing func()
+
+	rootOnce sync.Once
+	root     *columnar.DataDir
+	rootErr  error
+}
+
+// containerDir resolves a container of the job through the data
+// directory's confined root: no name can reach outside it.
+func (m *mergeout) containerDir(table, projection, id string) (string, error) {
+	m.rootOnce.Do(func() { m.root, m.rootErr = columnar.OpenDataDir(m.dataDir) })
+	if m.rootErr != nil {
+		return "", m.rootErr
+	}
+	dir, err := m.root.ContainerDir(table, projection, id)
+	return dir, err // a name outside the root is permanent (engineerr)
 }
 
 // run merges the job's inputs into its output container. The job ID names
@@ -34,7 +50,10 @@ type mergeout struct {
 // Errors are returned as the engines give them; engineerr.Permanent classes
 // them for the job worker.
 func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress *service.Progress) (out service.Outcome, err error) {
-	outDir := columnar.ContainerDir(m.dataDir, job.Table, job.Projection, job.Output)
+	outDir, err := m.containerDir(job.Table, job.Projection, job.Output)
+	if err != nil {
+		return service.Outcome{}, err
+	}
 	defer func() {
 		// Two deliveries of one job can run at once (a lease lost across
 		// a NATS restart): the first to commit wins and the scheduler
@@ -56,7 +75,9 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	inputs := make([]string, len(job.Inputs))
 	var rowsTotal int64
 	for i, in := range job.Inputs {
-		inputs[i] = columnar.ContainerDir(m.dataDir, job.Table, job.Projection, in.ID)
+		if inputs[i], err = m.containerDir(job.Table, job.Projection, in.ID); err != nil {
+			return service.Outcome{}, err
+		}
 		man, err := columnar.ReadManifest(inputs[i])
 		if err != nil {
 			// An input gone (ErrNotFound) with no output committed cannot be

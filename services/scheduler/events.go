@@ -63,6 +63,13 @@ func (l *eventLoop) handle(ctx context.Context, msg jetstream.Msg) {
 			}
 			return
 		}
+		if errors.Is(err, scheduler.ErrRejected) {
+			// A claim the scheduler does not take: kept with its reason.
+			if rerr := l.rejecter.Reject(ctx, msg, service.ClassRejected, err.Error()); rerr != nil {
+				l.log.Error("dead-letter rejected claim", "subject", msg.Subject(), "err", rerr)
+			}
+			return
+		}
 		// The catalog could not be written: try again shortly.
 		l.log.Error("apply job event; will retry", "job", ev.JobID, "type", ev.Type, "err", err)
 		if nerr := msg.NakWithDelay(2 * time.Second); nerr != nil {

@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
@@ -71,9 +72,11 @@ func run(args []string) error {
 	if err := limits.check(); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
-		return fmt.Errorf("data directory: %w", err)
+	data, err := columnar.OpenDataDir(b.DataDir)
+	if err != nil {
+		return err
 	}
+	defer data.Close()
 
 	if !natsGiven(fs) {
 		host, portText, err := net.SplitHostPort(*listen)
@@ -130,7 +133,7 @@ func run(args []string) error {
 	}
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
-		DataDir:          b.DataDir,
+		Data:             dataStorage{data},
 		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
 		OrphanGrace:      *orphanGrace,
 		KeepOperations:   *keepOps,

@@ -106,6 +106,10 @@ func TestRestartMidMergeoutOverNATS(t *testing.T) {
 			rows += in.Rows
 		}
 		out := messages.ContainerRef{Table: j.Table, Projection: j.Projection, ID: j.Output, Rows: rows, Bytes: rows * 10}
+		accepted := &messages.JobEvent{JobID: j.JobID, Operation: messages.OperationMergeout, Type: messages.EventAccepted, Worker: "w", Delivery: 1}
+		if _, err := natsutil.Publish(ctx, js, accepted.Type.Subject(), "", accepted); err != nil {
+			t.Fatal(err)
+		}
 		for d := range times {
 			ev := &messages.JobEvent{JobID: j.JobID, Operation: messages.OperationMergeout, Type: messages.EventDone,
 				Worker: "w", Delivery: uint64(d + 1), Output: &out, RowsTotal: rows}

@@ -171,6 +171,10 @@ func TestServiceRoundTrip(t *testing.T) {
 	m.Ack()
 
 	out := messages.ContainerRef{Table: "t", Projection: "p", ID: job.Output, Rows: 40, Bytes: 400}
+	accepted := &messages.JobEvent{JobID: job.JobID, Operation: messages.OperationMergeout, Type: messages.EventAccepted, Worker: "w1", Delivery: 1}
+	if _, err := natsutil.Publish(ctx, js, accepted.Type.Subject(), "", accepted); err != nil {
+		t.Fatal(err)
+	}
 	done := &messages.JobEvent{JobID: job.JobID, Operation: messages.OperationMergeout, Type: messages.EventDone, Worker: "w1", Output: &out, RowsTotal: 40, PeakBytes: 200 << 20}
 	if _, err := natsutil.Publish(ctx, js, done.Type.Subject(), "", done); err != nil {
 		t.Fatal(err)

@@ -91,12 +91,13 @@ func runWindow(ctx context.Context, args []string) error {
 	return printRows(dir, *rows, cmd.format)
 }
 
-// resultDir finds the result container: from the done event, or else from
-// the catalog's entry of the result table.
+// resultDir finds the result container: from the done event when it names
+// a container of the result table the scheduler gave (anyone may publish
+// events), or else from the catalog's entry of the result table.
 func resultDir(ctx context.Context, c *apiClient, dataDir, resultTable string, ev *messages.JobEvent) (string, error) {
-	if ev != nil && ev.Output != nil {
-		o := ev.Output
-		return columnar.ContainerDir(dataDir, o.Table, o.Projection, o.ID), nil
+	if ev != nil && ev.Output != nil && ev.Output.Table == resultTable && ev.Output.Projection == messages.ResultProjection &&
+		messages.ValidName(ev.Output.ID) == nil {
+		return columnar.ContainerDir(dataDir, resultTable, messages.ResultProjection, ev.Output.ID), nil
 	}
 	var rep messages.CatalogReply
 	if err := c.call(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/service"
@@ -15,13 +16,28 @@ import (
 
 // ResultProjection is the projection name of window result containers:
 // DATA/<result table>/result/<output>/.
-const ResultProjection = "result"
+const ResultProjection = messages.ResultProjection
 
 // windowJob runs one window job against the data directory.
 type windowJob struct {
 	dataDir string
 	tempDir string
 	log     *slog.Logger
+
+	rootOnce sync.Once
+	root     *columnar.DataDir
+	rootErr  error
+}
+
+// containerDir resolves a container through the data directory's confined
+// root: no name in a job can reach outside it.
+func (w *windowJob) containerDir(table, projection, id string) (string, error) {
+	w.rootOnce.Do(func() { w.root, w.rootErr = columnar.OpenDataDir(w.dataDir) })
+	if w.rootErr != nil {
+		return "", w.rootErr
+	}
+	dir, err := w.root.ContainerDir(table, projection, id)
+	return dir, err // a name outside the root is permanent (engineerr)
 }
 
 // run evaluates the job's query and commits the result container. The job
@@ -29,7 +45,10 @@ type windowJob struct {
 // reported done without evaluating again. Errors are returned as the engines
 // give them; engineerr.Permanent classes them for the job worker.
 func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *service.Progress) (service.Outcome, error) {
-	outDir := columnar.ContainerDir(w.dataDir, job.ResultTable, ResultProjection, job.Output)
+	outDir, err := w.containerDir(job.ResultTable, ResultProjection, job.Output)
+	if err != nil {
+		return service.Outcome{}, err
+	}
 	if man, err := columnar.ReadManifest(outDir); err == nil {
 		w.log.Info("result already committed; not evaluating again", "job", job.JobID, "output", outDir)
 		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Existing: true}, nil
@@ -38,11 +57,10 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	}
 	dirs := make([]string, len(job.Inputs))
 	for i, in := range job.Inputs {
-		table := in.Table
-		if table == "" {
-			table = job.Query.Table
+		// Validate has checked every input is of the query's table.
+		if dirs[i], err = w.containerDir(job.Query.Table, in.Projection, in.ID); err != nil {
+			return service.Outcome{}, err
 		}
-		dirs[i] = columnar.ContainerDir(w.dataDir, table, in.Projection, in.ID)
 	}
 	res, err := windower.Run(ctx, &job.Query, dirs, windower.Options{
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Logger: w.log.With("job", job.JobID),

@@ -58,3 +58,29 @@ func TestWindowJobBadQueryIsPermanent(t *testing.T) {
 		t.Fatalf("unknown column: err %v, want a permanent error", err)
 	}
 }
+
+// TestWindowJobCannotReadOutside runs jobs whose names (unchecked here:
+// the worker validates before Run) point outside the data directory: the
+// confined root refuses them and no result is written.
+func TestWindowJobCannotReadOutside(t *testing.T) {
+	for name, forge := range map[string]func(j *messages.WindowJob){
+		"input projection": func(j *messages.WindowJob) { j.Inputs[0].Projection = "../../otherdeployment/data/secret/p" },
+		"input id":         func(j *messages.WindowJob) { j.Inputs[0].ID = "../../../../etc" },
+		"query table":      func(j *messages.WindowJob) { j.Query.Table = "../otherdeployment" },
+		"result table":     func(j *messages.WindowJob) { j.ResultTable = "../../outside" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			w, job := testWindowJob(t, "SELECT k0, row_number() OVER (ORDER BY k0) AS rn FROM t")
+			forge(job)
+			if job.Validate() == nil {
+				t.Fatalf("job validates: %+v", job)
+			}
+			if _, err := w.run(context.Background(), job, nil); err == nil || !engineerr.Permanent(err) {
+				t.Fatalf("err %v, want a permanent error", err)
+			}
+			if _, err := columnar.ReadManifest(columnar.ContainerDir(w.dataDir, "t_w", ResultProjection, "w1")); err == nil {
+				t.Fatal("a result was written")
+			}
+		})
+	}
+}

@@ -44,6 +44,7 @@ var permanent = []error{
 	columnar.ErrSchemaMismatch,
 	columnar.ErrUnsupportedType,
 	columnar.ErrNotSorted,
+	columnar.ErrOutsideRoot, // a job naming a path outside the data directory
 	columnar.ErrClosed, // use after close: a bug
 	merger.ErrNoInputs,
 	merger.ErrMismatch,
