@@ -45,7 +45,7 @@ var permanent = []error{
 	columnar.ErrUnsupportedType,
 	columnar.ErrNotSorted,
 	columnar.ErrOutsideRoot, // a job naming a path outside the data directory
-	columnar.ErrClosed, // use after close: a bug
+	columnar.ErrClosed,      // use after close: a bug
 	merger.ErrNoInputs,
 	merger.ErrMismatch,
 	merger.ErrGrantTooSmall,
