@@ -14,15 +14,63 @@
 // number. ImportOptions.Context stops an import, and Progress reports each
 // container as it is committed.
 //
-// CSV follows arrow's csv package: a header row names the columns and
-// binary values are base64. NULL is read as any of ImportOptions.Nulls
-// (default: the empty field and NULL) and written as ExportOptions.Null
-// (default: the empty field). Without a schema, column types are inferred
-// from the first InferRows rows. Input with a header and no rows imports
-// as no containers.
+// # CSV
+//
+// CSV is read much as DuckDB's read_csv reads it, without its dialect
+// sniffing (the delimiter is ImportOptions.Comma, default a comma). A
+// header row names the columns (trimmed of spaces; an empty name becomes
+// column<i>; a name given twice is an error, where DuckDB renames it); with ImportOptions.NoHeader the first row is data and the
+// columns are named by the schema or, without one, column0, column1, ...
+// (zero-padded to one width: column00 .. column10 for 11 columns). A
+// UTF-8 byte order mark before the first row is skipped; lines may end in
+// CRLF; fields may be quoted, holding the delimiter, doubled quotes and
+// line breaks; blank lines are skipped. Every row must have as many fields
+// as the header (or the schema, or the first row).
+//
+// NULL is read as any of ImportOptions.Nulls (default: the empty field and
+// NULL; in utf8 columns only with StringsNull) and written as
+// ExportOptions.Null (default: the empty field). Binary values are base64.
+//
+// The schema is ImportOptions.Schema (ParseSchema reads one written as
+// "id int64, ts timestamp, name varchar") or, without one, inferred from
+// the first InferRows rows: each column nullable and of the first of
+// these that reads every one of its non-NULL values:
+//
+//	int64      decimal integers
+//	float64    decimal numbers, NaN, Inf (not hex, not an integer too big for int64 to be exact)
+//	bool       true, false, True, FALSE, t, f, ... (strconv.ParseBool; 1 and 0 alone are int64)
+//	date32     2024-01-15
+//	timestamp  timestamp[us] without a zone: 2024-01-15 10:30:00, 2024-01-15T10:30:00.123456,
+//	           10:30 without seconds, and plain dates (midnight)
+//	timestamptz timestamp[us, tz=UTC]: a timestamp with a zone offset, Z, +02:00, +0200 or +02
+//	           (optionally after a space), converted to UTC
+//	utf8       anything else, and a column of NULLs only
+//
+// A column mixing timestamps with and without a zone offset (or dates and
+// zoned timestamps) is utf8, as DuckDB falls back to VARCHAR: the two are
+// different kinds of value and no choice of zone for the naive ones would
+// be right for everyone. A timestamp more precise than microseconds is not
+// a timestamp (it stays text rather than lose digits). With a schema, a
+// timestamp column refuses a value with a zone offset and a timestamptz
+// column reads a value without one as UTC.
+//
+// Input with a header and no rows imports as no containers.
+//
+// # Errors
+//
+// An error at a place in a CSV input is a *CSVError: it names the input
+// (ImportOptions.Name), the line (1-based, the header being line 1, as an
+// editor counts; a row spanning lines is placed by the field in question)
+// and the column, as in
+//
+//	t.csv:4: column "amount": cannot parse "2.5" as int64
+//
+// A value that does not fit a column whose type was inferred says which
+// lines the type was inferred from. The sort key and the schema are
+// checked against each other before any row is read.
 //
 // Nothing in the input makes an import panic: arrow's readers panic on
 // some damaged input, and those panics become errors wrapping ErrMalformed.
-// Every error names the input (ImportOptions.Name) and, once rows are
-// read, where in it the reader was.
+// Every error names the input (ImportOptions.Name); a Parquet error, once
+// rows are read, says from which row on the reader failed.
 package convert

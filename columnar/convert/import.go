@@ -8,10 +8,10 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -38,11 +38,10 @@ type ImportOptions struct {
 	FirstID  int
 	// SortKey orders each container. Required.
 	SortKey columnar.SortKey
-	// Schema of the input. For CSV it gives every column's type; nil:
-	// inferred from the first InferRows rows, each column nullable and of
-	// the first of int64, float64, bool, date32 (2006-01-02), timestamp_us
-	// (without a zone) and utf8 that reads all its non-NULL values. For
-	// Parquet it must match the file's if set.
+	// Schema of the input. For CSV it gives every column's type (see
+	// ParseSchema), and with a header its names must be the header's;
+	// nil: inferred from the first InferRows rows as the package doc
+	// says. For Parquet it must match the file's if set.
 	Schema *arrow.Schema
 	// RowsPerContainer bounds each container; default 1Mi rows. Import
 	// holds one container's rows in memory to sort them.
@@ -61,8 +60,11 @@ type ImportOptions struct {
 	// the containers and rows written so far.
 	Progress func(containers int, rows int64)
 	// CSV only.
-	Comma    rune // default ','
-	NoHeader bool // the first row is data, not column names (needs Schema)
+	Comma rune // the delimiter; default ','
+	// NoHeader: the first row is data, not column names. The columns are
+	// named as Schema says, or without one column0, column1, ... (as
+	// DuckDB names them).
+	NoHeader bool
 	// Nulls are the spellings of NULL; nil means DefaultNulls. An empty,
 	// non-nil slice means no field is NULL.
 	Nulls       []string
@@ -97,6 +99,9 @@ func (o *ImportOptions) defaults() error {
 	if o.Comma == 0 {
 		o.Comma = ','
 	}
+	if o.Comma == '"' || o.Comma == '\r' || o.Comma == '\n' || !utf8.ValidRune(o.Comma) || o.Comma == utf8.RuneError {
+		return fmt.Errorf("delimiter %q cannot separate fields", o.Comma)
+	}
 	if o.Nulls == nil {
 		o.Nulls = DefaultNulls
 	}
@@ -112,38 +117,32 @@ func (o *ImportOptions) defaults() error {
 // ImportCSV reads CSV from r into sorted containers. It returns the
 // manifests of the containers written, in order; on error, those written
 // before it (which the caller may remove). Input without data rows
-// imports as no containers and no error.
+// imports as no containers and no error. An error at a place in the input
+// wraps a *CSVError, which names the input, the line and the column.
 func ImportCSV(r io.Reader, opts ImportOptions) ([]*columnar.Manifest, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, fmt.Errorf("import csv %s: %w", opts.Name, err)
 	}
-	r = ctxReader{ctx: opts.Context, r: r}
-	schema := opts.Schema
-	if schema == nil {
-		if opts.NoHeader {
-			return nil, fmt.Errorf("import csv %s: a file without a header needs a schema", opts.Name)
+	wrap := func(err error) error {
+		if _, ok := errors.AsType[*CSVError](err); ok {
+			return fmt.Errorf("import csv: %w", err) // the error names the input
 		}
-		header, rows, replay, err := probeCSV(r, opts.Comma, InferRows)
-		if err != nil {
-			return nil, fmt.Errorf("import csv %s: %w", opts.Name, err)
-		}
-		if len(rows) == 0 {
-			return nil, nil
-		}
-		schema, r = inferSchema(header, rows, opts.Nulls), replay
+		return fmt.Errorf("import csv %s: %w", opts.Name, err)
 	}
-	chunk := min(opts.BlockRows, opts.RowsPerContainer)
-	rdr := csv.NewReader(r, schema,
-		csv.WithComma(opts.Comma),
-		csv.WithHeader(!opts.NoHeader),
-		csv.WithChunk(chunk),
-		csv.WithAllocator(opts.Allocator),
-		csv.WithNullReader(opts.StringsNull, opts.Nulls...),
-	)
-	defer rdr.Release()
-	ms, err := importBatches(&csvSource{rdr}, &opts)
+	var src *csvSource
+	if err := guard("read the header", func() (err error) {
+		src, err = newCSVSource(ctxReader{ctx: opts.Context, r: r}, &opts)
+		return err
+	}); err != nil {
+		return nil, wrap(err)
+	}
+	if src == nil {
+		return nil, nil
+	}
+	defer src.Release()
+	ms, err := importBatches(src, &opts)
 	if err != nil {
-		return ms, fmt.Errorf("import csv %s: %w", opts.Name, err)
+		return ms, wrap(err)
 	}
 	return ms, nil
 }
@@ -223,10 +222,6 @@ type batchSource interface {
 	Err() error
 }
 
-type csvSource struct{ *csv.Reader }
-
-func (s *csvSource) RecordBatch() arrow.RecordBatch { return s.Reader.RecordBatch() }
-
 func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, error) {
 	var (
 		out      []*columnar.Manifest
@@ -300,6 +295,9 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 	if err := src.Err(); err != nil {
 		if cerr := o.Context.Err(); cerr != nil && errors.Is(err, cerr) {
 			return out, cerr
+		}
+		if _, ok := errors.AsType[*CSVError](err); ok {
+			return out, err // it says where
 		}
 		// The error is in the last batch returned (arrow's CSV reader
 		// returns the batch a bad value is in, then fails) or after it.

@@ -219,6 +219,7 @@ func FuzzImportCSV(f *testing.F) {
 	for _, s := range []string{
 		"a,b\n1,x\n2,y\n", "a,b\n", "a\n\n", "a,b\n1,2,3\n", "a\n\"1\n", "a,b\n,\nNULL,NULL\n", "a;b\n1;2\n",
 		"a,b\n1.5,true\n-3,false\n", "a,b\n2020-01-01,\"q\"\"q\"\n",
+		"a,b\n2024-01-15 10:30:00,2024-01-15T10:30:00.5+02:00\n", "\ufeffa,\n1,x\n", "a,a\n1,2\n", "a,b\n1,\"x\ny\"\n2,\xff\n",
 	} {
 		f.Add(s)
 	}

@@ -31,12 +31,16 @@ type loadFlags struct {
 	csvPath, pqPath   string
 	sortKey           string
 	nulls             []string // CSV spellings of NULL; nil: convert.DefaultNulls
+	schema            string   // CSV schema, as convert.ParseSchema reads it
+	delimiter         string
+	noHeader          bool
 }
 
 func runLoad(ctx context.Context, args []string) error {
 	var f loadFlags
 	cmd := newCmdLine("load", "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [flags]\n"+
-		"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--rows R] [flags]\n\n"+
+		"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--rows R] [flags]\n"+
+		"       strata load --table NAME --csv FILE --schema 'COL TYPE, ...' [--delimiter C] [--no-header] --sort-key COLS [flags]\n\n"+
 		"Writes K sorted containers of a generated table (every supported type, some NULLs, overlapping\n"+
 		"sort-key ranges), or of an imported file cut into containers of R rows each sorted by the sort\n"+
 		"key, under the data directory, and registers them with the scheduler, which starts the\n"+
@@ -53,7 +57,12 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.Int64Var(&f.seed, "seed", 1, "generator seed: the same seed writes the same rows")
 	fs.StringVar(&f.compression, "compression", "lz4", "block compression: lz4, zstd or none")
 	fs.BoolVar(&f.noRegister, "no-register", false, "only write the containers; do not tell the scheduler")
-	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred from the first rows) instead of generating")
+	fs.StringVar(&f.csvPath, "csv", "", "import this CSV file (header row, types inferred from the first rows unless --schema) instead of generating")
+	fs.StringVar(&f.schema, "schema", "", "column names and types of the --csv file: 'id int64, ts timestamp, \"unit price\" double, name varchar'\n"+
+		"(types: int8..int64, uint8..uint64, float32/real, float64/double, bool, date, timestamp, timestamptz, utf8/varchar/text, binary);\n"+
+		"with a header its names must be the header's")
+	fs.StringVar(&f.delimiter, "delimiter", ",", "field delimiter of the --csv file: one character, \\t for a tab")
+	fs.BoolVar(&f.noHeader, "no-header", false, "the --csv file has no header row: columns are named as --schema says, else column0, column1, ...")
 	fs.Func("null", "a spelling of NULL in the --csv file; repeat for more (default: the empty field and NULL)", func(s string) error {
 		f.nulls = append(f.nulls, s)
 		return nil

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/convert"
@@ -20,7 +23,25 @@ func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar
 		if f.csvPath != "" {
 			return nil, fmt.Errorf("%w: give --csv or --parquet, not both", errUsage)
 		}
+		if f.schema != "" || (f.delimiter != "" && f.delimiter != ",") || f.noHeader {
+			return nil, fmt.Errorf("%w: --schema, --delimiter and --no-header are for --csv (a Parquet file has its schema)", errUsage)
+		}
 		path, kind = f.pqPath, "parquet"
+	}
+	var (
+		schema *arrow.Schema
+		comma  rune
+		err    error
+	)
+	if f.schema != "" {
+		if schema, err = convert.ParseSchema(f.schema); err != nil {
+			return nil, fmt.Errorf("%w: --schema: %v", errUsage, err)
+		}
+	}
+	if f.delimiter != "" {
+		if comma, err = parseDelimiter(f.delimiter); err != nil {
+			return nil, fmt.Errorf("%w: --delimiter: %v", errUsage, err)
+		}
 	}
 	if f.sortKey == "" {
 		return nil, fmt.Errorf("%w: an import needs --sort-key", errUsage)
@@ -45,6 +66,7 @@ func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar
 		Context: ctx, Progress: newProgress(0).show,
 		// The empty field and NULL are NULL, in string columns too.
 		Nulls: f.nulls, StringsNull: true,
+		Schema: schema, Comma: comma, NoHeader: f.noHeader,
 	}
 	var ms []*columnar.Manifest
 	if kind == "parquet" {
@@ -60,4 +82,20 @@ func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar
 		return nil, fmt.Errorf("import %s: the file holds no rows", path)
 	}
 	return ms, nil
+}
+
+// parseDelimiter reads --delimiter: one character, or \t for a tab.
+func parseDelimiter(s string) (rune, error) {
+	if s == `\t` {
+		return '\t', nil
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	if n == 0 || n != len(s) || r == utf8.RuneError {
+		return 0, fmt.Errorf("%q is not one character (write \\t for a tab)", s)
+	}
+	switch r {
+	case '"', '\r', '\n':
+		return 0, fmt.Errorf("%q cannot separate fields", s)
+	}
+	return r, nil
 }
