@@ -280,7 +280,7 @@ func newChaos(t *testing.T, nodes int) *chaos {
 	c.svc["merger"] = c.launch("merger-1", filepath.Join(binDir, "merger"), append(common("merger-1"), "--memory", "128MiB")...)
 	c.launch("merger-2", filepath.Join(binDir, "merger"), append(common("merger-2"), "--memory", "128MiB")...)
 	c.svc["windower"] = c.launch("windower-1", filepath.Join(binDir, "windower"), append(common("windower-1"), "--memory", "512MiB")...)
-	c.svc["walwriter"] = c.launch("walwriter-1", filepath.Join(binDir, "walwriter"), append(common("walwriter-1"), "--wal", c.walDir)...)
+	c.svc["walwriter"] = c.launch("walwriter-1", filepath.Join(binDir, "walwriter"), append(common("walwriter-1"), "--wal", c.walDir, "--segment-size", "4MiB", "--no-delta")...)
 	return c
 }
 
@@ -369,6 +369,7 @@ type fault struct {
 	name   string
 	nodes  int                               // 0: any topology; else only this many nodes
 	bug    string                            // a known bug this fault trips today ("" if none)
+	events int                               // update events of the round (default 3000)
 	bug3   string                            // a known bug it trips on the three-node cluster only
 	inject func(c *chaos, t *testing.T) bool // false: not injected (the reason is logged)
 }
@@ -417,14 +418,22 @@ var chaosFaults = []fault{
 			c.restart(n, time.Second)
 			return true
 		}},
-	{name: "full-wal-disk", inject: func(c *chaos, t *testing.T) bool {
-		return c.fillWALDisk(t)
-	}},
+	{name: "full-wal-disk", events: 60000,
+		// Seen as "WAL write failed; refusing further appends ... create
+		// segment ...: preallocate: no space left on device" in the
+		// walwriter's log; after the disk has room again it still appends
+		// nothing: events neither in the WAL nor dead-lettered, unacked.
+		bug: "the walwriter loses events on a full disk (it refuses every append after one failed segment preallocation, and stays so once space is back)",
+		inject: func(c *chaos, t *testing.T) bool {
+			return c.fillWALDisk(t)
+		}},
 }
 
 // fillWALDisk fills the file system the WAL is on (a tmpfs the suite
 // mounted there, see newChaos) while updates flow, holds it full for a
-// while, then frees it. Without a tmpfs (mount needs root) the fault is not
+// while, then frees it. The round publishes enough events (and segments
+// are small enough, 4MiB, with full row images) that the walwriter must start a new segment
+// while the disk is full: a full disk cannot touch a preallocated segment. Without a tmpfs (mount needs root) the fault is not
 // injected and the reason is logged.
 func (c *chaos) fillWALDisk(t *testing.T) bool {
 	if c.walFS != "" {
@@ -563,7 +572,10 @@ func (c *chaos) round(t *testing.T, r int, f fault) {
 	c.cliRetry(60*time.Second, "load", "--table", table, "--columns", "6", "--containers", "6", "--rows", "3000",
 		"--seed", strconv.Itoa(r), "--block-rows", "97")
 
-	const events = 3000
+	events := 3000
+	if f.events > 0 {
+		events = f.events
+	}
 	prefix := fmt.Sprintf("r%d", r)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
