@@ -6,7 +6,7 @@ FUZZTIME ?= 20s
 BENCHFLAGS ?=
 BENCHTIME ?= 1s
 
-.PHONY: help build test test-poison test-postgres test-race demo local bench bench-deps bench-go lint fuzz clean
+.PHONY: help build test test-chaos test-poison test-postgres test-race demo local bench bench-deps bench-go lint fuzz clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -29,6 +29,11 @@ test: build ## run every test (unit, crash, integration), then the engine suites
 
 test-postgres: ## windower's random queries against a real PostgreSQL 15 (a throwaway cluster, deploy/postgres.sh)
 	deploy/postgres.sh run $(GO) test -count=1 -timeout 10m -v -run '^TestAgainstPostgres$$' ./windower/
+
+# STRATA_CHAOS_SOAK=30m (default 10m) repeats every fault kind until the time
+# is up; STRATA_CHAOS_STRICT=1 runs the fault kinds known bugs break too.
+test-chaos: build ## soak the chaos suite (faults while work runs) and print its figures
+	STRATA_CHAOS_SOAK=$${STRATA_CHAOS_SOAK:-10m} $(GO) test -count=1 -timeout 0 -v -run '^TestChaos' ./integration/
 
 test-poison: ## the engine suites with freed memory poisoned
 	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)
