@@ -359,11 +359,6 @@ func (c *chaos) jobsLeader() string {
 	return info.Cluster.Leader
 }
 
-// bugAckAfterFailedDone: seen as "publish job event ... type=done
-// err=... context deadline exceeded" then "job done" in the merger's log,
-// and the job running in `strata ops` with its grant held.
-const bugAckAfterFailedDone = "a worker acks a job after its done-event publish failed across a NATS restart, leaving the job running forever"
-
 // fault is one kind of fault the suite injects while work runs.
 type fault struct {
 	name   string
@@ -392,7 +387,6 @@ var chaosFaults = []fault{
 		return true
 	}},
 	{name: "kill-nats-node",
-		bug3: bugAckAfterFailedDone,
 		inject: func(c *chaos, t *testing.T) bool {
 			n := c.nodes[len(c.nodes)-1]
 			if len(c.nodes) > 1 { // a node that does not lead JOBS
@@ -407,7 +401,6 @@ var chaosFaults = []fault{
 			return true
 		}},
 	{name: "kill-jobs-leader", nodes: 3,
-		bug3: bugAckAfterFailedDone,
 		inject: func(c *chaos, t *testing.T) bool {
 			leader := c.jobsLeader()
 			n := c.nodeName[leader]
@@ -423,7 +416,6 @@ var chaosFaults = []fault{
 		// segment ...: preallocate: no space left on device" in the
 		// walwriter's log; after the disk has room again it still appends
 		// nothing: events neither in the WAL nor dead-lettered, unacked.
-		bug: "the walwriter loses events on a full disk (it refuses every append after one failed segment preallocation, and stays so once space is back)",
 		inject: func(c *chaos, t *testing.T) bool {
 			return c.fillWALDisk(t)
 		}},
