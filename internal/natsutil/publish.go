@@ -26,17 +26,20 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject, msgID string,
 	if msgID != "" {
 		msg.Header.Set(messages.HeaderMsgID, msgID)
 	}
-	publish := js.PublishMsg
-	if msgID != "" {
-		publish = func(ctx context.Context, msg *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-			return PublishRetry(ctx, js, msg)
-		}
-	}
-	ack, err := publish(ctx, msg)
+	ack, err := publishOnce(ctx, js, msg, msgID != "")
 	if err != nil {
 		return nil, fmt.Errorf("natsutil: publish %s to %s: %w", m.Kind(), subject, err)
 	}
 	return ack, nil
+}
+
+// publishOnce publishes msg, with PublishRetry when it carries a message ID
+// (a retry is then stored once), else in a single attempt.
+func publishOnce(ctx context.Context, js jetstream.JetStream, msg *nats.Msg, deduplicated bool) (*jetstream.PubAck, error) {
+	if deduplicated {
+		return PublishRetry(ctx, js, msg)
+	}
+	return js.PublishMsg(ctx, msg)
 }
 
 // publishAttempt bounds one attempt of PublishRetry, so that an attempt
@@ -117,13 +120,7 @@ func PublishDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLette
 	if dl.Delivery > 0 {
 		msg.Header.Set(messages.HeaderDelivery, strconv.FormatUint(dl.Delivery, 10))
 	}
-	publish := js.PublishMsg
-	if dl.StreamSeq > 0 {
-		publish = func(ctx context.Context, msg *nats.Msg, _ ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
-			return PublishRetry(ctx, js, msg)
-		}
-	}
-	if _, err := publish(ctx, msg); err != nil {
+	if _, err := publishOnce(ctx, js, msg, dl.StreamSeq > 0); err != nil {
 		return fmt.Errorf("natsutil: dead-letter message from %s: %w", dl.Subject, err)
 	}
 	return nil

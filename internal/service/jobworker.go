@@ -282,11 +282,17 @@ func (r *jobRun) eventMsgID(t messages.EventType) string {
 	return fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
 }
 
-func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
+// event is r's event of type t, completed by fill (if not nil).
+func (r *jobRun) event(t messages.EventType, fill func(*messages.JobEvent)) *messages.JobEvent {
 	ev := &messages.JobEvent{JobID: r.jobID, Operation: r.operation, Type: t, Worker: r.worker, Time: time.Now().UnixNano(), Delivery: r.delivery}
 	if fill != nil {
 		fill(ev)
 	}
+	return ev
+}
+
+func (r *jobRun) publish(t messages.EventType, fill func(*messages.JobEvent)) {
+	ev := r.event(t, fill)
 	msgID := r.eventMsgID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -305,10 +311,7 @@ const outcomeWait = 2 * time.Minute
 // lease: the job message is acked (or terminated) only after its outcome
 // is stored, so a lost event cannot leave a job running for ever.
 func (r *jobRun) publishOutcome(msg jetstream.Msg, heartbeat time.Duration, t messages.EventType, fill func(*messages.JobEvent)) error {
-	ev := &messages.JobEvent{JobID: r.jobID, Operation: r.operation, Type: t, Worker: r.worker, Time: time.Now().UnixNano(), Delivery: r.delivery}
-	if fill != nil {
-		fill(ev)
-	}
+	ev := r.event(t, fill)
 	msgID := r.eventMsgID(t)
 	ctx, cancel := context.WithTimeout(context.Background(), outcomeWait)
 	defer cancel()

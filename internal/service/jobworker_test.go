@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -27,24 +27,11 @@ type workerEnv struct {
 
 func newWorkerEnv(t testing.TB, run func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error)) *workerEnv {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	topo := natsutil.DefaultTopology()
 	topo.JobMaxDeliver = 3
-	if err := topo.Ensure(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	_, _, js := natstest.Start(t, topo)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	cons, err := js.Consumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
 	if err != nil {
 		t.Fatal(err)

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -19,22 +19,7 @@ import (
 // does, publishing one job for each, and lists every job as running.
 func fakeScheduler(t *testing.T) string {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := natsutil.DefaultTopology().Ensure(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	srv, nc, js := natstest.Start(t, natsutil.DefaultTopology())
 	grant := messages.Grant{Pool: "general", Bytes: 64 << 20}
 	reply := func(m *nats.Msg, rep messages.Message) {
 		data, err := messages.Marshal(rep)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
@@ -52,21 +53,9 @@ type harness struct {
 // events out of deliveries, and the test takes events itself.
 func startHarness(t *testing.T, opts walwriter.Options, manual ...bool) *harness {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	_, nc, js := natstest.Start(t, natsutil.Topology{UpdateAckWait: testAckWait, UpdateMaxDeliver: testMaxDeliver},
+		jetstream.WithPublishAsyncMaxPending(4096))
 	ctx := context.Background()
-	if err := (natsutil.Topology{UpdateAckWait: testAckWait, UpdateMaxDeliver: testMaxDeliver}).Ensure(ctx, js); err != nil {
-		t.Fatal(err)
-	}
 	h := &harness{t: t, js: js, nc: nc, walDir: t.TempDir(), stop: make(chan struct{}), done: make(chan error, 1)}
 	if _, err := nc.Subscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", messages.StreamUpdates, messages.ConsumerWalwriter),
 		func(*nats.Msg) { h.maxDel.Add(1) }); err != nil {
@@ -77,6 +66,7 @@ func startHarness(t *testing.T, opts walwriter.Options, manual ...bool) *harness
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	opts.Logger = log
+	var err error
 	if h.wal, err = walwriter.Open(h.walDir, opts); err != nil {
 		t.Fatal(err)
 	}

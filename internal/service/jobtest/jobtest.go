@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
@@ -33,27 +33,11 @@ type Env[J service.Job] struct {
 // published on subject. Everything stops at the test's end.
 func Start[J service.Job](t testing.TB, spec service.JobSpec[J], subject string) *Env[J] {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	topo := natsutil.DefaultTopology()
 	topo.JobMaxDeliver = MaxDeliver
-	if err := topo.Ensure(ctx, js); err != nil {
-		t.Fatal(err)
-	}
+	_, _, js := natstest.Start(t, topo)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	cons, err := js.Consumer(ctx, messages.StreamJobs, spec.Consumer)
 	if err != nil {
 		t.Fatal(err)
