@@ -167,26 +167,11 @@ func sortKeyTokens(s string) ([]sortKeyToken, error) {
 			toks = append(toks, sortKeyToken{text: ",", comma: true})
 			i++
 		case c == '"':
-			var b strings.Builder
-			j := i + 1
-			for {
-				k := strings.IndexByte(s[j:], '"')
-				if k < 0 {
-					return nil, fmt.Errorf("unterminated quoted name at offset %d", i)
-				}
-				b.WriteString(s[j : j+k])
-				j += k + 1
-				if j < len(s) && s[j] == '"' {
-					b.WriteByte('"')
-					j++
-					continue
-				}
-				break
+			name, j, err := QuotedName(s, i)
+			if err != nil {
+				return nil, err
 			}
-			if b.Len() == 0 {
-				return nil, fmt.Errorf("empty quoted name at offset %d", i)
-			}
-			toks = append(toks, sortKeyToken{text: b.String(), quoted: true})
+			toks = append(toks, sortKeyToken{text: name, quoted: true})
 			i = j
 		default:
 			j := i
@@ -198,4 +183,31 @@ func sortKeyTokens(s string) ([]sortKeyToken, error) {
 		}
 	}
 	return toks, nil
+}
+
+// QuotedName reads the SQL double-quoted name that starts at s[i] (a
+// doubled quote inside stands for one) and returns it and the offset just
+// past its closing quote. An unterminated or empty name is an error that
+// gives the offset.
+func QuotedName(s string, i int) (name string, next int, err error) {
+	var b strings.Builder
+	j := i + 1
+	for {
+		k := strings.IndexByte(s[j:], '"')
+		if k < 0 {
+			return "", 0, fmt.Errorf("unterminated quoted name at offset %d", i)
+		}
+		b.WriteString(s[j : j+k])
+		j += k + 1
+		if j < len(s) && s[j] == '"' {
+			b.WriteByte('"')
+			j++
+			continue
+		}
+		break
+	}
+	if b.Len() == 0 {
+		return "", 0, fmt.Errorf("empty name in quotes at offset %d", i)
+	}
+	return b.String(), j, nil
 }

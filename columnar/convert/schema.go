@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/strata-db/strata/columnar"
 )
 
 // schemaTypes maps the type names ParseSchema accepts to Arrow types: the
@@ -84,26 +86,10 @@ func parseSchema(s string) ([]arrow.Field, error) {
 		}
 		var name string
 		if s[i] == '"' {
-			var b strings.Builder
-			j := i + 1
-			for {
-				k := strings.IndexByte(s[j:], '"')
-				if k < 0 {
-					return nil, fmt.Errorf("unterminated quoted name at offset %d", i)
-				}
-				b.WriteString(s[j : j+k])
-				j += k + 1
-				if j < len(s) && s[j] == '"' {
-					b.WriteByte('"')
-					j++
-					continue
-				}
-				break
+			var err error
+			if name, i, err = columnar.QuotedName(s, i); err != nil {
+				return nil, err
 			}
-			if b.Len() == 0 {
-				return nil, fmt.Errorf("empty name at offset %d", i)
-			}
-			name, i = b.String(), j
 		} else {
 			j := i
 			for j < len(s) && !isSchemaSpace(s[j]) && s[j] != ',' && s[j] != '"' {
