@@ -13,7 +13,8 @@ import (
 // HandleEvent applies a job event. An event is a worker's claim, and the
 // scheduler takes it only for a job it has in flight and only from the
 // worker holding the job's latest delivery (recorded from its accepted
-// event); everything an outcome touches — the output container, the
+// event, or from a progress or done claim of a later delivery, which may
+// come first); everything an outcome touches — the output container, the
 // inputs it retires, the result table — comes from the scheduler's own
 // record of the job, never from the event. A done claim is taken only when
 // the output the job named exists and checks out (for a mergeout, with the
@@ -51,7 +52,16 @@ func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) erro
 			return err
 		}
 	case messages.EventProgress, messages.EventDone:
-		if !held || ev.Worker != holder.worker {
+		switch {
+		case impliesAccepted(ev, holder, held):
+			// The worker's accepted event is still on its way: a
+			// scheduler that died holding it unacked gets it back only
+			// after the consumer's AckWait. A claim of a later delivery
+			// says that delivery was accepted.
+			if err := s.recordAccepted(ctx, where, ev); err != nil {
+				return err
+			}
+		case !held || ev.Worker != holder.worker:
 			return fmt.Errorf("%w: %s claim for job %s from %q: %s", ErrRejected, ev.Type, ev.JobID, ev.Worker, holderText(holder, held))
 		}
 	case messages.EventFailed:
@@ -88,6 +98,14 @@ func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) erro
 		return s.finishDone(ctx, where, ev, now)
 	}
 	return nil
+}
+
+// impliesAccepted reports whether a progress or done claim is of a
+// delivery later than the one held (or of any delivery when none is held),
+// so it stands for that delivery's accepted event too. A claim naming no
+// delivery implies nothing.
+func impliesAccepted(ev *messages.JobEvent, holder delivery, held bool) bool {
+	return ev.Delivery > 0 && (!held || ev.Delivery > holder.n)
 }
 
 func holderText(h delivery, held bool) string {

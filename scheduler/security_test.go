@@ -209,3 +209,45 @@ func TestRegisterTakesRowsFromManifests(t *testing.T) {
 		t.Fatalf("register of a missing container: %v", err)
 	}
 }
+
+// TestDoneBeforeItsAccepted: a scheduler that dies holding an accepted
+// event unacked gets it back only after the EVENTS consumer's AckWait, so
+// the worker's done (or a later delivery's done) can come first. The
+// later claim implies the acceptance; refusing it left the job running
+// with its grant held for good.
+func TestDoneBeforeItsAccepted(t *testing.T) {
+	t.Run("no holder", func(t *testing.T) {
+		h, j := loaded(t)
+		h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: j.Output, Rows: 400})
+		if err := h.s.HandleEvent(h.ctx, &messages.JobEvent{JobID: j.JobID, Type: messages.EventDone, Worker: "merger-1", Delivery: 1}); err != nil {
+			t.Fatalf("done with no accepted seen yet: %v", err)
+		}
+		if st := h.state("t"); len(st.Live) != 1 || st.Live[0].ID != j.Output || len(st.Pending) != 0 {
+			t.Fatalf("after the done: %+v", st)
+		}
+		// The accepted event, redelivered at last, changes nothing.
+		if err := h.s.HandleEvent(h.ctx, &messages.JobEvent{JobID: j.JobID, Type: messages.EventAccepted, Worker: "merger-1", Delivery: 1}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("later delivery", func(t *testing.T) {
+		h, j := loaded(t)
+		h.event(&messages.JobEvent{JobID: j.JobID, Type: messages.EventAccepted, Worker: "merger-1", Delivery: 1})
+		h.mkdir(messages.ContainerRef{Table: "t", Projection: "p", ID: j.Output, Rows: 400})
+		// merger-2's accepted of delivery 2 is still on its way.
+		if err := h.s.HandleEvent(h.ctx, &messages.JobEvent{JobID: j.JobID, Type: messages.EventDone, Worker: "merger-2", Delivery: 2}); err != nil {
+			t.Fatalf("done of a later delivery: %v", err)
+		}
+		if st := h.state("t"); len(st.Live) != 1 || len(st.Pending) != 0 {
+			t.Fatalf("after the done: %+v", st)
+		}
+	})
+	t.Run("same delivery other worker", func(t *testing.T) {
+		h, j := loaded(t)
+		h.event(&messages.JobEvent{JobID: j.JobID, Type: messages.EventAccepted, Worker: "merger-1", Delivery: 2})
+		h.rejected(&messages.JobEvent{JobID: j.JobID, Type: messages.EventDone, Worker: "attacker", Delivery: 2})
+		h.rejected(&messages.JobEvent{JobID: j.JobID, Type: messages.EventDone, Worker: "attacker", Delivery: 1})
+		h.rejected(&messages.JobEvent{JobID: j.JobID, Type: messages.EventProgress, Worker: "attacker", Delivery: 1})
+		h.intact()
+	})
+}
