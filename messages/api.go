@@ -9,21 +9,22 @@ import (
 // not JetStream). Every request has a matching reply type; a reply whose
 // Error is set reports a refused or failed request.
 const (
-	SubjectAPIRegister       = SubjectAPIPrefix + "register"     // RegisterRequest -> RegisterReply
-	SubjectAPIMergeout       = SubjectAPIPrefix + "mergeout"     // MergeoutRequest -> MergeoutReply
-	SubjectAPIWindow         = SubjectAPIPrefix + "window"       // WindowRequest -> WindowReply
-	SubjectAPIOperations     = SubjectAPIPrefix + "operations"   // OperationsRequest -> OperationsReply
-	SubjectAPIAcquisitions   = SubjectAPIPrefix + "acquisitions" // AcquisitionsRequest -> AcquisitionsReply
-	SubjectAPIPools          = SubjectAPIPrefix + "pools"        // PoolsRequest -> PoolsReply
-	SubjectAPIPoolCreate     = SubjectAPIPrefix + "pools.create" // CreatePoolRequest -> PoolsReply
-	SubjectAPIPoolAlter      = SubjectAPIPrefix + "pools.alter"  // AlterPoolRequest -> PoolsReply
-	SubjectAPICatalog        = SubjectAPIPrefix + "catalog"      // CatalogRequest -> CatalogReply
-	SubjectAPIAll            = SubjectAPIPrefix + ">"            // what the scheduler subscribes to
-	DefaultMergeoutPool      = "tm"                              // pool mergeouts run in
-	DefaultWindowPool        = "general"                         // pool window jobs run in unless the request names one
-	OperationMergeout        = "mergeout"                        // JobEvent.Operation and Operation.Operation values
-	OperationWindow          = "window"                          //
-	ErrCodeTooManyContainers = "too_many_containers"             // APIError.Code of a refused load
+	SubjectAPIRegister       = SubjectAPIPrefix + "register"        // RegisterRequest -> RegisterReply
+	SubjectAPIMergeout       = SubjectAPIPrefix + "mergeout"        // MergeoutRequest -> MergeoutReply
+	SubjectAPIWindow         = SubjectAPIPrefix + "window"          // WindowRequest -> WindowReply
+	SubjectAPIOperations     = SubjectAPIPrefix + "operations"      // OperationsRequest -> OperationsReply
+	SubjectAPIAcquisitions   = SubjectAPIPrefix + "acquisitions"    // AcquisitionsRequest -> AcquisitionsReply
+	SubjectAPIPools          = SubjectAPIPrefix + "pools"           // PoolsRequest -> PoolsReply
+	SubjectAPIPoolCreate     = SubjectAPIPrefix + "pools.create"    // CreatePoolRequest -> PoolsReply
+	SubjectAPIPoolAlter      = SubjectAPIPrefix + "pools.alter"     // AlterPoolRequest -> PoolsReply
+	SubjectAPICatalog        = SubjectAPIPrefix + "catalog"         // CatalogRequest -> CatalogReply
+	SubjectAPIDropContainers = SubjectAPIPrefix + "containers.drop" // DropContainersRequest -> DropContainersReply
+	SubjectAPIAll            = SubjectAPIPrefix + ">"               // what the scheduler subscribes to
+	DefaultMergeoutPool      = "tm"                                 // pool mergeouts run in
+	DefaultWindowPool        = "general"                            // pool window jobs run in unless the request names one
+	OperationMergeout        = "mergeout"                           // JobEvent.Operation and Operation.Operation values
+	OperationWindow          = "window"                             //
+	ErrCodeTooManyContainers = "too_many_containers"                // APIError.Code of a refused load
 )
 
 // APIError is the error part of every reply. Code is a stable machine-readable
@@ -428,6 +429,48 @@ type CatalogReply struct {
 }
 
 func (*CatalogReply) Kind() string { return "catalog_reply" }
+
+// DropContainersRequest takes live containers out of a projection: an
+// operator's way to remove an entry that names a container which is gone or
+// damaged. The dropped containers' rows leave the table; their files are
+// deleted once no running job reads them.
+type DropContainersRequest struct {
+	Table      string   `msgpack:"table" json:"table"`
+	Projection string   `msgpack:"projection" json:"projection"`
+	IDs        []string `msgpack:"ids" json:"ids"`
+}
+
+func (*DropContainersRequest) Kind() string { return "drop_containers_request" }
+
+// Validate checks the names.
+func (r *DropContainersRequest) Validate() error {
+	if err := validTableProjection(r.Table, r.Projection); err != nil {
+		return err
+	}
+	if len(r.IDs) == 0 {
+		return errors.New("no containers")
+	}
+	seen := make(map[string]bool, len(r.IDs))
+	for i, id := range r.IDs {
+		if err := ValidName(id); err != nil {
+			return fmt.Errorf("container %d: %w", i, err)
+		}
+		if seen[id] {
+			return fmt.Errorf("container %s named twice", id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// DropContainersReply lists what was dropped and what stays live.
+type DropContainersReply struct {
+	Dropped []ContainerRef `msgpack:"dropped" json:"dropped"`
+	Live    int            `msgpack:"live" json:"live"`
+	Error   *APIError      `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+func (*DropContainersReply) Kind() string { return "drop_containers_reply" }
 
 func validTableProjection(table, projection string) error {
 	if err := ValidTable(table); err != nil {

@@ -38,12 +38,14 @@ func apiSamples() map[string]Message {
 			Pool: "tm", JobID: "mergeout.t.p.1", Status: AcquisitionReleased, Target: 100 << 20, Grant: 100 << 20,
 			Peak: 90 << 20, Queued: 1, Acquired: 2, Released: 3,
 		}}},
-		"pools_request":       &PoolsRequest{},
-		"pools_reply":         &PoolsReply{Pools: []PoolStatus{{Config: pool, Target: 100 << 20, InUse: 100 << 20, Running: 1, Recommendation: "grow pool tm"}}},
-		"create_pool_request": &CreatePoolRequest{Pool: pool},
-		"alter_pool_request":  &AlterPoolRequest{Name: "tm", MemorySize: i64(8 << 30)},
-		"catalog_request":     &CatalogRequest{Table: "t"},
-		"catalog_reply":       &CatalogReply{Projections: []ProjectionCatalog{{Table: "t", Projection: "p", Live: []ContainerRef{ref}, Running: []string{"j"}}}},
+		"pools_request":           &PoolsRequest{},
+		"pools_reply":             &PoolsReply{Pools: []PoolStatus{{Config: pool, Target: 100 << 20, InUse: 100 << 20, Running: 1, Recommendation: "grow pool tm"}}},
+		"create_pool_request":     &CreatePoolRequest{Pool: pool},
+		"alter_pool_request":      &AlterPoolRequest{Name: "tm", MemorySize: i64(8 << 30)},
+		"catalog_request":         &CatalogRequest{Table: "t"},
+		"catalog_reply":           &CatalogReply{Projections: []ProjectionCatalog{{Table: "t", Projection: "p", Live: []ContainerRef{ref}, Running: []string{"j"}}}},
+		"drop_containers_request": &DropContainersRequest{Table: "t", Projection: "p", IDs: []string{"c0001"}},
+		"drop_containers_reply":   &DropContainersReply{Dropped: []ContainerRef{ref}, Live: 3},
 	}
 }
 

@@ -68,6 +68,16 @@ func (st *ProjectionState) readers() map[string]bool {
 	return r
 }
 
+// readerOf returns the first pending job that reads container id, or "".
+func (st *ProjectionState) readerOf(id string) string {
+	for _, p := range st.Pending {
+		if slices.Contains(p.Inputs, id) {
+			return p.JobID
+		}
+	}
+	return ""
+}
+
 func (st *ProjectionState) liveIndex(id string) int {
 	return slices.IndexFunc(st.Live, func(c messages.ContainerRef) bool { return c.ID == id })
 }

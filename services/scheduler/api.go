@@ -98,6 +98,12 @@ func (a *apiServer) dispatch(ctx context.Context, subject string, data []byte) (
 		return call(data, new(messages.CatalogRequest), func(r *messages.CatalogRequest) (*messages.CatalogReply, error) {
 			return a.s.Catalog(ctx, r)
 		}, func(e *messages.APIError) *messages.CatalogReply { return &messages.CatalogReply{Error: e} })
+	case messages.SubjectAPIDropContainers:
+		return call(data, new(messages.DropContainersRequest), func(r *messages.DropContainersRequest) (*messages.DropContainersReply, error) {
+			return a.s.DropContainers(ctx, r)
+		}, func(e *messages.APIError) *messages.DropContainersReply {
+			return &messages.DropContainersReply{Error: e}
+		})
 	}
 	return nil, nil
 }

@@ -51,6 +51,42 @@ func (c *cmdLine) parseArg(args []string, want string) (string, error) {
 	return arg, nil
 }
 
+// parseArgs parses args whose flags may sit anywhere among the positional
+// arguments (`strata containers drop t c1 --projection p`), and returns the
+// positional ones in order. "--" ends the flags.
+func (c *cmdLine) parseArgs(args []string) ([]string, error) {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimLeft(a, "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := c.fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if err := c.parse(flags); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
 // parseFile parses args, which must end in exactly one FILE.
 func (c *cmdLine) parseFile(args []string) (string, error) {
 	if err := c.parse(args); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"slices"
 	"testing"
 )
 
@@ -68,6 +69,30 @@ func TestCmdLineParseFile(t *testing.T) {
 		}
 		if err != nil || got != tc.want {
 			t.Errorf("parseFile(%q) = %q, %v; want %q", tc.args, got, err, tc.want)
+		}
+	}
+}
+
+func TestParseArgsFlagsAnywhere(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		pos     []string
+		format  string
+		verbose bool
+	}{
+		{args: []string{"t", "c1", "c2"}, pos: []string{"t", "c1", "c2"}, format: "table"},
+		{args: []string{"t", "--format", "json", "c1"}, pos: []string{"t", "c1"}, format: "json"},
+		{args: []string{"--format=csv", "t", "c1", "-v", "c2"}, pos: []string{"t", "c1", "c2"}, format: "csv", verbose: true},
+		{args: []string{"t", "--", "--format", "c1"}, pos: []string{"t", "--format", "c1"}, format: "table"},
+	} {
+		cmd := newAPICommand("test", "", formatUsage)
+		verbose := cmd.fs.Bool("v", false, "")
+		pos, err := cmd.parseArgs(tc.args)
+		if err != nil {
+			t.Fatalf("parseArgs(%q): %v", tc.args, err)
+		}
+		if !slices.Equal(pos, tc.pos) || cmd.format != tc.format || *verbose != tc.verbose {
+			t.Errorf("parseArgs(%q) = %q, format %q, -v %v; want %q, %q, %v", tc.args, pos, cmd.format, *verbose, tc.pos, tc.format, tc.verbose)
 		}
 	}
 }

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/strata-db/strata/messages"
+)
+
+func init() {
+	register(command{name: "containers", summary: "the containers table: every live and dead container of each projection", run: runContainers})
+	register(command{name: "containers drop", summary: "take containers out of a projection (one that is missing or damaged)", run: runContainersDrop})
+}
+
+func runContainers(ctx context.Context, args []string) error {
+	cmd := newAPICommand("containers", "usage: strata containers [--table T] [--projection P]", formatUsage)
+	tableName := cmd.fs.String("table", "", "only this table")
+	projection := cmd.fs.String("projection", "", "only this projection")
+	if err := cmd.parse(args); err != nil {
+		return err
+	}
+	if cmd.fs.NArg() > 0 {
+		return cmd.usageError(fmt.Sprintf("unexpected argument %q (to drop containers: strata containers drop TABLE CONTAINER...)", cmd.fs.Arg(0)))
+	}
+	var rep messages.CatalogReply
+	if err := cmd.ask(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: *tableName, Projection: *projection}, &rep, &rep.Error); err != nil {
+		return err
+	}
+	type row struct {
+		Table      string `json:"table"`
+		Projection string `json:"projection"`
+		Container  string `json:"container"`
+		State      string `json:"state"`
+		Rows       int64  `json:"rows"`
+		Bytes      int64  `json:"bytes"`
+	}
+	var rows []row
+	t := &table{header: []string{"table", "projection", "container", "state", "rows", "bytes", "jobs"}}
+	for _, pc := range rep.Projections {
+		jobs := orDash(strings.Join(pc.Running, " "))
+		for _, set := range []struct {
+			state string
+			refs  []messages.ContainerRef
+		}{{"live", pc.Live}, {"dead", pc.Dead}} {
+			for _, c := range set.refs {
+				rows = append(rows, row{pc.Table, pc.Projection, c.ID, set.state, c.Rows, c.Bytes})
+				t.add(pc.Table, pc.Projection, c.ID, set.state, strconv.FormatInt(c.Rows, 10), fmtBytes(c.Bytes), jobs)
+			}
+		}
+	}
+	t.json = rows
+	return t.print(os.Stdout, cmd.format)
+}
+
+func runContainersDrop(ctx context.Context, args []string) error {
+	cmd := newAPICommand("containers drop", "usage: strata containers drop TABLE CONTAINER... [--projection P]\n\n"+
+		"Takes the containers out of the projection's live set: their rows leave the\n"+
+		"table, and their files are deleted once no running job reads them. For a\n"+
+		"container that is missing or damaged (every job reading it fails); list\n"+
+		"them with `strata containers --table TABLE`.", formatUsage)
+	projection := cmd.fs.String("projection", "p", "projection the containers belong to")
+	pos, err := cmd.parseArgs(args)
+	if err != nil {
+		return err
+	}
+	if err := checkFormat(cmd.format); err != nil {
+		return err
+	}
+	if len(pos) < 2 {
+		return cmd.usageError("want the TABLE and at least one CONTAINER")
+	}
+	tableName, ids := pos[0], pos[1:]
+	req := &messages.DropContainersRequest{Table: tableName, Projection: *projection, IDs: ids}
+	if err := req.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var rep messages.DropContainersReply
+	if err := cmd.ask(ctx, messages.SubjectAPIDropContainers, req, &rep, &rep.Error); err != nil {
+		return err
+	}
+	t := &table{header: []string{"table", "projection", "container", "rows", "bytes"}, json: rep}
+	for _, c := range rep.Dropped {
+		t.add(c.Table, c.Projection, c.ID, strconv.FormatInt(c.Rows, 10), fmtBytes(c.Bytes))
+	}
+	if err := t.print(os.Stdout, cmd.format); err != nil {
+		return err
+	}
+	if cmd.format == "table" {
+		fmt.Fprintf(os.Stderr, "dropped %d containers from %s.%s; %d live\n", len(rep.Dropped), tableName, *projection, rep.Live)
+	}
+	return nil
+}
