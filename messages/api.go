@@ -137,6 +137,10 @@ type JobRef struct {
 type WindowRequest struct {
 	Query WindowQuery `msgpack:"query" json:"query"`
 	Pool  string      `msgpack:"pool,omitempty" json:"pool,omitempty"`
+	// RequestID, if set, names this request so a client may send it again
+	// (its reply lost when a NATS node died) and get the same job, not a
+	// second one. The scheduler remembers the latest IDs it answered.
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
 func (*WindowRequest) Kind() string { return "window_request" }
@@ -151,6 +155,11 @@ func (r *WindowRequest) Validate() error {
 	if r.Pool != "" {
 		if err := validName(r.Pool); err != nil {
 			return fmt.Errorf("pool: %v", err)
+		}
+	}
+	if r.RequestID != "" {
+		if err := validName(r.RequestID); err != nil {
+			return fmt.Errorf("request id: %v", err)
 		}
 	}
 	return nil

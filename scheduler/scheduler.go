@@ -108,6 +108,9 @@ type Scheduler struct {
 	// accepted is the worker holding each in-flight job's latest delivery,
 	// from its accepted event (kept in the job's pending entry too).
 	accepted map[string]delivery
+	// answered remembers the replies to the latest window requests that
+	// carried a request ID, so a client's resend gets the same job.
+	answered *requestLog
 }
 
 // delivery is one worker's hold on a job: the worker that reported it
@@ -137,6 +140,7 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		where:       map[string]projKey{},
 		unpublished: map[string]bool{},
 		accepted:    map[string]delivery{},
+		answered:    newRequestLog(answeredRequests),
 	}
 	cfgs, err := s.pools.load(ctx, opts.Pools)
 	if err != nil {

@@ -727,3 +727,41 @@ func TestEventRetriedWhenCatalogUnreachable(t *testing.T) {
 		t.Fatalf("operation %+v", ops.Operations[0])
 	}
 }
+
+// TestWindowRequestSentAgain: a client whose reply was lost sends the same
+// request ID again and gets the job it already has, not a second one.
+func TestWindowRequestSentAgain(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}})
+	if err := h.load("t", 0, 3, 1000); err != nil {
+		t.Fatal(err)
+	}
+	req := func(id string) *messages.WindowReply {
+		t.Helper()
+		rep, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{RequestID: id, Query: messages.WindowQuery{Table: "t",
+			Select: []messages.SelectItem{{Alias: "a", Expr: &messages.Expr{Column: "a"}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	first, again := req("r1"), req("r1")
+	if again.Job.JobID != first.Job.JobID || again.ResultTable != first.ResultTable || len(h.pub.windows) != 1 {
+		t.Fatalf("resent request: %+v then %+v, %d published", first, again, len(h.pub.windows))
+	}
+	if other := req("r2"); other.Job.JobID == first.Job.JobID || len(h.pub.windows) != 2 {
+		t.Fatalf("another request got %+v", other)
+	}
+	if none := req(""); none.Job.JobID == first.Job.JobID || len(h.pub.windows) != 3 {
+		t.Fatalf("a request without an ID got %+v", none)
+	}
+	l := newRequestLog(2)
+	for _, id := range []string{"a", "b", "c"} {
+		l.put(id, messages.WindowReply{ResultTable: id})
+	}
+	if _, ok := l.get("a"); ok {
+		t.Fatal("the oldest request ID is still remembered past the log's size")
+	}
+	if rep, ok := l.get("c"); !ok || rep.ResultTable != "c" {
+		t.Fatalf("latest request: %+v, %v", rep, ok)
+	}
+}

@@ -24,6 +24,11 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if rep, ok := s.answered.get(req.RequestID); ok {
+		s.log.Info("window request sent again; same job", "request", req.RequestID, "job", rep.Job.JobID)
+		rep.Job = s.jobRef(rep.Job.JobID)
+		return rep, nil
+	}
 	if _, ok := s.adm.Pool(pool); !ok {
 		return nil, fmt.Errorf("window: pool %q: %w", pool, ErrUnknownPool)
 	}
@@ -63,7 +68,47 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 	if err := s.admit(ctx, job.JobID, pool, 0, now); err != nil {
 		return nil, err
 	}
-	return &messages.WindowReply{Job: s.jobRef(job.JobID), ResultTable: job.ResultTable}, nil
+	rep := &messages.WindowReply{Job: s.jobRef(job.JobID), ResultTable: job.ResultTable}
+	s.answered.put(req.RequestID, *rep)
+	return rep, nil
+}
+
+// answeredRequests is how many window request IDs the scheduler remembers:
+// far more than clients resend within a request timeout.
+const answeredRequests = 4096
+
+// requestLog maps the latest request IDs to their replies, forgetting the
+// oldest beyond its size. An empty ID is never kept.
+type requestLog struct {
+	size    int
+	replies map[string]messages.WindowReply
+	order   []string // oldest first
+}
+
+func newRequestLog(size int) *requestLog {
+	return &requestLog{size: size, replies: map[string]messages.WindowReply{}}
+}
+
+func (l *requestLog) get(id string) (*messages.WindowReply, bool) {
+	if id == "" {
+		return nil, false
+	}
+	rep, ok := l.replies[id]
+	return &rep, ok
+}
+
+func (l *requestLog) put(id string, rep messages.WindowReply) {
+	if id == "" {
+		return
+	}
+	if _, ok := l.replies[id]; !ok {
+		l.order = append(l.order, id)
+	}
+	l.replies[id] = rep
+	for len(l.order) > l.size {
+		delete(l.replies, l.order[0])
+		l.order = l.order[1:]
+	}
 }
 
 // windowProjection picks the projection a window query reads: the one with

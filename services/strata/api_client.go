@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/csv"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -59,7 +61,37 @@ func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
 
 func (c *apiClient) Close() { c.nc.Close() }
 
-// call sends req on subject and decodes the reply into rep.
+// resendable are the requests the CLI sends again when their reply may be
+// lost (the NATS node it or the scheduler was connected to died): reads, a
+// registration (it adds only containers not yet live), and a window
+// request, which carries a request ID the scheduler answers once.
+var resendable = map[string]bool{
+	messages.SubjectAPIRegister:     true,
+	messages.SubjectAPIWindow:       true,
+	messages.SubjectAPIOperations:   true,
+	messages.SubjectAPIAcquisitions: true,
+	messages.SubjectAPIPools:        true,
+	messages.SubjectAPICatalog:      true,
+}
+
+// newRequestID returns a random ID for a request the CLI may send again.
+func newRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "" // no ID: the request is answered as a new one each time
+	}
+	return "req-" + hex.EncodeToString(b[:])
+}
+
+// noRespondersGrace is how long a request that no scheduler receives is
+// sent again before the CLI says none answers: long enough for a scheduler
+// restart or its reconnection to another node.
+const noRespondersGrace = 10 * time.Second
+
+// call sends req on subject and decodes the reply into rep, within the
+// client's timeout. A request no scheduler received is sent again for up
+// to noRespondersGrace; a resendable one whose reply does not come within
+// a third of the timeout is sent again too.
 func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.Message) error {
 	data, err := messages.Marshal(req)
 	if err != nil {
@@ -67,8 +99,45 @@ func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	// A request the server refuses gets no reply: stop waiting as soon as
-	// the server says so.
+	attempt := c.timeout
+	if resendable[subject] {
+		attempt = max(c.timeout/3, time.Second)
+	}
+	start, backoff := time.Now(), 100*time.Millisecond
+	for {
+		msg, err := c.request(ctx, subject, data, attempt)
+		retry := false
+		switch {
+		case err == nil:
+			if err := messages.Unmarshal(msg.Data, rep); err != nil {
+				return fmt.Errorf("reply to %s: %w", subject, err)
+			}
+			return nil
+		case errors.Is(err, nats.ErrNoResponders):
+			if time.Since(start) >= noRespondersGrace {
+				return fmt.Errorf("no scheduler answers on %s: is the scheduler running and connected to %s?", subject, c.nc.ConnectedUrlRedacted())
+			}
+			retry = true
+		case errors.Is(err, context.DeadlineExceeded) && resendable[subject]:
+			retry = ctx.Err() == nil
+		}
+		if !retry {
+			return fmt.Errorf("request %s: %w", subject, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("request %s: %w", subject, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// request makes one request with its own timeout. A request the server
+// refuses gets no reply: it stops waiting as soon as the server says so.
+func (c *apiClient) request(ctx context.Context, subject string, data []byte, timeout time.Duration) (*nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	refused := make(chan error, 1)
 	stop := make(chan struct{})
 	defer close(stop)
@@ -84,20 +153,11 @@ func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.
 	if err != nil {
 		select {
 		case perr := <-refused:
-			return fmt.Errorf("request %s: refused: %w (this NATS user may not make it)", subject, perr)
+			return nil, fmt.Errorf("refused: %w (this NATS user may not make it)", perr)
 		default:
 		}
 	}
-	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no scheduler answers on %s: is the scheduler running and connected to %s?", subject, c.nc.ConnectedUrlRedacted())
-	}
-	if err != nil {
-		return fmt.Errorf("request %s: %w", subject, err)
-	}
-	if err := messages.Unmarshal(msg.Data, rep); err != nil {
-		return fmt.Errorf("reply to %s: %w", subject, err)
-	}
-	return nil
+	return msg, err
 }
 
 // table is a result printed as an aligned table, JSON or CSV.

@@ -58,7 +58,7 @@ func runWindow(ctx context.Context, args []string) error {
 		return enc.Encode(query)
 	}
 	var rep messages.WindowReply
-	c, w, err := cmd.submit(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *query, Pool: *pool}, &rep, &rep.Error)
+	c, w, err := cmd.submit(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *query, Pool: *pool, RequestID: newRequestID()}, &rep, &rep.Error)
 	if err != nil {
 		return err
 	}
