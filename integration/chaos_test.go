@@ -608,11 +608,14 @@ func (c *chaos) report(t *testing.T) {
 	sort.Strings(kinds)
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "chaos report (%d NATS node(s), R%d):\n", len(c.nodes), c.replicas)
+	total := 0
 	for _, k := range kinds {
-		fmt.Fprintf(&sb, "  faults survived  %-18s %d\n", k, f.survived[k])
+		fmt.Fprintf(&sb, "  faults survived  %-28s %d\n", k, f.survived[k])
+		total += f.survived[k]
 	}
+	fmt.Fprintf(&sb, "  faults survived  %-28s %d\n", "total", total)
 	for k, bug := range f.skipped {
-		fmt.Fprintf(&sb, "  fault skipped    %-18s known bug: %s\n", k, bug)
+		fmt.Fprintf(&sb, "  fault skipped    %-28s known bug: %s\n", k, bug)
 	}
 	fmt.Fprintf(&sb, "  update events: published %d, in the WAL %d, dead-lettered %d, written twice %d\n", f.published, f.inWAL, f.deadLettered, f.dupWAL)
 	fmt.Fprintf(&sb, "  jobs: submitted %d, done %d, failed %d (without a reason %d)\n", f.submitted, f.done, f.failed, f.failedNoReason)

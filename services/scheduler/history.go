@@ -17,10 +17,16 @@ import (
 // jobs JOBS holds and the events EVENTS holds about them (see
 // scheduler.RestoreJob). It reads at most keepJobs jobs and
 // eventsPerJob*keepJobs events, newest, so a long history does not slow the
-// start down without bound.
+// start down without bound. Nothing is applied unless both streams were
+// read to their end: a job read without its events would show as running.
 func restoreHistory(ctx context.Context, js jetstream.JetStream, s *scheduler.Scheduler, keepJobs int, log *slog.Logger) error {
 	const eventsPerJob = 16
-	jobs, err := readTail(ctx, js, messages.StreamJobs, uint64(keepJobs), func(msg jetstream.Msg) {
+	type published struct {
+		job messages.Message
+		at  time.Time
+	}
+	var jobs []published
+	_, err := readTail(ctx, js, messages.StreamJobs, uint64(keepJobs), func(msg jetstream.Msg) {
 		var job messages.Message
 		switch msg.Subject() {
 		case messages.SubjectJobMergeout:
@@ -33,26 +39,55 @@ func restoreHistory(ctx context.Context, js jetstream.JetStream, s *scheduler.Sc
 		if messages.Unmarshal(msg.Data(), job) != nil {
 			return // malformed jobs were dead-lettered by the workers
 		}
-		published := time.Time{}
+		p := published{job: job}
 		if meta, err := msg.Metadata(); err == nil {
-			published = meta.Timestamp
+			p.at = meta.Timestamp
 		}
-		s.RestoreJob(job, published)
+		jobs = append(jobs, p)
 	})
 	if err != nil {
 		return err
 	}
-	events, err := readTail(ctx, js, messages.StreamEvents, uint64(keepJobs*eventsPerJob), func(msg jetstream.Msg) {
+	var events []*messages.JobEvent
+	_, err = readTail(ctx, js, messages.StreamEvents, uint64(keepJobs*eventsPerJob), func(msg jetstream.Msg) {
 		ev := new(messages.JobEvent)
 		if messages.Unmarshal(msg.Data(), ev) == nil {
-			s.RestoreEvent(ev)
+			events = append(events, ev)
 		}
 	})
 	if err != nil {
 		return err
 	}
-	log.Info("operations history restored", "jobs", jobs, "events", events)
+	for _, p := range jobs {
+		s.RestoreJob(p.job, p.at)
+	}
+	for _, ev := range events {
+		s.RestoreEvent(ev)
+	}
+	log.Info("operations history restored", "jobs", len(jobs), "events", len(events))
 	return nil
+}
+
+// restoreHistoryRetrying is restoreHistory tried again with backoff until
+// it succeeds or ctx ends: a stream without a leader for a moment (a NATS
+// node restarting) must not leave the table without its history.
+func restoreHistoryRetrying(ctx context.Context, js jetstream.JetStream, s *scheduler.Scheduler, keepJobs int, log *slog.Logger) {
+	backoff := time.Second
+	for {
+		err := restoreHistory(ctx, js, s, keepJobs, log)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		// The tables are for people; a stream that cannot be read must
+		// not keep the scheduler from scheduling.
+		log.Warn("restore operations history; will retry", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }
 
 // readTail feeds fn the last n messages of stream, oldest first, as the

@@ -145,11 +145,11 @@ func run(args []string) error {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
 	r.Registry().MustRegister(newPoolCollector(s))
-	if err := restoreHistory(setup, js, s, *keepOps, log); err != nil {
-		// The tables are for people; a stream that cannot be read must not
-		// keep the scheduler from scheduling.
-		log.Warn("restore operations history", "err", err)
-	}
+	r.AddContext(func(ctx context.Context) error {
+		restoreHistoryRetrying(ctx, js, s, *keepOps, log)
+		<-ctx.Done() // an actor that returns stops the service
+		return nil
+	})
 
 	api := newAPIServer(s, log, r.Registry())
 	sub, err := nc.QueueSubscribe(messages.SubjectAPIAll, "scheduler", api.handle)

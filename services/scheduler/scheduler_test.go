@@ -251,3 +251,37 @@ func TestServiceRoundTrip(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestHistoryReadInPartNotApplied: with JOBS read and EVENTS unreadable,
+// restoreHistory fails and adds no row: a job read without its events
+// would show as running for good.
+func TestHistoryReadInPartNotApplied(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	job := &messages.MergeoutJob{JobID: "mergeout.t.p.1", Table: "t", Projection: "p", Output: "m1",
+		Inputs: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "c1"}, {Table: "t", Projection: "p", ID: "c2"}}}
+	data, err := messages.Marshal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, messages.SubjectJobMergeout, data); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, messages.StreamEvents); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
+	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
+	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restoreHistory(ctx, js, s, 100, log); err == nil {
+		t.Fatal("history restored without the EVENTS stream")
+	}
+	if ops, _ := s.Operations(&messages.OperationsRequest{}); len(ops.Operations) != 0 {
+		t.Fatalf("a history read in part was applied: %+v", ops.Operations)
+	}
+}
