@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 )
 
@@ -56,7 +57,7 @@ func TestConnectWaitsForNATS(t *testing.T) {
 		t.Fatalf("Connect returned with no server: %v", err)
 	default:
 	}
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: port})
+	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestConnectWaitsForNATS(t *testing.T) {
 // TestConnectSaysCredentialsRefused: a wrong password is reported as the
 // server refusing the credentials, not as a time-out.
 func TestConnectSaysCredentialsRefused(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: natsutil.RandomPort, Username: "strata", Password: "right", NoSigs: true, NoLog: true})
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: natsembed.RandomPort, Username: "strata", Password: "right", NoSigs: true, NoLog: true})
 	if err != nil {
 		t.Fatal(err)
 	}

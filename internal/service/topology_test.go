@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
 )
@@ -18,7 +19,7 @@ import (
 // refuses a flag that disagrees with it, adopts it otherwise, and changes
 // nothing on the server.
 func TestWorkerCannotReconfigureConsumers(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
+	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 // TestWorkerWaitsForTopology: a worker started before the scheduler waits
 // for the streams instead of creating them with its own settings.
 func TestWorkerWaitsForTopology(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
+	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
@@ -20,7 +21,7 @@ import (
 
 func startNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
+	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort})
 	if err != nil {
 		t.Fatal(err)
 	}

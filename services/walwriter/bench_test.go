@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
@@ -24,7 +25,7 @@ import (
 // acked once durable. It reports durable events per second, WAL bytes per
 // event and events per fdatasync.
 func BenchmarkUpdatesToWAL(b *testing.B) {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: b.TempDir(), Port: natsutil.RandomPort})
+	srv, err := natsembed.Start(natsembed.Options{DataDir: b.TempDir(), Port: natsembed.RandomPort})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -10,15 +10,16 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 )
 
 // Start starts an embedded server on a free port with its store in a
 // temporary directory, connects to it, and ensures topo (its zero fields
 // take the defaults). Server and connection stop at the test's end.
-func Start(t testing.TB, topo natsutil.Topology, opts ...jetstream.JetStreamOpt) (*natsutil.Embedded, *nats.Conn, jetstream.JetStream) {
+func Start(t testing.TB, topo natsutil.Topology, opts ...jetstream.JetStreamOpt) (*natsembed.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
+	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort})
 	if err != nil {
 		t.Fatal(err)
 	}
