@@ -20,6 +20,7 @@ import (
 
 	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -87,11 +88,7 @@ type deployment struct {
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
 	root := t.TempDir()
-	srv, err := natsembed.Start(natsembed.Options{DataDir: filepath.Join(root, "nats-server"), Port: natsembed.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t, natsembed.Options{DataDir: filepath.Join(root, "nats-server")})
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

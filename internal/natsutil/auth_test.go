@@ -14,6 +14,7 @@ import (
 
 	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // startAuthServer starts an embedded server with the credentials of a new
@@ -25,11 +26,7 @@ func startAuthServer(t *testing.T) (*natsembed.Server, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := natsembed.Start(natsembed.Options{DataDir: dir, Port: natsembed.RandomPort, Passwords: passwords})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t, natsembed.Options{DataDir: dir, Passwords: passwords})
 	ensureAs(t, natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, User: natsutil.RoleScheduler, Password: passwords[natsutil.RoleScheduler], InboxPrefix: natsutil.InboxPrefix(natsutil.RoleScheduler)})
 	return srv, passwords
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // TestPublishRetryAcrossRestart: a publish made while the server is down
@@ -25,10 +26,7 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	dir := t.TempDir()
-	srv, err := natsembed.Start(natsembed.Options{DataDir: dir, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := natstest.Server(t, natsembed.Options{DataDir: dir, Port: port})
 	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, Name: "publish-retry-test"})
 	if err != nil {
 		t.Fatal(err)
@@ -58,11 +56,7 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 		t.Fatalf("publish returned while the server was down: %v", err)
 	default:
 	}
-	srv, err = natsembed.Start(natsembed.Options{DataDir: dir, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	natstest.Server(t, natsembed.Options{DataDir: dir, Port: port})
 	if err := <-done; err != nil {
 		t.Fatalf("publish across the restart: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // testCA is a certificate authority a test makes.
@@ -119,11 +120,7 @@ func TestEmbeddedTLS(t *testing.T) {
 			if mutual {
 				opts.TLSCA = ca.path
 			}
-			srv, err := natsembed.Start(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Shutdown()
+			srv := natstest.Server(t, opts)
 			base := natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, User: natsutil.RoleMerger, Password: passwords[natsutil.RoleMerger], ConnectTimeout: 2 * time.Second}
 			with := func(f func(*natsutil.ConnOptions)) natsutil.ConnOptions { o := base; f(&o); return o }
 			cases := []struct {
@@ -163,11 +160,7 @@ func TestEmbeddedTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := natsembed.Start(natsembed.Options{DataDir: data, Host: "0.0.0.0", Port: natsembed.RandomPort, Passwords: passwords, TLSCert: srvCert, TLSKey: srvKey})
-	if err != nil {
-		t.Fatalf("0.0.0.0 with TLS: %v", err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t, natsembed.Options{DataDir: data, Host: "0.0.0.0", Passwords: passwords, TLSCert: srvCert, TLSKey: srvKey})
 	// Its URL is one the certificate names, so this host's clients (the
 	// scheduler itself) verify it.
 	if !strings.HasPrefix(srv.ClientURL(), "tls://127.0.0.1:") {

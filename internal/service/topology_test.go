@@ -10,6 +10,7 @@ import (
 
 	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -19,11 +20,7 @@ import (
 // refuses a flag that disagrees with it, adopts it otherwise, and changes
 // nothing on the server.
 func TestWorkerCannotReconfigureConsumers(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t, natsembed.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	owner := NewBinary("scheduler", "")
@@ -44,7 +41,7 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rogue.NC.Close()
-	_, err = rogue.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	_, err := rogue.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
 	if err == nil || !strings.Contains(err.Error(), "--job-ack-wait 1ms disagrees with consumer merger's 7s") {
 		t.Fatalf("a worker with a disagreeing lease connected: %v", err)
 	}
@@ -75,11 +72,7 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 // TestWorkerWaitsForTopology: a worker started before the scheduler waits
 // for the streams instead of creating them with its own settings.
 func TestWorkerWaitsForTopology(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t, natsembed.Options{})
 	w := NewBinary("windower", "")
 	if err := w.Start([]string{"--nats", srv.ClientURL(), "--data", t.TempDir()}); err != nil {
 		t.Fatal(err)
