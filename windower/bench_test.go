@@ -62,9 +62,15 @@ func BenchmarkQuery(b *testing.B) {
 // bench window runs them); the spilling query within its grant.
 func BenchmarkQueryContainer(b *testing.B) {
 	data := windowbench.Generate(benchRows, 1000, 1)
-	dir := filepath.Join(b.TempDir(), windowbench.TableByID)
-	if _, err := data.WriteContainer(dir, columnar.WriterOptions{Table: "w", Projection: "by_id", ID: "c0",
+	dirs := map[string]string{
+		windowbench.TableByID:   filepath.Join(b.TempDir(), windowbench.TableByID),
+		windowbench.TableSeries: filepath.Join(b.TempDir(), windowbench.TableSeries),
+	}
+	if _, err := data.WriteContainer(dirs[windowbench.TableByID], columnar.WriterOptions{Table: "w", Projection: "by_id", ID: "c0",
 		SortKey: columnar.SortKey{{Name: "id"}}}, data.OrderBy(data.ID)); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := windowbench.WriteSeries(dirs[windowbench.TableSeries], columnar.WriterOptions{Table: "big", Projection: "p", ID: "c0"}, benchRows, 1); err != nil {
 		b.Fatal(err)
 	}
 	for _, q := range windowbench.Queries() {
@@ -84,7 +90,7 @@ func BenchmarkQueryContainer(b *testing.B) {
 			cpu0 := cpuTime()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				res, err := windower.Run(context.Background(), wq, []string{dir}, windower.Options{Grant: grant, TempDir: b.TempDir()})
+				res, err := windower.Run(context.Background(), wq, []string{dirs[q.Table]}, windower.Options{Grant: grant, TempDir: b.TempDir()})
 				if err != nil {
 					b.Fatal(err)
 				}

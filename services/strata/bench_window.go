@@ -225,10 +225,10 @@ type windowTables struct {
 	data *windowbench.Table // the rows last generated
 }
 
-// container returns the container of table (windowbench.TableByID or
-// TableByA) with rows rows, writing it if it is not there.
+// container returns the container of table (windowbench.TableByID,
+// TableByA or TableSeries) with rows rows, writing it if it is not there.
 func (t *windowTables) container(table string, rows int) (string, error) {
-	key := map[string]string{windowbench.TableByID: "id", windowbench.TableByA: "a"}[table]
+	key := map[string]string{windowbench.TableByID: "id", windowbench.TableByA: "a", windowbench.TableSeries: "ts"}[table]
 	if key == "" {
 		return "", fmt.Errorf("unknown table %q", table)
 	}
@@ -237,6 +237,11 @@ func (t *windowTables) container(table string, rows int) (string, error) {
 		return d, nil
 	}
 	os.RemoveAll(d) // half written by an interrupted run, if there
+	if table == windowbench.TableSeries {
+		// Written a batch at a time: unsorted, any size.
+		_, err := windowbench.WriteSeries(d, columnar.WriterOptions{Table: table, Projection: "p", ID: "c0"}, rows, t.seed)
+		return d, err
+	}
 	if t.data == nil || t.data.N != rows {
 		t.data = nil // let the old rows go first
 		t.data = windowbench.Generate(rows, windowGroups, t.seed)

@@ -20,8 +20,11 @@ func TestQueriesParse(t *testing.T) {
 			t.Errorf("query name %q empty or repeated", q.Name)
 		}
 		seen[q.Name] = true
-		if q.Table != windowbench.TableByID && q.Table != windowbench.TableByA {
+		if q.Table != windowbench.TableByID && q.Table != windowbench.TableByA && q.Table != windowbench.TableSeries {
 			t.Errorf("%s: unknown table %q", q.Name, q.Table)
+		}
+		if (q.Table == windowbench.TableSeries) != q.Spill {
+			t.Errorf("%s: table %s, spill %v: the series is the spilling case's table", q.Name, q.Table, q.Spill)
 		}
 		text := q.Text()
 		if strings.Contains(text, "{{") {
@@ -71,5 +74,23 @@ func TestWriteContainer(t *testing.T) {
 	}
 	if !c.Schema().Equal(windowbench.Schema()) {
 		t.Fatalf("schema %v, want %v", c.Schema(), windowbench.Schema())
+	}
+}
+
+func TestWriteSeries(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "big")
+	m, err := windowbench.WriteSeries(dir, columnar.WriterOptions{Table: "big", Projection: "p", ID: "c0"}, 70000, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Rows != 70000 {
+		t.Fatalf("%d rows written, want 70000", m.Rows)
+	}
+	c, err := columnar.Open(dir, columnar.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Schema().Equal(windowbench.SeriesSchema()) {
+		t.Fatalf("schema %v", c.Schema())
 	}
 }
