@@ -42,9 +42,10 @@ test-poison: ## the engine suites with freed memory poisoned
 test-race: ## run the unit tests with the race detector
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, and the import rules of ARCHITECTURE.md (internal/archtest)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1)
 	$(GO) vet ./...
+	$(GO) test -count=1 ./internal/archtest/
 
 fuzz: ## run every fuzz target for FUZZTIME each
 	@for pkg in $$($(GO) list ./...); do \

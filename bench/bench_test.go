@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/strata-db/strata/windower/windowbench"
 )
 
 func TestCanonical(t *testing.T) {
@@ -145,31 +146,31 @@ func TestStringResults(t *testing.T) {
 // every format the peers load (Arrow for strata and Parquet, the values
 // COPY sends to PostgreSQL).
 func TestWindowTableStrings(t *testing.T) {
-	w := generateWindowTable(20000, 50, 7)
-	again := generateWindowTable(20000, 50, 7)
+	w := windowbench.Generate(20000, 50, 7)
+	again := windowbench.Generate(20000, 50, 7)
 	var nulls, empty, multibyte, long int
-	for i := range w.n {
-		if w.s[i] != again.s[i] || w.sNull[i] != again.sNull[i] {
+	for i := range w.N {
+		if w.S[i] != again.S[i] || w.SNull[i] != again.SNull[i] {
 			t.Fatalf("row %d: not deterministic", i)
 		}
-		switch s := w.s[i]; {
-		case w.sNull[i]:
+		switch s := w.S[i]; {
+		case w.SNull[i]:
 			nulls++
 		case s == "":
 			empty++
 		case len(s) > 40:
 			long++
 		}
-		if len(w.s[i]) != utf8.RuneCountInString(w.s[i]) {
+		if len(w.S[i]) != utf8.RuneCountInString(w.S[i]) {
 			multibyte++
 		}
 	}
 	for name, got := range map[string]int{"NULL": nulls, "empty": empty, "multi-byte": multibyte, "long": long} {
-		if got < w.n/100 {
-			t.Errorf("%d %s strings of %d", got, name, w.n)
+		if got < w.N/100 {
+			t.Errorf("%d %s strings of %d", got, name, w.N)
 		}
 	}
-	recs := w.records(memory.DefaultAllocator, w.orderBy(w.id), 4096)
+	recs := w.Records(memory.DefaultAllocator, w.OrderBy(w.ID), 4096)
 	defer func() {
 		for _, r := range recs {
 			r.Release()
@@ -179,11 +180,11 @@ func TestWindowTableStrings(t *testing.T) {
 	for _, r := range recs {
 		col := r.Column(6).(*array.String)
 		for j := range col.Len() {
-			if col.IsNull(j) != w.sNull[i] || col.Value(j) != w.s[i] {
-				t.Fatalf("record row %d: %q (null %v), want %q (null %v)", i, col.Value(j), col.IsNull(j), w.s[i], w.sNull[i])
+			if col.IsNull(j) != w.SNull[i] || col.Value(j) != w.S[i] {
+				t.Fatalf("record row %d: %q (null %v), want %q (null %v)", i, col.Value(j), col.IsNull(j), w.S[i], w.SNull[i])
 			}
-			if k := r.Column(7).(*array.String); k.IsNull(j) || k.Value(j) != w.k[i] || len(w.k[i]) != len(w.k[0]) {
-				t.Fatalf("record row %d: k %q, want %q of fixed width", i, k.Value(j), w.k[i])
+			if k := r.Column(7).(*array.String); k.IsNull(j) || k.Value(j) != w.K[i] || len(w.K[i]) != len(w.K[0]) {
+				t.Fatalf("record row %d: k %q, want %q of fixed width", i, k.Value(j), w.K[i])
 			}
 			i++
 		}
@@ -218,8 +219,8 @@ func TestParseWALStats(t *testing.T) {
 
 func TestTimedTextConsumesEveryOutput(t *testing.T) {
 	for _, q := range windowQueries() {
-		text := q.timedText()
-		if !strings.Contains(text, "FROM ("+q.text()+") q") {
+		text := timedText(q)
+		if !strings.Contains(text, "FROM ("+q.Text()+") q") {
 			t.Errorf("%s: timed text does not wrap the query: %s", q.Name, text)
 		}
 		for _, c := range q.Outputs {
@@ -227,8 +228,8 @@ func TestTimedTextConsumesEveryOutput(t *testing.T) {
 				t.Errorf("%s: output %s not consumed: %s", q.Name, c, text)
 			}
 		}
-		if strings.Contains(q.text(), "{{") {
-			t.Errorf("%s: unexpanded placeholder: %s", q.Name, q.text())
+		if strings.Contains(q.Text(), "{{") {
+			t.Errorf("%s: unexpanded placeholder: %s", q.Name, q.Text())
 		}
 	}
 }

@@ -316,7 +316,7 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 	}
 	p("<details><summary>The queries</summary>\n\n")
 	for _, q := range w.Results {
-		p("- `%s`: `%s`\n", q.Query.Name, q.Query.text())
+		p("- `%s`: `%s`\n", q.Query.Name, q.Query.Text())
 	}
 	p("\n</details>\n\n")
 	var problems []string

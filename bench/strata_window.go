@@ -13,10 +13,10 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
+	"github.com/strata-db/strata/windower/windowbench"
 )
 
 // strataWindowGrant is the memory grant of strata's window runs: as generous
@@ -45,16 +45,12 @@ func newStrataWindows(_ context.Context, log *slog.Logger, dir string, data *win
 		table, projection, key string
 		order                  []int64
 	}{
-		{"w", "by_id", "id", data.id},
-		{"w_by_a", "by_a", "a", data.a},
+		{windowbench.TableByID, "by_id", "id", data.ID},
+		{windowbench.TableByA, "by_a", "a", data.A},
 	} {
-		recs := data.records(memory.DefaultAllocator, data.orderBy(t.order), columnar.DefaultBlockRows)
 		cdir := columnar.ContainerDir(filepath.Join(dir, "data"), "w", t.projection, "c0001")
-		_, err := writeContainer(cdir, "w", t.projection, "c0001", columnar.SortKey{{Name: t.key}}, recs...)
-		for _, r := range recs {
-			r.Release()
-		}
-		if err != nil {
+		opts := columnar.WriterOptions{Table: "w", Projection: t.projection, ID: "c0001", SortKey: columnar.SortKey{{Name: t.key}}}
+		if _, err := data.WriteContainer(cdir, opts, data.OrderBy(t.order)); err != nil {
 			return nil, fmt.Errorf("strata window input %s: %w", t.projection, err)
 		}
 		s.dirs[t.table] = []string{cdir}
@@ -63,7 +59,7 @@ func newStrataWindows(_ context.Context, log *slog.Logger, dir string, data *win
 }
 
 func (s *strataWindows) run(ctx context.Context, q windowQuery) (*windower.Result, error) {
-	wq, err := sqlparse.Parse(q.text())
+	wq, err := sqlparse.Parse(q.Text())
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/strata-db/strata/windower/windowbench"
 )
 
 // windowSuite is the outcome of the window suite.
@@ -48,8 +49,8 @@ type windowRunner struct {
 func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string, p *peers) (*windowSuite, error) {
 	suite := &windowSuite{Rows: sz.WindowRows, Groups: sz.WindowGroups, Repeats: sz.Repeats, Limit: sz.QueryLimit}
 	start := time.Now()
-	data := generateWindowTable(sz.WindowRows, sz.WindowGroups, 20260101)
-	log.Info("window data generated", "rows", data.n, "seconds", time.Since(start).Seconds())
+	data := windowbench.Generate(sz.WindowRows, sz.WindowGroups, 20260101)
+	log.Info("window data generated", "rows", data.N, "seconds", time.Since(start).Seconds())
 
 	var runners []windowRunner
 
@@ -75,11 +76,11 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 			return nil, err
 		}
 		defer duck.Close()
-		timed := func(ctx context.Context, q windowQuery) error { return duck.queryRow(ctx, q.timedText()) }
+		timed := func(ctx context.Context, q windowQuery) error { return duck.queryRow(ctx, timedText(q)) }
 		runners = append(runners,
 			windowRunner{name: sysDuck1, prep: func(ctx context.Context) error { return duck.setThreads(ctx, 1) }, timed: timed},
 			windowRunner{name: sysDuckAll, prep: func(ctx context.Context) error { return duck.setThreads(ctx, runtime.NumCPU()) }, timed: timed,
-				fetch: func(ctx context.Context, q windowQuery) (*resultSet, error) { return duck.fetch(ctx, q.text()) }},
+				fetch: func(ctx context.Context, q windowQuery) (*resultSet, error) { return duck.fetch(ctx, q.Text()) }},
 		)
 	}
 
@@ -101,7 +102,7 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 			timed: func(ctx context.Context, q windowQuery) error {
 				// The server stops a query at statement_timeout, which keeps the
 				// connection usable (a cancelled context would close it).
-				_, err := conn.Exec(context.WithoutCancel(ctx), q.timedText())
+				_, err := conn.Exec(context.WithoutCancel(ctx), timedText(q))
 				if isQueryCanceled(err) {
 					return errTimedOut
 				}
@@ -111,7 +112,7 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 				if err := pgExecAll(ctx, conn, "SET statement_timeout = 0"); err != nil {
 					return nil, err
 				}
-				return pgFetch(ctx, conn, q.text())
+				return pgFetch(ctx, conn, q.Text())
 			},
 		})
 	}
@@ -203,7 +204,7 @@ func checkWindowResults(ctx context.Context, log *slog.Logger, runners []windowR
 func loadDuckWindows(ctx context.Context, log *slog.Logger, p *peers, dir string, data *windowTable) (*duckDB, error) {
 	start := time.Now()
 	pq := filepath.Join(dir, "w.parquet")
-	if err := data.writeParquet(pq); err != nil {
+	if err := writeWindowParquet(data, pq); err != nil {
 		return nil, err
 	}
 	duck, err := p.newDuck(ctx, "windows")
@@ -218,7 +219,7 @@ func loadDuckWindows(ctx context.Context, log *slog.Logger, p *peers, dir string
 		duck.Close()
 		return nil, err
 	}
-	log.Info("duckdb loaded", "rows", data.n, "seconds", time.Since(start).Seconds())
+	log.Info("duckdb loaded", "rows", data.N, "seconds", time.Since(start).Seconds())
 	return duck, nil
 }
 
@@ -228,7 +229,7 @@ func loadPostgresWindows(ctx context.Context, log *slog.Logger, conn *pgx.Conn, 
 	if err := pgExecAll(ctx, conn, "DROP TABLE IF EXISTS w, w_by_a", "CREATE TABLE w "+cols); err != nil {
 		return err
 	}
-	if err := data.copyToPostgres(ctx, conn, "w"); err != nil {
+	if err := copyWindowToPostgres(ctx, conn, data, "w"); err != nil {
 		return err
 	}
 	if err := pgExecAll(ctx, conn,
@@ -238,6 +239,6 @@ func loadPostgresWindows(ctx context.Context, log *slog.Logger, conn *pgx.Conn, 
 	); err != nil {
 		return err
 	}
-	log.Info("postgres loaded", "rows", data.n, "seconds", time.Since(start).Seconds())
+	log.Info("postgres loaded", "rows", data.N, "seconds", time.Since(start).Seconds())
 	return nil
 }

@@ -18,7 +18,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -75,7 +77,7 @@ func haveBinary(name string) bool {
 type deployment struct {
 	t       *testing.T
 	dataDir string
-	nats    *natsutil.Embedded
+	nats    *natsembed.Server
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	topo    natsutil.Topology
@@ -86,11 +88,7 @@ type deployment struct {
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
 	root := t.TempDir()
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: filepath.Join(root, "nats-server"), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
+	srv := natstest.Server(t, natsembed.Options{DataDir: filepath.Join(root, "nats-server")})
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

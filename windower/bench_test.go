@@ -3,75 +3,116 @@ package windower_test
 import (
 	"context"
 	"io"
-	"math/rand/v2"
 	"path/filepath"
 	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
+	"github.com/strata-db/strata/windower/windowbench"
 )
 
-func benchTable(n int, shuffle bool, distinct bool) (*arrow.Schema, []arrow.RecordBatch) {
-	schema := arrow.NewSchema([]arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
-	rng := rand.New(rand.NewPCG(1, 1))
-	a := make([]int64, n)
-	for i := range a {
-		if distinct {
-			a[i] = int64(i)
-		} else {
-			a[i] = 7
+// benchRows is the size of the benchmarks' table.
+const benchRows = 1 << 20
+
+// BenchmarkQuery runs every query of the window suite (windowbench) but
+// the spilling one over the suite's table in memory, its rows in the
+// query's table order, with a 1GiB grant.
+func BenchmarkQuery(b *testing.B) {
+	data := windowbench.Generate(benchRows, 1000, 1)
+	schema := windowbench.Schema()
+	recs := map[string][]arrow.RecordBatch{
+		windowbench.TableByID: data.Records(memory.NewGoAllocator(), data.OrderBy(data.ID), 65536),
+		windowbench.TableByA:  data.Records(memory.NewGoAllocator(), data.OrderBy(data.A), 65536),
+	}
+	for _, q := range windowbench.Queries() {
+		if q.Spill {
+			continue // BenchmarkQueryContainer runs it
 		}
+		b.Run(q.Name, func(b *testing.B) {
+			wq, err := sqlparse.Parse(q.Text())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			var parts int64
+			for i := 0; i < b.N; i++ {
+				res, err := windower.RunRecords(context.Background(), wq, schema, recs[q.Table], windower.Options{Grant: 1 << 30})
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain(b, res)
+				parts = res.Stats().Partitions
+				res.Close()
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(data.N)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric(float64(parts), "partitions")
+		})
 	}
-	if shuffle {
-		rng.Shuffle(n, func(i, j int) { a[i], a[j] = a[j], a[i] })
-	}
-	var recs []arrow.RecordBatch
-	for off := 0; off < n; off += 65536 {
-		end := min(off+65536, n)
-		b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
-		b.Field(0).(*array.Int64Builder).AppendValues(a[off:end], nil)
-		for i := off; i < end; i++ {
-			b.Field(1).(*array.Int64Builder).Append(rng.Int64N(1000000))
-		}
-		recs = append(recs, b.NewRecordBatch())
-		b.Release()
-	}
-	return schema, recs
 }
 
-func benchQuery(b *testing.B, sql string, n int, shuffle, distinct bool) {
-	schema, recs := benchTable(n, shuffle, distinct)
-	q, err := sqlparse.Parse(sql)
-	if err != nil {
+// BenchmarkQueryContainer runs Q0 and the spilling query over a container
+// of the suite's table, read and decoded as part of the query (as strata
+// bench window runs them); the spilling query within its grant.
+func BenchmarkQueryContainer(b *testing.B) {
+	data := windowbench.Generate(benchRows, 1000, 1)
+	dirs := map[string]string{
+		windowbench.TableByID:   filepath.Join(b.TempDir(), windowbench.TableByID),
+		windowbench.TableSeries: filepath.Join(b.TempDir(), windowbench.TableSeries),
+	}
+	if _, err := data.WriteContainer(dirs[windowbench.TableByID], columnar.WriterOptions{Table: "w", Projection: "by_id", ID: "c0",
+		SortKey: columnar.SortKey{{Name: "id"}}}, data.OrderBy(data.ID)); err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	cpu0 := cpuTime()
-	b.ResetTimer()
-	var parts int64
-	for i := 0; i < b.N; i++ {
-		res, err := windower.RunRecords(context.Background(), q, schema, recs, windower.Options{Grant: 1 << 30})
+	if _, err := windowbench.WriteSeries(dirs[windowbench.TableSeries], columnar.WriterOptions{Table: "big", Projection: "p", ID: "c0"}, benchRows, 1); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range windowbench.Queries() {
+		if q.Name != "q0_unsorted" && !q.Spill {
+			continue
+		}
+		grant := int64(1 << 30)
+		if q.Spill {
+			grant = windowbench.SpillGrant
+		}
+		b.Run(q.Name, func(b *testing.B) {
+			wq, err := sqlparse.Parse(q.Text())
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := windower.Run(context.Background(), wq, []string{dirs[q.Table]}, windower.Options{Grant: grant, TempDir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain(b, res)
+				res.Close()
+			}
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+func drain(b *testing.B, res *windower.Result) {
+	for {
+		rec, err := res.Next()
+		if err == io.EOF {
+			return
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
-		for {
-			rec, err := res.Next()
-			if err == io.EOF {
-				break
-			}
-			rec.Release()
-		}
-		parts = res.Stats().Partitions
-		res.Close()
+		rec.Release()
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
-	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
-	b.ReportMetric(float64(parts), "partitions")
 }
 
 // cpuTime is the process's user+system CPU time in nanoseconds: on a
@@ -82,65 +123,4 @@ func cpuTime() int64 {
 		return 0
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
-func BenchmarkQ0Unsorted(b *testing.B) {
-	benchQuery(b, "SELECT a, count(*) OVER (PARTITION BY a) FROM a", 1<<20, true, true)
-}
-
-func BenchmarkQ0Presorted(b *testing.B) {
-	benchQuery(b, "SELECT a, count(*) OVER (PARTITION BY a) FROM a", 1<<20, false, true)
-}
-
-func BenchmarkQ0OnePartition(b *testing.B) {
-	benchQuery(b, "SELECT a, count(*) OVER (PARTITION BY a) FROM a", 1<<20, true, false)
-}
-
-func BenchmarkSlidingMin10(b *testing.B) {
-	benchQuery(b, "SELECT min(x) OVER (ORDER BY a ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM a", 1<<20, true, true)
-}
-
-func BenchmarkSlidingMin10000(b *testing.B) {
-	benchQuery(b, "SELECT min(x) OVER (ORDER BY a ROWS BETWEEN 10000 PRECEDING AND CURRENT ROW) FROM a", 1<<20, true, true)
-}
-
-// BenchmarkQ0UnsortedContainer is Q0 over an unsorted container, read
-// and decoded as part of the query (as strata bench window runs it).
-func BenchmarkQ0UnsortedContainer(b *testing.B) {
-	schema, recs := benchTable(1<<20, true, true)
-	dir := filepath.Join(b.TempDir(), "a")
-	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "a", Projection: "p", ID: "c0", Schema: schema})
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, r := range recs {
-		if err := w.Write(r); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if _, err := w.Commit(); err != nil {
-		b.Fatal(err)
-	}
-	q, err := sqlparse.Parse("SELECT a, count(*) OVER (PARTITION BY a) FROM a")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	cpu0 := cpuTime()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		res, err := windower.Run(context.Background(), q, []string{dir}, windower.Options{Grant: 1 << 30, TempDir: b.TempDir()})
-		if err != nil {
-			b.Fatal(err)
-		}
-		for {
-			rec, err := res.Next()
-			if err == io.EOF {
-				break
-			}
-			rec.Release()
-		}
-		res.Close()
-	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -162,4 +163,14 @@ func describeRefusal(err error) string {
 		return "no server answered: " + err.Error()
 	}
 	return err.Error()
+}
+
+// IsLoopback reports whether host (a name or an IP address) is only
+// reachable from this machine.
+func IsLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }

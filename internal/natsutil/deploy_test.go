@@ -1,4 +1,4 @@
-package natsutil
+package natsutil_test
 
 import (
 	"crypto/tls"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/strata-db/strata/internal/natsutil"
 )
 
 const deployNATS = "../../deploy/nats"
@@ -21,7 +23,7 @@ func TestDeployPermissionsMatchRoles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(got) != PermissionsConfig() {
+	if string(got) != natsutil.PermissionsConfig() {
 		t.Fatalf("deploy/nats/permissions.conf is not the roles' permissions; regenerate it: strata auth permissions > deploy/nats/permissions.conf")
 	}
 }
@@ -50,7 +52,7 @@ func deployConfig(t *testing.T, node string) (*server.Options, map[string]string
 	}
 	passwords := map[string]string{}
 	var pw strings.Builder
-	for _, role := range Roles() {
+	for _, role := range natsutil.Roles() {
 		passwords[role] = "test-password-of-" + role
 		fmt.Fprintf(&pw, "%s_PASSWORD: %q\n", strings.ToUpper(strings.ReplaceAll(role, "-", "_")), passwords[role])
 	}
@@ -82,11 +84,11 @@ func TestDeployNATSConfig(t *testing.T) {
 		if opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
 			t.Errorf("%s: routes without verified TLS", node)
 		}
-		if opts.NoAuthUser != "" || len(opts.Users) != len(Roles()) {
+		if opts.NoAuthUser != "" || len(opts.Users) != len(natsutil.Roles()) {
 			t.Fatalf("%s: %d users (no-auth user %q), want one per role", node, len(opts.Users), opts.NoAuthUser)
 		}
 		for _, u := range opts.Users {
-			g, ok := RoleGrant(u.Username)
+			g, ok := natsutil.RoleGrant(u.Username)
 			if !ok {
 				t.Errorf("%s: user %q is no role", node, u.Username)
 				continue
@@ -128,11 +130,11 @@ func TestRolePermissionsDeployConfig(t *testing.T) {
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 	url := []string{srv.ClientURL()}
 	// Without the CA's trust, no connection.
-	if nc, err := Connect(ConnOptions{URLs: url, User: RoleCLIAdmin, Password: passwords[RoleCLIAdmin], ConnectTimeout: 2 * time.Second}); err == nil {
+	if nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: url, User: natsutil.RoleCLIAdmin, Password: passwords[natsutil.RoleCLIAdmin], ConnectTimeout: 2 * time.Second}); err == nil {
 		nc.Close()
 		t.Error("connected without trusting the deployment's CA")
 	}
-	base := ConnOptions{URLs: url, TLSCA: caPath}
-	ensureAs(t, ConnOptions{URLs: url, TLSCA: caPath, User: RoleScheduler, Password: passwords[RoleScheduler], InboxPrefix: InboxPrefix(RoleScheduler)})
+	base := natsutil.ConnOptions{URLs: url, TLSCA: caPath}
+	ensureAs(t, natsutil.ConnOptions{URLs: url, TLSCA: caPath, User: natsutil.RoleScheduler, Password: passwords[natsutil.RoleScheduler], InboxPrefix: natsutil.InboxPrefix(natsutil.RoleScheduler)})
 	checkMatrix(t, base, passwords)
 }

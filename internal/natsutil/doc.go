@@ -1,8 +1,9 @@
-// Package natsutil is strata's NATS plumbing: an embedded nats-server for
-// single-machine deployments, client connections for real deployments
-// (URL lists, credentials files, user/password, TLS), and the idempotent
-// creation of the JetStream streams, durable consumers and key-value buckets
-// that the services share.
+// Package natsutil is strata's NATS client plumbing: connections (URL
+// lists, credentials files, user/password, TLS), the idempotent creation
+// of the JetStream streams, durable consumers and key-value buckets that
+// the services share, and the roles a deployment's NATS users have. It
+// imports the client (nats.go) only; the embedded server is
+// internal/natsembed, linked by the binaries that run one.
 //
 // Engine packages never import this package; only services/ and the
 // integration tests do.
@@ -32,7 +33,8 @@
 //
 // # Credentials
 //
-// The embedded server's users are the roles of auth.go, one password per
-// role in DATA/nats-auth/<role>.password (mode 0600, directory 0700). The
-// file holds the password on its first line; the user name is the role.
+// The embedded server's users (internal/natsembed) are the roles of
+// auth.go, one password per role in DATA/nats-auth/<role>.password (mode
+// 0600, directory 0700). The file holds the password on its first line;
+// the user name is the role.
 package natsutil

@@ -1,4 +1,4 @@
-package natsutil
+package natsutil_test
 
 import (
 	"bytes"
@@ -10,16 +10,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/messages"
+
+	"github.com/strata-db/strata/internal/natsembed"
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
-func startTestServer(t *testing.T) (*Embedded, jetstream.JetStream) {
+func startTestServer(t *testing.T) (*natsembed.Server, jetstream.JetStream) {
 	t.Helper()
-	srv, err := StartEmbedded(EmbeddedOptions{DataDir: t.TempDir(), Port: RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := Connect(ConnOptions{URLs: []string{srv.ClientURL()}, Name: "natsutil-test"})
+	srv := natstest.Server(t, natsembed.Options{})
+	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, Name: "natsutil-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,11 +36,11 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < 2; i++ {
-		if err := EnsureStreams(ctx, js); err != nil {
+		if err := natsutil.EnsureStreams(ctx, js); err != nil {
 			t.Fatalf("run %d: %v", i+1, err)
 		}
 	}
-	for _, cfg := range DefaultTopology().Streams() {
+	for _, cfg := range natsutil.DefaultTopology().Streams() {
 		s, err := js.Stream(ctx, cfg.Name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", cfg.Name, err)
@@ -56,7 +56,7 @@ func TestEnsureStreamsIsIdempotent(t *testing.T) {
 			t.Errorf("stream %s: duplicate window %v", cfg.Name, info.Config.Duplicates)
 		}
 	}
-	for _, c := range DefaultTopology().Consumers() {
+	for _, c := range natsutil.DefaultTopology().Consumers() {
 		cons, err := js.Consumer(ctx, c.Stream, c.Config.Durable)
 		if err != nil {
 			t.Fatalf("consumer %s: %v", c.Config.Durable, err)
@@ -92,12 +92,12 @@ func TestPublishDeduplicatesByMsgID(t *testing.T) {
 	_, js := startTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := EnsureStreams(ctx, js); err != nil {
+	if err := natsutil.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	ev := &messages.JobEvent{JobID: "j1", Operation: "mergeout", Type: messages.EventDone, Worker: "w"}
 	for i := 0; i < 3; i++ {
-		ack, err := Publish(ctx, js, messages.SubjectEventDone, "j1-done", ev)
+		ack, err := natsutil.Publish(ctx, js, messages.SubjectEventDone, "j1-done", ev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,12 +116,12 @@ func TestPublishDeadLetterKeepsReason(t *testing.T) {
 	_, js := startTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := EnsureStreams(ctx, js); err != nil {
+	if err := natsutil.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	dl := DeadLetter{Subject: messages.SubjectJobMergeout, Data: []byte("garbage"), Reason: "not msgpack", Service: "merger", StreamSeq: 7, Delivery: 1}
+	dl := natsutil.DeadLetter{Subject: messages.SubjectJobMergeout, Data: []byte("garbage"), Reason: "not msgpack", Service: "merger", StreamSeq: 7, Delivery: 1}
 	for i := 0; i < 2; i++ { // the same rejected message twice: one dead letter
-		if err := PublishDeadLetter(ctx, js, dl); err != nil {
+		if err := natsutil.PublishDeadLetter(ctx, js, dl); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -146,14 +146,14 @@ func TestPublishDeadLetterKeepsReason(t *testing.T) {
 }
 
 func TestSplitURLs(t *testing.T) {
-	got := SplitURLs(" nats://a:4222, ,nats://b:4222,")
+	got := natsutil.SplitURLs(" nats://a:4222, ,nats://b:4222,")
 	if len(got) != 2 || got[0] != "nats://a:4222" || got[1] != "nats://b:4222" {
 		t.Errorf("SplitURLs = %q", got)
 	}
 }
 
 func TestConnectRejectsHalfTLSPair(t *testing.T) {
-	if _, err := Connect(ConnOptions{TLSCert: "cert.pem"}); err == nil {
+	if _, err := natsutil.Connect(natsutil.ConnOptions{TLSCert: "cert.pem"}); err == nil {
 		t.Error("Connect with a certificate and no key succeeded")
 	}
 }
@@ -162,45 +162,45 @@ func TestRecordAndReplayStream(t *testing.T) {
 	_, js := startTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := EnsureStreams(ctx, js); err != nil {
+	if err := natsutil.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	for i, id := range []string{"a", "b", "c"} {
 		j := &messages.MergeoutJob{JobID: id, Table: "t", Projection: "p", Inputs: []messages.ContainerRef{{ID: "c1"}}, Output: "m" + id, Grant: messages.Grant{Bytes: int64(i + 1)}}
-		if _, err := Publish(ctx, js, messages.SubjectJobMergeout, "job-"+id, j); err != nil {
+		if _, err := natsutil.Publish(ctx, js, messages.SubjectJobMergeout, "job-"+id, j); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var buf bytes.Buffer
-	n, err := RecordStream(ctx, js, messages.StreamJobs, &buf)
+	n, err := natsutil.RecordStream(ctx, js, messages.StreamJobs, &buf)
 	if err != nil || n != 3 {
 		t.Fatalf("RecordStream = %d, %v", n, err)
 	}
-	msgs, err := ReadRecording(bytes.NewReader(buf.Bytes()))
+	msgs, err := natsutil.ReadRecording(bytes.NewReader(buf.Bytes()))
 	if err != nil || len(msgs) != 3 || msgs[1].MsgID != "job-b" {
 		t.Fatalf("ReadRecording = %d messages, %v", len(msgs), err)
 	}
 
 	_, fresh := startTestServer(t)
-	if err := EnsureStreams(ctx, fresh); err != nil {
+	if err := natsutil.EnsureStreams(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ { // twice: deduplicated by msg id
-		if err := Replay(ctx, fresh, msgs, nil); err != nil {
+		if err := natsutil.Replay(ctx, fresh, msgs, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var again bytes.Buffer
-	if n, err := RecordStream(ctx, fresh, messages.StreamJobs, &again); err != nil || n != 3 {
+	if n, err := natsutil.RecordStream(ctx, fresh, messages.StreamJobs, &again); err != nil || n != 3 {
 		t.Fatalf("record replayed stream = %d, %v", n, err)
 	}
-	replayed, _ := ReadRecording(&again)
+	replayed, _ := natsutil.ReadRecording(&again)
 	for i := range msgs {
 		if !bytes.Equal(msgs[i].Data, replayed[i].Data) || msgs[i].Subject != replayed[i].Subject {
 			t.Errorf("message %d differs after replay", i)
 		}
 	}
-	if _, err := ReadRecording(strings.NewReader(`{"format":"other"}`)); err == nil {
+	if _, err := natsutil.ReadRecording(strings.NewReader(`{"format":"other"}`)); err == nil {
 		t.Error("foreign file accepted as a recording")
 	}
 }
@@ -209,12 +209,12 @@ func TestCreateMissingStreamsKeepsConfiguration(t *testing.T) {
 	_, js := startTestServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	custom := DefaultTopology()
+	custom := natsutil.DefaultTopology()
 	custom.DuplicateWindow = time.Minute
 	if err := custom.Ensure(ctx, js); err != nil {
 		t.Fatal(err)
 	}
-	if err := DefaultTopology().CreateMissingStreams(ctx, js); err != nil {
+	if err := natsutil.DefaultTopology().CreateMissingStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	s, _ := js.Stream(ctx, messages.StreamJobs)

@@ -1,4 +1,4 @@
-package natsutil
+package natsutil_test
 
 import (
 	"context"
@@ -10,6 +10,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/messages"
+
+	"github.com/strata-db/strata/internal/natsembed"
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // TestPublishRetryAcrossRestart: a publish made while the server is down
@@ -22,11 +26,8 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedOptions{DataDir: dir, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := Connect(ConnOptions{URLs: []string{srv.ClientURL()}, Name: "publish-retry-test"})
+	srv := natstest.Server(t, natsembed.Options{DataDir: dir, Port: port})
+	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, Name: "publish-retry-test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := EnsureStreams(ctx, js); err != nil {
+	if err := natsutil.EnsureStreams(ctx, js); err != nil {
 		t.Fatal(err)
 	}
 	srv.Shutdown()
@@ -46,7 +47,7 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 	msg.Header.Set(messages.HeaderMsgID, "e-1")
 	done := make(chan error, 1)
 	go func() {
-		_, err := PublishRetry(ctx, js, msg)
+		_, err := natsutil.PublishRetry(ctx, js, msg)
 		done <- err
 	}()
 	time.Sleep(1500 * time.Millisecond) // attempts fail meanwhile
@@ -55,15 +56,11 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 		t.Fatalf("publish returned while the server was down: %v", err)
 	default:
 	}
-	srv, err = StartEmbedded(EmbeddedOptions{DataDir: dir, Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	natstest.Server(t, natsembed.Options{DataDir: dir, Port: port})
 	if err := <-done; err != nil {
 		t.Fatalf("publish across the restart: %v", err)
 	}
-	if _, err := PublishRetry(ctx, js, msg); err != nil { // again: stored once
+	if _, err := natsutil.PublishRetry(ctx, js, msg); err != nil { // again: stored once
 		t.Fatal(err)
 	}
 	s, err := js.Stream(ctx, messages.StreamUpdates)
@@ -83,7 +80,7 @@ func TestPublishRetryAcrossRestart(t *testing.T) {
 // message twice, so PublishRetry refuses it.
 func TestPublishRetryNeedsMsgID(t *testing.T) {
 	_, js := startTestServer(t)
-	_, err := PublishRetry(context.Background(), js, &nats.Msg{Subject: "x", Header: nats.Header{}})
+	_, err := natsutil.PublishRetry(context.Background(), js, &nats.Msg{Subject: "x", Header: nats.Header{}})
 	if err == nil {
 		t.Fatal("published without a message ID")
 	}

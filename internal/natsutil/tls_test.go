@@ -1,4 +1,4 @@
-package natsutil
+package natsutil_test
 
 import (
 	"crypto/ecdsa"
@@ -14,6 +14,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/strata-db/strata/internal/natsembed"
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // testCA is a certificate authority a test makes.
@@ -108,35 +112,35 @@ func TestEmbeddedTLS(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			data := t.TempDir()
-			passwords, err := EnsureCredentials(data)
+			passwords, err := natsutil.EnsureCredentials(data)
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := EmbeddedOptions{DataDir: data, Port: RandomPort, Passwords: passwords, TLSCert: srvCert, TLSKey: srvKey}
+			opts := natsembed.Options{DataDir: data, Port: natsembed.RandomPort, Passwords: passwords, TLSCert: srvCert, TLSKey: srvKey}
 			if mutual {
 				opts.TLSCA = ca.path
 			}
-			srv, err := StartEmbedded(opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Shutdown()
-			base := ConnOptions{URLs: []string{srv.ClientURL()}, User: RoleMerger, Password: passwords[RoleMerger], ConnectTimeout: 2 * time.Second}
-			with := func(f func(*ConnOptions)) ConnOptions { o := base; f(&o); return o }
+			srv := natstest.Server(t, opts)
+			base := natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, User: natsutil.RoleMerger, Password: passwords[natsutil.RoleMerger], ConnectTimeout: 2 * time.Second}
+			with := func(f func(*natsutil.ConnOptions)) natsutil.ConnOptions { o := base; f(&o); return o }
 			cases := []struct {
 				name string
-				opts ConnOptions
+				opts natsutil.ConnOptions
 				ok   bool
 			}{
-				{"trusting the CA", with(func(o *ConnOptions) { o.TLSCA = ca.path; o.TLSCert, o.TLSKey = cliCert, cliKey }), true},
-				{"without trust (system roots)", with(func(o *ConnOptions) { o.TLSCert, o.TLSKey = cliCert, cliKey }), false},
-				{"trusting another CA", with(func(o *ConnOptions) { o.TLSCA = other.path; o.TLSCert, o.TLSKey = cliCert, cliKey }), false},
-				{"trusting the CA, no password", with(func(o *ConnOptions) { o.TLSCA = ca.path; o.TLSCert, o.TLSKey = cliCert, cliKey; o.Password = "" }), false},
-				{"trusting the CA, no client certificate", with(func(o *ConnOptions) { o.TLSCA = ca.path }), !mutual},
-				{"trusting the CA, a client certificate of another CA", with(func(o *ConnOptions) { o.TLSCA = ca.path; o.TLSCert, o.TLSKey = strangerCert, strangerKey }), !mutual},
+				{"trusting the CA", with(func(o *natsutil.ConnOptions) { o.TLSCA = ca.path; o.TLSCert, o.TLSKey = cliCert, cliKey }), true},
+				{"without trust (system roots)", with(func(o *natsutil.ConnOptions) { o.TLSCert, o.TLSKey = cliCert, cliKey }), false},
+				{"trusting another CA", with(func(o *natsutil.ConnOptions) { o.TLSCA = other.path; o.TLSCert, o.TLSKey = cliCert, cliKey }), false},
+				{"trusting the CA, no password", with(func(o *natsutil.ConnOptions) {
+					o.TLSCA = ca.path
+					o.TLSCert, o.TLSKey = cliCert, cliKey
+					o.Password = ""
+				}), false},
+				{"trusting the CA, no client certificate", with(func(o *natsutil.ConnOptions) { o.TLSCA = ca.path }), !mutual},
+				{"trusting the CA, a client certificate of another CA", with(func(o *natsutil.ConnOptions) { o.TLSCA = ca.path; o.TLSCert, o.TLSKey = strangerCert, strangerKey }), !mutual},
 			}
 			for _, c := range cases {
-				nc, err := Connect(c.opts)
+				nc, err := natsutil.Connect(c.opts)
 				if err == nil {
 					if tls, _ := nc.TLSConnectionState(); !tls.HandshakeComplete {
 						t.Errorf("%s: connected without TLS", c.name)
@@ -152,21 +156,17 @@ func TestEmbeddedTLS(t *testing.T) {
 
 	// With a certificate the embedded server may listen beyond loopback.
 	data := t.TempDir()
-	passwords, err := EnsureCredentials(data)
+	passwords, err := natsutil.EnsureCredentials(data)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := StartEmbedded(EmbeddedOptions{DataDir: data, Host: "0.0.0.0", Port: RandomPort, Passwords: passwords, TLSCert: srvCert, TLSKey: srvKey})
-	if err != nil {
-		t.Fatalf("0.0.0.0 with TLS: %v", err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t, natsembed.Options{DataDir: data, Host: "0.0.0.0", Passwords: passwords, TLSCert: srvCert, TLSKey: srvKey})
 	// Its URL is one the certificate names, so this host's clients (the
 	// scheduler itself) verify it.
 	if !strings.HasPrefix(srv.ClientURL(), "tls://127.0.0.1:") {
 		t.Errorf("client URL %s", srv.ClientURL())
 	}
-	nc, err := Connect(ConnOptions{URLs: []string{srv.ClientURL()}, User: RoleScheduler, Password: passwords[RoleScheduler], TLSCA: ca.path})
+	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, User: natsutil.RoleScheduler, Password: passwords[natsutil.RoleScheduler], TLSCA: ca.path})
 	if err != nil {
 		t.Fatalf("connect to %s: %v", srv.ClientURL(), err)
 	}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // syncBuffer is a log sink safe for the connection's goroutines.
@@ -56,11 +56,7 @@ func TestConnectWaitsForNATS(t *testing.T) {
 		t.Fatalf("Connect returned with no server: %v", err)
 	default:
 	}
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	natstest.Server(t, natsembed.Options{Port: port})
 	select {
 	case err := <-done:
 		if err != nil {
@@ -75,17 +71,9 @@ func TestConnectWaitsForNATS(t *testing.T) {
 // TestConnectSaysCredentialsRefused: a wrong password is reported as the
 // server refusing the credentials, not as a time-out.
 func TestConnectSaysCredentialsRefused(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: natsutil.RandomPort, Username: "strata", Password: "right", NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	defer srv.Shutdown()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
+	srv := natstest.Server(t, natsembed.Options{Passwords: map[string]string{natsutil.RoleMerger: "right"}})
 	var logs syncBuffer
-	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, User: "strata", Password: "wrong",
+	nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{srv.ClientURL()}, User: natsutil.RoleMerger, Password: "wrong",
 		RetryOnFailedConnect: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -18,11 +20,7 @@ import (
 // refuses a flag that disagrees with it, adopts it otherwise, and changes
 // nothing on the server.
 func TestWorkerCannotReconfigureConsumers(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t, natsembed.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	owner := NewBinary("scheduler", "")
@@ -43,7 +41,7 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rogue.NC.Close()
-	_, err = rogue.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
+	_, err := rogue.WaitConsumer(ctx, messages.StreamJobs, messages.ConsumerMerger)
 	if err == nil || !strings.Contains(err.Error(), "--job-ack-wait 1ms disagrees with consumer merger's 7s") {
 		t.Fatalf("a worker with a disagreeing lease connected: %v", err)
 	}
@@ -74,11 +72,7 @@ func TestWorkerCannotReconfigureConsumers(t *testing.T) {
 // TestWorkerWaitsForTopology: a worker started before the scheduler waits
 // for the streams instead of creating them with its own settings.
 func TestWorkerWaitsForTopology(t *testing.T) {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: t.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
+	srv := natstest.Server(t, natsembed.Options{})
 	w := NewBinary("windower", "")
 	if err := w.Start([]string{"--nats", srv.ClientURL(), "--data", t.TempDir()}); err != nil {
 		t.Fatal(err)

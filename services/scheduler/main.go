@@ -36,6 +36,7 @@ import (
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
@@ -88,7 +89,7 @@ func run(args []string) error {
 			return fmt.Errorf("--listen %q: port: %w", *listen, err)
 		}
 		if port == 0 {
-			port = natsutil.RandomPort
+			port = natsembed.RandomPort
 		}
 		if *listenCert == "" && !natsutil.IsLoopback(host) {
 			return fmt.Errorf("--listen %q: not a loopback address: the embedded NATS server listens beyond this machine only with TLS (--listen-tls-cert, --listen-tls-key)", *listen)
@@ -97,7 +98,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
 		}
-		emb, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats"),
+		emb, err := natsembed.Start(natsembed.Options{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats"),
 			Passwords: passwords, TLSCert: *listenCert, TLSKey: *listenKey, TLSCA: *listenCA})
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,13 +15,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
+	"github.com/strata-db/strata/windower/windowbench"
 )
 
 func init() {
@@ -31,15 +28,6 @@ func init() {
 		summary: "run the window-function suite over generated containers and report speed, memory and allocations",
 		run:     runBenchWindow,
 	})
-}
-
-// windowCase is one query of the suite.
-type windowCase struct {
-	name  string
-	sql   string
-	table string // generated table it reads
-	rows  int    // 0: --rows
-	grant int64  // 0: --grant
 }
 
 // windowResult is one line of the benchmark's output.
@@ -58,27 +46,6 @@ type windowResult struct {
 	AllocsPerPartition float64 `json:"allocs_per_partition"`
 	Mallocs            uint64  `json:"mallocs"`
 	Runs               int     `json:"runs"` // the figures are of the run of median CPU time
-}
-
-func windowSuite(bigRows int) []windowCase {
-	return []windowCase{
-		{name: "q0_unsorted", sql: "SELECT a, count(*) OVER (PARTITION BY a) FROM a", table: "a"},
-		{name: "q0_presorted", sql: "SELECT a, count(*) OVER (PARTITION BY a) FROM a_sorted", table: "a_sorted"},
-		{name: "q0_one_partition", sql: "SELECT a, count(*) OVER (PARTITION BY a) FROM a_one", table: "a_one"},
-		{name: "q0_mod_1000", sql: "SELECT a, count(*) OVER (PARTITION BY a % 1000) FROM a", table: "a"},
-		{name: "row_number_rank", sql: "SELECT g, x, row_number() OVER (PARTITION BY g ORDER BY x), rank() OVER (PARTITION BY g ORDER BY x) FROM t", table: "t"},
-		{name: "sum_rows_10", sql: "SELECT g, x, sum(x) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
-		{name: "avg_range_ts", sql: "SELECT ts, avg(x) OVER (ORDER BY ts RANGE BETWEEN INTERVAL '10 seconds' PRECEDING AND CURRENT ROW) FROM t", table: "t"},
-		{name: "min_rows_10", sql: "SELECT ts, min(x) OVER (ORDER BY ts ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
-		{name: "min_rows_1000", sql: "SELECT ts, min(x) OVER (ORDER BY ts ROWS BETWEEN 1000 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
-		{name: "min_rows_10000", sql: "SELECT ts, min(x) OVER (ORDER BY ts ROWS BETWEEN 10000 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
-		{name: "lag_lead", sql: "SELECT ts, lag(x) OVER (ORDER BY ts), lead(x, 2, 0) OVER (ORDER BY ts) FROM t", table: "t"},
-		{name: "first_value_s", sql: "SELECT g, x, first_value(s) OVER (PARTITION BY g ORDER BY x) FROM t", table: "t"},
-		{name: "max_s_rows10", sql: "SELECT g, x, max(s) OVER (PARTITION BY g ORDER BY x ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM t", table: "t"},
-		{name: "lag_k", sql: "SELECT g, x, lag(k) OVER (PARTITION BY g ORDER BY x) FROM t", table: "t"},
-		{name: "count_by_s", sql: "SELECT s, count(*) OVER (PARTITION BY s) FROM t", table: "t"},
-		{name: "spill_one_partition", sql: "SELECT ts, sum(x) OVER (ORDER BY ts ROWS BETWEEN 10 PRECEDING AND CURRENT ROW) FROM big", table: "big", rows: bigRows, grant: 64 << 20},
-	}
 }
 
 type benchWindowConfig struct {
@@ -132,36 +99,24 @@ func runBenchWindow(ctx context.Context, args []string) error {
 		defer os.RemoveAll(dir)
 	}
 	var results []windowResult
-	generated := map[string]string{}
-	for _, c := range windowSuite(cfg.bigRows) {
-		if cfg.only != "" && c.name != cfg.only {
+	tables := &windowTables{dir: dir, seed: cfg.seed}
+	for _, q := range windowbench.Queries() {
+		if cfg.only != "" && q.Name != cfg.only {
 			continue
 		}
-		rows := c.rows
-		if rows == 0 {
-			rows = cfg.rows
+		rows, grant := cfg.rows, cfg.grant
+		if q.Spill {
+			rows, grant = cfg.bigRows, windowbench.SpillGrant
 		}
-		key := fmt.Sprintf("%s/%d", c.table, rows)
-		if _, ok := generated[key]; !ok {
-			d := filepath.Join(dir, fmt.Sprintf("%s_%d_seed%d", c.table, rows, cfg.seed))
-			if _, err := columnar.Open(d, columnar.OpenOptions{}); err != nil {
-				// Not there yet (a --dir of an earlier run keeps its tables).
-				os.RemoveAll(d)
-				if err := generateWindowTable(d, c.table, rows, cfg.seed); err != nil {
-					return fmt.Errorf("generate table %s: %w", c.table, err)
-				}
-			}
-			generated[key] = d
-		}
-		grant := c.grant
-		if grant == 0 {
-			grant = cfg.grant
+		containerDir, err := tables.container(q.Table, rows)
+		if err != nil {
+			return fmt.Errorf("generate table %s of %d rows: %w", q.Table, rows, err)
 		}
 		profile := ""
 		if cfg.cpuProfile != "" {
 			profile = cfg.cpuProfile
 			if cfg.only == "" {
-				profile += "." + c.name // one profile per case
+				profile += "." + q.Name // one profile per case
 			}
 		}
 		var runs []windowResult
@@ -170,9 +125,9 @@ func runBenchWindow(ctx context.Context, args []string) error {
 			if k != cfg.repeat/2 {
 				p = "" // profile one run: the middle one
 			}
-			r, err := runWindowCase(ctx, c, generated[key], grant, filepath.Join(dir, "tmp"), p)
+			r, err := runWindowCase(ctx, q, containerDir, grant, filepath.Join(dir, "tmp"), p)
 			if err != nil {
-				return fmt.Errorf("%s: %w", c.name, err)
+				return fmt.Errorf("%s: %w", q.Name, err)
 			}
 			runs = append(runs, r)
 		}
@@ -199,8 +154,9 @@ func runBenchWindow(ctx context.Context, args []string) error {
 
 // runWindowCase runs one case; with profile set, it writes a CPU profile
 // of the timed section (the run and reading its result) there.
-func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant int64, tmp, profile string) (windowResult, error) {
-	q, err := sqlparse.Parse(c.sql)
+func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string, grant int64, tmp, profile string) (windowResult, error) {
+	sql := c.Text()
+	q, err := sqlparse.Parse(sql)
 	if err != nil {
 		return windowResult{}, err
 	}
@@ -250,7 +206,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 	res.Close()
 	st := res.Stats()
 	r := windowResult{
-		Query: c.sql, Name: c.name, Rows: rows, Partitions: st.Partitions, SortedInput: st.SortedInput,
+		Query: sql, Name: c.Name, Rows: rows, Partitions: st.Partitions, SortedInput: st.SortedInput,
 		Seconds: elapsed.Seconds(), CPUSeconds: cpu.Seconds(), RowsPerS: float64(rows) / elapsed.Seconds(),
 		PeakBytes: st.PeakBytes, GrantBytes: grant, SpilledBytes: st.SpilledBytes,
 		Mallocs: after.Mallocs - before.Mallocs,
@@ -261,92 +217,46 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 	return r, nil
 }
 
-// generateWindowTable writes table name with rows rows as one container at dir.
-//
-//	a:        a INT64, a permutation of 0..rows-1 (every value distinct), unsorted
-//	a_sorted: the same, sorted on a
-//	a_one:    a INT64, all 7 (one partition), unsorted
-//	t:        g INT64 in [0, 1000), x INT64 random, ts TIMESTAMP(us) one row per ~1ms with jitter,
-//	          s UTF8 nullable labels of varied length (columnar.GenLabels), k UTF8 fixed-width codes
-//	          (columnar.GenCodes), the string columns of bench/ too; unsorted
-//	big:      ts, x as in t; unsorted
-func generateWindowTable(dir, name string, rows int, seed uint64) error {
-	rng := rand.New(rand.NewPCG(seed, uint64(len(name))))
-	mem := memory.NewGoAllocator()
-	ts := &arrow.TimestampType{Unit: arrow.Microsecond}
-	var fields []arrow.Field
-	var key columnar.SortKey
-	switch name {
-	case "a", "a_sorted", "a_one":
-		fields = []arrow.Field{{Name: "a", Type: arrow.PrimitiveTypes.Int64}}
-		if name == "a_sorted" {
-			key = columnar.SortKey{{Name: "a"}}
-		}
-	case "t":
-		fields = []arrow.Field{{Name: "g", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}, {Name: "ts", Type: ts},
-			{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true}, {Name: "k", Type: arrow.BinaryTypes.String}}
-	case "big":
-		fields = []arrow.Field{{Name: "ts", Type: ts}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}}
-	default:
-		return fmt.Errorf("unknown table %q", name)
-	}
-	schema := arrow.NewSchema(fields, nil)
-	w, err := columnar.Create(dir, columnar.WriterOptions{Table: name, Projection: "p", ID: "c0", Schema: schema, SortKey: key})
-	if err != nil {
-		return err
-	}
-	var labels, codes []string
-	var labelNull []bool
-	if name == "t" {
-		// Their own streams, so g, x and ts are what they were before s and k.
-		labels, labelNull = columnar.GenLabels(rows, rand.New(rand.NewPCG(seed, 0x5851f42d4c957f2d)))
-		codes = columnar.GenCodes(rows, rand.New(rand.NewPCG(seed, 0x14057b7ef767814f)))
-	}
-	var perm []int64
-	if name == "a" || name == "a_sorted" {
-		perm = make([]int64, rows)
-		for i := range perm {
-			perm[i] = int64(i)
-		}
-		if name == "a" {
-			rng.Shuffle(rows, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
-		}
-	}
-	const batch = 65536
-	for off := 0; off < rows; off += batch {
-		n := min(batch, rows-off)
-		b := array.NewRecordBuilder(mem, schema)
-		for i := 0; i < n; i++ {
-			r := off + i
-			switch name {
-			case "a", "a_sorted":
-				b.Field(0).(*array.Int64Builder).Append(perm[r])
-			case "a_one":
-				b.Field(0).(*array.Int64Builder).Append(7)
-			case "t":
-				b.Field(0).(*array.Int64Builder).Append(int64(rng.IntN(1000)))
-				b.Field(1).(*array.Int64Builder).Append(rng.Int64N(1_000_000))
-				b.Field(2).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(r)*1000 + rng.Int64N(5000)))
-				if labelNull[r] {
-					b.Field(3).AppendNull()
-				} else {
-					b.Field(3).(*array.StringBuilder).Append(labels[r])
-				}
-				b.Field(4).(*array.StringBuilder).Append(codes[r])
-			case "big":
-				b.Field(0).(*array.TimestampBuilder).Append(arrow.Timestamp(int64(r)*1000 + rng.Int64N(5000)))
-				b.Field(1).(*array.Int64Builder).Append(rng.Int64N(1_000_000))
-			}
-		}
-		rec := b.NewRecordBatch()
-		b.Release()
-		err := w.Write(rec)
-		rec.Release()
-		if err != nil {
-			w.Abort()
-			return err
-		}
-	}
-	_, err = w.Commit()
-	return err
+// windowTables writes the suite's tables as containers under dir, each
+// table of each size once: a --dir of an earlier run keeps them.
+type windowTables struct {
+	dir  string
+	seed uint64
+	data *windowbench.Table // the rows last generated
 }
+
+// container returns the container of table (windowbench.TableByID,
+// TableByA or TableSeries) with rows rows, writing it if it is not there.
+func (t *windowTables) container(table string, rows int) (string, error) {
+	key := map[string]string{windowbench.TableByID: "id", windowbench.TableByA: "a", windowbench.TableSeries: "ts"}[table]
+	if key == "" {
+		return "", fmt.Errorf("unknown table %q", table)
+	}
+	d := filepath.Join(t.dir, fmt.Sprintf("%s_%d_seed%d", table, rows, t.seed))
+	if _, err := columnar.Open(d, columnar.OpenOptions{}); err == nil {
+		return d, nil
+	}
+	os.RemoveAll(d) // half written by an interrupted run, if there
+	if table == windowbench.TableSeries {
+		// Written a batch at a time: unsorted, any size.
+		_, err := windowbench.WriteSeries(d, columnar.WriterOptions{Table: table, Projection: "p", ID: "c0"}, rows, t.seed)
+		return d, err
+	}
+	if t.data == nil || t.data.N != rows {
+		t.data = nil // let the old rows go first
+		t.data = windowbench.Generate(rows, windowGroups, t.seed)
+	}
+	order := t.data.ID
+	if key == "a" {
+		order = t.data.A
+	}
+	opts := columnar.WriterOptions{Table: "w", Projection: "by_" + key, ID: "c0", SortKey: columnar.SortKey{{Name: key}}}
+	if _, err := t.data.WriteContainer(d, opts, t.data.OrderBy(order)); err != nil {
+		return "", err
+	}
+	return d, nil
+}
+
+// windowGroups is the number of values of the generated tables' column g:
+// partitions of about rows/1000 rows.
+const windowGroups = 1000

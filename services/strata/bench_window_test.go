@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/strata-db/strata/windower/windowbench"
 )
 
 func TestParseBenchWindow(t *testing.T) {
@@ -33,8 +35,8 @@ func TestBenchWindowSmall(t *testing.T) {
 		return runBenchWindow(context.Background(), []string{"--rows", "3000", "--big-rows", "20000", "--json", "--dir", t.TempDir()})
 	})
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != len(windowSuite(20000)) {
-		t.Fatalf("%d result lines, want %d:\n%s", len(lines), len(windowSuite(20000)), out)
+	if len(lines) != len(windowbench.Queries()) {
+		t.Fatalf("%d result lines, want %d:\n%s", len(lines), len(windowbench.Queries()), out)
 	}
 	for _, l := range lines {
 		var r windowResult

@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
@@ -24,21 +24,8 @@ import (
 // acked once durable. It reports durable events per second, WAL bytes per
 // event and events per fdatasync.
 func BenchmarkUpdatesToWAL(b *testing.B) {
-	srv, err := natsutil.StartEmbedded(natsutil.EmbeddedOptions{DataDir: b.TempDir(), Port: natsutil.RandomPort})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	_, _, js := natstest.Start(b, natsutil.Topology{}, jetstream.WithPublishAsyncMaxPending(4096))
 	ctx := context.Background()
-	if err := natsutil.EnsureStreams(ctx, js); err != nil {
-		b.Fatal(err)
-	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	wal, err := walwriter.Open(b.TempDir(), walwriter.Options{Logger: log})
 	if err != nil {

@@ -1,4 +1,14 @@
-package natsutil
+// Package natsembed runs a nats-server with JetStream inside this process:
+// the scheduler's server when it is given no --nats, and the tests'.
+//
+// It is the only package that links the server (github.com/nats-io/
+// nats-server/v2/server); the binaries that only connect to NATS (the
+// workers and the CLI) import internal/natsutil and not this package, so
+// they do not carry the server's code. The server's JetStream store is
+// DATA/nats. With Options.Passwords it has one user per role of
+// internal/natsutil (auth.go), with that role's permissions, given bcrypt
+// hashes of the passwords only.
+package natsembed
 
 import (
 	"errors"
@@ -10,6 +20,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/strata-db/strata/internal/natsutil"
 )
 
 // DefaultPort is the port an embedded server listens on unless told otherwise.
@@ -19,8 +31,8 @@ const DefaultPort = 4222
 // kernel (for tests).
 const RandomPort = -1
 
-// EmbeddedOptions configures an embedded nats-server.
-type EmbeddedOptions struct {
+// Options configures an embedded nats-server.
+type Options struct {
 	// DataDir is the strata data directory; the JetStream store is kept
 	// under DataDir/nats. Required.
 	DataDir string
@@ -40,8 +52,9 @@ type EmbeddedOptions struct {
 	Logger *slog.Logger
 
 	// Passwords, when not nil, turns authentication on: one user per role
-	// (role -> password, see EnsureCredentials) with the role's
-	// permissions (RoleGrant). Nil leaves the server open, for tests.
+	// (role -> password, see natsutil.EnsureCredentials) with the role's
+	// permissions (natsutil.RoleGrant). Nil leaves the server open, for
+	// tests.
 	Passwords map[string]string
 	// TLSCert and TLSKey are the server's certificate and key (PEM); with
 	// them clients must connect with TLS. TLSCA, when set, is the CA bundle
@@ -49,28 +62,19 @@ type EmbeddedOptions struct {
 	TLSCert, TLSKey, TLSCA string
 }
 
-// IsLoopback reports whether host (a name or an IP address) is only
-// reachable from this machine.
-func IsLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// Embedded is a running in-process nats-server with JetStream enabled.
-type Embedded struct {
+// Server is a running in-process nats-server with JetStream enabled.
+type Server struct {
 	srv  *server.Server
 	tls  bool
 	host string // as given
 }
 
-// StartEmbedded starts a nats-server inside this process and waits until it
-// accepts clients.
-func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
+// Start starts a nats-server inside this process and waits until it
+// accepts clients. It refuses to listen beyond loopback without TLS and
+// authentication.
+func Start(opts Options) (*Server, error) {
 	if opts.DataDir == "" {
-		return nil, errors.New("natsutil: embedded server: data directory is required")
+		return nil, errors.New("natsembed: data directory is required")
 	}
 	if opts.Host == "" {
 		opts.Host = "127.0.0.1"
@@ -85,13 +89,13 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 		opts.ReadyTimeout = 10 * time.Second
 	}
 	if (opts.TLSCert == "") != (opts.TLSKey == "") {
-		return nil, errors.New("natsutil: embedded server: TLS needs both a certificate and a key")
+		return nil, errors.New("natsembed: TLS needs both a certificate and a key")
 	}
-	if opts.TLSCert == "" && !IsLoopback(opts.Host) {
-		return nil, fmt.Errorf("natsutil: embedded server: refusing to listen on %s without TLS: give a certificate and key, or listen on 127.0.0.1", opts.Host)
+	if opts.TLSCert == "" && !natsutil.IsLoopback(opts.Host) {
+		return nil, fmt.Errorf("natsembed: refusing to listen on %s without TLS: give a certificate and key, or listen on 127.0.0.1", opts.Host)
 	}
-	if opts.Passwords == nil && !IsLoopback(opts.Host) {
-		return nil, fmt.Errorf("natsutil: embedded server: refusing to listen on %s without authentication", opts.Host)
+	if opts.Passwords == nil && !natsutil.IsLoopback(opts.Host) {
+		return nil, fmt.Errorf("natsembed: refusing to listen on %s without authentication", opts.Host)
 	}
 	sopts := &server.Options{
 		ServerName:         opts.ServerName,
@@ -110,14 +114,14 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 			return nil, err
 		}
 		if len(users) == 0 {
-			return nil, errors.New("natsutil: embedded server: authentication on but no users")
+			return nil, errors.New("natsembed: authentication on but no users")
 		}
 		sopts.Users = users
 	}
 	if opts.TLSCert != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: opts.TLSCert, KeyFile: opts.TLSKey, CaFile: opts.TLSCA, Verify: opts.TLSCA != ""})
 		if err != nil {
-			return nil, fmt.Errorf("natsutil: embedded server TLS: %w", err)
+			return nil, fmt.Errorf("natsembed: TLS: %w", err)
 		}
 		sopts.TLSConfig = tc
 		sopts.TLS = true
@@ -126,7 +130,7 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {
-		return nil, fmt.Errorf("natsutil: embedded server on %s:%d: %w", opts.Host, opts.Port, err)
+		return nil, fmt.Errorf("natsembed: server on %s:%d: %w", opts.Host, opts.Port, err)
 	}
 	if opts.Logger != nil {
 		srv.SetLoggerV2(&serverLogger{log: opts.Logger.With("component", "nats-server")}, false, false, false)
@@ -134,16 +138,16 @@ func StartEmbedded(opts EmbeddedOptions) (*Embedded, error) {
 	go srv.Start()
 	if !srv.ReadyForConnections(opts.ReadyTimeout) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("natsutil: embedded server on %s:%d not ready after %v (port in use?)", opts.Host, opts.Port, opts.ReadyTimeout)
+		return nil, fmt.Errorf("natsembed: server on %s:%d not ready after %v (port in use?)", opts.Host, opts.Port, opts.ReadyTimeout)
 	}
-	return &Embedded{srv: srv, tls: opts.TLSCert != "", host: opts.Host}, nil
+	return &Server{srv: srv, tls: opts.TLSCert != "", host: opts.Host}, nil
 }
 
 // ClientURL is the URL clients connect to, such as nats://127.0.0.1:4222
 // (tls://... when the server has a certificate). A server listening on
 // every address (0.0.0.0, ::) is given as its loopback address, which a
 // certificate for this host names.
-func (e *Embedded) ClientURL() string {
+func (e *Server) ClientURL() string {
 	u := e.srv.ClientURL()
 	addr, ok := e.srv.Addr().(*net.TCPAddr)
 	if !ok || !addr.IP.IsUnspecified() {
@@ -161,7 +165,7 @@ func (e *Embedded) ClientURL() string {
 }
 
 // Shutdown stops the server and waits until it has stopped.
-func (e *Embedded) Shutdown() {
+func (e *Server) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }
