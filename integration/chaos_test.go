@@ -740,8 +740,8 @@ func (c *chaos) catalogEntry(t *testing.T, table string) *scheduler.ProjectionSt
 	if err != nil {
 		t.Fatalf("catalog entry %s/p: %v", table, err)
 	}
-	st := new(scheduler.ProjectionState)
-	if err := json.Unmarshal(e.Value(), st); err != nil {
+	st, err := scheduler.DecodeEntry(e.Value())
+	if err != nil {
 		t.Fatalf("catalog entry %s/p: %v", table, err)
 	}
 	return st

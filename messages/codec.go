@@ -91,8 +91,17 @@ func readHeader(dec *msgpack.Decoder, size int) (string, uint64, error) {
 }
 
 // Unmarshal decodes data into m, checking the version and that the kind on
-// the wire is m's kind. It never panics on malformed input.
-func Unmarshal(data []byte, m Message) (err error) {
+// the wire is m's kind, then validates m if it has a Validate method. It
+// never panics on malformed input.
+func Unmarshal(data []byte, m Message) error { return unmarshal(data, m, true) }
+
+// UnmarshalUnvalidated is Unmarshal without the Validate call, for a value
+// stored as it was accepted whose validation belongs to a later reader: the
+// window query of a job the scheduler keeps, which the windower validates
+// when it runs the job (and fails the job, with the reason, if it must).
+func UnmarshalUnvalidated(data []byte, m Message) error { return unmarshal(data, m, false) }
+
+func unmarshal(data []byte, m Message, validate bool) (err error) {
 	defer func() {
 		// msgpack's reflection decoder is not hardened against every
 		// hostile input; a panic there must not take a service down.
@@ -118,7 +127,7 @@ func Unmarshal(data []byte, m Message) (err error) {
 	if r.Len() != 0 {
 		return fmt.Errorf("%w: %s: %d trailing bytes", ErrMalformed, kind, r.Len())
 	}
-	if v, ok := m.(interface{ Validate() error }); ok {
+	if v, ok := m.(interface{ Validate() error }); ok && validate {
 		if err := v.Validate(); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrMalformed, kind, err)
 		}

@@ -20,6 +20,7 @@ func jobSamples() map[string]Message {
 	return map[string]Message{
 		"mergeout_job": sampleMergeoutJob(),
 		"window_job":   sampleWindowJob(),
+		"window_query": &sampleWindowJob().Query,
 		// Written before IntervalMonths and IntervalDays existed.
 		"window_job_interval_micros": sampleMicrosJob(),
 		"window_job_interval":        sampleCalendarJob(),

@@ -25,6 +25,10 @@ type WindowQuery struct {
 	Limit   int64        `msgpack:"limit,omitempty"` // 0: no limit
 }
 
+// Kind makes a query a message of its own: the scheduler's catalog keeps
+// the query of a pending window job in its wire encoding.
+func (*WindowQuery) Kind() string { return "window_query" }
+
 // SelectItem is one output column: a plain column (possibly computed), or a window call.
 type SelectItem struct {
 	Alias  string      `msgpack:"alias"`

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,40 +11,52 @@ import (
 )
 
 // ProjectionState is the catalog entry of one projection: which containers
-// are live, which are dead but still read, and the jobs that read them.
-// It is stored as JSON under the key "<table>/<projection>" (see the
-// package documentation).
+// are live, which are dead but still read, the jobs that read them and how
+// many of those read each container. It is stored as JSON under the key
+// "<table>/<projection>" (see the package documentation); the bodies of
+// its pending jobs are stored under keys of their own.
 type ProjectionState struct {
-	Table      string                  `json:"table"`
-	Projection string                  `json:"projection"`
-	Live       []messages.ContainerRef `json:"live"`
-	Dead       []messages.ContainerRef `json:"dead,omitempty"`
-	Pending    []PendingJob            `json:"pending,omitempty"`
-	NextSeq    uint64                  `json:"next_seq"`
+	Table      string
+	Projection string
+	Live       []messages.ContainerRef
+	Dead       []messages.ContainerRef
+	Pending    []PendingJob
+	// Readers counts, by container ID, the pending jobs whose inputs hold
+	// the container. It changes only in the write that adds or ends a job.
+	Readers map[string]int
+	NextSeq uint64
 	// ResultOf names the window job whose result this table is; empty for
 	// loaded tables. Created is when a result table was made (unix ns).
-	ResultOf string `json:"result_of,omitempty"`
-	Created  int64  `json:"created,omitempty"`
+	ResultOf string
+	Created  int64
+
+	// legacy: decoded from an entry written before format version 1; the
+	// next write rewrites it.
+	legacy bool
 }
 
 // PendingJob is a job the scheduler made and has not seen finish. It is in
-// the catalog so a restarted scheduler knows which containers are being
-// read, which grants are held, and which jobs to publish again.
+// the catalog so a restarted scheduler knows which grants are held and
+// which jobs to publish again; the job itself (its inputs, the message to
+// publish) is its body, kept under the key jobKey(table, projection, Seq).
 type PendingJob struct {
-	JobID     string                `json:"job_id"`
-	Operation string                `json:"operation"`
-	Inputs    []string              `json:"inputs"` // container IDs of this projection the job reads
-	Granted   bool                  `json:"granted"`
-	Grant     messages.Grant        `json:"grant"`
-	Created   int64                 `json:"created"`
-	GrantedAt int64                 `json:"granted_at,omitempty"`
-	Mergeout  *messages.MergeoutJob `json:"mergeout,omitempty"`
-	Window    *messages.WindowJob   `json:"window,omitempty"`
+	JobID     string
+	Seq       uint64 // the projection's job number (NextSeq when it was made)
+	Operation string // the job's kind: mergeout, window
+	Granted   bool
+	Grant     messages.Grant
+	Created   int64
+	GrantedAt int64
 	// Worker is the worker that accepted the job's latest delivery,
 	// Delivery that delivery's number: the only worker whose done or
 	// failed claim the scheduler takes.
-	Worker   string `json:"worker,omitempty"`
-	Delivery uint64 `json:"delivery,omitempty"`
+	Worker   string
+	Delivery uint64
+
+	// inline is the body of a job read from a format-0 entry, which held
+	// it; the write that rewrites the entry stores it under its own key
+	// first.
+	inline job
 }
 
 func (st *ProjectionState) pending(jobID string) (int, bool) {
@@ -60,31 +71,51 @@ func (st *ProjectionState) pending(jobID string) (int, bool) {
 // readers returns the container IDs pending jobs read.
 func (st *ProjectionState) readers() map[string]bool {
 	r := map[string]bool{}
-	for _, p := range st.Pending {
-		for _, id := range p.Inputs {
+	for id, n := range st.Readers {
+		if n > 0 {
 			r[id] = true
 		}
 	}
 	return r
 }
 
-// readerOf returns the first pending job that reads container id, or "".
-func (st *ProjectionState) readerOf(id string) string {
-	for _, p := range st.Pending {
-		if slices.Contains(p.Inputs, id) {
-			return p.JobID
+// addJob makes j pending with number seq and counts its inputs as read.
+func (st *ProjectionState) addJob(j job, seq uint64, pool string) {
+	st.NextSeq = max(st.NextSeq, seq)
+	st.Pending = append(st.Pending, PendingJob{JobID: j.id(), Seq: seq, Operation: j.kind(),
+		Grant: messages.Grant{Pool: pool}, Created: j.created()})
+	if st.Readers == nil {
+		st.Readers = map[string]int{}
+	}
+	for _, in := range j.inputs() {
+		st.Readers[in.ID]++
+	}
+}
+
+// endJob drops j from the pending jobs, and its inputs from the readers;
+// it reports whether j was pending.
+func (st *ProjectionState) endJob(j job) bool {
+	i, ok := st.pending(j.id())
+	if !ok {
+		return false
+	}
+	st.Pending = slices.Delete(st.Pending, i, i+1)
+	for _, in := range j.inputs() {
+		if st.Readers[in.ID]--; st.Readers[in.ID] <= 0 {
+			delete(st.Readers, in.ID)
 		}
 	}
-	return ""
+	return true
 }
 
 func (st *ProjectionState) liveIndex(id string) int {
 	return slices.IndexFunc(st.Live, func(c messages.ContainerRef) bool { return c.ID == id })
 }
 
-// named returns every container ID the entry names: live, dead, and the
-// outputs pending jobs will write.
-func (st *ProjectionState) named() map[string]bool {
+// named returns every container ID of the projection the entry names:
+// live, dead, and the outputs its pending jobs (whose bodies are given, by
+// job ID) will write here.
+func (st *ProjectionState) named(bodies map[string]job) map[string]bool {
 	n := map[string]bool{}
 	for _, c := range st.Live {
 		n[c.ID] = true
@@ -93,15 +124,22 @@ func (st *ProjectionState) named() map[string]bool {
 		n[c.ID] = true
 	}
 	for _, p := range st.Pending {
-		if p.Mergeout != nil {
-			n[p.Mergeout.Output] = true
+		j, ok := bodies[p.JobID]
+		if !ok {
+			continue
+		}
+		if out, _ := j.output(); out.Table == st.Table && out.Projection == st.Projection {
+			n[out.ID] = true
 		}
 	}
 	return n
 }
 
 // Catalog keeps ProjectionStates in a KV and changes them only by
-// compare-and-set.
+// compare-and-set. The bodies of pending jobs are written before the entry
+// that names them and deleted after the entry that ends them, so an entry
+// never names a job whose body is missing; a body no entry names (left by
+// a crash between the two writes) is ignored and deleted by SweepJobs.
 type Catalog struct {
 	kv      KV
 	retries int
@@ -122,8 +160,8 @@ func (c *Catalog) Get(ctx context.Context, table, projection string) (*Projectio
 	if err != nil {
 		return nil, 0, fmt.Errorf("catalog: read %s.%s: %w", table, projection, err)
 	}
-	st := &ProjectionState{}
-	if err := json.Unmarshal(data, st); err != nil {
+	st, err := DecodeEntry(data)
+	if err != nil {
 		return nil, 0, fmt.Errorf("catalog: decode %s.%s at revision %d: %w", table, projection, rev, err)
 	}
 	if st.Table != table || st.Projection != projection {
@@ -145,25 +183,200 @@ func (c *Catalog) Update(ctx context.Context, table, projection string, fn func(
 		if err := fn(st); err != nil {
 			return nil, err
 		}
-		data, err := json.Marshal(st)
-		if err != nil {
-			return nil, fmt.Errorf("catalog: encode %s.%s: %w", table, projection, err)
-		}
-		key := catalogKey(table, projection)
-		if rev == 0 {
-			_, err = c.kv.Create(ctx, key, data)
-		} else {
-			_, err = c.kv.Update(ctx, key, data, rev)
-		}
+		err = c.write(ctx, st, rev)
 		if errors.Is(err, ErrConflict) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("catalog: write %s.%s: %w", table, projection, err)
+			return nil, err
 		}
 		return st, nil
 	}
 	return nil, fmt.Errorf("catalog: update %s.%s: %d attempts lost the race: %w", table, projection, c.retries, ErrConflict)
+}
+
+// write stores st over revision rev (0: a new entry). The bodies an entry
+// of format 0 held are first written under their own keys.
+func (c *Catalog) write(ctx context.Context, st *ProjectionState, rev uint64) error {
+	for _, p := range st.Pending {
+		if p.inline == nil {
+			continue
+		}
+		data, err := encodeJob(st.Table, st.Projection, p.Seq, p.inline)
+		if err != nil {
+			return fmt.Errorf("catalog: encode job %s: %w", p.JobID, err)
+		}
+		// Only this job's entry names its number, so a body already there
+		// is this one, stored by an earlier rewrite that lost its race.
+		if _, err := c.kv.Create(ctx, jobKey(st.Table, st.Projection, p.Seq), data); err != nil && !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("catalog: write job %s: %w", p.JobID, err)
+		}
+	}
+	data, err := encodeEntry(st)
+	if err != nil {
+		return fmt.Errorf("catalog: encode %s.%s: %w", st.Table, st.Projection, err)
+	}
+	key := catalogKey(st.Table, st.Projection)
+	if rev == 0 {
+		_, err = c.kv.Create(ctx, key, data)
+	} else {
+		_, err = c.kv.Update(ctx, key, data, rev)
+	}
+	if errors.Is(err, ErrConflict) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("catalog: write %s.%s: %w", st.Table, st.Projection, err)
+	}
+	return nil
+}
+
+// maxSkips bounds the job numbers AddJob passes over because a body is
+// already stored under them.
+const maxSkips = 16
+
+// AddJob makes a pending job in the projection's entry, as one
+// compare-and-set like Update. make builds the job from the state read and
+// the number the job is to have (the job's ID and output derive from it);
+// it must depend only on its arguments and not change the state. The
+// job's body is written first under its own key, created only if absent,
+// so no two writers ever store two bodies under one number: a number whose
+// key is taken (by a writer that crashed or is losing a race) is passed
+// over. The entry then names the job, counts its inputs as read and takes
+// its number as NextSeq. A body whose entry write lost the race is deleted
+// before trying again.
+func (c *Catalog) AddJob(ctx context.Context, table, projection, pool string,
+	make func(st *ProjectionState, seq uint64) (job, error)) (*ProjectionState, job, error) {
+	for range c.retries {
+		st, rev, err := c.Get(ctx, table, projection)
+		if err != nil {
+			return nil, nil, err
+		}
+		j, seq, err := c.createBody(ctx, st, make)
+		if err != nil {
+			return nil, nil, err
+		}
+		st.addJob(j, seq, pool)
+		err = c.write(ctx, st, rev)
+		if errors.Is(err, ErrConflict) {
+			// Not written: no entry names the body.
+			if derr := c.kv.Delete(ctx, jobKey(table, projection, seq)); derr != nil {
+				return nil, nil, fmt.Errorf("catalog: drop unused job %s: %w", j.id(), derr)
+			}
+			continue
+		}
+		if err != nil {
+			// Perhaps written: the body stays, and is swept if no entry names it.
+			return nil, nil, err
+		}
+		return st, j, nil
+	}
+	return nil, nil, fmt.Errorf("catalog: add job to %s.%s: %d attempts lost the race: %w", table, projection, c.retries, ErrConflict)
+}
+
+// createBody makes the job numbered after st.NextSeq and creates its body.
+func (c *Catalog) createBody(ctx context.Context, st *ProjectionState, make func(*ProjectionState, uint64) (job, error)) (job, uint64, error) {
+	for seq := st.NextSeq + 1; seq <= st.NextSeq+maxSkips; seq++ {
+		j, err := make(st, seq)
+		if err != nil {
+			return nil, 0, err
+		}
+		data, err := encodeJob(st.Table, st.Projection, seq, j)
+		if err != nil {
+			return nil, 0, fmt.Errorf("catalog: encode job %s: %w", j.id(), err)
+		}
+		_, err = c.kv.Create(ctx, jobKey(st.Table, st.Projection, seq), data)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("catalog: write job %s: %w", j.id(), err)
+		}
+		return j, seq, nil
+	}
+	return nil, 0, fmt.Errorf("catalog: %s.%s: job numbers %d to %d are all taken: %w",
+		st.Table, st.Projection, st.NextSeq+1, st.NextSeq+maxSkips, ErrConflict)
+}
+
+// readerOf returns the first pending job of st that reads container id,
+// or "" (for messages: the entry counts a container's readers, their
+// bodies name them).
+func (c *Catalog) readerOf(ctx context.Context, st *ProjectionState, id string) string {
+	for i := range st.Pending {
+		j, err := c.Job(ctx, st.Table, st.Projection, &st.Pending[i])
+		if err == nil && slices.ContainsFunc(j.inputs(), func(in messages.ContainerRef) bool { return in.ID == id }) {
+			return j.id()
+		}
+	}
+	return ""
+}
+
+// Job returns the body of a pending job of the projection.
+func (c *Catalog) Job(ctx context.Context, table, projection string, p *PendingJob) (job, error) {
+	if p.inline != nil {
+		return p.inline, nil
+	}
+	data, _, err := c.kv.Get(ctx, jobKey(table, projection, p.Seq))
+	if err != nil {
+		return nil, fmt.Errorf("catalog: read job %s: %w", p.JobID, err)
+	}
+	j, err := decodeJob(table, projection, p.Seq, data)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: decode job %s: %w", p.JobID, err)
+	}
+	if j.id() != p.JobID || j.kind() != p.Operation {
+		return nil, fmt.Errorf("catalog: job %d of %s.%s is %s %s, the entry names %s %s",
+			p.Seq, table, projection, j.kind(), j.id(), p.Operation, p.JobID)
+	}
+	return j, nil
+}
+
+// DropJob deletes the body of a job no entry names any more.
+func (c *Catalog) DropJob(ctx context.Context, table, projection string, seq uint64) error {
+	if err := c.kv.Delete(ctx, jobKey(table, projection, seq)); err != nil {
+		return fmt.Errorf("catalog: delete job %d of %s.%s: %w", seq, table, projection, err)
+	}
+	return nil
+}
+
+// SweepJobs deletes the job bodies no entry names: those of projections
+// the catalog does not hold, and those numbered at most their entry's
+// NextSeq that it does not name. Such a body stays unnamed: a writer that
+// made it read an older revision of the entry (or one since deleted), so
+// its entry write cannot succeed. A body numbered past NextSeq may be a
+// writer's between its two writes and is left. Returns the keys deleted.
+func (c *Catalog) SweepJobs(ctx context.Context) ([]string, error) {
+	keys, err := c.kv.Keys(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("catalog: list: %w", err)
+	}
+	entries := map[string]*ProjectionState{} // read after the keys were listed; nil: none
+	var swept []string
+	for _, k := range keys {
+		table, projection, seq, ok := parseJobKey(k)
+		if !ok {
+			continue
+		}
+		st, ok := entries[catalogKey(table, projection)]
+		if !ok {
+			got, rev, err := c.Get(ctx, table, projection)
+			if err != nil {
+				return swept, err
+			}
+			if rev != 0 {
+				st = got
+			}
+			entries[catalogKey(table, projection)] = st
+		}
+		if st != nil && (seq > st.NextSeq || slices.ContainsFunc(st.Pending, func(p PendingJob) bool { return p.Seq == seq })) {
+			continue
+		}
+		if err := c.kv.Delete(ctx, k); err != nil {
+			return swept, fmt.Errorf("catalog: delete orphaned job %s: %w", k, err)
+		}
+		swept = append(swept, k)
+	}
+	return swept, nil
 }
 
 // Delete forgets a projection.
@@ -188,8 +401,8 @@ func (c *Catalog) List(ctx context.Context, table string) ([]*ProjectionState, e
 	var out []*ProjectionState
 	for _, k := range keys {
 		t, p, ok := strings.Cut(k, "/")
-		if !ok {
-			continue // not a catalog key
+		if !ok || strings.Contains(p, "/") {
+			continue // not an entry: a job body, or not a catalog key
 		}
 		st, rev, err := c.Get(ctx, t, p)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/strata-db/strata/messages"
@@ -115,5 +116,136 @@ func TestCatalogRejectsCorruptEntry(t *testing.T) {
 	kv.Create(ctx, "t/q", []byte(`{"table":"u","projection":"q"}`))
 	if _, _, err := NewCatalog(kv).Get(ctx, "t", "q"); err == nil {
 		t.Fatal("entry naming another projection accepted")
+	}
+}
+
+// addMergeout adds a mergeout of every live container through AddJob.
+func addMergeout(ctx context.Context, c *Catalog) (*ProjectionState, job, error) {
+	return c.AddJob(ctx, "t", "p", "tm", func(st *ProjectionState, seq uint64) (job, error) {
+		return &mergeoutJob{messages.MergeoutJob{JobID: fmt.Sprintf("mergeout.t.p.%d", seq), Table: "t", Projection: "p",
+			Inputs: append([]messages.ContainerRef(nil), st.Live...), Output: fmt.Sprintf("m%08d", seq)}}, nil
+	})
+}
+
+func bucketKeys(t *testing.T, kv KV) []string {
+	t.Helper()
+	keys, err := kv.Keys(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// TestAddJobLosesRace: when the entry changed between AddJob's read and
+// its write, the body it wrote is deleted and the job made again on the
+// new state, under the same number.
+func TestAddJobLosesRace(t *testing.T) {
+	ctx := context.Background()
+	kv := &racingKV{MemKV: NewMemKV()}
+	c := NewCatalog(kv)
+	c.Update(ctx, "t", "p", func(st *ProjectionState) error { st.Live = refs("a", 2, 10); return nil })
+	kv.other = func() {
+		NewCatalog(kv.MemKV).Update(ctx, "t", "p", func(st *ProjectionState) error {
+			st.Live = append(st.Live, messages.ContainerRef{Table: "t", Projection: "p", ID: "late"})
+			return nil
+		})
+	}
+	kv.race = 1
+	st, j, err := addMergeout(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.id() != "mergeout.t.p.1" || len(j.inputs()) != 3 || st.Readers["late"] != 1 || st.NextSeq != 1 {
+		t.Fatalf("job %s of %d inputs, state %+v; want job 1 reading the late container too", j.id(), len(j.inputs()), st)
+	}
+	if got := bucketKeys(t, kv); !slices.Equal(got, []string{"t/p", "t/p/job/1"}) {
+		t.Fatalf("bucket holds %v, want the entry and one body", got)
+	}
+	body, err := c.Job(ctx, "t", "p", &st.Pending[0])
+	if err != nil || len(body.inputs()) != 3 {
+		t.Fatalf("stored body %+v (%v), want the one made on the new state", body, err)
+	}
+}
+
+// failingKV fails the writes of the entry "t/p" while failEntry is set, as
+// a scheduler that dies (or loses its connection) between two writes.
+type failingKV struct {
+	*MemKV
+	failEntry bool
+}
+
+var errDown = errors.New("connection lost")
+
+func (f *failingKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if f.failEntry && key == "t/p" {
+		return 0, errDown
+	}
+	return f.MemKV.Update(ctx, key, value, last)
+}
+
+// TestCrashBetweenBodyAndEntry: a body whose entry write never happened is
+// named by no entry. It is ignored, its number is passed over, and the
+// sweep at the next start removes it once the entry's numbers pass it.
+func TestCrashBetweenBodyAndEntry(t *testing.T) {
+	ctx := context.Background()
+	kv := &failingKV{MemKV: NewMemKV()}
+	c := NewCatalog(kv)
+	c.Update(ctx, "t", "p", func(st *ProjectionState) error { st.Live = refs("a", 2, 10); return nil })
+	kv.failEntry = true
+	if _, _, err := addMergeout(ctx, c); !errors.Is(err, errDown) {
+		t.Fatalf("add job with the entry write failing: %v", err)
+	}
+	kv.failEntry = false
+	st, _, _ := c.Get(ctx, "t", "p")
+	if len(st.Pending) != 0 || len(st.readers()) != 0 || st.NextSeq != 0 {
+		t.Fatalf("entry after the failed write %+v, want it unchanged", st)
+	}
+	// Numbered past NextSeq, the body may be a live writer's: kept.
+	if swept, err := c.SweepJobs(ctx); err != nil || len(swept) != 0 {
+		t.Fatalf("swept %v (%v) while the entry's numbers had not passed the body", swept, err)
+	}
+	st, j, err := addMergeout(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.id() != "mergeout.t.p.2" || st.NextSeq != 2 {
+		t.Fatalf("next job %s (next_seq %d), want number 1 passed over", j.id(), st.NextSeq)
+	}
+	swept, err := c.SweepJobs(ctx)
+	if err != nil || !slices.Equal(swept, []string{"t/p/job/1"}) {
+		t.Fatalf("swept %v (%v), want the orphaned body of job 1", swept, err)
+	}
+	if got := bucketKeys(t, kv); !slices.Equal(got, []string{"t/p", "t/p/job/2"}) {
+		t.Fatalf("bucket holds %v", got)
+	}
+	// A body of a projection the catalog does not hold is an orphan too.
+	kv.Create(ctx, "gone/p/job/3", []byte(`{}`))
+	if swept, _ := c.SweepJobs(ctx); !slices.Equal(swept, []string{"gone/p/job/3"}) {
+		t.Fatalf("swept %v, want the body of a forgotten projection", swept)
+	}
+}
+
+// TestEndedJobBodyDeleted: the body of a job goes after the write that
+// ends it; one left by a crash between the two is swept at the next start.
+func TestEndedJobBodyDeleted(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 4}})
+	if err := h.load("t", 0, 4, 1000); err != nil {
+		t.Fatal(err)
+	}
+	body, _, err := h.catalog.Get(h.ctx, "t/p/job/1")
+	if err != nil {
+		t.Fatalf("body of the pending mergeout: %v", err)
+	}
+	h.finish(h.pub.mergeouts[0], 1)
+	if got := bucketKeys(t, h.catalog); !slices.Equal(got, []string{"t/p"}) {
+		t.Fatalf("bucket after the mergeout %v, want its body deleted", got)
+	}
+	h.catalog.Create(h.ctx, "t/p/job/1", body) // as if the delete had not happened
+	h.start()
+	if got := bucketKeys(t, h.catalog); !slices.Equal(got, []string{"t/p"}) {
+		t.Fatalf("bucket after a restart %v, want the ended job's body swept", got)
+	}
+	if st := h.state("t"); len(st.Live) != 1 || len(st.Pending) != 0 {
+		t.Fatalf("state after the restart %+v", st)
 	}
 }

@@ -13,27 +13,65 @@
 //
 // # Format
 //
-// Catalog bucket (messages.BucketCatalog): one key per projection,
-// "<table>/<projection>", whose value is the JSON encoding of
-// ProjectionState:
+// Catalog bucket (messages.BucketCatalog), format version 1
+// (testdata/catalog_v1.json pins it). Two kinds of key:
 //
-//	{"table": "t", "projection": "p", "next_seq": 7,
-//	 "live":    [{"Table": "t", "Projection": "p", "ID": "c0001", "Rows": 1000, "Bytes": 4096}, ...],
+// "<table>/<projection>", the projection's entry: its containers, the jobs
+// that read them, and only what decisions need of those jobs, so the
+// entry stays small however many jobs read however many containers
+// (about 27 KB for 400 live containers read by 50 window jobs; a NATS
+// value may not pass 1 MB):
+//
+//	{"version": 1, "table": "t", "projection": "p", "next_seq": 7,
+//	 "live":    [{"id": "c0001", "rows": 1000, "bytes": 4096, "readers": 2}, ...],
 //	 "dead":    [...same shape: retired, still read by a pending job...],
-//	 "pending": [{"job_id": "mergeout.t.p.7", "operation": "mergeout", "inputs": ["c0001", ...],
-//	              "granted": true, "grant": {...}, "created": 1700000000000000000,
-//	              "granted_at": ..., "mergeout": {...the MergeoutJob...}}],
+//	 "pending": [{"job_id": "mergeout.t.p.7", "seq": 7, "kind": "mergeout",
+//	              "granted": true, "grant": {"pool": "tm", "bytes": ..., "target": ...},
+//	              "created": 1700000000000000000, "granted_at": ...,
+//	              "worker": "merger-1", "delivery": 1}],
 //	 "result_of": "window.t.p.8", "created": ...}   (window result tables only)
 //
-// Every change is a compare-and-set on the entry's revision, retried on
-// conflict, so a finished mergeout removes its inputs from live, adds them to
-// dead and adds its output in one atomic write. next_seq numbers the jobs of
-// the projection; job IDs ("mergeout.<table>.<projection>.<seq>",
-// "window.<table>.<projection>.<seq>") and output container IDs
-// ("m%08d", "w%08d") derive from it, so they are never reused. A
-// pending job is written before it is granted or published, so after a
-// restart the scheduler knows which containers are read, which grants are
-// held and which jobs to publish again (duplicates are dropped by job ID).
+// Containers are those of the entry's projection; "readers" counts the
+// pending jobs whose inputs hold the container (omitted when none). A
+// dead container is deleted once its count is zero.
+//
+// "<table>/<projection>/job/<seq>", the body of pending job seq of the
+// projection: the job as made, its full input list and what its kind
+// needs ("spec"), everything but the grant, which the entry holds and the
+// published message carries:
+//
+//	{"version": 1, "job_id": "window.t.p.8", "kind": "window", "table": "t",
+//	 "projection": "p", "seq": 8, "created": ...,
+//	 "inputs": [{"id": "c0001", "rows": 1000, "bytes": 4096}, ...],
+//	 "spec": {"result_table": "t_window_8", "output": "w00000008",
+//	          "query": "<base64 of the query's wire encoding, a messages.WindowQuery>"}}
+//
+// A mergeout's spec is {"output": "m00000007", "stratum": 0}.
+//
+// Every change of an entry is a compare-and-set on its revision, retried
+// on conflict, so a finished mergeout removes its inputs from live, adds
+// them to dead, uncounts its reads and adds its output in one atomic
+// write. next_seq numbers the jobs of the projection; job IDs
+// ("mergeout.<table>.<projection>.<seq>", "window.<table>.<projection>.<seq>")
+// and output container IDs ("m%08d", "w%08d") derive from it, so they are
+// never reused. A job's body is created (only if its key is absent) before
+// the entry write that names it, counts its inputs and takes its number;
+// the body is deleted after the entry write that ends the job. So an entry
+// never names a missing body, and a crash between the two writes leaves
+// at most a body no entry names: it is ignored, its number is passed over
+// by the next job, and the start of a scheduler deletes it once the
+// entry's next_seq has passed it. A pending job is written before it is
+// granted or published, so after a restart the scheduler knows which
+// containers are read, which grants are held and which jobs to publish
+// again (duplicates are dropped by job ID).
+//
+// Format 0, written before the catalog had types of its own, has no
+// "version": it is the JSON encoding of the wire types with their Go field
+// names as keys ({"ID": "c0001", "Rows": ...}, "grant": {"Pool": ...}), and
+// each pending job holds "inputs" (IDs) and its whole wire job ("mergeout"
+// or "window") inside the entry. It is still read; a scheduler rewrites
+// every format-0 entry at start, storing the bodies first
+// (testdata/catalog_v0.json).
 //
 // Pools bucket (messages.BucketPools): one key per pool name, whose value is
 // the JSON encoding of messages.PoolConfig (sizes in bytes, queuetimeout in
@@ -47,4 +85,14 @@
 // container's directory is removed once no pending job reads it; at start,
 // directories of a cataloged projection that the catalog does not name and
 // that are older than Options.OrphanGrace are removed.
+//
+// # Job kinds
+//
+// Each kind of job (mergeout, window) is one type implementing the job
+// interface (kinds.go): the memory it wants, the message and subject it is
+// published as, its fields in the operations table, the output a done job
+// must have written and what settling it changes in the catalog, and how
+// its body is stored. Granting, publishing, recovery, the trust rules for
+// events and the reader counts are the same for every kind; a new kind is
+// one type and its decoder in jobKinds.
 package scheduler

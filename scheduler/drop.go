@@ -37,7 +37,7 @@ func (s *Scheduler) DropContainers(ctx context.Context, req *messages.DropContai
 			}
 			if readers[id] {
 				return fmt.Errorf("drop containers: %w: container %s of %s.%s is read by job %s; drop it once the job has ended",
-					ErrConflict, id, req.Table, req.Projection, st.readerOf(id))
+					ErrConflict, id, req.Table, req.Projection, s.catalog.readerOf(ctx, st, id))
 			}
 			dropped = append(dropped, st.Live[i])
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/strata-db/strata/messages"
@@ -134,21 +133,8 @@ func (s *Scheduler) recordAccepted(ctx context.Context, where projKey, ev *messa
 // checkOutput checks the output the pending job named and returns it as the
 // catalog will hold it. A missing or corrupt output, or a mergeout output
 // whose rows are not its inputs', is an error wrapping ErrBadOutput.
-func (s *Scheduler) checkOutput(p *PendingJob) (messages.ContainerRef, error) {
-	var out messages.ContainerRef
-	var want int64 = -1
-	switch {
-	case p.Mergeout != nil:
-		out = messages.ContainerRef{Table: p.Mergeout.Table, Projection: p.Mergeout.Projection, ID: p.Mergeout.Output}
-		want = 0
-		for _, in := range p.Mergeout.Inputs {
-			want += in.Rows
-		}
-	case p.Window != nil:
-		out = messages.ContainerRef{Table: p.Window.ResultTable, Projection: messages.ResultProjection, ID: p.Window.Output}
-	default:
-		return out, fmt.Errorf("%w: pending job %s has no job body", ErrBadOutput, p.JobID)
-	}
+func (s *Scheduler) checkOutput(j job) (messages.ContainerRef, error) {
+	out, want := j.output()
 	if s.opts.Data == nil {
 		out.Rows = max(want, 0)
 		return out, nil
@@ -169,15 +155,11 @@ func (s *Scheduler) checkOutput(p *PendingJob) (messages.ContainerRef, error) {
 // nothing is deleted) and the claim is rejected; an I/O error checking it
 // is returned as is, so the event is applied again later.
 func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.JobEvent, now time.Time) error {
-	st, _, err := s.catalog.Get(ctx, where.table, where.projection)
+	p, j, err := s.pendingJob(ctx, where, ev.JobID)
 	if err != nil {
 		return fmt.Errorf("settle job %s: %w", ev.JobID, err)
 	}
-	i, ok := st.pending(ev.JobID)
-	if !ok {
-		return fmt.Errorf("settle job %s: not pending in the catalog", ev.JobID)
-	}
-	out, err := s.checkOutput(&st.Pending[i])
+	out, err := s.checkOutput(j)
 	if err != nil {
 		if !errors.Is(err, ErrBadOutput) {
 			return fmt.Errorf("settle job %s: %w", ev.JobID, err)
@@ -188,29 +170,7 @@ func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.
 		}
 		return fmt.Errorf("%w: done claim for job %s from %q: %v", ErrRejected, ev.JobID, ev.Worker, err)
 	}
-	var done PendingJob
-	_, err = s.catalog.Update(ctx, where.table, where.projection, func(st *ProjectionState) error {
-		i, ok := st.pending(ev.JobID)
-		if !ok {
-			done = PendingJob{}
-			return nil // settled by an earlier delivery of this event
-		}
-		done = st.Pending[i]
-		st.Pending = slices.Delete(st.Pending, i, i+1)
-		if done.Mergeout == nil {
-			return nil
-		}
-		for _, id := range done.Inputs {
-			if j := st.liveIndex(id); j >= 0 {
-				st.Dead = append(st.Dead, st.Live[j])
-				st.Live = slices.Delete(st.Live, j, j+1)
-			}
-		}
-		if st.liveIndex(out.ID) < 0 {
-			st.Live = append(st.Live, out)
-		}
-		return nil
-	})
+	ended, err := s.endJob(ctx, where, p.Seq, j, func(st *ProjectionState) { j.settle(st, out) })
 	if err != nil {
 		return fmt.Errorf("settle job %s: %w", ev.JobID, err)
 	}
@@ -223,14 +183,58 @@ func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.
 		op.PeakBytes = max(op.PeakBytes, ev.PeakBytes)
 		op.MemoryConstrained = op.Grant.Target > 0 && op.PeakBytes > op.Grant.Target
 	}
-	if done.Window != nil {
-		s.registerResult(ctx, ev.JobID, out, now)
+	if ended {
+		j.settled(ctx, s, out, now)
 	}
 	s.log.Info("job done", "job", ev.JobID, "worker", ev.Worker, "rows", out.Rows, "peak", ev.PeakBytes)
 	s.granted(ctx, s.adm.Release(ev.JobID, ev.PeakBytes, now), now)
 	s.collectDead(ctx, where.table, where.projection)
 	s.selectStrata(ctx, where.table, where.projection)
 	return nil
+}
+
+// pendingJob returns a job pending in its projection's entry and its body.
+func (s *Scheduler) pendingJob(ctx context.Context, where projKey, jobID string) (PendingJob, job, error) {
+	st, _, err := s.catalog.Get(ctx, where.table, where.projection)
+	if err != nil {
+		return PendingJob{}, nil, err
+	}
+	i, ok := st.pending(jobID)
+	if !ok {
+		return PendingJob{}, nil, errNotPending
+	}
+	j, err := s.catalog.Job(ctx, where.table, where.projection, &st.Pending[i])
+	if err != nil {
+		return PendingJob{}, nil, err
+	}
+	return st.Pending[i], j, nil
+}
+
+var errNotPending = errors.New("not pending in the catalog")
+
+// endJob ends pending job j (number seq) in one compare-and-set of its
+// projection's entry: the job is dropped, its inputs are no longer counted
+// as read, and settle (if any) applies its outcome. Its body is deleted
+// after that write, never before. ended is false when an earlier call
+// ended the job already.
+func (s *Scheduler) endJob(ctx context.Context, where projKey, seq uint64, j job, settle func(*ProjectionState)) (ended bool, err error) {
+	_, err = s.catalog.Update(ctx, where.table, where.projection, func(st *ProjectionState) error {
+		ended = st.endJob(j)
+		if ended && settle != nil {
+			settle(st)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	if ended {
+		if err := s.catalog.DropJob(ctx, where.table, where.projection, seq); err != nil {
+			// Named by no entry now: the next start sweeps it.
+			s.log.Warn("delete the body of an ended job", "job", j.id(), "err", err)
+		}
+	}
+	return ended, nil
 }
 
 // finishFailed settles a job that will not complete: its grant is
@@ -241,13 +245,11 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak
 	s.granted(ctx, s.adm.Release(jobID, peak, now), now)
 	where, ok := s.where[jobID]
 	if ok {
-		_, err := s.catalog.Update(ctx, where.table, where.projection, func(st *ProjectionState) error {
-			if i, ok := st.pending(jobID); ok {
-				st.Pending = slices.Delete(st.Pending, i, i+1)
-			}
-			return nil
-		})
-		if err != nil {
+		p, j, err := s.pendingJob(ctx, where, jobID)
+		if err == nil {
+			_, err = s.endJob(ctx, where, p.Seq, j, nil)
+		}
+		if err != nil && !errors.Is(err, errNotPending) {
 			return fmt.Errorf("settle failed job %s: %w", jobID, err)
 		}
 	}

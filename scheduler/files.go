@@ -49,9 +49,10 @@ func (s *Scheduler) collectDead(ctx context.Context, table, projection string) {
 }
 
 // removeOrphans removes, in the projections the catalog holds, directories
-// it does not name (live, dead, or a pending mergeout's output) that are
-// older than the grace period: what a crashed load, merge or writer left.
-func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState) error {
+// it does not name (live, dead, or a pending job's output; bodies are the
+// pending jobs', by ID) that are older than the grace period: what a
+// crashed load, merge or writer left.
+func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState, bodies map[string]job) error {
 	if s.opts.Data == nil {
 		return nil
 	}
@@ -64,7 +65,7 @@ func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState
 		if err != nil {
 			return fmt.Errorf("list %s/%s: %w", st.Table, st.Projection, err)
 		}
-		named := st.named()
+		named := st.named(bodies)
 		for _, e := range entries {
 			if named[e.Name()] || named[writerTempOf(e.Name())] {
 				continue

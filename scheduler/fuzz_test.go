@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 
 	"github.com/strata-db/strata/messages"
@@ -13,10 +14,16 @@ import (
 // decodes must drive selection and re-encode without panicking.
 func FuzzCatalogEntry(f *testing.F) {
 	st := ProjectionState{Table: "t", Projection: "p", NextSeq: 3, Live: refs("c", 3, 10),
-		Pending: []PendingJob{{JobID: "mergeout.t.p.3", Operation: "mergeout", Inputs: []string{"c0000"}}}}
-	good, _ := json.Marshal(st)
+		Pending: []PendingJob{{JobID: "mergeout.t.p.3", Seq: 3, Operation: "mergeout"}}, Readers: map[string]int{"c0000": 1}}
+	good, _ := encodeEntry(&st)
 	pool, _ := json.Marshal(DefaultPools()[0])
 	f.Add(good)
+	if v0, err := os.ReadFile("testdata/catalog_v0.json"); err == nil {
+		var bucket map[string]json.RawMessage
+		if json.Unmarshal(v0, &bucket) == nil {
+			f.Add([]byte(bucket["t/p"]))
+		}
+	}
 	f.Add(pool)
 	f.Add([]byte(`{"table":"t","projection":"p","live":null}`))
 	f.Add([]byte(`{"name":"x","memorysize":-1}`))
@@ -28,8 +35,8 @@ func FuzzCatalogEntry(f *testing.F) {
 		if st, _, err := NewCatalog(kv).Get(ctx, "t", "p"); err == nil {
 			SelectStrata(st.Live, st.readers(), StrataOptions{Capacity: 2})
 			SelectAll(st.Live, st.readers(), StrataOptions{})
-			st.named()
-			if _, err := json.Marshal(st); err != nil {
+			st.named(nil)
+			if _, err := encodeEntry(st); err != nil {
 				t.Fatalf("decoded state does not encode: %v", err)
 			}
 		}

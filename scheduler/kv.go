@@ -35,7 +35,8 @@ var (
 )
 
 // MemKV is an in-memory KV with the same compare-and-set semantics as a
-// JetStream bucket. It is safe for concurrent use.
+// JetStream bucket, and its limit on a value's size: the default NATS
+// max_payload (MemKVMaxValue). It is safe for concurrent use.
 type MemKV struct {
 	mu   sync.Mutex
 	rev  uint64 // last revision handed out, bucket-wide like JetStream's sequence
@@ -45,6 +46,17 @@ type MemKV struct {
 type memEntry struct {
 	value []byte
 	rev   uint64
+}
+
+// MemKVMaxValue is the largest value MemKV stores: 1 MiB, the default
+// max_payload of a NATS server, which bounds a JetStream bucket's values.
+const MemKVMaxValue = 1 << 20
+
+func checkValueSize(op, key string, value []byte) error {
+	if len(value) > MemKVMaxValue {
+		return fmt.Errorf("%s %q: %d bytes: maximum payload exceeded (%d)", op, key, len(value), MemKVMaxValue)
+	}
+	return nil
 }
 
 // NewMemKV returns an empty MemKV.
@@ -66,6 +78,9 @@ func (m *MemKV) Create(_ context.Context, key string, value []byte) (uint64, err
 	if _, ok := m.data[key]; ok {
 		return 0, fmt.Errorf("create %q: exists: %w", key, ErrConflict)
 	}
+	if err := checkValueSize("create", key, value); err != nil {
+		return 0, err
+	}
 	m.rev++
 	m.data[key] = memEntry{value: append([]byte(nil), value...), rev: m.rev}
 	return m.rev, nil
@@ -77,6 +92,9 @@ func (m *MemKV) Update(_ context.Context, key string, value []byte, last uint64)
 	e, ok := m.data[key]
 	if !ok || e.rev != last {
 		return 0, fmt.Errorf("update %q at revision %d: %w", key, last, ErrConflict)
+	}
+	if err := checkValueSize("update", key, value); err != nil {
+		return 0, err
 	}
 	m.rev++
 	m.data[key] = memEntry{value: append([]byte(nil), value...), rev: m.rev}

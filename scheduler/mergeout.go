@@ -74,7 +74,7 @@ func (s *Scheduler) RequestMergeout(ctx context.Context, req *messages.MergeoutR
 		}
 		found = true
 		for _, p := range st.Pending {
-			if p.Mergeout != nil {
+			if p.Operation == messages.OperationMergeout {
 				reply.Running = append(reply.Running, s.jobRef(p.JobID))
 			}
 		}
@@ -117,58 +117,34 @@ var errInputsTaken = errors.New("scheduler: mergeout inputs no longer free")
 // are taken), then asks the tm pool for its grant.
 func (s *Scheduler) startMergeout(ctx context.Context, table, projection string, sel Selection) (messages.JobRef, error) {
 	now := s.now()
-	var job *messages.MergeoutJob
-	_, err := s.catalog.Update(ctx, table, projection, func(st *ProjectionState) error {
+	pool := messages.DefaultMergeoutPool
+	st, j, err := s.catalog.AddJob(ctx, table, projection, pool, func(st *ProjectionState, seq uint64) (job, error) {
 		busy := st.readers()
 		inputs := make([]messages.ContainerRef, 0, len(sel.Inputs))
-		ids := make([]string, 0, len(sel.Inputs))
 		for _, in := range sel.Inputs {
 			i := st.liveIndex(in.ID)
 			if i < 0 || busy[in.ID] {
-				return fmt.Errorf("container %s: %w", in.ID, errInputsTaken)
+				return nil, fmt.Errorf("container %s: %w", in.ID, errInputsTaken)
 			}
 			inputs = append(inputs, st.Live[i])
-			ids = append(ids, in.ID)
 		}
-		st.NextSeq++
-		job = &messages.MergeoutJob{
-			JobID:      fmt.Sprintf("mergeout.%s.%s.%d", table, projection, st.NextSeq),
+		return &mergeoutJob{messages.MergeoutJob{
+			JobID:      fmt.Sprintf("mergeout.%s.%s.%d", table, projection, seq),
 			Table:      table,
 			Projection: projection,
 			Inputs:     inputs,
-			Output:     fmt.Sprintf("m%08d", st.NextSeq),
+			Output:     fmt.Sprintf("m%08d", seq),
 			Stratum:    sel.Stratum,
 			Created:    now.UnixNano(),
-		}
-		st.Pending = append(st.Pending, PendingJob{
-			JobID: job.JobID, Operation: messages.OperationMergeout, Inputs: ids,
-			Grant: messages.Grant{Pool: messages.DefaultMergeoutPool}, Created: job.Created, Mergeout: job,
-		})
-		return nil
+		}}, nil
 	})
 	if err != nil {
 		return messages.JobRef{}, fmt.Errorf("start mergeout of %s.%s: %w", table, projection, err)
 	}
-	s.where[job.JobID] = projKey{table, projection}
-	st := &ProjectionState{Table: table, Projection: projection}
-	s.ops.upsert(operationOf(st, &PendingJob{JobID: job.JobID, Operation: messages.OperationMergeout,
-		Inputs: idsOf(job.Inputs), Created: job.Created, Mergeout: job, Grant: messages.Grant{Pool: messages.DefaultMergeoutPool}}))
-	s.log.Info("mergeout selected", "job", job.JobID, "stratum", sel.Stratum, "inputs", len(job.Inputs))
-	if err := s.admit(ctx, job.JobID, messages.DefaultMergeoutPool, wantOf(&PendingJob{Mergeout: job}), now); err != nil {
+	s.track(st, j, pool)
+	s.log.Info("mergeout selected", "job", j.id(), "stratum", sel.Stratum, "inputs", len(j.inputs()))
+	if err := s.admit(ctx, j.id(), pool, j.want(), now); err != nil {
 		return messages.JobRef{}, err
 	}
-	return s.jobRef(job.JobID), nil
-}
-
-// wantOf is the memory a job could use: for a mergeout, its inputs' size
-// on disk (all of them at once); a window job asks for the target.
-func wantOf(p *PendingJob) int64 {
-	if p.Mergeout == nil {
-		return 0
-	}
-	var n int64
-	for _, in := range p.Mergeout.Inputs {
-		n += in.Bytes
-	}
-	return n
+	return s.jobRef(j.id()), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -17,8 +18,9 @@ import (
 // production it publishes to JetStream with Nats-Msg-Id set to the job ID,
 // so publishing a job twice delivers it once.
 type Publisher interface {
-	PublishMergeout(ctx context.Context, job *messages.MergeoutJob) error
-	PublishWindow(ctx context.Context, job *messages.WindowJob) error
+	// PublishJob publishes job (a *messages.MergeoutJob, a
+	// *messages.WindowJob, ...) on subject, deduplicated by jobID.
+	PublishJob(ctx context.Context, subject, jobID string, job messages.Message) error
 	PublishEvent(ctx context.Context, ev *messages.JobEvent) error
 }
 
@@ -159,21 +161,41 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 
 func (s *Scheduler) now() time.Time { return s.opts.Clock.Now() }
 
-// recover rebuilds in-memory state from the catalog.
+// recover rebuilds in-memory state from the catalog, rewriting entries
+// of an older format first.
 func (s *Scheduler) recover(ctx context.Context) error {
 	states, err := s.catalog.List(ctx, "")
 	if err != nil {
 		return err
 	}
 	now := s.now()
-	var requeue []PendingJob
-	for _, st := range states {
+	type queued struct {
+		p PendingJob
+		j job
+	}
+	var requeue []queued
+	bodies := map[string]job{}
+	for i, st := range states {
+		if st.legacy {
+			if states[i], err = s.catalog.Update(ctx, st.Table, st.Projection, func(*ProjectionState) error { return nil }); err != nil {
+				return fmt.Errorf("recover: rewrite the catalog entry of %s.%s: %w", st.Table, st.Projection, err)
+			}
+			s.log.Info("catalog entry rewritten in the current format", "table", st.Table, "projection", st.Projection, "version", catalogVersion)
+			st = states[i]
+		}
 		for _, p := range st.Pending {
+			j, err := s.catalog.Job(ctx, st.Table, st.Projection, &p)
+			if err != nil {
+				// Left pending (its reads kept), neither queued nor published.
+				s.log.Error("recover pending job", "job", p.JobID, "err", err)
+				continue
+			}
+			bodies[p.JobID] = j
 			s.where[p.JobID] = projKey{st.Table, st.Projection}
 			if p.Worker != "" {
 				s.accepted[p.JobID] = delivery{p.Worker, p.Delivery}
 			}
-			op := s.ops.upsert(operationOf(st, &p))
+			op := s.ops.upsert(operationOf(st, &p, j))
 			if p.Granted {
 				if err := s.adm.Restore(p.JobID, p.Grant, time.Unix(0, p.GrantedAt)); err != nil {
 					return fmt.Errorf("recover job %s: %w", p.JobID, err)
@@ -182,21 +204,27 @@ func (s *Scheduler) recover(ctx context.Context) error {
 				op.Start = p.GrantedAt
 				s.unpublished[p.JobID] = true // publish again; deduped by job ID
 			} else {
-				requeue = append(requeue, p)
+				requeue = append(requeue, queued{p, j})
 			}
 		}
+		s.checkReaders(st, bodies)
 		s.log.Info("recovered projection", "table", st.Table, "projection", st.Projection,
 			"live", len(st.Live), "dead", len(st.Dead), "pending", len(st.Pending))
 	}
 	// Queued jobs go back to their queue in the order they were made.
-	sort.SliceStable(requeue, func(i, j int) bool { return requeue[i].Created < requeue[j].Created })
-	for _, p := range requeue {
-		if err := s.admit(ctx, p.JobID, p.Grant.Pool, wantOf(&p), now); err != nil {
-			s.log.Error("requeue job after restart", "job", p.JobID, "err", err)
+	sort.SliceStable(requeue, func(i, j int) bool { return requeue[i].p.Created < requeue[j].p.Created })
+	for _, q := range requeue {
+		if err := s.admit(ctx, q.p.JobID, q.p.Grant.Pool, q.j.want(), now); err != nil {
+			s.log.Error("requeue job after restart", "job", q.p.JobID, "err", err)
 		}
 	}
 	s.publishPending(ctx)
-	if err := s.removeOrphans(ctx, states); err != nil {
+	if swept, err := s.catalog.SweepJobs(ctx); err != nil {
+		s.log.Error("remove orphaned job bodies", "err", err)
+	} else if len(swept) > 0 {
+		s.log.Warn("orphaned job bodies removed", "keys", swept)
+	}
+	if err := s.removeOrphans(ctx, states, bodies); err != nil {
 		s.log.Error("remove orphaned containers", "err", err)
 	}
 	for _, st := range states {
@@ -206,21 +234,43 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	return nil
 }
 
+// checkReaders logs an entry whose reader counts are not its pending
+// jobs' inputs (bodies, by job ID). Every write keeps them equal; a
+// difference is a bug to report, not something to guess a repair for.
+func (s *Scheduler) checkReaders(st *ProjectionState, bodies map[string]job) {
+	want := map[string]int{}
+	for _, p := range st.Pending {
+		j, ok := bodies[p.JobID]
+		if !ok {
+			return // unknown inputs: nothing to compare
+		}
+		for _, in := range j.inputs() {
+			want[in.ID]++
+		}
+	}
+	if !maps.Equal(want, st.Readers) {
+		s.log.Error("catalog reader counts differ from the pending jobs' inputs", "table", st.Table, "projection", st.Projection,
+			"counted", st.Readers, "inputs", want)
+	}
+}
+
 // operationOf makes the operations row of a pending job.
-func operationOf(st *ProjectionState, p *PendingJob) messages.Operation {
+func operationOf(st *ProjectionState, p *PendingJob, j job) messages.Operation {
 	op := messages.Operation{
 		JobID: p.JobID, Operation: p.Operation, Status: messages.StatusQueued,
-		Table: st.Table, Projection: st.Projection, Inputs: len(p.Inputs),
-		Created: p.Created, Grant: p.Grant, InputIDs: p.Inputs,
+		Table: st.Table, Projection: st.Projection, Inputs: len(j.inputs()),
+		Created: p.Created, Grant: p.Grant, InputIDs: idsOf(j.inputs()),
 	}
-	if p.Mergeout != nil {
-		op.Output = p.Mergeout.Output
-		op.Stratum = p.Mergeout.Stratum
-	}
-	if p.Window != nil {
-		op.Output = p.Window.ResultTable + "/" + p.Window.Output
-	}
+	j.record(&op)
 	return op
+}
+
+// track makes a job just added to the catalog known here: where it is
+// pending, and its operations row.
+func (s *Scheduler) track(st *ProjectionState, j job, pool string) {
+	s.where[j.id()] = projKey{st.Table, st.Projection}
+	p := PendingJob{JobID: j.id(), Operation: j.kind(), Created: j.created(), Grant: messages.Grant{Pool: pool}}
+	s.ops.upsert(operationOf(st, &p, j))
 }
 
 func idsOf(cs []messages.ContainerRef) []string {
@@ -273,12 +323,6 @@ func (s *Scheduler) granted(ctx context.Context, admitted []Admitted, now time.T
 			}
 			p := &st.Pending[i]
 			p.Granted, p.Grant, p.GrantedAt = true, a.Grant, now.UnixNano()
-			if p.Mergeout != nil {
-				p.Mergeout.Grant = a.Grant
-			}
-			if p.Window != nil {
-				p.Window.Grant = a.Grant
-			}
 			return nil
 		})
 		if err != nil {
@@ -321,13 +365,11 @@ func (s *Scheduler) publishPending(ctx context.Context) {
 			continue
 		}
 		p := st.Pending[i]
-		switch {
-		case p.Mergeout != nil:
-			err = s.pub.PublishMergeout(ctx, p.Mergeout)
-		case p.Window != nil:
-			err = s.pub.PublishWindow(ctx, p.Window)
-		default:
-			err = fmt.Errorf("pending job %s has no job body", id)
+		j, err := s.catalog.Job(ctx, where.table, where.projection, &p)
+		if err == nil {
+			// The grant is the entry's: the body is the job as made.
+			subject, m := j.message(p.Grant)
+			err = s.pub.PublishJob(ctx, subject, id, m)
 		}
 		if err != nil {
 			s.log.Error("publish job; will retry", "job", id, "err", err)

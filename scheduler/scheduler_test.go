@@ -26,31 +26,34 @@ type recorder struct {
 	fail      error
 }
 
-func (r *recorder) PublishMergeout(_ context.Context, j *messages.MergeoutJob) error {
+func (r *recorder) PublishJob(_ context.Context, subject, jobID string, m messages.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
 		return r.fail
 	}
-	if r.delivered == nil {
-		r.delivered = map[string]bool{}
-	}
-	if !r.delivered[j.JobID] {
-		r.delivered[j.JobID] = true
+	switch j := m.(type) {
+	case *messages.MergeoutJob:
+		if subject != messages.SubjectJobMergeout || jobID != j.JobID {
+			return fmt.Errorf("mergeout job %s published on %s as %s", j.JobID, subject, jobID)
+		}
+		if r.delivered == nil {
+			r.delivered = map[string]bool{}
+		}
+		if !r.delivered[j.JobID] {
+			r.delivered[j.JobID] = true
+			c := *j
+			r.mergeouts = append(r.mergeouts, &c)
+		}
+	case *messages.WindowJob:
+		if subject != messages.SubjectJobWindow || jobID != j.JobID {
+			return fmt.Errorf("window job %s published on %s as %s", j.JobID, subject, jobID)
+		}
 		c := *j
-		r.mergeouts = append(r.mergeouts, &c)
+		r.windows = append(r.windows, &c)
+	default:
+		return fmt.Errorf("published a %s", m.Kind())
 	}
-	return nil
-}
-
-func (r *recorder) PublishWindow(_ context.Context, j *messages.WindowJob) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail != nil {
-		return r.fail
-	}
-	c := *j
-	r.windows = append(r.windows, &c)
 	return nil
 }
 

@@ -38,37 +38,27 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 		return nil, err
 	}
 	now := s.now()
-	var job *messages.WindowJob
-	_, err = s.catalog.Update(ctx, table, projection, func(st *ProjectionState) error {
+	st, j, err := s.catalog.AddJob(ctx, table, projection, pool, func(st *ProjectionState, seq uint64) (job, error) {
 		if len(st.Live) == 0 {
-			return fmt.Errorf("window over %s: no live containers: %w", table, ErrUnknownTable)
+			return nil, fmt.Errorf("window over %s: no live containers: %w", table, ErrUnknownTable)
 		}
-		st.NextSeq++
-		job = &messages.WindowJob{
-			JobID:       fmt.Sprintf("window.%s.%s.%d", table, projection, st.NextSeq),
+		return &windowJob{messages.WindowJob{
+			JobID:       fmt.Sprintf("window.%s.%s.%d", table, projection, seq),
 			Query:       req.Query,
 			Inputs:      append([]messages.ContainerRef(nil), st.Live...),
-			ResultTable: fmt.Sprintf("%s_window_%d", table, st.NextSeq),
-			Output:      fmt.Sprintf("w%08d", st.NextSeq),
+			ResultTable: fmt.Sprintf("%s_window_%d", table, seq),
+			Output:      fmt.Sprintf("w%08d", seq),
 			Created:     now.UnixNano(),
-		}
-		st.Pending = append(st.Pending, PendingJob{
-			JobID: job.JobID, Operation: messages.OperationWindow, Inputs: idsOf(job.Inputs),
-			Grant: messages.Grant{Pool: pool}, Created: job.Created, Window: job,
-		})
-		return nil
+		}}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	s.where[job.JobID] = projKey{table, projection}
-	st := &ProjectionState{Table: table, Projection: projection}
-	s.ops.upsert(operationOf(st, &PendingJob{JobID: job.JobID, Operation: messages.OperationWindow,
-		Inputs: idsOf(job.Inputs), Created: job.Created, Window: job, Grant: messages.Grant{Pool: pool}}))
-	if err := s.admit(ctx, job.JobID, pool, 0, now); err != nil {
+	s.track(st, j, pool)
+	if err := s.admit(ctx, j.id(), pool, j.want(), now); err != nil {
 		return nil, err
 	}
-	rep := &messages.WindowReply{Job: s.jobRef(job.JobID), ResultTable: job.ResultTable}
+	rep := &messages.WindowReply{Job: s.jobRef(j.id()), ResultTable: j.(*windowJob).w.ResultTable}
 	s.answered.put(req.RequestID, *rep)
 	return rep, nil
 }

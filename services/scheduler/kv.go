@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -73,4 +75,26 @@ func (b bucketKV) Keys(ctx context.Context, prefix string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// purgeDeletes removes, every interval, the delete markers of keys deleted
+// more than olderThan before, with the history of those keys. Every job
+// leaves one: its body's key in the catalog is created when the job is
+// made and deleted when it ends, and a marker stays in the bucket's
+// stream until purged.
+func purgeDeletes(kv jetstream.KeyValue, interval, olderThan time.Duration, log *slog.Logger) func(context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				if err := kv.PurgeDeletes(ctx, jetstream.DeleteMarkersOlderThan(olderThan)); err != nil && ctx.Err() == nil {
+					log.Warn("purge delete markers", "bucket", kv.Bucket(), "err", err)
+				}
+			}
+		}
+	}
 }

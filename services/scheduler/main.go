@@ -173,6 +173,7 @@ func run(args []string) error {
 			}
 		}
 	})
+	r.AddContext(purgeDeletes(catalogKV, time.Hour, 30*time.Minute, log))
 	log.Info("scheduler ready", "nats", b.NATS, "data", b.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
 	err = b.Run()
 	if derr := nc.Drain(); derr != nil {

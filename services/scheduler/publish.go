@@ -16,13 +16,8 @@ type jsPublisher struct {
 	js jetstream.JetStream
 }
 
-func (p jsPublisher) PublishMergeout(ctx context.Context, j *messages.MergeoutJob) error {
-	_, err := natsutil.Publish(ctx, p.js, messages.SubjectJobMergeout, j.JobID, j)
-	return err
-}
-
-func (p jsPublisher) PublishWindow(ctx context.Context, j *messages.WindowJob) error {
-	_, err := natsutil.Publish(ctx, p.js, messages.SubjectJobWindow, j.JobID, j)
+func (p jsPublisher) PublishJob(ctx context.Context, subject, jobID string, job messages.Message) error {
+	_, err := natsutil.Publish(ctx, p.js, subject, jobID, job)
 	return err
 }
 

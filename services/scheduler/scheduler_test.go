@@ -268,3 +268,40 @@ func TestHistoryReadInPartNotApplied(t *testing.T) {
 		t.Fatalf("a history read in part was applied: %+v", ops.Operations)
 	}
 }
+
+// TestPurgeDeletes: the delete markers the catalog's job bodies leave are
+// purged, and with them the bodies' history.
+func TestPurgeDeletes(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := bucketKV{b}
+	kv.Create(ctx, "t/p", []byte("{}"))
+	kv.Create(ctx, "t/p/job/1", []byte("{}"))
+	if err := kv.Delete(ctx, "t/p/job/1"); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.History(ctx, "t/p/job/1"); err != nil || len(h) != 2 {
+		t.Fatalf("history of a deleted body: %d entries, %v; want the body and its marker", len(h), err)
+	}
+	run, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- purgeDeletes(b, 10*time.Millisecond, -1, slog.New(slog.DiscardHandler))(run) }()
+	defer func() { stop(); <-done }()
+	for {
+		if _, err := b.History(ctx, "t/p/job/1"); errors.Is(err, jetstream.ErrKeyNotFound) {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("delete marker of t/p/job/1 never purged")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, _, err := kv.Get(ctx, "t/p"); err != nil {
+		t.Fatalf("a live key went with the markers: %v", err)
+	}
+}
