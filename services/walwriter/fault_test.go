@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -184,8 +185,21 @@ func publishUpdates(t *testing.T, js jetstream.JetStream, from, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.PublishAsync(messages.SubjectUpdates(ev.Table), data); err != nil {
-			t.Fatal(err)
+		for {
+			_, err := js.PublishAsync(messages.SubjectUpdates(ev.Table), data)
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				// A busy machine: wait for the window to drain, then send it again.
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-time.After(time.Minute):
+					t.Fatal("publishes not acknowledged")
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
 		}
 	}
 	select {
