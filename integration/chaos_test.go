@@ -19,7 +19,8 @@ package integration
 // By default every fault kind runs once per topology (a couple of minutes).
 // STRATA_CHAOS_ROUNDS=N runs the list N times; STRATA_CHAOS_SOAK=30m repeats
 // it until the duration has passed; STRATA_CHAOS_FAULTS=kill-merger,... runs
-// only the fault kinds named. Fault kinds that trip a known bug are skipped
+// only the fault kinds named, and STRATA_CHAOS_STORM=N makes a kill storm N
+// kills (default 16). Fault kinds that trip a known bug are skipped
 // with the bug named unless STRATA_CHAOS_STRICT=1.
 
 import (
@@ -413,7 +414,7 @@ var chaosFaults = []fault{
 			c.restart(n, time.Second)
 			return true
 		}},
-	{name: "kill-storm", inject: func(c *chaos, t *testing.T) bool { c.storm(t, 16); return true }},
+	{name: "kill-storm", inject: func(c *chaos, t *testing.T) bool { c.storm(t, stormKills(t)); return true }},
 	{name: "full-data-disk", inject: func(c *chaos, t *testing.T) bool { return c.fillDataDisk(t) }},
 	{name: "full-wal-disk", events: 60000,
 		// Seen as "WAL write failed; refusing further appends ... create
@@ -450,6 +451,19 @@ func (c *chaos) storm(t *testing.T, n int) {
 		time.Sleep(time.Duration(100+rng.IntN(300)) * time.Millisecond)
 	}
 	t.Logf("kill storm: %v", c.roundFaults)
+}
+
+// stormKills is how many kills a storm has: 16, or STRATA_CHAOS_STORM.
+func stormKills(t *testing.T) int {
+	s := os.Getenv("STRATA_CHAOS_STORM")
+	if s == "" {
+		return 16
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("STRATA_CHAOS_STORM=%q: want a positive number", s)
+	}
+	return n
 }
 
 // mountTmpfs mounts a tmpfs of size on dir, unmounted when the test ends;
