@@ -82,7 +82,7 @@ func BenchmarkBlockDecode(b *testing.B) {
 		schema, header := schemaMessage(b, tc.typ)
 		decoders := map[string]func() (arrow.Array, error){
 			"strata": func() (arrow.Array, error) {
-				return newBlockDecoder(tc.typ, memory.DefaultAllocator, &zstdDecoder{}).decode(memory.NewBufferBytes(block), rows, 2*fb.RawBytes+decodeSlack, false)
+				return newBlockDecoder(tc.typ, memory.DefaultAllocator, newTestDecompressors()).decode(memory.NewBufferBytes(block), rows, 2*fb.RawBytes+decodeSlack, false)
 			},
 			"arrow": func() (arrow.Array, error) {
 				d := newArrowDecoder(schema, header, memory.DefaultAllocator)
