@@ -5,13 +5,13 @@ import (
 	"io"
 	"math/rand/v2"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -51,7 +51,7 @@ func benchQuery(b *testing.B, sql string, n int, shuffle, distinct bool) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	var parts int64
 	for i := 0; i < b.N; i++ {
@@ -69,19 +69,9 @@ func benchQuery(b *testing.B, sql string, n int, shuffle, distinct bool) {
 		parts = res.Stats().Partitions
 		res.Close()
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(parts), "partitions")
-}
-
-// cpuTime is the process's user+system CPU time in nanoseconds: on a
-// shared machine it measures the work better than the wall clock.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 func BenchmarkQ0Unsorted(b *testing.B) {
@@ -126,7 +116,7 @@ func BenchmarkQ0UnsortedContainer(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		res, err := windower.Run(context.Background(), q, []string{dir}, windower.Options{Grant: 1 << 30, TempDir: b.TempDir()})
@@ -142,5 +132,5 @@ func BenchmarkQ0UnsortedContainer(b *testing.B) {
 		}
 		res.Close()
 	}
-	b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -222,7 +223,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 			return windowResult{}, err
 		}
 	}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp})
 	if err != nil {
@@ -242,7 +243,7 @@ func runWindowCase(ctx context.Context, c windowCase, containerDir string, grant
 		rec.Release()
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	if prof != nil {
 		pprof.StopCPUProfile()
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/walwriter"
 )
 
@@ -196,9 +197,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	before := w.Stats()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	elapsed, err := st.drive(ctx, w, cfg.Updates, false)
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Process() - cpu0
 	after := w.Stats()
 	if cerr := w.Close(); err == nil {
 		err = cerr
