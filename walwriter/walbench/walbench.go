@@ -17,15 +17,16 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/internal/cputime"
+	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
 )
 
 // Accounts is the benchmark table, shaped like pgbench's original
 // accounts: id, four int columns, three text columns (30, 84 and 100
 // characters), a 262-byte row image.
-var Accounts = walwriter.Table{Name: "accounts", Columns: []walwriter.ColumnType{
-	walwriter.Int64, walwriter.Int64, walwriter.Int64, walwriter.Int64, walwriter.Int64,
-	walwriter.Text, walwriter.Text, walwriter.Text,
+var Accounts = walwriter.Table{Name: "accounts", Columns: []messages.RowType{
+	messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64,
+	messages.RowText, messages.RowText, messages.RowText,
 }}
 
 var textWidths = [3]int{30, 84, 100}
