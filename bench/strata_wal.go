@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
 )
 
@@ -15,10 +16,10 @@ import (
 // concurrent NATS deliveries would.
 const walProducers = 64
 
-var walTable = walwriter.Table{Name: "u", Columns: []walwriter.ColumnType{
-	walwriter.Int64,
-	walwriter.Int64, walwriter.Int64, walwriter.Int64, walwriter.Int64,
-	walwriter.Text, walwriter.Text, walwriter.Text,
+var walTable = walwriter.Table{Name: "u", Columns: []messages.RowType{
+	messages.RowInt64,
+	messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64,
+	messages.RowText, messages.RowText, messages.RowText,
 }}
 
 // strataWALFigures are the walwriter's figures for one workload.

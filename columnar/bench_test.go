@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/internal/cputime"
 )
 
 // BenchmarkBlockRead reads every block of one column of 1Mi rows and
@@ -35,7 +36,7 @@ func BenchmarkBlockRead(b *testing.B) {
 			raw := m.RawBytes()
 			b.SetBytes(raw)
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				r, err := c.OpenColumn(0)
 				if err != nil {
@@ -82,7 +83,7 @@ func BenchmarkBlockDecode(b *testing.B) {
 		schema, header := schemaMessage(b, tc.typ)
 		decoders := map[string]func() (arrow.Array, error){
 			"strata": func() (arrow.Array, error) {
-				return newBlockDecoder(tc.typ, memory.DefaultAllocator, &zstdDecoder{}).decode(memory.NewBufferBytes(block), rows, 2*fb.RawBytes+decodeSlack, false)
+				return newBlockDecoder(tc.typ, memory.DefaultAllocator, newTestDecompressors()).decode(memory.NewBufferBytes(block), rows, 2*fb.RawBytes+decodeSlack, false)
 			},
 			"arrow": func() (arrow.Array, error) {
 				d := newArrowDecoder(schema, header, memory.DefaultAllocator)
@@ -93,7 +94,7 @@ func BenchmarkBlockDecode(b *testing.B) {
 		for _, name := range []string{"strata", "arrow"} {
 			b.Run(tc.name+"/"+name, func(b *testing.B) {
 				b.SetBytes(fb.RawBytes)
-				cpu0 := cpuTime()
+				cpu0 := cputime.Process()
 				for range b.N {
 					a, err := decoders[name]()
 					if err != nil {
@@ -127,7 +128,7 @@ func BenchmarkWrite(b *testing.B) {
 			b.SetBytes(raw)
 			base := b.TempDir()
 			b.ResetTimer()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for i := range b.N {
 				w, err := Create(filepath.Join(base, fmt.Sprint(i)), WriterOptions{Schema: schema, Compression: tc.comp})
 				if err != nil {
@@ -164,14 +165,14 @@ func BenchmarkKeyEncode(b *testing.B) {
 		b.Run(fmt.Sprintf("batch/%dcols", nk), func(b *testing.B) {
 			var kb KeyBatch
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			for range b.N {
 				if err := enc.EncodeBatch(&kb, cols, 0, n); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N*n), "ns/row")
-			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(b.N*n), "cpu_ns/row")
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N*n), "cpu_ns/row")
 			b.ReportMetric(float64(len(kb.Data))/n, "bytes/key")
 		})
 		b.Run(fmt.Sprintf("row/%dcols", nk), func(b *testing.B) {

@@ -9,6 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/internal/cputime"
 )
 
 // BenchmarkWideWrite writes a 100-column container (the Generate cycle of
@@ -30,7 +31,7 @@ func BenchmarkWideWrite(b *testing.B) {
 			base := b.TempDir()
 			b.SetBytes(raw)
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			var disk int64
 			for i := range b.N {
 				w, err := Create(filepath.Join(base, fmt.Sprint(i)), WriterOptions{Schema: schema, Compression: comp, BlockRows: 8192, NoSync: true})

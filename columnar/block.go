@@ -3,43 +3,35 @@ package columnar
 import (
 	"encoding/binary"
 	"fmt"
-	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 )
 
 const continuationMarker = 0xFFFFFFFF
-
-// Arrow IPC body compression codecs (Message.fbs CompressionType).
-const (
-	codecNone = -1
-	codecLZ4  = 0
-	codecZstd = 1
-)
 
 // blockDecoder turns one column file's block messages (Arrow IPC record
 // batch messages of a one-field schema) into arrays. It reads the message
 // metadata itself and decompresses each buffer straight into a buffer from
 // the allocator: one pass, no intermediate copies, no per-block codec
 // set-up. The result is what arrow's IPC reader would produce (the tests
-// check this), but several times cheaper for small blocks and zstd.
+// check this), but several times cheaper for small blocks and zstd. The
+// codec is the block's own (its BodyCompression), looked up once per block
+// among the container's decompressors.
 type blockDecoder struct {
-	typ   arrow.DataType
-	nbufs int // buffers per array: validity, values (+ offsets for utf8/binary)
-	mem   memory.Allocator
-	zstd  *zstdDecoder
+	typ    arrow.DataType
+	nbufs  int // buffers per array: validity, values (+ offsets for utf8/binary)
+	mem    memory.Allocator
+	decomp *decompressors // the container's, shared by its readers
 }
 
-func newBlockDecoder(typ arrow.DataType, mem memory.Allocator, zd *zstdDecoder) *blockDecoder {
+func newBlockDecoder(typ arrow.DataType, mem memory.Allocator, decomp *decompressors) *blockDecoder {
 	n := 2
 	if typ.ID() == arrow.STRING || typ.ID() == arrow.BINARY {
 		n = 3
 	}
-	return &blockDecoder{typ: typ, nbufs: n, mem: mem, zstd: zd}
+	return &blockDecoder{typ: typ, nbufs: n, mem: mem, decomp: decomp}
 }
 
 // batchLayout is what a record batch message's metadata says about its body.
@@ -50,7 +42,7 @@ type batchLayout struct {
 	nullCount  int64
 	buffers    [3][2]int64 // offset and length of each buffer in the body
 	nbufs      int
-	codec      int
+	codec      int // Arrow codec id, or codecNone
 }
 
 // parseBatchLayout reads the Message and RecordBatch tables of a block's
@@ -101,7 +93,7 @@ func parseBatchLayout(meta []byte) (batchLayout, error) {
 		return l, err
 	}
 	if ok {
-		codec, err := comp.byteField(0, codecLZ4)
+		codec, err := comp.byteField(0, arrowLZ4Frame)
 		if err != nil {
 			return l, err
 		}
@@ -112,7 +104,7 @@ func parseBatchLayout(meta []byte) (batchLayout, error) {
 		if method != 0 {
 			return l, fmt.Errorf("unknown body compression method %d", method)
 		}
-		if codec != codecLZ4 && codec != codecZstd {
+		if !knownArrowCodec(codec) {
 			return l, fmt.Errorf("unknown compression codec %d", codec)
 		}
 		l.codec = int(codec)
@@ -164,6 +156,10 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64, borr
 			}
 		}
 	}()
+	var dc decompressor
+	if l.codec != codecNone {
+		dc = d.decomp[l.codec]
+	}
 	budget := maxBytes
 	for i := range d.nbufs {
 		off, n := l.buffers[i][0], l.buffers[i][1]
@@ -200,7 +196,7 @@ func (d *blockDecoder) decode(buf *memory.Buffer, rows int, maxBytes int64, borr
 		out := memory.NewResizableBuffer(d.mem)
 		bufs[i] = out
 		out.Resize(int(size))
-		if err := d.decompress(l.codec, src[8:], out.Bytes()); err != nil {
+		if err := dc.decompress(src[8:], out.Bytes()); err != nil {
 			return nil, fmt.Errorf("buffer %d: %w", i, err)
 		}
 	}
@@ -228,118 +224,6 @@ func (d *blockDecoder) bodyBuffer(buf *memory.Buffer, off, n int, borrowed bool,
 	out.Resize(n)
 	copy(out.Bytes(), buf.Bytes()[off:off+n])
 	return out, nil
-}
-
-func (d *blockDecoder) decompress(codec int, src, dst []byte) error {
-	switch codec {
-	case codecLZ4:
-		return lz4FrameDecode(src, dst)
-	case codecZstd:
-		return d.zstd.decode(src, dst)
-	}
-	return fmt.Errorf("unknown codec %d", codec)
-}
-
-// lz4FrameDecode decodes one LZ4 frame into dst, which must be exactly the
-// frame's content size.
-func lz4FrameDecode(src, dst []byte) error {
-	if len(src) < 7 || binary.LittleEndian.Uint32(src) != 0x184D2204 {
-		return fmt.Errorf("lz4: not an LZ4 frame")
-	}
-	flg := src[4]
-	if flg>>6 != 1 {
-		return fmt.Errorf("lz4: frame version %d", flg>>6)
-	}
-	indep := flg&0x20 != 0
-	blockSum := flg&0x10 != 0
-	p := 6
-	if flg&0x08 != 0 { // content size
-		if p+8 > len(src) {
-			return fmt.Errorf("lz4: truncated frame header")
-		}
-		if cs := binary.LittleEndian.Uint64(src[p:]); cs != uint64(len(dst)) {
-			return fmt.Errorf("lz4: frame content size %d, want %d", cs, len(dst))
-		}
-		p += 8
-	}
-	if flg&0x01 != 0 { // dictionary ID
-		p += 4
-	}
-	p++ // header checksum
-	out := 0
-	for {
-		if p+4 > len(src) {
-			return fmt.Errorf("lz4: truncated frame")
-		}
-		size := int(binary.LittleEndian.Uint32(src[p:]))
-		p += 4
-		if size == 0 {
-			break
-		}
-		stored := size&0x80000000 != 0
-		size &= 0x7FFFFFFF
-		if size > len(src)-p {
-			return fmt.Errorf("lz4: block of %d bytes past the frame's end", size)
-		}
-		blk := src[p : p+size]
-		p += size
-		if blockSum {
-			p += 4
-		}
-		if stored {
-			if size > len(dst)-out {
-				return fmt.Errorf("lz4: data longer than %d bytes", len(dst))
-			}
-			out += copy(dst[out:], blk)
-			continue
-		}
-		var n int
-		var err error
-		if indep || out == 0 {
-			n, err = lz4.UncompressBlock(blk, dst[out:])
-		} else {
-			n, err = lz4.UncompressBlockWithDict(blk, dst[out:], dst[max(0, out-64<<10):out])
-		}
-		if err != nil {
-			return fmt.Errorf("lz4: %w", err)
-		}
-		out += n
-	}
-	if out != len(dst) {
-		return fmt.Errorf("lz4: decoded %d bytes, want %d", out, len(dst))
-	}
-	return nil
-}
-
-// zstdDecoder is a zstd decoder shared by the readers of a container,
-// made on first use.
-type zstdDecoder struct {
-	once sync.Once
-	dec  *zstd.Decoder
-	err  error
-}
-
-// zstdMaxMemory bounds what one zstd buffer may decode to.
-const zstdMaxMemory = 1 << 30
-
-func (z *zstdDecoder) decode(src, dst []byte) error {
-	z.once.Do(func() {
-		z.dec, z.err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(zstdMaxMemory))
-	})
-	if z.err != nil {
-		return z.err
-	}
-	out, err := z.dec.DecodeAll(src, dst[:0])
-	if err != nil {
-		return fmt.Errorf("zstd: %w", err)
-	}
-	if len(out) != len(dst) {
-		return fmt.Errorf("zstd: decoded %d bytes, want %d", len(out), len(dst))
-	}
-	if &out[0] != &dst[0] {
-		copy(dst, out)
-	}
-	return nil
 }
 
 // splitMessage splits an encapsulated IPC message (continuation marker,

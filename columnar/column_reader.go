@@ -76,7 +76,7 @@ func openColumnReader(c *Container, col int) (*ColumnReader, error) {
 		col:   col,
 		meta:  fm,
 		f:     f,
-		dec:   newBlockDecoder(c.schema.Field(col).Type, c.opts.Allocator, &c.zstd),
+		dec:   newBlockDecoder(c.schema.Field(col).Type, c.opts.Allocator, &c.decomp),
 		stats: c.opts.Stats,
 	}
 	return r, nil

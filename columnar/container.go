@@ -28,7 +28,7 @@ type Container struct {
 	schema *arrow.Schema
 	keyIdx []int
 	opts   OpenOptions
-	zstd   zstdDecoder // shared by the container's readers
+	decomp decompressors // the codecs' decompressors, shared by the container's readers
 }
 
 // Open reads and validates dir/manifest.json. A missing container gives an
@@ -48,7 +48,7 @@ func Open(dir string, opts OpenOptions) (*Container, error) {
 	if err != nil {
 		return nil, corruptf(dir, ManifestName, NoBlock, err, "bad schema")
 	}
-	c := &Container{dir: dir, m: m, schema: schema, opts: opts}
+	c := &Container{dir: dir, m: m, schema: schema, opts: opts, decomp: makeDecompressors()}
 	if len(m.SortKey) > 0 {
 		if c.keyIdx, err = m.SortKey.Indices(schema); err != nil {
 			return nil, corruptf(dir, ManifestName, NoBlock, err, "bad sort key")

@@ -260,12 +260,3 @@ func (d *DataDir) checkFile(dir string, fm *FileMeta) error {
 	}
 	return nil
 }
-
-// OnDisk is the container's size on disk: the sum of its column files.
-func (m *Manifest) OnDisk() int64 {
-	var n int64
-	for _, f := range m.Files {
-		n += f.Size
-	}
-	return n
-}

@@ -172,7 +172,7 @@ func TestDataDirCheck(t *testing.T) {
 	}
 	defer dd.Close()
 	m, err := dd.Check("t", "p", "c1")
-	if err != nil || m.Rows != 1000 || m.OnDisk() <= 0 {
+	if err != nil || m.Rows != 1000 || m.CompressedBytes() <= 0 {
 		t.Fatalf("Check(c1) = %+v, %v", m, err)
 	}
 	if _, err := dd.Check("t", "p", "missing"); !errors.Is(err, ErrNotFound) {

@@ -227,7 +227,7 @@ func (c *columnWriter) writeMessage(arr arrow.Array) (metaLen int32, bodyLen int
 			s.body = append(s.body, 0)
 		}
 	}
-	codec, compressed := c.comp.codec()
+	codec, compressed := c.comp.arrowCodec()
 	m := recordBatchMeta(s.fb, l.length, l.nullCount, bufs, int64(len(s.body)), codec, compressed)
 	metaLen, err = writeMessage(c.out, m, s.body)
 	return metaLen, int64(len(s.body)), err

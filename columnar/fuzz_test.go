@@ -82,7 +82,7 @@ func FuzzBlock(f *testing.F) {
 	f.Fuzz(func(t *testing.T, typ uint8, rows uint16, block []byte) {
 		dt := genTypes[int(typ)%len(genTypes)]
 		schema, header := schemaMessage(t, dt)
-		dec := newBlockDecoder(dt, memory.NewGoAllocator(), &zstdDecoder{})
+		dec := newBlockDecoder(dt, memory.NewGoAllocator(), newTestDecompressors())
 		arr, err := dec.decode(memory.NewBufferBytes(block), int(rows), 1<<20, typ&0x80 != 0)
 		ref := newArrowDecoder(schema, header, memory.NewGoAllocator())
 		defer ref.close()

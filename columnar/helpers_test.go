@@ -65,3 +65,10 @@ func readColumn(t testing.TB, c *Container, col int) arrow.Array {
 }
 
 func newTestRand() *rand.Rand { return rand.New(rand.NewPCG(11, 13)) }
+
+// newTestDecompressors returns a fresh set of the codecs' decompressors, as
+// a Container makes them.
+func newTestDecompressors() *decompressors {
+	d := makeDecompressors()
+	return &d
+}

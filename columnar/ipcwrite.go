@@ -4,23 +4,18 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	flatbuffers "github.com/google/flatbuffers/go"
-	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 )
 
-// The writer lays out each column file itself (the layout is in the
-// package doc), rather than through arrow's ipc.FileWriter: that writer
-// makes a compressor per file, which for zstd costs megabytes of state,
-// so a wide container paid for a zstd encoder per column. A Writer has one
+// The writer lays out each column file itself (the layout, and why not
+// arrow's ipc.FileWriter, are in the package doc). A Writer has one
 // blockCompressor, shared by all its column files. Arrow's IPC encoder
-// still lays out the uncompressed buffers of each block (slicing,
-// bitmap shifting, offset rebasing); the writer compresses them and writes
-// the message, and at the end the footer, as arrow would.
+// still lays out the uncompressed buffers of each block; the writer
+// compresses them and writes the message, and at the end the footer, as
+// arrow would.
 
 const (
 	arrowMagic    = "ARROW1"
@@ -38,14 +33,13 @@ const (
 )
 
 // blockCompressor compresses block buffers for every column file of a
-// Writer. It is safe for concurrent use (WriteColumn may run concurrently
-// for different columns): zstd's EncodeAll is, and LZ4 writers and
-// scratch buffers come from pools.
+// Writer with the Writer's codec. It is safe for concurrent use
+// (WriteColumn may run concurrently for different columns): so are
+// compressors, and scratch buffers come from a pool.
 type blockCompressor struct {
-	comp    Compression
-	zstd    *zstd.Encoder
-	lz4     sync.Pool // *lz4.Writer
-	scratch sync.Pool // *blockScratch
+	codec   codec      // nil: CompressionNone
+	comp    compressor // the codec's, nil without one
+	scratch sync.Pool  // *blockScratch
 }
 
 // blockScratch holds one block's bytes while it is written.
@@ -56,41 +50,24 @@ type blockScratch struct {
 }
 
 func newBlockCompressor(c Compression) (*blockCompressor, error) {
-	bc := &blockCompressor{comp: c}
+	cd, err := c.codec()
+	if err != nil {
+		return nil, err
+	}
+	bc := &blockCompressor{codec: cd}
 	bc.scratch.New = func() any { return &blockScratch{fb: flatbuffers.NewBuilder(256)} }
-	switch c {
-	case CompressionZstd:
-		// EncodeAll runs on as many buffers at once as the encoder's
-		// concurrency, and the encoder holds state (about a megabyte)
-		// for each: enough for columns written in parallel, not one per
-		// core of a large machine.
-		enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(min(runtime.GOMAXPROCS(0), maxZstdConcurrency)))
-		if err != nil {
-			return nil, fmt.Errorf("zstd encoder: %w", err)
+	if cd != nil {
+		if bc.comp, err = cd.newCompressor(); err != nil {
+			return nil, err
 		}
-		bc.zstd = enc
-	case CompressionLZ4:
-		bc.lz4.New = func() any {
-			w := lz4.NewWriter(nil)
-			// As arrow writes LZ4 frames: no checksums, 64 KiB blocks.
-			w.Apply(lz4.ChecksumOption(false), lz4.BlockSizeOption(lz4.Block64Kb))
-			return w
-		}
-	case CompressionNone:
-	default:
-		return nil, fmt.Errorf("unknown compression %d", c)
 	}
 	return bc, nil
 }
 
-// maxZstdConcurrency bounds the buffers a Writer compresses with zstd at
-// once.
-const maxZstdConcurrency = 4
-
-// close releases the zstd encoder.
+// close releases the codec's compressor.
 func (bc *blockCompressor) close() {
-	if bc.zstd != nil {
-		bc.zstd.Close()
+	if bc.comp != nil {
+		bc.comp.close()
 	}
 }
 
@@ -98,34 +75,20 @@ func (bc *blockCompressor) close() {
 // its 8-byte uncompressed length in front, or as it is without compression;
 // an empty buffer stays empty.
 func (bc *blockCompressor) appendTo(dst, src []byte) ([]byte, error) {
-	if len(src) == 0 || bc.comp == CompressionNone {
+	if len(src) == 0 || bc.comp == nil {
 		return append(dst, src...), nil
 	}
 	dst = binary.LittleEndian.AppendUint64(dst, uint64(len(src)))
-	if bc.comp == CompressionZstd {
-		return bc.zstd.EncodeAll(src, dst), nil
-	}
-	w := bc.lz4.Get().(*lz4.Writer)
-	defer bc.lz4.Put(w)
-	out := appendWriter{b: dst}
-	w.Reset(&out)
-	if _, err := w.Write(src); err != nil {
-		return dst, fmt.Errorf("lz4: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return dst, fmt.Errorf("lz4: %w", err)
-	}
-	return out.b, nil
+	return bc.comp.appendCompressed(dst, src)
 }
 
-func (bc *blockCompressor) codec() (byte, bool) {
-	switch bc.comp {
-	case CompressionLZ4:
-		return codecLZ4, true
-	case CompressionZstd:
-		return codecZstd, true
+// arrowCodec returns the Arrow codec id of the blocks' BodyCompression, and
+// false when they have none.
+func (bc *blockCompressor) arrowCodec() (byte, bool) {
+	if bc.codec == nil {
+		return 0, false
 	}
-	return 0, false
+	return bc.codec.arrowID(), true
 }
 
 type appendWriter struct{ b []byte }
@@ -164,9 +127,9 @@ func recordBatchMeta(b *flatbuffers.Builder, rows, nulls int64, bufs [][2]int64,
 	b.Reset()
 	var comp flatbuffers.UOffsetT
 	if compressed {
-		b.StartObject(2) // BodyCompression
-		b.PrependByteSlot(0, codec, codecLZ4)
-		b.PrependByteSlot(1, 0, 0) // method BUFFER
+		b.StartObject(2)                           // BodyCompression
+		b.PrependByteSlot(0, codec, arrowLZ4Frame) // the default: absent when LZ4
+		b.PrependByteSlot(1, 0, 0)                 // method BUFFER
 		comp = b.EndObject()
 	}
 	b.StartVector(16, len(bufs), 8) // [Buffer]

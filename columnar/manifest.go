@@ -99,7 +99,8 @@ func (m *Manifest) RawBytes() int64 {
 	return n
 }
 
-// CompressedBytes returns the bytes of all column files.
+// CompressedBytes returns the bytes of all column files: the container's
+// size on disk, less its manifest.
 func (m *Manifest) CompressedBytes() int64 {
 	var n int64
 	for _, f := range m.Files {

@@ -7,41 +7,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-// Compression selects the codec of the column files' record batch bodies.
-type Compression uint8
-
-const (
-	CompressionLZ4  Compression = iota // LZ4 frame, the default
-	CompressionZstd                    // Zstandard
-	CompressionNone                    // uncompressed
-)
-
-// String returns the manifest spelling: "lz4", "zstd" or "none".
-func (c Compression) String() string {
-	switch c {
-	case CompressionLZ4:
-		return "lz4"
-	case CompressionZstd:
-		return "zstd"
-	case CompressionNone:
-		return "none"
-	}
-	return fmt.Sprintf("compression(%d)", uint8(c))
-}
-
-// ParseCompression parses the manifest spelling of a Compression.
-func ParseCompression(s string) (Compression, error) {
-	switch s {
-	case "lz4", "":
-		return CompressionLZ4, nil
-	case "zstd":
-		return CompressionZstd, nil
-	case "none":
-		return CompressionNone, nil
-	}
-	return 0, fmt.Errorf("columnar: unknown compression %q (want lz4, zstd or none)", s)
-}
-
 // ColumnSchema is one column of a manifest's schema.
 type ColumnSchema struct {
 	Name     string `json:"name"`

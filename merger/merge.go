@@ -96,7 +96,7 @@ func (m *merge) run(inputs []string, output string) error {
 	var rows int64
 	for _, in := range ins {
 		rows += in.c.Rows()
-		m.stats.BytesIn += rawBytes(in.c.Manifest())
+		m.stats.BytesIn += in.c.Manifest().RawBytes()
 	}
 	m.stats.Rows = rows
 	m.stats.Columns = schema.NumFields()
@@ -175,16 +175,6 @@ func closeInputs(ins []input) {
 	for _, in := range ins {
 		in.c.Close()
 	}
-}
-
-func rawBytes(man *columnar.Manifest) int64 {
-	var n int64
-	for _, f := range man.Files {
-		for _, b := range f.Blocks {
-			n += b.RawBytes
-		}
-	}
-	return n
 }
 
 // rowSourceEstimate bounds the row-source stream of rows rows from k inputs:
@@ -325,10 +315,7 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 		return fmt.Errorf("merger: %w", err)
 	}
 	// With passes the last call is the final level: BytesOut is its output.
-	m.stats.BytesOut = 0
-	for _, f := range man.Files {
-		m.stats.BytesOut += f.Size
-	}
+	m.stats.BytesOut = man.CompressedBytes()
 	return nil
 }
 

@@ -35,7 +35,9 @@ func (t RowType) Valid() bool {
 	return false
 }
 
-func (t RowType) width() int {
+// Width returns the byte width of a non-NULL value of type t, or 0 when
+// values have any width (text, bytes) or t is not a known type.
+func (t RowType) Width() int {
 	switch t {
 	case RowInt64, RowFloat64, RowTimestamp:
 		return 8
@@ -166,7 +168,7 @@ func checkValue(t RowType, v []byte) error {
 	if !t.Valid() {
 		return fmt.Errorf("unknown type %q", t)
 	}
-	if w := t.width(); w != 0 && len(v) != w {
+	if w := t.Width(); w != 0 && len(v) != w {
 		return fmt.Errorf("%d bytes, want %d", len(v), w)
 	}
 	switch t {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/strata-db/strata/messages"
 )
 
 // appendMany appends n updates of keys 0..keys-1 asynchronously and waits.
@@ -124,10 +126,10 @@ func TestRegisterTable(t *testing.T) {
 	if err := w.RegisterTable(accounts); err != nil {
 		t.Errorf("registering the same table again: %v", err)
 	}
-	if err := w.RegisterTable(Table{Name: "accounts", Columns: []ColumnType{Int64}}); err == nil {
+	if err := w.RegisterTable(Table{Name: "accounts", Columns: []messages.RowType{messages.RowInt64}}); err == nil {
 		t.Error("registering a table again with other columns succeeded")
 	}
-	for _, bad := range []Table{{Name: "", Columns: []ColumnType{Int64}}, {Name: "t"}, {Name: "t", Columns: []ColumnType{99}}} {
+	for _, bad := range []Table{{Name: "", Columns: []messages.RowType{messages.RowInt64}}, {Name: "t"}, {Name: "t", Columns: []messages.RowType{"decimal"}}} {
 		if err := w.RegisterTable(bad); err == nil {
 			t.Errorf("registering %+v succeeded", bad)
 		}

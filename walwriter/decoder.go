@@ -8,6 +8,8 @@ import (
 	"hash/crc32"
 	"io"
 	"strconv"
+
+	"github.com/strata-db/strata/messages"
 )
 
 // Record is one data or checkpoint record as a reader returns it.
@@ -17,8 +19,8 @@ type Record struct {
 	EventID string     // empty for checkpoints
 	Table   string
 	Key     []byte
-	Row     Row          // the full new row, deltas applied; nil for checkpoints and when rows are not decoded
-	Columns []ColumnType // the table's column types
+	Row     Row                // the full new row, deltas applied; nil for checkpoints and when rows are not decoded
+	Columns []messages.RowType // the table's column types
 	Segment string
 	Offset  int64 // of the record in its segment
 	Size    int   // encoded bytes of the record
@@ -82,9 +84,12 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 		if id != uint64(len(d.tables)) {
 			return false, fmt.Errorf("table %q defined as id %d, want %d", name, id, len(d.tables))
 		}
-		t := &Table{Name: string(name), Columns: make([]ColumnType, n)}
+		t := &Table{Name: string(name), Columns: make([]messages.RowType, n)}
 		for i := range t.Columns {
-			t.Columns[i] = ColumnType(r.b[i])
+			var ok bool
+			if t.Columns[i], ok = columnType(r.b[i]); !ok {
+				return false, fmt.Errorf("table %q: column %d: unknown type code %d", name, i, r.b[i])
+			}
 		}
 		r.b = r.b[n:]
 		if err := t.validate(); err != nil {

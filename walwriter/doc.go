@@ -54,8 +54,9 @@
 // The LSN delta is LSN - previous LSN - 1 (0 for consecutive records); the
 // previous LSN of a segment's first record is the header's first LSN - 1.
 // Table ids are 0, 1, 2, ... in order of definition within the segment; a
-// table is defined before its first record in each segment (column types:
-// 1 int64, 2 float64, 3 bool, 4 text, 5 bytes, 6 timestamp, 7 date).
+// table is defined before its first record in each segment (column types,
+// the messages.RowType of the row encoding, one byte each: 1 int64,
+// 2 float64, 3 bool, 4 text, 5 bytes, 6 timestamp, 7 date).
 //
 // An event ID is either raw (length uvarint, bytes) or, with flag 0x10,
 // compact: producer id uvarint and the zigzag varint of sequence - the

@@ -143,7 +143,7 @@ func appendTableDef(dst []byte, id uint64, t *Table) []byte {
 	dst = append(dst, t.Name...)
 	dst = binary.AppendUvarint(dst, uint64(len(t.Columns)))
 	for _, c := range t.Columns {
-		dst = append(dst, byte(c))
+		dst = append(dst, columnCode(c))
 	}
 	return finishRecord(dst, rec, reserved)
 }

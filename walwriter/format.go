@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/strata-db/strata/messages"
 )
 
 // FormatValue renders a value of type t for people, assuming the canonical
@@ -13,23 +15,23 @@ import (
 // big-endian with the sign bit flipped, floats order-preserving IEEE 754
 // bits, text as UTF-8. NULL prints as NULL; a value of the wrong width
 // prints as hex.
-func FormatValue(t ColumnType, v []byte) string {
+func FormatValue(t messages.RowType, v []byte) string {
 	if v == nil {
 		return "NULL"
 	}
-	if w := t.fixedWidth(); w != 0 && len(v) != w {
+	if w := t.Width(); w != 0 && len(v) != w {
 		return "0x" + hex.EncodeToString(v)
 	}
 	switch t {
-	case Int64:
+	case messages.RowInt64:
 		return strconv.FormatInt(int64(binary.BigEndian.Uint64(v)^1<<63), 10)
-	case Timestamp:
+	case messages.RowTimestamp:
 		us := int64(binary.BigEndian.Uint64(v) ^ 1<<63)
 		return time.UnixMicro(us).UTC().Format("2006-01-02T15:04:05.999999Z")
-	case Date:
+	case messages.RowDate:
 		days := int32(binary.BigEndian.Uint32(v) ^ 1<<31)
 		return time.Unix(int64(days)*86400, 0).UTC().Format("2006-01-02")
-	case Float64:
+	case messages.RowFloat64:
 		bits := binary.BigEndian.Uint64(v)
 		if bits&(1<<63) != 0 {
 			bits ^= 1 << 63
@@ -37,9 +39,9 @@ func FormatValue(t ColumnType, v []byte) string {
 			bits = ^bits
 		}
 		return strconv.FormatFloat(math.Float64frombits(bits), 'g', -1, 64)
-	case Bool:
+	case messages.RowBool:
 		return strconv.FormatBool(v[0] == 1)
-	case Text:
+	case messages.RowText:
 		return strconv.Quote(string(v))
 	}
 	return "0x" + hex.EncodeToString(v)

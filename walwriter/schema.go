@@ -3,74 +3,53 @@ package walwriter
 import (
 	"fmt"
 	"unicode/utf8"
+
+	"github.com/strata-db/strata/messages"
 )
 
-// ColumnType is the type of one column of a table. It decides which values
-// a column accepts; the WAL stores every value as bytes.
-type ColumnType uint8
-
-// Column types and the value bytes each accepts (nil is NULL for all of them).
-const (
-	Int64     ColumnType = 1 // 8 bytes
-	Float64   ColumnType = 2 // 8 bytes
-	Bool      ColumnType = 3 // 1 byte, 0 or 1
-	Text      ColumnType = 4 // valid UTF-8
-	Bytes     ColumnType = 5 // anything
-	Timestamp ColumnType = 6 // 8 bytes (microseconds)
-	Date      ColumnType = 7 // 4 bytes (days)
-)
-
-var columnTypeNames = [...]string{
-	Int64: "int64", Float64: "float64", Bool: "bool", Text: "text",
-	Bytes: "bytes", Timestamp: "timestamp", Date: "date",
+// A table's column types are messages.RowType, the types of the
+// canonical row encoding the update events carry; they decide which values
+// a column accepts, and the WAL stores every value as bytes. A segment
+// stores each type as one byte, its code below (the package doc's "column
+// types"); the codes are the WAL's format and never change.
+var columnCodes = [...]messages.RowType{
+	1: messages.RowInt64, 2: messages.RowFloat64, 3: messages.RowBool, 4: messages.RowText,
+	5: messages.RowBytes, 6: messages.RowTimestamp, 7: messages.RowDate,
 }
 
-func (t ColumnType) String() string {
-	if t.valid() {
-		return columnTypeNames[t]
-	}
-	return fmt.Sprintf("ColumnType(%d)", uint8(t))
-}
-
-func (t ColumnType) valid() bool { return t >= Int64 && t <= Date }
-
-// ParseColumnType returns the type named s ("int64", "text", ...).
-func ParseColumnType(s string) (ColumnType, error) {
-	for t, name := range columnTypeNames {
-		if name != "" && name == s {
-			return ColumnType(t), nil
+// columnCode returns the segment byte of column type t, 0 if t is not a
+// known type.
+func columnCode(t messages.RowType) byte {
+	for c, name := range columnCodes {
+		if c > 0 && name == t {
+			return byte(c)
 		}
-	}
-	return 0, fmt.Errorf("walwriter: unknown column type %q", s)
-}
-
-// fixedWidth is the byte width of a non-NULL value, or 0 when any width goes.
-func (t ColumnType) fixedWidth() int {
-	switch t {
-	case Int64, Float64, Timestamp:
-		return 8
-	case Date:
-		return 4
-	case Bool:
-		return 1
 	}
 	return 0
 }
 
+// columnType returns the column type of segment byte c.
+func columnType(c byte) (messages.RowType, bool) {
+	if c == 0 || int(c) >= len(columnCodes) {
+		return "", false
+	}
+	return columnCodes[c], true
+}
+
 // checkValue reports why v is not a valid value of type t, or nil.
-func (t ColumnType) checkValue(v []byte) error {
+func checkValue(t messages.RowType, v []byte) error {
 	if v == nil {
 		return nil
 	}
-	if w := t.fixedWidth(); w != 0 && len(v) != w {
+	if w := t.Width(); w != 0 && len(v) != w {
 		return fmt.Errorf("%s value of %d bytes, want %d", t, len(v), w)
 	}
 	switch t {
-	case Bool:
+	case messages.RowBool:
 		if v[0] > 1 {
 			return fmt.Errorf("bool value %d, want 0 or 1", v[0])
 		}
-	case Text:
+	case messages.RowText:
 		if !utf8.Valid(v) {
 			return fmt.Errorf("text value is not valid UTF-8")
 		}
@@ -81,7 +60,7 @@ func (t ColumnType) checkValue(v []byte) error {
 // Table describes a table whose updates the WAL accepts.
 type Table struct {
 	Name    string
-	Columns []ColumnType
+	Columns []messages.RowType
 }
 
 // maxTableName bounds table names; they are stored once per segment.
@@ -95,8 +74,8 @@ func (t Table) validate() error {
 		return fmt.Errorf("walwriter: table %q: %d columns, want 1 to %d", t.Name, len(t.Columns), maxColumns)
 	}
 	for i, c := range t.Columns {
-		if !c.valid() {
-			return fmt.Errorf("walwriter: table %q: column %d: %v", t.Name, i, c)
+		if !c.Valid() {
+			return fmt.Errorf("walwriter: table %q: column %d: unknown type %q", t.Name, i, c)
 		}
 	}
 	return nil
@@ -120,7 +99,7 @@ func (t *Table) checkRow(row Row) error {
 		return fmt.Errorf("%d values for %d columns", len(row), len(t.Columns))
 	}
 	for i, v := range row {
-		if err := t.Columns[i].checkValue(v); err != nil {
+		if err := checkValue(t.Columns[i], v); err != nil {
 			return fmt.Errorf("column %d: %v", i, err)
 		}
 	}

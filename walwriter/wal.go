@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/strata-db/strata/messages"
 )
 
 // Update is one update event as the WAL logs it.
@@ -169,7 +171,7 @@ func (w *WAL) RegisterTable(t Table) error {
 	for name, t := range tables {
 		next[name] = t
 	}
-	next[t.Name] = &Table{Name: t.Name, Columns: append([]ColumnType(nil), t.Columns...)}
+	next[t.Name] = &Table{Name: t.Name, Columns: append([]messages.RowType(nil), t.Columns...)}
 	w.tables.Store(&next)
 	return nil
 }

@@ -11,10 +11,12 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/strata-db/strata/messages"
 )
 
 // accounts is a table shaped like pgbench's: id, four ints, three texts.
-var accounts = Table{Name: "accounts", Columns: []ColumnType{Int64, Int64, Int64, Int64, Int64, Text, Text, Text}}
+var accounts = Table{Name: "accounts", Columns: []messages.RowType{messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowText, messages.RowText, messages.RowText}}
 
 func int64Value(v int64) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(v)^1<<63)

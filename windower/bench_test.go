@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 	"github.com/strata-db/strata/windower/windowbench"
@@ -38,7 +38,7 @@ func BenchmarkQuery(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			var parts int64
 			for i := 0; i < b.N; i++ {
@@ -50,7 +50,7 @@ func BenchmarkQuery(b *testing.B) {
 				parts = res.Stats().Partitions
 				res.Close()
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 			b.ReportMetric(float64(data.N)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 			b.ReportMetric(float64(parts), "partitions")
 		})
@@ -87,7 +87,7 @@ func BenchmarkQueryContainer(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			cpu0 := cpuTime()
+			cpu0 := cputime.Process()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				res, err := windower.Run(context.Background(), wq, []string{dirs[q.Table]}, windower.Options{Grant: grant, TempDir: b.TempDir()})
@@ -97,7 +97,7 @@ func BenchmarkQueryContainer(b *testing.B) {
 				drain(b, res)
 				res.Close()
 			}
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -113,14 +113,4 @@ func drain(b *testing.B, res *windower.Result) {
 		}
 		rec.Release()
 	}
-}
-
-// cpuTime is the process's user+system CPU time in nanoseconds: on a
-// shared machine it measures the work better than the wall clock.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }

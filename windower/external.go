@@ -278,15 +278,6 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, o Options,
 	return streamSorted(ctx, splan, src, filters, dir, o, st)
 }
 
-// containerBytes is the on-disk size of a container's column files.
-func containerBytes(m *columnar.Manifest) int64 {
-	var n int64
-	for _, f := range m.Files {
-		n += f.Size
-	}
-	return n
-}
-
 // sortToContainer writes sorted runs of the input and merges them into one
 // container. It returns that container's directory and the query rewritten
 // to read it (keys as columns, WHERE already applied).
@@ -387,7 +378,7 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 			w.Abort()
 			return fmt.Errorf("windower: spill run %s: %w", dir, err)
 		}
-		st.SpilledBytes += containerBytes(m)
+		st.SpilledBytes += m.CompressedBytes()
 		runs = append(runs, dir)
 		return nil
 	}

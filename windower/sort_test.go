@@ -3,10 +3,10 @@ package windower
 import (
 	"math/rand/v2"
 	"slices"
-	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/internal/cputime"
 )
 
 // TestSortPerm checks the radix paths (packed and unpacked, NULLs, DESC,
@@ -69,12 +69,10 @@ func BenchmarkRadix1M(b *testing.B) {
 	rng.Shuffle(n, func(i, j int) { v.ints[i], v.ints[j] = v.ints[j], v.ints[i] })
 	var s sorter
 	perm := make([]int32, n)
-	var ru0, ru1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	cpu0 := cputime.Process()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		perm = s.sortPerm([]sortedKey{{v: v}}, n, perm)
 	}
-	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	b.ReportMetric(float64(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 }

@@ -464,7 +464,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		return "", fmt.Errorf("windower: commit result: %w", err)
 	}
 	committed = true
-	st.SpilledBytes += containerBytes(m)
+	st.SpilledBytes += m.CompressedBytes()
 	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
 	return outDir, nil
 }

@@ -134,7 +134,7 @@ func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.O
 	case err == nil:
 		m.removeTemp(outDir, 0)
 		m.log.Info("output already committed; not merging again", "job", job.JobID, "output", outDir)
-		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: onDisk(man), Existing: true}, true, nil
+		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: man.CompressedBytes(), Existing: true}, true, nil
 	case errors.Is(err, columnar.ErrNotFound):
 		return service.Outcome{}, false, nil
 	default:
@@ -143,15 +143,7 @@ func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.O
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {
-	return &messages.ContainerRef{Table: m.Table, Projection: m.Projection, ID: m.ID, Rows: m.Rows, Bytes: onDisk(m)}
-}
-
-func onDisk(m *columnar.Manifest) int64 {
-	var n int64
-	for _, f := range m.Files {
-		n += f.Size
-	}
-	return n
+	return &messages.ContainerRef{Table: m.Table, Projection: m.Projection, ID: m.ID, Rows: m.Rows, Bytes: m.CompressedBytes()}
 }
 
 // removeTemp removes temporary directories of outDir that a worker killed

@@ -22,5 +22,5 @@ func (d dataStorage) CheckContainer(table, projection, id string) (int64, int64,
 		}
 		return 0, 0, err
 	}
-	return m.Rows, m.OnDisk(), nil
+	return m.Rows, m.CompressedBytes(), nil
 }

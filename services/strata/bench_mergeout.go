@@ -20,6 +20,7 @@ import (
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/merger"
 )
 
@@ -191,12 +192,12 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 	cases := make([]mergeoutCase, len(cfg.grants))
 	floor, floorCPU := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for rep := range cfg.repeat {
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		f, err := codecFloor(ctx, dirs, filepath.Join(data, "floor"), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("codec floor: %w", err)
 		}
-		floor, floorCPU = min(floor, f), min(floorCPU, processCPU()-cpu0)
+		floor, floorCPU = min(floor, f), min(floorCPU, cputime.Process()-cpu0)
 		for j := range cfg.grants {
 			// Alternate the order of the grants between repeats, so that no
 			// grant always runs right after the codec floor's writes.
@@ -205,12 +206,12 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 				i = len(cfg.grants) - 1 - j
 			}
 			grant := cfg.grants[i]
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			st, err := benchMerge(ctx, cfg, dirs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
 			if err != nil {
 				return nil, fmt.Errorf("merge with grant %s: %w", bytesize.Format(grant), err)
 			}
-			cpu := (processCPU() - cpu0).Seconds()
+			cpu := (cputime.Process() - cpu0).Seconds()
 			if rep > 0 {
 				cases[i].CPUSeconds = min(cases[i].CPUSeconds, cpu)
 				if st.Duration.Seconds() >= cases[i].Seconds {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
+	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 	"github.com/strata-db/strata/windower/windowbench"
@@ -178,7 +179,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 			return windowResult{}, err
 		}
 	}
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	start := time.Now()
 	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp})
 	if err != nil {
@@ -198,7 +199,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 		rec.Release()
 	}
 	elapsed := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := cputime.Process() - cpu0
 	if prof != nil {
 		pprof.StopCPUProfile()
 	}

@@ -15,7 +15,7 @@ import (
 
 func TestWALVerifyAndDump(t *testing.T) {
 	dir := t.TempDir()
-	tbl := walwriter.Table{Name: "t", Columns: []walwriter.ColumnType{walwriter.Int64, walwriter.Text}}
+	tbl := walwriter.Table{Name: "t", Columns: []messages.RowType{messages.RowInt64, messages.RowText}}
 	w, err := walwriter.Open(dir, walwriter.Options{Tables: []walwriter.Table{tbl}})
 	if err != nil {
 		t.Fatal(err)
@@ -68,10 +68,10 @@ func TestUpdateEventThroughWAL(t *testing.T) {
 	if err := ev.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	cols := make([]walwriter.ColumnType, len(types))
-	for i, rt := range types {
-		if cols[i], err = walwriter.ParseColumnType(string(rt)); err != nil {
-			t.Fatal(err)
+	cols := types
+	for _, rt := range cols {
+		if !rt.Valid() {
+			t.Fatalf("column type %q not valid", rt)
 		}
 	}
 	row, err := messages.SplitRow(ev.Columns, ev.NewRow)
@@ -109,7 +109,7 @@ func TestUpdateEventThroughWAL(t *testing.T) {
 // lost), and after it verify passes and repair finds nothing.
 func TestWALRepair(t *testing.T) {
 	dir := t.TempDir()
-	tbl := walwriter.Table{Name: "t", Columns: []walwriter.ColumnType{walwriter.Int64, walwriter.Text}}
+	tbl := walwriter.Table{Name: "t", Columns: []messages.RowType{messages.RowInt64, messages.RowText}}
 	w, err := walwriter.Open(dir, walwriter.Options{Tables: []walwriter.Table{tbl}, SegmentSize: 128 << 10, MaxRowBytes: 1024})
 	if err != nil {
 		t.Fatal(err)

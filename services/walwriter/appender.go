@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -216,13 +217,11 @@ func (a *appender) handle(msg jetstream.Msg) {
 
 // toUpdate converts an event to a WAL update and the table it belongs to.
 func toUpdate(ev *messages.UpdateEvent) (walwriter.Update, walwriter.Table, error) {
-	table := walwriter.Table{Name: ev.Table, Columns: make([]walwriter.ColumnType, len(ev.Columns))}
+	table := walwriter.Table{Name: ev.Table, Columns: slices.Clone(ev.Columns)}
 	for i, c := range ev.Columns {
-		t, err := walwriter.ParseColumnType(string(c))
-		if err != nil {
-			return walwriter.Update{}, table, fmt.Errorf("event %s: column %d: %w", ev.EventID, i, err)
+		if !c.Valid() {
+			return walwriter.Update{}, table, fmt.Errorf("event %s: column %d: unknown column type %q", ev.EventID, i, c)
 		}
-		table.Columns[i] = t
 	}
 	row, err := messages.SplitRow(ev.Columns, ev.NewRow)
 	if err != nil {

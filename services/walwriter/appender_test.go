@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/strata-db/strata/messages"
-	"github.com/strata-db/strata/walwriter"
 )
 
 func TestToUpdate(t *testing.T) {
@@ -17,7 +16,7 @@ func TestToUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if table.Name != "accounts" || len(table.Columns) != 3 || table.Columns[0] != walwriter.Int64 || table.Columns[1] != walwriter.Text || table.Columns[2] != walwriter.Date {
+	if table.Name != "accounts" || len(table.Columns) != 3 || table.Columns[0] != messages.RowInt64 || table.Columns[1] != messages.RowText || table.Columns[2] != messages.RowDate {
 		t.Errorf("table %+v", table)
 	}
 	if u.EventID != "e1" || string(u.Key) != "k1" || len(u.Row) != 3 || string(u.Row[1]) != "b" {

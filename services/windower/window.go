@@ -111,19 +111,11 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		plan = "sorted+spilled"
 	}
 	return service.Outcome{
-		Output: containerRef(man), Plan: plan, RowsTotal: man.Rows, Bytes: onDisk(man),
+		Output: containerRef(man), Plan: plan, RowsTotal: man.Rows, Bytes: man.CompressedBytes(),
 		PeakBytes: stats.PeakBytes, SpilledBytes: stats.SpilledBytes,
 	}, nil
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {
-	return &messages.ContainerRef{Table: m.Table, Projection: m.Projection, ID: m.ID, Rows: m.Rows, Bytes: onDisk(m)}
-}
-
-func onDisk(m *columnar.Manifest) int64 {
-	var n int64
-	for _, f := range m.Files {
-		n += f.Size
-	}
-	return n
+	return &messages.ContainerRef{Table: m.Table, Projection: m.Projection, ID: m.ID, Rows: m.Rows, Bytes: m.CompressedBytes()}
 }

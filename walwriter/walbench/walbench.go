@@ -16,15 +16,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/strata-db/strata/internal/cputime"
+	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
 )
 
 // Accounts is the benchmark table, shaped like pgbench's original
 // accounts: id, four int columns, three text columns (30, 84 and 100
 // characters), a 262-byte row image.
-var Accounts = walwriter.Table{Name: "accounts", Columns: []walwriter.ColumnType{
-	walwriter.Int64, walwriter.Int64, walwriter.Int64, walwriter.Int64, walwriter.Int64,
-	walwriter.Text, walwriter.Text, walwriter.Text,
+var Accounts = walwriter.Table{Name: "accounts", Columns: []messages.RowType{
+	messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowInt64,
+	messages.RowText, messages.RowText, messages.RowText,
 }}
 
 var textWidths = [3]int{30, 84, 100}
@@ -196,9 +198,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	before := w.Stats()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	elapsed, err := st.drive(ctx, w, cfg.Updates, false)
-	cpu := cpuTime() - cpu0
+	cpu := cputime.Process() - cpu0
 	after := w.Stats()
 	if cerr := w.Close(); err == nil {
 		err = cerr

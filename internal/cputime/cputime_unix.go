@@ -1,14 +1,15 @@
 //go:build unix
 
-package walbench
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// cpuTime is the process's user plus system CPU time so far.
-func cpuTime() time.Duration {
+// Process returns the user plus system CPU time the process has used so
+// far, or 0 when the system does not say.
+func Process() time.Duration {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0
