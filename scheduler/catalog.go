@@ -146,7 +146,7 @@ type Catalog struct {
 }
 
 // NewCatalog returns a catalog over kv.
-func NewCatalog(kv KV) *Catalog { return &Catalog{kv: kv, retries: 32} }
+func NewCatalog(kv KV) *Catalog { return &Catalog{kv: withRetries(kv), retries: 32} }
 
 func catalogKey(table, projection string) string { return table + "/" + projection }
 

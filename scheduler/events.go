@@ -250,9 +250,11 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak
 			_, err = s.endJob(ctx, where, p.Seq, j, nil)
 		}
 		if err != nil && !errors.Is(err, errNotPending) {
+			s.failing[jobID] = reason // Tick tries again
 			return fmt.Errorf("settle failed job %s: %w", jobID, err)
 		}
 	}
+	delete(s.failing, jobID)
 	delete(s.where, jobID)
 	delete(s.unpublished, jobID)
 	delete(s.accepted, jobID)

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -113,6 +114,9 @@ type Scheduler struct {
 	// answered remembers the replies to the latest window requests that
 	// carried a request ID, so a client's resend gets the same job.
 	answered *requestLog
+	// failing are jobs failed (with the reason) whose catalog entry could
+	// not be written then; Tick settles them again.
+	failing map[string]string
 }
 
 // delivery is one worker's hold on a job: the worker that reported it
@@ -136,13 +140,14 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		opts:        opts,
 		log:         opts.Logger,
 		catalog:     NewCatalog(catalogKV),
-		pools:       poolStore{kv: poolsKV},
+		pools:       poolStore{kv: withRetries(poolsKV)},
 		pub:         pub,
 		ops:         newOperationLog(opts.KeepOperations),
 		where:       map[string]projKey{},
 		unpublished: map[string]bool{},
 		accepted:    map[string]delivery{},
 		answered:    newRequestLog(answeredRequests),
+		failing:     map[string]string{},
 	}
 	cfgs, err := s.pools.load(ctx, opts.Pools)
 	if err != nil {
@@ -326,9 +331,13 @@ func (s *Scheduler) granted(ctx context.Context, admitted []Admitted, now time.T
 			return nil
 		})
 		if err != nil {
-			// Not recorded: the job fails visibly and its memory goes back.
+			// Not recorded: the job fails visibly and its memory goes back,
+			// even if the request that granted it has run out of time.
 			s.log.Error("record grant", "job", a.JobID, "err", err)
-			if ferr := s.finishFailed(ctx, a.JobID, "record grant: "+err.Error(), 0, now); ferr != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			ferr := s.finishFailed(fctx, a.JobID, "record grant: "+err.Error(), 0, now)
+			cancel()
+			if ferr != nil {
 				s.log.Error("fail job", "job", a.JobID, "err", ferr)
 			}
 			continue
@@ -404,6 +413,11 @@ func (s *Scheduler) Tick(ctx context.Context) {
 		}
 		if ok {
 			s.collectDead(ctx, where.table, where.projection)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.failing)) {
+		if err := s.finishFailed(ctx, id, s.failing[id], 0, now); err != nil {
+			s.log.Error("settle failed job; will retry", "job", id, "err", err)
 		}
 	}
 	s.publishPending(ctx)

@@ -688,12 +688,20 @@ func TestWindowResultsPruned(t *testing.T) {
 
 // flakyKV fails every write while down is set, as a bucket whose server is
 // unreachable would.
+// flakyKV fails every update while down, and goes down by itself after
+// failAfter more updates if that is set.
 type flakyKV struct {
 	*MemKV
-	down bool
+	down      bool
+	failAfter int
 }
 
 func (f *flakyKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	if f.failAfter > 0 {
+		if f.failAfter--; f.failAfter == 0 {
+			defer func() { f.down = true }()
+		}
+	}
 	if f.down {
 		return 0, errors.New("nats: timeout")
 	}
@@ -766,5 +774,47 @@ func TestWindowRequestSentAgain(t *testing.T) {
 	}
 	if rep, ok := l.get("c"); !ok || rep.ResultTable != "c" {
 		t.Fatalf("latest request: %+v, %v", rep, ok)
+	}
+}
+
+// TestGrantNotRecordedIsSettledLater: a window job whose grant cannot be
+// recorded (the catalog does not answer) is failed and its memory given
+// back; the catalog still names it pending, so the next Tick after the
+// catalog answers again ends it there too, and the containers it read are
+// free to go. Before, it stayed pending (queued) until a restart.
+func TestGrantNotRecordedIsSettledLater(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}})
+	flaky := &flakyKV{MemKV: h.catalog}
+	s, err := New(h.ctx, flaky, h.pools, h.pub, h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	if err := h.load("t", 0, 2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	flaky.failAfter = 1 // the pending job is written, its grant is not
+	_, err = h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
+		Select: []messages.SelectItem{{Alias: "a", Expr: &messages.Expr{Column: "a"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.pub.windows) != 0 {
+		t.Fatal("a job whose grant was not recorded was published")
+	}
+	if gen := h.s.Pools().Pools[0]; gen.InUse != 0 || gen.Running != 0 {
+		t.Fatalf("grant of the failed job still held: %+v", gen)
+	}
+	if st := h.state("t"); len(st.Pending) != 1 {
+		t.Fatalf("pending jobs while the catalog is down: %+v", st.Pending)
+	}
+	flaky.down, flaky.failAfter = false, 0
+	h.s.Tick(h.ctx)
+	if st := h.state("t"); len(st.Pending) != 0 || len(st.Readers) != 0 {
+		t.Fatalf("after the catalog came back: %+v", st)
+	}
+	ops, _ := h.s.Operations(&messages.OperationsRequest{})
+	if len(ops.Operations) != 1 || ops.Operations[0].Status != messages.StatusFailed {
+		t.Fatalf("operations %+v", ops.Operations)
 	}
 }

@@ -9,19 +9,46 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/scheduler"
 )
 
 // bucketKV adapts a JetStream key-value bucket to scheduler.KV, mapping
-// its errors onto the scheduler's sentinels.
+// its errors onto the scheduler's sentinels. Each call is bounded by
+// kvAttempt, and a call the cluster did not answer (no stream leader for a
+// moment, a connection moving to another node) is scheduler.ErrUnavailable,
+// which the scheduler tries again.
 type bucketKV struct {
 	kv jetstream.KeyValue
 }
 
-func (b bucketKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+// kvAttempt bounds one call to the bucket: without it a request sent to a
+// node that died waits out the caller's whole context.
+const kvAttempt = 5 * time.Second
+
+// unavailable wraps err with scheduler.ErrUnavailable when it says the
+// store did not answer rather than what it answered; parent is the
+// caller's context, whose own end is not the store's fault.
+func unavailable(parent context.Context, err error) error {
+	if err == nil || parent.Err() != nil {
+		return err
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrNoHeartbeat):
+		return fmt.Errorf("%w: %w", scheduler.ErrUnavailable, err)
+	}
+	return err
+}
+
+func (b bucketKV) Get(parent context.Context, key string) ([]byte, uint64, error) {
+	ctx, cancel := context.WithTimeout(parent, kvAttempt)
+	defer cancel()
 	e, err := b.kv.Get(ctx, key)
+	err = unavailable(parent, err)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, 0, fmt.Errorf("bucket %s key %q: %w", b.kv.Bucket(), key, scheduler.ErrKeyNotFound)
 	}
@@ -31,14 +58,18 @@ func (b bucketKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	return e.Value(), e.Revision(), nil
 }
 
-func (b bucketKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+func (b bucketKV) Create(parent context.Context, key string, value []byte) (uint64, error) {
+	ctx, cancel := context.WithTimeout(parent, kvAttempt)
+	defer cancel()
 	rev, err := b.kv.Create(ctx, key, value)
-	return rev, b.mapWrite("create", key, err)
+	return rev, b.mapWrite("create", key, unavailable(parent, err))
 }
 
-func (b bucketKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+func (b bucketKV) Update(parent context.Context, key string, value []byte, last uint64) (uint64, error) {
+	ctx, cancel := context.WithTimeout(parent, kvAttempt)
+	defer cancel()
 	rev, err := b.kv.Update(ctx, key, value, last)
-	return rev, b.mapWrite("update", key, err)
+	return rev, b.mapWrite("update", key, unavailable(parent, err))
 }
 
 func (b bucketKV) mapWrite(op, key string, err error) error {
@@ -52,15 +83,20 @@ func (b bucketKV) mapWrite(op, key string, err error) error {
 	}
 }
 
-func (b bucketKV) Delete(ctx context.Context, key string) error {
+func (b bucketKV) Delete(parent context.Context, key string) error {
+	ctx, cancel := context.WithTimeout(parent, kvAttempt)
+	defer cancel()
 	if err := b.kv.Delete(ctx, key); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("bucket %s delete %q: %w", b.kv.Bucket(), key, err)
+		return fmt.Errorf("bucket %s delete %q: %w", b.kv.Bucket(), key, unavailable(parent, err))
 	}
 	return nil
 }
 
-func (b bucketKV) Keys(ctx context.Context, prefix string) ([]string, error) {
+func (b bucketKV) Keys(parent context.Context, prefix string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(parent, kvAttempt)
+	defer cancel()
 	keys, err := b.kv.Keys(ctx)
+	err = unavailable(parent, err)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, nil
 	}
