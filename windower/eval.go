@@ -87,62 +87,74 @@ func (cs *callState) evalAll(p *partition, starts []int32) {
 	}
 }
 
-func (cs *callState) eval(p *partition) {
-	c := cs.c
+// eval computes the call over partition p with its function's evaluator.
+func (cs *callState) eval(p *partition) { functions[cs.c.fn].eval(cs, p) }
+
+func (cs *callState) evalRowNumber(p *partition) {
+	o := cs.out.ints[p.ps:p.pe]
+	for k := range o {
+		o[k] = int64(k + 1)
+	}
+}
+
+func (cs *callState) evalRank(p *partition) {
+	out := cs.out
+	for i := p.ps; i < p.pe; i++ {
+		out.ints[i] = int64(p.peerStart(i) - p.ps + 1)
+	}
+}
+
+func (cs *callState) evalDenseRank(p *partition) {
+	out := cs.out
+	for i := p.ps; i < p.pe; i++ {
+		out.ints[i] = int64(p.group(i) + 1)
+	}
+}
+
+func (cs *callState) evalPercentRank(p *partition) {
 	out := cs.out
 	ps, pe := p.ps, p.pe
 	n := pe - ps
-	switch c.fn {
-	case fnRowNumber:
-		o := out.ints[ps:pe]
-		for k := range o {
-			o[k] = int64(k + 1)
+	for i := ps; i < pe; i++ {
+		if n <= 1 {
+			out.floats[i] = 0
+		} else {
+			out.floats[i] = float64(p.peerStart(i)-ps) / float64(n-1)
 		}
-	case fnRank:
+	}
+}
+
+func (cs *callState) evalCumeDist(p *partition) {
+	out := cs.out
+	ps, pe := p.ps, p.pe
+	n := pe - ps
+	for i := ps; i < pe; i++ {
+		out.floats[i] = float64(p.peerEnd(i)-ps) / float64(n)
+	}
+}
+
+func (cs *callState) evalNtile(p *partition) {
+	c := cs.c
+	out := cs.out
+	ps, pe := p.ps, p.pe
+	if c.argNil {
 		for i := ps; i < pe; i++ {
-			out.ints[i] = int64(p.peerStart(i) - ps + 1)
+			out.nulls[i] = true
 		}
-	case fnDenseRank:
-		for i := ps; i < pe; i++ {
-			out.ints[i] = int64(p.group(i) + 1)
+		return
+	}
+	n := pe - ps
+	buckets := c.ntile
+	q := int64(n) / buckets
+	rem := int64(n) % buckets
+	big := rem * (q + 1) // rows in the larger buckets
+	for i := ps; i < pe; i++ {
+		k := int64(i - ps)
+		if k < big || q == 0 {
+			out.ints[i] = k/(q+1) + 1
+		} else {
+			out.ints[i] = rem + (k-big)/q + 1
 		}
-	case fnPercentRank:
-		for i := ps; i < pe; i++ {
-			if n <= 1 {
-				out.floats[i] = 0
-			} else {
-				out.floats[i] = float64(p.peerStart(i)-ps) / float64(n-1)
-			}
-		}
-	case fnCumeDist:
-		for i := ps; i < pe; i++ {
-			out.floats[i] = float64(p.peerEnd(i)-ps) / float64(n)
-		}
-	case fnNtile:
-		if c.argNil {
-			for i := ps; i < pe; i++ {
-				out.nulls[i] = true
-			}
-			return
-		}
-		buckets := c.ntile
-		q := int64(n) / buckets
-		rem := int64(n) % buckets
-		big := rem * (q + 1) // rows in the larger buckets
-		for i := ps; i < pe; i++ {
-			k := int64(i - ps)
-			if k < big || q == 0 {
-				out.ints[i] = k/(q+1) + 1
-			} else {
-				out.ints[i] = rem + (k-big)/q + 1
-			}
-		}
-	case fnLag, fnLead:
-		cs.evalShift(p)
-	case fnFirstValue, fnLastValue, fnNthValue:
-		cs.evalValue(p)
-	default:
-		cs.evalAggregate(p)
 	}
 }
 
@@ -167,14 +179,14 @@ func (cs *callState) copyValue(i, r int) {
 func (cs *callState) evalShift(p *partition) {
 	c := cs.c
 	out := cs.out
+	off := c.offset
+	if c.fn == fnLag {
+		off = -off
+	}
 	for i := p.ps; i < p.pe; i++ {
 		if c.argNil {
 			out.nulls[i] = true
 			continue
-		}
-		off := c.offset
-		if c.fn == fnLag {
-			off = -off
 		}
 		r := addClamp(int64(i), off)
 		if r >= int64(p.ps) && r < int64(p.pe) {
@@ -283,7 +295,7 @@ func (cs *callState) evalAggregate(p *partition) {
 			}
 			a.write(out, i, st)
 		}
-	case a.fn == fnMin || a.fn == fnMax:
+	case functions[a.fn].extremum:
 		// Sliding min/max: monotonic deque.
 		cs.deq.reset(pe - ps)
 		end := ps

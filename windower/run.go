@@ -574,7 +574,7 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 	default:
 		out.ints = make([]int64, n)
 	}
-	if c.fn != fnRowNumber && c.fn != fnRank && c.fn != fnDenseRank && c.fn != fnPercentRank && c.fn != fnCumeDist && c.fn != fnCount && !(c.fn == fnNtile && !c.argNil) {
+	if !c.neverNull() {
 		out.nulls = make([]bool, n)
 	}
 	cs.out = out

@@ -47,15 +47,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	var cursorMem int64
 	for _, out := range p.outputs {
 		if c := out.call; c != nil && cursorCall(c, whole) {
-			n := int64(2)
-			switch c.fn {
-			case fnNthValue:
-				n = 3
-			case fnRank, fnDenseRank, fnPercentRank:
-				n = 0
-			case fnLag, fnLead:
-				n = 1
-			}
+			n := int64(c.fn.info().cursors)
 			switch {
 			case excludePieces(c):
 				n += 3 // the left piece's end, the right piece's start, the peer end
@@ -394,7 +386,7 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 			partEnd = -1
 			needRows := false // percent_rank and cume_dist divide by the partition's rows
 			for _, c := range cursored {
-				needRows = needRows || c.fn == fnPercentRank || c.fn == fnCumeDist
+				needRows = needRows || c.fn.info().partitionRows
 			}
 			if len(whole) > 0 || len(positional) > 0 || needRows {
 				var calls, pick []*call
@@ -494,10 +486,10 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
 			}
 			continue
 		}
-		switch c.fn {
-		case fnRowNumber:
+		switch c.fn.info().family {
+		case famNumber:
 			continue
-		case fnLag, fnLead:
+		case famShift:
 			off := c.offset
 			if c.fn == fnLag {
 				off = -off
@@ -567,9 +559,7 @@ func int64Bytes(v []int64) []byte {
 // (runningCarry).
 func runningCall(c *call) bool {
 	f := &c.frame
-	switch c.fn {
-	case fnCount, fnSum, fnAvg, fnMin, fnMax:
-	default:
+	if !c.fn.isAggregate() {
 		return false
 	}
 	if f.exclude != excludeNoOthers || f.start.kind != boundUnboundedPreceding {

@@ -146,7 +146,7 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 			v.ints = make([]int64, 1)
 		}
 		a := &aggInput{fn: c.fn, kind: kindInt}
-		if c.fn == fnMin || c.fn == fnMax {
+		if functions[c.fn].extremum {
 			if bests[i] != nil {
 				a.kind, a.ints, a.floats, a.strs = bests[i].kind, bests[i].ints, bests[i].floats, bests[i].strs
 				states[i].m = 0
