@@ -66,26 +66,6 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 	return f.mode != modeRows || !boundedRows(f) // a bounded ROWS frame: a halo serves it
 }
 
-// boundedRows reports whether a ROWS frame's bounds are CURRENT ROW or
-// offsets a halo can hold.
-func boundedRows(f *frame) bool {
-	for _, b := range []bound{f.start, f.end} {
-		switch b.kind {
-		case boundUnboundedPreceding, boundUnboundedFollowing:
-			return false
-		case boundPreceding, boundFollowing:
-			if b.off > maxHalo {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// maxHalo is the most rows a halo keeps before or after a slice; frames
-// and offsets that reach further are read with cursors.
-const maxHalo = 1 << 20
-
 // partCursor reads the rows of one partition of the sorted container in
 // order, one at a time.
 type partCursor struct {
