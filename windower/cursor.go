@@ -139,25 +139,6 @@ func cursorBytes(p *plan, c *call, part, order []int, filters []predicate, block
 	return n * int64(blockRows)
 }
 
-// newBufferCols makes a buffer of the given input columns with room for
-// capacity rows.
-func newBufferCols(p *plan, cols []int, capacity int) *input {
-	in := &input{cols: make([]*vector, len(p.usedCols))}
-	for _, c := range cols {
-		v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
-		switch v.kind {
-		case kindFloat:
-			v.floats = make([]float64, 0, capacity)
-		case kindString:
-			v.strs = make([]string, 0, capacity)
-		default:
-			v.ints = make([]int64, 0, capacity)
-		}
-		in.cols[c] = v
-	}
-	return in
-}
-
 // openCursor opens a cursor at the partition that starts at source row
 // start of src; row 0 of keyRow holds the partition's keys.
 func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, filters []predicate, budget *columnar.Budget) (*partCursor, error) {
@@ -168,18 +149,18 @@ func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, st
 	}
 	cols := cursorColumns(c, part, order, filters, len(p.usedCols))
 	cur := &partCursor{c: c, used: cols, part: part, order: order, filters: filters, budget: budget, r: -1, rangeCol: -1}
-	cur.keyRow = newBufferCols(p, part, 1)
+	cur.keyRow = newBuffer(p, part, 1)
 	for _, col := range part {
 		appendRow(cur.keyRow.cols[col], keyRow.cols[col], 0)
 	}
 	cur.keyRow.n = 1
-	cur.prev = newBufferCols(p, order, 1)
+	cur.prev = newBuffer(p, order, 1)
 	cur.reserved = cursorBytes(p, c, part, order, filters, src.Manifest().BlockRows)
 	if err := budget.Reserve(cur.reserved); err != nil {
 		cur.reserved = 0
 		return nil, fmt.Errorf("windower: cursor of select item %q: %w", c.alias, err)
 	}
-	cur.blk = newBufferCols(p, cols, src.Manifest().BlockRows)
+	cur.blk = newBuffer(p, cols, src.Manifest().BlockRows)
 	var err error
 	if cur.br, err = src.OpenColumns(cols); err != nil {
 		cur.close()

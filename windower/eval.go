@@ -4,6 +4,9 @@ import (
 	"fmt"
 )
 
+// Evaluation of a window group's calls over sorted rows in memory,
+// partition by partition, with each function's evaluator.
+
 // callState is one window call's inputs (in the group's sorted order), its
 // output, and the state it keeps across partitions.
 type callState struct {
@@ -339,4 +342,73 @@ func (cs *callState) evalAggregate(p *partition) {
 			a.write(out, i, st)
 		}
 	}
+}
+
+func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
+	cs := &callState{c: c}
+	out := &vector{kind: c.outKind, typ: c.outTyp}
+	switch c.outKind {
+	case kindFloat:
+		out.floats = make([]float64, n)
+	case kindString:
+		out.strs = make([]string, n)
+	default:
+		out.ints = make([]int64, n)
+	}
+	if !c.neverNull() {
+		out.nulls = make([]bool, n)
+	}
+	cs.out = out
+	if len(c.args) > 0 {
+		v, err := c.args[0].eval(in.cols, n)
+		if err != nil {
+			return nil, fmt.Errorf("windower: select item %q: %w", c.alias, err)
+		}
+		cs.arg = sortedOf(c.args[0], v)
+	}
+	cs.fr.f = &c.frame
+	if orderKey != nil && len(g.order) > 0 {
+		cs.fr.key = rangeKey{v: orderKey, desc: g.order[0].desc, nullsFirst: g.order[0].nullsFirst}
+	}
+	if c.fn.isAggregate() {
+		a := &cs.agg
+		a.fn = c.fn
+		if c.star || c.fn == fnCount {
+			a.kind = kindInt
+		}
+		if cs.arg != nil {
+			a.kind = cs.arg.kind
+			a.ints, a.floats, a.strs = cs.arg.ints, cs.arg.floats, cs.arg.strs
+		}
+		var incl []bool
+		if len(c.filter) > 0 {
+			keep, err := evalPredicates(c.filter, in.cols, n)
+			if err != nil {
+				return nil, fmt.Errorf("windower: %s: filter: %w", c.alias, err)
+			}
+			if perm != nil {
+				sorted := make([]bool, n)
+				for i, p := range perm {
+					sorted[i] = keep[p]
+				}
+				keep = sorted
+			}
+			incl = keep
+		}
+		if cs.arg != nil && cs.arg.nulls != nil {
+			if incl == nil {
+				incl = make([]bool, n)
+				for i := range incl {
+					incl[i] = true
+				}
+			}
+			for i, null := range cs.arg.nulls {
+				if null {
+					incl[i] = false
+				}
+			}
+		}
+		a.incl = incl
+	}
+	return cs, nil
 }

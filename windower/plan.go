@@ -9,6 +9,9 @@ import (
 	"github.com/strata-db/strata/messages"
 )
 
+// The plan: a query compiled against the table's schema, with its
+// window groups, calls and frames.
+
 // frameMode, boundKind, exclusion: the compiled frame.
 type frameMode uint8
 

@@ -119,11 +119,7 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 	g := p.groups[0]
 	s := &sortedStream{ctx: ctx, p: p, g: g, src: src, filters: filters, o: o, eo: o, st: st}
 	s.eo.InputSorted = true
-	for c, u := range p.usedCols {
-		if u {
-			s.used = append(s.used, c)
-		}
-	}
+	s.used = p.usedColumns()
 	for _, k := range g.partition {
 		s.partCols = append(s.partCols, k.expr.col)
 	}

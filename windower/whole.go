@@ -9,6 +9,10 @@ import (
 	"github.com/strata-db/strata/columnar"
 )
 
+// The first pass over a partition larger than the grant: whole-partition
+// aggregates and the rows positional calls pick; and the one-row helpers
+// the big-partition paths share.
+
 // wholeCalls returns the group's aggregates whose frame is the whole
 // partition. Over a partition larger than the buffer their value is
 // computed by a first pass over the partition (partitionPass) and
