@@ -240,107 +240,132 @@ func (cs *callState) evalValue(p *partition) {
 	}
 }
 
+// evalAggregate computes an aggregate over partition p, choosing the
+// cheapest algorithm for its frame.
 func (cs *callState) evalAggregate(p *partition) {
 	c := cs.c
 	a := &cs.agg
-	out := cs.out
-	st := &cs.state
-	ps, pe := p.ps, p.pe
-
-	// Whole partition: one aggregate, written to every row.
 	if c.frame.wholePartition(p.hasOrder) {
-		if a.fn == fnCount && a.incl == nil {
-			cnt := int64(pe - ps)
-			o := out.ints[ps:pe]
-			for k := range o {
-				o[k] = cnt
-			}
-			return
-		}
-		st.reset()
-		for r := ps; r < pe; r++ {
-			if a.included(r) {
-				a.add(st, r)
-			}
-		}
-		for i := ps; i < pe; i++ {
-			a.write(out, i, st)
-		}
+		cs.aggregateWhole(p)
 		return
 	}
-
-	fr := &cs.fr
-	fr.reset(p)
+	cs.fr.reset(p)
 	f := &c.frame
 	switch {
 	case f.exclude != excludeNoOthers || (!a.invertible() && (a.fn == fnSum || a.fn == fnAvg) && f.start.kind != boundUnboundedPreceding):
-		// Segment tree: exclusions, and float sums over sliding frames.
-		cs.tree.build(a, ps, pe)
-		for i := ps; i < pe; i++ {
-			s, e := fr.bounds(i)
-			pc := framePieces(f, p, i, s, e)
-			st.reset()
-			for k := 0; k < pc.n; k++ {
-				cs.tree.query(a, st, pc.r[k][0], pc.r[k][1])
-			}
-			a.write(out, i, st)
-		}
+		cs.aggregateTree(p)
 	case f.start.kind == boundUnboundedPreceding:
-		// Running: the frame only grows.
-		st.reset()
-		end := ps
-		for i := ps; i < pe; i++ {
-			_, e := fr.bounds(i)
-			for ; end < e; end++ {
-				if a.included(end) {
-					a.add(st, end)
-				}
-			}
-			a.write(out, i, st)
-		}
+		cs.aggregateRunning(p)
 	case functions[a.fn].extremum:
-		// Sliding min/max: monotonic deque.
-		cs.deq.reset(pe - ps)
-		end := ps
-		for i := ps; i < pe; i++ {
-			s, e := fr.bounds(i)
-			if end < s {
-				end = s
-			}
-			for ; end < e; end++ {
-				if a.included(end) {
-					cs.deq.push(a, end)
-				}
-			}
-			cs.deq.expire(s)
-			st.reset()
-			if m := cs.deq.front(); m >= 0 {
-				st.cnt, st.m = 1, m
-			}
-			a.write(out, i, st)
-		}
+		cs.aggregateExtremum(p)
 	default:
-		// Sliding invertible aggregate: add rows entering, remove rows leaving.
-		st.reset()
-		lo, hi := ps, ps // rows [lo, hi) are in st
-		for i := ps; i < pe; i++ {
-			s, e := fr.bounds(i)
-			if s >= hi {
-				st.reset()
-				lo, hi = s, s
-			}
-			for ; hi < e; hi++ {
-				if a.included(hi) {
-					a.add(st, hi)
-				}
-			}
-			for ; lo < s; lo++ {
-				if a.included(lo) {
-					a.remove(st, lo)
-				}
-			}
-			a.write(out, i, st)
+		cs.aggregateSliding(p)
+	}
+}
+
+// aggregateWhole: one aggregate, written to every row.
+func (cs *callState) aggregateWhole(p *partition) {
+	a, out, st := &cs.agg, cs.out, &cs.state
+	ps, pe := p.ps, p.pe
+	if a.fn == fnCount && a.incl == nil {
+		cnt := int64(pe - ps)
+		o := out.ints[ps:pe]
+		for k := range o {
+			o[k] = cnt
 		}
+		return
+	}
+	st.reset()
+	for r := ps; r < pe; r++ {
+		if a.included(r) {
+			a.add(st, r)
+		}
+	}
+	for i := ps; i < pe; i++ {
+		a.write(out, i, st)
+	}
+}
+
+// aggregateTree: a segment tree, for exclusions and float sums over
+// sliding frames.
+func (cs *callState) aggregateTree(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	f := &cs.c.frame
+	cs.tree.build(a, p.ps, p.pe)
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		pc := framePieces(f, p, i, s, e)
+		st.reset()
+		for k := 0; k < pc.n; k++ {
+			cs.tree.query(a, st, pc.r[k][0], pc.r[k][1])
+		}
+		a.write(out, i, st)
+	}
+}
+
+// aggregateRunning: the frame only grows.
+func (cs *callState) aggregateRunning(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	st.reset()
+	end := p.ps
+	for i := p.ps; i < p.pe; i++ {
+		_, e := fr.bounds(i)
+		for ; end < e; end++ {
+			if a.included(end) {
+				a.add(st, end)
+			}
+		}
+		a.write(out, i, st)
+	}
+}
+
+// aggregateExtremum: sliding min/max with a monotonic deque.
+func (cs *callState) aggregateExtremum(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	cs.deq.reset(p.pe - p.ps)
+	end := p.ps
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		if end < s {
+			end = s
+		}
+		for ; end < e; end++ {
+			if a.included(end) {
+				cs.deq.push(a, end)
+			}
+		}
+		cs.deq.expire(s)
+		st.reset()
+		if m := cs.deq.front(); m >= 0 {
+			st.cnt, st.m = 1, m
+		}
+		a.write(out, i, st)
+	}
+}
+
+// aggregateSliding: a sliding invertible aggregate adds the rows entering
+// and removes the rows leaving.
+func (cs *callState) aggregateSliding(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	st.reset()
+	lo, hi := p.ps, p.ps // rows [lo, hi) are in st
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		if s >= hi {
+			st.reset()
+			lo, hi = s, s
+		}
+		for ; hi < e; hi++ {
+			if a.included(hi) {
+				a.add(st, hi)
+			}
+		}
+		for ; lo < s; lo++ {
+			if a.included(lo) {
+				a.remove(st, lo)
+			}
+		}
+		a.write(out, i, st)
 	}
 }
 

@@ -47,20 +47,26 @@ const (
 type family uint8
 
 const (
-	// famNumber: the row's position (row_number); a slice adds the rows
-	// before it.
+	// famNumber: the row's position (row_number); a slice of a big
+	// partition adds the rows before it.
 	famNumber family = iota
 	// famPeers: the row's peer group and, for some, the partition's size
-	// (rank, dense_rank, percent_rank, cume_dist); no frame.
+	// (rank, dense_rank, percent_rank, cume_dist); no frame. Over a big
+	// partition: cursors (the peer group's start is carried).
 	famPeers
-	// famNtile: the row's position and the partition's size.
+	// famNtile: the row's position and the partition's size. Over a big
+	// partition: positional, after a first pass counts the rows.
 	famNtile
 	// famShift: the row a constant offset away (lag, lead); no frame.
+	// Over a big partition: a halo, or a cursor for far offsets.
 	famShift
 	// famValue: a row of the frame (first_value, last_value, nth_value).
+	// Over a big partition: a halo, positional (one UNBOUNDED end),
+	// cursors, or pieces with EXCLUDE.
 	famValue
 	// famAggregate: an aggregate over the frame (count, sum, avg, min,
-	// max); takes FILTER.
+	// max); takes FILTER. Over a big partition: a first pass (the whole
+	// partition), a carry (running), a halo or cursors.
 	famAggregate
 )
 

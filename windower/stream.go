@@ -76,12 +76,13 @@ type sortedStream struct {
 
 	buf      *input
 	reserved int64
-	bufRows  int // the buffer is full at bufRows rows, or
-	// when its strings (and their copies in the results) pass what
-	// bufRows rows of the input's average take, with at least minRows
-	// rows: sorted input clusters long strings together.
-	strHeld, strCap int64
+	// The buffer is full at bufRows rows, or earlier, with at least
+	// minRows rows, when its strings (and their copies in the results)
+	// pass strCap, what bufRows rows of the input's average take: sorted
+	// input clusters long strings together.
+	bufRows         int
 	minRows         int
+	strHeld, strCap int64
 	// Source rows of the buffer's rows, for a first pass or cursors over
 	// a big partition to start where it does: without filters, row 0's
 	// is bufSrc and the rest follow; with filters each row's is in
