@@ -187,7 +187,14 @@ func (p *proc) waitHealthy(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("%s not healthy after 30s", p.name)
+	// A Go process dumps every goroutine's stack on SIGQUIT: the log then
+	// says where the start is stuck.
+	_ = p.cmd.Process.Signal(syscall.SIGQUIT)
+	select {
+	case <-p.done:
+	case <-time.After(3 * time.Second):
+	}
+	t.Fatalf("%s not healthy after 30s (its goroutines are dumped in %s)", p.name, p.logPath)
 }
 
 // alive reports whether the process is still running.

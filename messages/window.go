@@ -3,6 +3,7 @@ package messages
 import (
 	"errors"
 	"fmt"
+	"sort"
 )
 
 // WindowQuery is the structured form of a window query, as a window job
@@ -370,6 +371,24 @@ func IsAggregate(fn string) bool {
 
 // KnownWindowFunc reports whether fn is a function a WindowCall may name.
 func KnownWindowFunc(fn string) bool { _, ok := windowFuncArgs[fn]; return ok }
+
+// WindowFuncArity returns the fewest and most arguments fn takes, and
+// whether a WindowCall may name it (count takes none only as count(*)).
+func WindowFuncArity(fn string) (minArgs, maxArgs int, ok bool) {
+	n, ok := windowFuncArgs[fn]
+	return n[0], n[1], ok
+}
+
+// WindowFuncNames returns the names of the functions a WindowCall may
+// name, sorted.
+func WindowFuncNames() []string {
+	names := make([]string, 0, len(windowFuncArgs))
+	for name := range windowFuncArgs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
 
 func (w *WindowCall) validate() error {
 	n, ok := windowFuncArgs[w.Func]

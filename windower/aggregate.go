@@ -5,6 +5,10 @@ import (
 	"strings"
 )
 
+// Aggregate state: count, sum, avg, min and max over a set of rows, and
+// the structures that keep it over sliding frames (monotonic deque,
+// segment tree).
+
 // aggState is the state of one aggregate over a set of rows. Integer sums
 // are kept in 128 bits so add/remove never loses a carry and overflow of
 // the final result is detected exactly.

@@ -1,5 +1,7 @@
 package windower
 
+// Partition and peer group boundaries of sorted key columns.
+
 // markChanges sets flags[i] for every row i >= 1 whose value in v differs
 // from row i-1 (NULLs equal each other). Other flags are left alone, so
 // calling it for several keys marks a change in any of them.

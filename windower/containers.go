@@ -10,8 +10,10 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
-	"github.com/strata-db/strata/messages"
 )
+
+// Reading the input containers: opening them, measuring their strings,
+// sizing memory per row, and loading them into memory when they fit.
 
 // openInputs opens the containers at dirs and checks they share a schema.
 func openInputs(dirs []string, o *Options, mem memory.Allocator) ([]*columnar.Container, *arrow.Schema, error) {
@@ -33,45 +35,6 @@ func openInputs(dirs []string, o *Options, mem memory.Allocator) ([]*columnar.Co
 		cs = append(cs, c)
 	}
 	return cs, schema, nil
-}
-
-// Run evaluates q over the containers at dirs (the live containers of
-// q.Table) within the grant in opts. The query is checked against the
-// containers' schema before any data is read.
-func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Options) (*Result, error) {
-	o, err := opts.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	// Block buffers are recycled while the input loads in memory.
-	mem := newRecycler(o.Budget)
-	defer mem.drain()
-	cs, schema, err := openInputs(dirs, &o, mem)
-	if err != nil {
-		return nil, err
-	}
-	p, err := compile(q, schema)
-	if err != nil {
-		return nil, err
-	}
-	p.measureStrings(cs)
-	var rows int64
-	for _, c := range cs {
-		rows += c.Rows()
-	}
-	if len(cs) == 1 && len(p.groups) == 1 && sortedFor(cs[0].SortKey(), p.groups[0]) {
-		o.InputSorted = true
-	}
-	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
-		mem.drain() // a spilling run holds nothing it does not use
-		return runExternal(ctx, p, cs, rows, o)
-	}
-	in, err := loadContainers(ctx, p, cs, rows, o.Budget)
-	mem.drain()
-	if err != nil {
-		return nil, err
-	}
-	return evaluate(ctx, p, in, o)
 }
 
 // measureStrings sets p.strBytes from the containers' manifests: the
@@ -284,17 +247,7 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows
 			continue
 		}
 		used = append(used, c)
-		f := p.schema.schema.Field(c)
-		v := &vector{kind: p.schema.kinds[c], typ: f.Type}
-		switch v.kind {
-		case kindFloat:
-			v.floats = make([]float64, 0, rows)
-		case kindString:
-			v.strs = make([]string, 0, rows)
-		default:
-			v.ints = make([]int64, 0, rows)
-		}
-		in.cols[c] = v
+		in.cols[c] = newColumn(p, c, int(rows))
 	}
 	if err := in.reserve(budget); err != nil {
 		return nil, err
@@ -345,36 +298,4 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows
 		}
 	}
 	return in, nil
-}
-
-// WriteContainer writes the rest of res as a container at dir (committed
-// atomically) and returns its manifest. opts.Schema is set from res.
-func WriteContainer(res *Result, dir string, opts columnar.WriterOptions) (*columnar.Manifest, error) {
-	opts.Schema = res.Schema()
-	w, err := columnar.Create(dir, opts)
-	if err != nil {
-		return nil, fmt.Errorf("windower: write result: %w", err)
-	}
-	for {
-		rec, err := res.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			w.Abort()
-			return nil, fmt.Errorf("windower: write result: %w", err)
-		}
-		err = w.Write(rec)
-		rec.Release()
-		if err != nil {
-			w.Abort()
-			return nil, fmt.Errorf("windower: write result %s: %w", dir, err)
-		}
-	}
-	m, err := w.Commit()
-	if err != nil {
-		w.Abort()
-		return nil, fmt.Errorf("windower: commit result %s: %w", dir, err)
-	}
-	return m, nil
 }

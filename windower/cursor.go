@@ -43,16 +43,19 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 	if whole[c] || runningCall(c) || positionalCall(c) {
 		return false
 	}
-	switch c.fn {
-	case fnRank, fnDenseRank, fnPercentRank, fnCumeDist:
+	info := c.fn.info()
+	switch info.family {
+	case famPeers:
 		return true // no frame
-	case fnLag, fnLead:
+	case famShift:
 		return !c.argNil && (c.offset > maxHalo || c.offset < -maxHalo) // nearer rows: a halo
+	case famValue, famAggregate:
+	default:
+		return false
 	}
-	if f := &c.frame; f.exclude != excludeNoOthers {
-		switch c.fn {
-		case fnCount, fnSum, fnAvg, fnMin, fnMax, fnFirstValue, fnLastValue:
-		default:
+	f := &c.frame
+	if f.exclude != excludeNoOthers {
+		if !info.bigExclude {
 			return false // nth_value with EXCLUDE: bounded ROWS frames only
 		}
 		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f) {
@@ -60,38 +63,8 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 		}
 		return true
 	}
-	switch c.fn {
-	case fnRank, fnDenseRank, fnPercentRank, fnCumeDist:
-		return true
-	case fnFirstValue, fnLastValue, fnNthValue:
-	default:
-		if !c.fn.isAggregate() {
-			return false
-		}
-	}
-	f := &c.frame
 	return f.mode != modeRows || !boundedRows(f) // a bounded ROWS frame: a halo serves it
 }
-
-// boundedRows reports whether a ROWS frame's bounds are CURRENT ROW or
-// offsets a halo can hold.
-func boundedRows(f *frame) bool {
-	for _, b := range []bound{f.start, f.end} {
-		switch b.kind {
-		case boundUnboundedPreceding, boundUnboundedFollowing:
-			return false
-		case boundPreceding, boundFollowing:
-			if b.off > maxHalo {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// maxHalo is the most rows a halo keeps before or after a slice; frames
-// and offsets that reach further are read with cursors.
-const maxHalo = 1 << 20
 
 // partCursor reads the rows of one partition of the sorted container in
 // order, one at a time.
@@ -166,25 +139,6 @@ func cursorBytes(p *plan, c *call, part, order []int, filters []predicate, block
 	return n * int64(blockRows)
 }
 
-// newBufferCols makes a buffer of the given input columns with room for
-// capacity rows.
-func newBufferCols(p *plan, cols []int, capacity int) *input {
-	in := &input{cols: make([]*vector, len(p.usedCols))}
-	for _, c := range cols {
-		v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
-		switch v.kind {
-		case kindFloat:
-			v.floats = make([]float64, 0, capacity)
-		case kindString:
-			v.strs = make([]string, 0, capacity)
-		default:
-			v.ints = make([]int64, 0, capacity)
-		}
-		in.cols[c] = v
-	}
-	return in
-}
-
 // openCursor opens a cursor at the partition that starts at source row
 // start of src; row 0 of keyRow holds the partition's keys.
 func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, filters []predicate, budget *columnar.Budget) (*partCursor, error) {
@@ -195,18 +149,18 @@ func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, st
 	}
 	cols := cursorColumns(c, part, order, filters, len(p.usedCols))
 	cur := &partCursor{c: c, used: cols, part: part, order: order, filters: filters, budget: budget, r: -1, rangeCol: -1}
-	cur.keyRow = newBufferCols(p, part, 1)
+	cur.keyRow = newBuffer(p, part, 1)
 	for _, col := range part {
 		appendRow(cur.keyRow.cols[col], keyRow.cols[col], 0)
 	}
 	cur.keyRow.n = 1
-	cur.prev = newBufferCols(p, order, 1)
+	cur.prev = newBuffer(p, order, 1)
 	cur.reserved = cursorBytes(p, c, part, order, filters, src.Manifest().BlockRows)
 	if err := budget.Reserve(cur.reserved); err != nil {
 		cur.reserved = 0
 		return nil, fmt.Errorf("windower: cursor of select item %q: %w", c.alias, err)
 	}
-	cur.blk = newBufferCols(p, cols, src.Manifest().BlockRows)
+	cur.blk = newBuffer(p, cols, src.Manifest().BlockRows)
 	var err error
 	if cur.br, err = src.OpenColumns(cols); err != nil {
 		cur.close()
@@ -379,14 +333,15 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 	if len(g.order) > 0 {
 		e.rangeDesc, e.nullF = g.order[0].desc, g.order[0].nullsFirst
 	}
-	switch c.fn {
-	case fnRank, fnDenseRank, fnPercentRank:
-		return e, nil // the peer group's start is all they need
-	case fnLag, fnLead:
+	info := c.fn.info()
+	switch {
+	case info.cursors == 0:
+		return e, nil // the peer group's start is all rank, dense_rank and percent_rank need
+	case info.family == famShift:
 		var err error
 		e.shift, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget)
 		return e, err
-	case fnCumeDist:
+	case info.peerFrame:
 		e.frame = &frame{mode: modeGroups, start: bound{kind: boundUnboundedPreceding}, end: bound{kind: boundCurrentRow}}
 	}
 	var err error
@@ -454,15 +409,7 @@ func (e *cursorEval) close() {
 // at least one row before from unless from is the partition's first row.
 func (e *cursorEval) slice(in *input, from, to int, partPos int64, mem memory.Allocator) (arrow.Array, error) {
 	c := e.c
-	out := &vector{kind: c.outKind, typ: c.outTyp, nulls: make([]bool, to-from)}
-	switch c.outKind {
-	case kindFloat:
-		out.floats = make([]float64, to-from)
-	case kindString:
-		out.strs = make([]string, to-from)
-	default:
-		out.ints = make([]int64, to-from)
-	}
+	out := resultVector(c, to-from)
 	if c.frame.exclude != excludeNoOthers {
 		a, err := aggInputFor(c, in)
 		if err != nil {
@@ -680,13 +627,13 @@ func (e *cursorEval) enter(cur *partCursor) error {
 		return nil
 	}
 	switch {
-	case (c.fn == fnMin || c.fn == fnMax) && e.frame.start.kind == boundUnboundedPreceding:
+	case functions[c.fn].extremum && e.frame.start.kind == boundUnboundedPreceding:
 		// Rows never leave: the best so far is the extreme.
 		if best := e.dq.front(); best == nil || beats(a, cur.r, best) {
 			e.dq.entries = append(e.dq.entries[:0], cursorEntry{pos: cur.pos, v: oneRow(a, cur.r)})
 			e.dq.head = 0
 		}
-	case c.fn == fnMin || c.fn == fnMax:
+	case functions[c.fn].extremum:
 		return e.dq.push(c, a, cur.r, cur.pos)
 	default:
 		addRow(a, cur.r, &e.st, &e.fsum, 1)
@@ -705,7 +652,7 @@ func (e *cursorEval) leave(cur *partCursor) {
 		return
 	}
 	switch {
-	case c.fn == fnMin || c.fn == fnMax:
+	case functions[c.fn].extremum:
 		e.dq.expire(cur.pos + 1)
 	default:
 		addRow(a, cur.r, &e.st, &e.fsum, -1)
@@ -758,40 +705,11 @@ func (e *cursorEval) excluded(r int) (*aggState, *exactSum) {
 
 // write stores the current row's result as out[i].
 func (e *cursorEval) write(out *vector, i, r int) error {
-	c := e.c
-	switch c.fn {
-	case fnLag, fnLead:
-		target := e.pos + c.offset
-		if c.fn == fnLag {
-			target = e.pos - c.offset
-		}
-		for target >= 0 && !e.shift.done && e.shift.pos < target {
-			if err := e.shift.next(); err != nil {
-				return err
-			}
-		}
-		switch {
-		case target >= 0 && !e.shift.done && e.shift.pos == target:
-			copyRow(out, i, e.shift.val, e.shift.r)
-		case c.deflt != nil:
-			copyRow(out, i, c.deflt, 0)
-		default:
-			out.nulls[i] = true
-		}
-		return nil
-	case fnRank:
-		out.ints[i] = e.peerStart + 1
-		return nil
-	case fnDenseRank:
-		out.ints[i] = e.group + 1
-		return nil
-	case fnPercentRank:
-		if e.rows > 1 {
-			out.floats[i] = float64(e.peerStart) / float64(e.rows-1)
-		}
-		return nil
-	case fnCumeDist:
-		out.floats[i] = float64(e.end.pos) / float64(e.rows)
+	switch functions[e.c.fn].family {
+	case famShift:
+		return e.writeShift(out, i)
+	case famPeers:
+		e.writePeers(out, i)
 		return nil
 	}
 	if e.pieces != nil {
@@ -799,29 +717,82 @@ func (e *cursorEval) write(out *vector, i, r int) error {
 		return nil
 	}
 	empty := e.start.pos >= e.end.pos || e.start.done
-	switch c.fn {
-	case fnFirstValue:
-		if empty {
-			out.nulls[i] = true
-			return nil
-		}
-		copyRow(out, i, e.start.val, e.start.r)
-		return nil
-	case fnLastValue:
-		if empty || e.last == nil {
-			out.nulls[i] = true
-			return nil
-		}
-		copyRow(out, i, e.last, 0)
-		return nil
-	case fnNthValue:
-		if empty || e.nth == nil || e.nth.done || e.nth.pos != e.start.pos+c.nth-1 || e.nth.pos >= e.end.pos {
-			out.nulls[i] = true
-			return nil
-		}
-		copyRow(out, i, e.nth.val, e.nth.r)
+	if functions[e.c.fn].family == famValue {
+		e.writeValue(out, i, empty)
 		return nil
 	}
+	return e.writeAggregate(out, i, r, empty)
+}
+
+// writeShift stores lag or lead of the current row, reading ahead with
+// the shift cursor.
+func (e *cursorEval) writeShift(out *vector, i int) error {
+	c := e.c
+	target := e.pos + c.offset
+	if c.fn == fnLag {
+		target = e.pos - c.offset
+	}
+	for target >= 0 && !e.shift.done && e.shift.pos < target {
+		if err := e.shift.next(); err != nil {
+			return err
+		}
+	}
+	switch {
+	case target >= 0 && !e.shift.done && e.shift.pos == target:
+		copyRow(out, i, e.shift.val, e.shift.r)
+	case c.deflt != nil:
+		copyRow(out, i, c.deflt, 0)
+	default:
+		out.nulls[i] = true
+	}
+	return nil
+}
+
+// writePeers stores rank, dense_rank, percent_rank or cume_dist of the
+// current row.
+func (e *cursorEval) writePeers(out *vector, i int) {
+	switch e.c.fn {
+	case fnRank:
+		out.ints[i] = e.peerStart + 1
+	case fnDenseRank:
+		out.ints[i] = e.group + 1
+	case fnPercentRank:
+		if e.rows > 1 {
+			out.floats[i] = float64(e.peerStart) / float64(e.rows-1)
+		}
+	case fnCumeDist:
+		out.floats[i] = float64(e.end.pos) / float64(e.rows)
+	}
+}
+
+// writeValue stores first_value, last_value or nth_value of the current
+// row's frame, which is empty if empty is set.
+func (e *cursorEval) writeValue(out *vector, i int, empty bool) {
+	c := e.c
+	switch {
+	case empty:
+		out.nulls[i] = true
+	case c.fn == fnFirstValue:
+		copyRow(out, i, e.start.val, e.start.r)
+	case c.fn == fnLastValue:
+		if e.last == nil {
+			out.nulls[i] = true
+			return
+		}
+		copyRow(out, i, e.last, 0)
+	default: // nth_value
+		if e.nth == nil || e.nth.done || e.nth.pos != e.start.pos+c.nth-1 || e.nth.pos >= e.end.pos {
+			out.nulls[i] = true
+			return
+		}
+		copyRow(out, i, e.nth.val, e.nth.r)
+	}
+}
+
+// writeAggregate stores the aggregate of the current row's frame (row r
+// of the slice), which is empty if empty is set.
+func (e *cursorEval) writeAggregate(out *vector, i, r int, empty bool) error {
+	c := e.c
 	if empty {
 		a := &aggInput{fn: c.fn, kind: kindInt}
 		var s aggState
@@ -834,7 +805,7 @@ func (e *cursorEval) write(out *vector, i, r int) error {
 		st, fsum = e.excluded(r)
 	}
 	switch {
-	case c.fn == fnMin || c.fn == fnMax:
+	case functions[c.fn].extremum:
 		best := e.dq.front()
 		if best == nil {
 			out.nulls[i] = true

@@ -9,6 +9,8 @@
 //
 // # Evaluation
 //
+// The window functions, their properties and their evaluators are one
+// table (functions.go) that the planner and every evaluation path read.
 // Window calls with the same PARTITION BY and ORDER BY form a group that
 // shares one sort. Rows are put in (partition, order) order with a stable
 // LSD radix sort over order-preserving 64-bit keys (comparison sort for

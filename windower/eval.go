@@ -4,6 +4,9 @@ import (
 	"fmt"
 )
 
+// Evaluation of a window group's calls over sorted rows in memory,
+// partition by partition, with each function's evaluator.
+
 // callState is one window call's inputs (in the group's sorted order), its
 // output, and the state it keeps across partitions.
 type callState struct {
@@ -87,62 +90,74 @@ func (cs *callState) evalAll(p *partition, starts []int32) {
 	}
 }
 
-func (cs *callState) eval(p *partition) {
-	c := cs.c
+// eval computes the call over partition p with its function's evaluator.
+func (cs *callState) eval(p *partition) { functions[cs.c.fn].eval(cs, p) }
+
+func (cs *callState) evalRowNumber(p *partition) {
+	o := cs.out.ints[p.ps:p.pe]
+	for k := range o {
+		o[k] = int64(k + 1)
+	}
+}
+
+func (cs *callState) evalRank(p *partition) {
+	out := cs.out
+	for i := p.ps; i < p.pe; i++ {
+		out.ints[i] = int64(p.peerStart(i) - p.ps + 1)
+	}
+}
+
+func (cs *callState) evalDenseRank(p *partition) {
+	out := cs.out
+	for i := p.ps; i < p.pe; i++ {
+		out.ints[i] = int64(p.group(i) + 1)
+	}
+}
+
+func (cs *callState) evalPercentRank(p *partition) {
 	out := cs.out
 	ps, pe := p.ps, p.pe
 	n := pe - ps
-	switch c.fn {
-	case fnRowNumber:
-		o := out.ints[ps:pe]
-		for k := range o {
-			o[k] = int64(k + 1)
+	for i := ps; i < pe; i++ {
+		if n <= 1 {
+			out.floats[i] = 0
+		} else {
+			out.floats[i] = float64(p.peerStart(i)-ps) / float64(n-1)
 		}
-	case fnRank:
+	}
+}
+
+func (cs *callState) evalCumeDist(p *partition) {
+	out := cs.out
+	ps, pe := p.ps, p.pe
+	n := pe - ps
+	for i := ps; i < pe; i++ {
+		out.floats[i] = float64(p.peerEnd(i)-ps) / float64(n)
+	}
+}
+
+func (cs *callState) evalNtile(p *partition) {
+	c := cs.c
+	out := cs.out
+	ps, pe := p.ps, p.pe
+	if c.argNil {
 		for i := ps; i < pe; i++ {
-			out.ints[i] = int64(p.peerStart(i) - ps + 1)
+			out.nulls[i] = true
 		}
-	case fnDenseRank:
-		for i := ps; i < pe; i++ {
-			out.ints[i] = int64(p.group(i) + 1)
+		return
+	}
+	n := pe - ps
+	buckets := c.ntile
+	q := int64(n) / buckets
+	rem := int64(n) % buckets
+	big := rem * (q + 1) // rows in the larger buckets
+	for i := ps; i < pe; i++ {
+		k := int64(i - ps)
+		if k < big || q == 0 {
+			out.ints[i] = k/(q+1) + 1
+		} else {
+			out.ints[i] = rem + (k-big)/q + 1
 		}
-	case fnPercentRank:
-		for i := ps; i < pe; i++ {
-			if n <= 1 {
-				out.floats[i] = 0
-			} else {
-				out.floats[i] = float64(p.peerStart(i)-ps) / float64(n-1)
-			}
-		}
-	case fnCumeDist:
-		for i := ps; i < pe; i++ {
-			out.floats[i] = float64(p.peerEnd(i)-ps) / float64(n)
-		}
-	case fnNtile:
-		if c.argNil {
-			for i := ps; i < pe; i++ {
-				out.nulls[i] = true
-			}
-			return
-		}
-		buckets := c.ntile
-		q := int64(n) / buckets
-		rem := int64(n) % buckets
-		big := rem * (q + 1) // rows in the larger buckets
-		for i := ps; i < pe; i++ {
-			k := int64(i - ps)
-			if k < big || q == 0 {
-				out.ints[i] = k/(q+1) + 1
-			} else {
-				out.ints[i] = rem + (k-big)/q + 1
-			}
-		}
-	case fnLag, fnLead:
-		cs.evalShift(p)
-	case fnFirstValue, fnLastValue, fnNthValue:
-		cs.evalValue(p)
-	default:
-		cs.evalAggregate(p)
 	}
 }
 
@@ -167,14 +182,14 @@ func (cs *callState) copyValue(i, r int) {
 func (cs *callState) evalShift(p *partition) {
 	c := cs.c
 	out := cs.out
+	off := c.offset
+	if c.fn == fnLag {
+		off = -off
+	}
 	for i := p.ps; i < p.pe; i++ {
 		if c.argNil {
 			out.nulls[i] = true
 			continue
-		}
-		off := c.offset
-		if c.fn == fnLag {
-			off = -off
 		}
 		r := addClamp(int64(i), off)
 		if r >= int64(p.ps) && r < int64(p.pe) {
@@ -225,106 +240,200 @@ func (cs *callState) evalValue(p *partition) {
 	}
 }
 
+// evalAggregate computes an aggregate over partition p, choosing the
+// cheapest algorithm for its frame.
 func (cs *callState) evalAggregate(p *partition) {
 	c := cs.c
 	a := &cs.agg
-	out := cs.out
-	st := &cs.state
-	ps, pe := p.ps, p.pe
-
-	// Whole partition: one aggregate, written to every row.
 	if c.frame.wholePartition(p.hasOrder) {
-		if a.fn == fnCount && a.incl == nil {
-			cnt := int64(pe - ps)
-			o := out.ints[ps:pe]
-			for k := range o {
-				o[k] = cnt
-			}
-			return
-		}
-		st.reset()
-		for r := ps; r < pe; r++ {
-			if a.included(r) {
-				a.add(st, r)
-			}
-		}
-		for i := ps; i < pe; i++ {
-			a.write(out, i, st)
-		}
+		cs.aggregateWhole(p)
 		return
 	}
-
-	fr := &cs.fr
-	fr.reset(p)
+	cs.fr.reset(p)
 	f := &c.frame
 	switch {
 	case f.exclude != excludeNoOthers || (!a.invertible() && (a.fn == fnSum || a.fn == fnAvg) && f.start.kind != boundUnboundedPreceding):
-		// Segment tree: exclusions, and float sums over sliding frames.
-		cs.tree.build(a, ps, pe)
-		for i := ps; i < pe; i++ {
-			s, e := fr.bounds(i)
-			pc := framePieces(f, p, i, s, e)
-			st.reset()
-			for k := 0; k < pc.n; k++ {
-				cs.tree.query(a, st, pc.r[k][0], pc.r[k][1])
-			}
-			a.write(out, i, st)
-		}
+		cs.aggregateTree(p)
 	case f.start.kind == boundUnboundedPreceding:
-		// Running: the frame only grows.
-		st.reset()
-		end := ps
-		for i := ps; i < pe; i++ {
-			_, e := fr.bounds(i)
-			for ; end < e; end++ {
-				if a.included(end) {
-					a.add(st, end)
-				}
-			}
-			a.write(out, i, st)
-		}
-	case a.fn == fnMin || a.fn == fnMax:
-		// Sliding min/max: monotonic deque.
-		cs.deq.reset(pe - ps)
-		end := ps
-		for i := ps; i < pe; i++ {
-			s, e := fr.bounds(i)
-			if end < s {
-				end = s
-			}
-			for ; end < e; end++ {
-				if a.included(end) {
-					cs.deq.push(a, end)
-				}
-			}
-			cs.deq.expire(s)
-			st.reset()
-			if m := cs.deq.front(); m >= 0 {
-				st.cnt, st.m = 1, m
-			}
-			a.write(out, i, st)
-		}
+		cs.aggregateRunning(p)
+	case functions[a.fn].extremum:
+		cs.aggregateExtremum(p)
 	default:
-		// Sliding invertible aggregate: add rows entering, remove rows leaving.
-		st.reset()
-		lo, hi := ps, ps // rows [lo, hi) are in st
-		for i := ps; i < pe; i++ {
-			s, e := fr.bounds(i)
-			if s >= hi {
-				st.reset()
-				lo, hi = s, s
-			}
-			for ; hi < e; hi++ {
-				if a.included(hi) {
-					a.add(st, hi)
-				}
-			}
-			for ; lo < s; lo++ {
-				if a.included(lo) {
-					a.remove(st, lo)
-				}
-			}
-			a.write(out, i, st)
+		cs.aggregateSliding(p)
+	}
+}
+
+// aggregateWhole: one aggregate, written to every row.
+func (cs *callState) aggregateWhole(p *partition) {
+	a, out, st := &cs.agg, cs.out, &cs.state
+	ps, pe := p.ps, p.pe
+	if a.fn == fnCount && a.incl == nil {
+		cnt := int64(pe - ps)
+		o := out.ints[ps:pe]
+		for k := range o {
+			o[k] = cnt
+		}
+		return
+	}
+	st.reset()
+	for r := ps; r < pe; r++ {
+		if a.included(r) {
+			a.add(st, r)
 		}
 	}
+	for i := ps; i < pe; i++ {
+		a.write(out, i, st)
+	}
+}
+
+// aggregateTree: a segment tree, for exclusions and float sums over
+// sliding frames.
+func (cs *callState) aggregateTree(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	f := &cs.c.frame
+	cs.tree.build(a, p.ps, p.pe)
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		pc := framePieces(f, p, i, s, e)
+		st.reset()
+		for k := 0; k < pc.n; k++ {
+			cs.tree.query(a, st, pc.r[k][0], pc.r[k][1])
+		}
+		a.write(out, i, st)
+	}
+}
+
+// aggregateRunning: the frame only grows.
+func (cs *callState) aggregateRunning(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	st.reset()
+	end := p.ps
+	for i := p.ps; i < p.pe; i++ {
+		_, e := fr.bounds(i)
+		for ; end < e; end++ {
+			if a.included(end) {
+				a.add(st, end)
+			}
+		}
+		a.write(out, i, st)
+	}
+}
+
+// aggregateExtremum: sliding min/max with a monotonic deque.
+func (cs *callState) aggregateExtremum(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	cs.deq.reset(p.pe - p.ps)
+	end := p.ps
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		if end < s {
+			end = s
+		}
+		for ; end < e; end++ {
+			if a.included(end) {
+				cs.deq.push(a, end)
+			}
+		}
+		cs.deq.expire(s)
+		st.reset()
+		if m := cs.deq.front(); m >= 0 {
+			st.cnt, st.m = 1, m
+		}
+		a.write(out, i, st)
+	}
+}
+
+// aggregateSliding: a sliding invertible aggregate adds the rows entering
+// and removes the rows leaving.
+func (cs *callState) aggregateSliding(p *partition) {
+	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
+	st.reset()
+	lo, hi := p.ps, p.ps // rows [lo, hi) are in st
+	for i := p.ps; i < p.pe; i++ {
+		s, e := fr.bounds(i)
+		if s >= hi {
+			st.reset()
+			lo, hi = s, s
+		}
+		for ; hi < e; hi++ {
+			if a.included(hi) {
+				a.add(st, hi)
+			}
+		}
+		for ; lo < s; lo++ {
+			if a.included(lo) {
+				a.remove(st, lo)
+			}
+		}
+		a.write(out, i, st)
+	}
+}
+
+func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
+	cs := &callState{c: c}
+	out := &vector{kind: c.outKind, typ: c.outTyp}
+	switch c.outKind {
+	case kindFloat:
+		out.floats = make([]float64, n)
+	case kindString:
+		out.strs = make([]string, n)
+	default:
+		out.ints = make([]int64, n)
+	}
+	if !c.neverNull() {
+		out.nulls = make([]bool, n)
+	}
+	cs.out = out
+	if len(c.args) > 0 {
+		v, err := c.args[0].eval(in.cols, n)
+		if err != nil {
+			return nil, fmt.Errorf("windower: select item %q: %w", c.alias, err)
+		}
+		cs.arg = sortedOf(c.args[0], v)
+	}
+	cs.fr.f = &c.frame
+	if orderKey != nil && len(g.order) > 0 {
+		cs.fr.key = rangeKey{v: orderKey, desc: g.order[0].desc, nullsFirst: g.order[0].nullsFirst}
+	}
+	if c.fn.isAggregate() {
+		a := &cs.agg
+		a.fn = c.fn
+		if c.star || c.fn == fnCount {
+			a.kind = kindInt
+		}
+		if cs.arg != nil {
+			a.kind = cs.arg.kind
+			a.ints, a.floats, a.strs = cs.arg.ints, cs.arg.floats, cs.arg.strs
+		}
+		var incl []bool
+		if len(c.filter) > 0 {
+			keep, err := evalPredicates(c.filter, in.cols, n)
+			if err != nil {
+				return nil, fmt.Errorf("windower: %s: filter: %w", c.alias, err)
+			}
+			if perm != nil {
+				sorted := make([]bool, n)
+				for i, p := range perm {
+					sorted[i] = keep[p]
+				}
+				keep = sorted
+			}
+			incl = keep
+		}
+		if cs.arg != nil && cs.arg.nulls != nil {
+			if incl == nil {
+				incl = make([]bool, n)
+				for i := range incl {
+					incl[i] = true
+				}
+			}
+			for i, null := range cs.arg.nulls {
+				if null {
+					incl[i] = false
+				}
+			}
+		}
+		a.incl = incl
+	}
+	return cs, nil
 }

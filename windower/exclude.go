@@ -13,14 +13,7 @@ import "fmt"
 
 // excludePieces reports whether c with EXCLUDE is evaluated with pieces.
 func excludePieces(c *call) bool {
-	if c.frame.exclude == excludeNoOthers {
-		return false
-	}
-	switch c.fn {
-	case fnMin, fnMax, fnFirstValue, fnLastValue:
-		return true
-	}
-	return false
+	return c.frame.exclude != excludeNoOthers && c.fn.info().excludePieces
 }
 
 // pieceEval is the state of a call evaluated with pieces. The frame
@@ -49,12 +42,12 @@ func (pe *pieceEval) close() {
 
 // enter adds the row cur is at to a piece's deque or last value.
 func (pe *pieceEval) enter(c *call, cur *partCursor, dq *extremeDeque, last **vector) error {
-	switch c.fn {
-	case fnMin, fnMax:
+	switch {
+	case c.fn.info().extremum:
 		if cur.agg.included(cur.r) {
 			return dq.push(c, cur.agg, cur.r, cur.pos)
 		}
-	case fnLastValue:
+	case c.fn == fnLastValue:
 		*last = rowOf(cur.val, cur.r)
 	}
 	return nil

@@ -10,6 +10,9 @@ import (
 	"github.com/strata-db/strata/messages"
 )
 
+// Scalar expressions and predicates: compiled against the schema and
+// evaluated over columns.
+
 // expr is a compiled scalar expression.
 type expr struct {
 	col     int    // input column index, or -1

@@ -1,5 +1,8 @@
 package windower
 
+// Frames in memory: a partition's peer groups, each row's frame bounds
+// and the pieces EXCLUDE leaves.
+
 // partition describes the rows [ps, pe) of one partition, in sorted order,
 // and their peer groups. Peer groups are numbered over the whole sorted
 // input (groupOf, groupStart are shared by all partitions); g0 is the

@@ -9,36 +9,8 @@ import (
 	"github.com/strata-db/strata/messages"
 )
 
-// fn identifies a window function.
-type fn uint8
-
-const (
-	fnRowNumber fn = iota
-	fnRank
-	fnDenseRank
-	fnPercentRank
-	fnCumeDist
-	fnNtile
-	fnLag
-	fnLead
-	fnFirstValue
-	fnLastValue
-	fnNthValue
-	fnCount
-	fnSum
-	fnAvg
-	fnMin
-	fnMax
-)
-
-var fnByName = map[string]fn{
-	"row_number": fnRowNumber, "rank": fnRank, "dense_rank": fnDenseRank,
-	"percent_rank": fnPercentRank, "cume_dist": fnCumeDist, "ntile": fnNtile,
-	"lag": fnLag, "lead": fnLead, "first_value": fnFirstValue, "last_value": fnLastValue,
-	"nth_value": fnNthValue, "count": fnCount, "sum": fnSum, "avg": fnAvg, "min": fnMin, "max": fnMax,
-}
-
-func (f fn) isAggregate() bool { return f >= fnCount }
+// The plan: a query compiled against the table's schema, with its
+// window groups, calls and frames.
 
 // frameMode, boundKind, exclusion: the compiled frame.
 type frameMode uint8
@@ -393,106 +365,10 @@ func compileCall(si *schemaInfo, w *messages.WindowCall) (*call, []sortKey, []so
 	if c.frame, err = compileFrame(&fr, order); err != nil {
 		return nil, nil, nil, err
 	}
-	if err := c.typeCheck(w.Func); err != nil {
+	if err := functions[f].result(c, w.Func); err != nil {
 		return nil, nil, nil, err
 	}
 	return c, part, order, nil
-}
-
-func (c *call) typeCheck(name string) error {
-	int64T, float64T := arrow.PrimitiveTypes.Int64, arrow.PrimitiveTypes.Float64
-	constInt := func(i int, what string) (int64, bool, error) {
-		a := c.args[i]
-		if a.konst == nil {
-			return 0, false, fmt.Errorf("%s: %s must be a constant (per-row values are not supported)", name, what)
-		}
-		if a.konst.nulls != nil {
-			return 0, true, nil
-		}
-		if a.kind != kindInt {
-			return 0, false, fmt.Errorf("%s: %s must be an integer, not %s", name, what, a.kind)
-		}
-		return a.konst.ints[0], false, nil
-	}
-	switch c.fn {
-	case fnRowNumber, fnRank, fnDenseRank:
-		c.outKind, c.outTyp = kindInt, int64T
-	case fnPercentRank, fnCumeDist:
-		c.outKind, c.outTyp = kindFloat, float64T
-	case fnNtile:
-		n, null, err := constInt(0, "the bucket count")
-		if err != nil {
-			return err
-		}
-		if !null && n <= 0 {
-			return fmt.Errorf("argument of ntile must be greater than zero")
-		}
-		c.ntile, c.argNil = n, null
-		c.outKind, c.outTyp = kindInt, int64T
-	case fnLag, fnLead:
-		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
-		c.offset = 1
-		if len(c.args) >= 2 {
-			n, null, err := constInt(1, "the offset")
-			if err != nil {
-				return err
-			}
-			c.offset, c.argNil = n, null
-		}
-		if len(c.args) == 3 {
-			d := c.args[2]
-			if d.konst == nil {
-				return fmt.Errorf("%s: the default must be a constant", name)
-			}
-			if d.konst.nulls == nil {
-				if d.kind != c.outKind && !(c.outKind == kindFloat && d.kind == kindInt) {
-					return fmt.Errorf("%s: default of type %s does not match argument of type %s", name, d.kind, c.outKind)
-				}
-				if c.outKind == kindFloat && d.kind == kindInt {
-					c.deflt = &vector{kind: kindFloat, floats: []float64{float64(d.konst.ints[0])}}
-				} else {
-					c.deflt = d.konst
-				}
-			}
-		}
-	case fnFirstValue, fnLastValue:
-		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
-	case fnNthValue:
-		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
-		n, null, err := constInt(1, "the position")
-		if err != nil {
-			return err
-		}
-		if !null && n <= 0 {
-			return fmt.Errorf("argument of nth_value must be greater than zero")
-		}
-		c.nth, c.argNil = n, null
-	case fnCount:
-		c.outKind, c.outTyp = kindInt, int64T
-	case fnSum:
-		switch c.args[0].kind {
-		case kindInt:
-			if isTemporal(c.args[0].typ) {
-				return fmt.Errorf("function sum(%s) does not exist", c.args[0].typ)
-			}
-			c.outKind, c.outTyp = kindInt, int64T
-		case kindFloat:
-			c.outKind, c.outTyp = kindFloat, float64T
-		default:
-			return fmt.Errorf("function sum(%s) does not exist", c.args[0].kind)
-		}
-	case fnAvg:
-		if k := c.args[0].kind; (k != kindInt && k != kindFloat) || isTemporal(c.args[0].typ) {
-			return fmt.Errorf("function avg(%s) does not exist", c.args[0].typ)
-		}
-		c.outKind, c.outTyp = kindFloat, float64T
-	case fnMin, fnMax:
-		if c.args[0].kind == kindBool {
-			return fmt.Errorf("function %s(boolean) does not exist", name)
-		}
-		c.outKind, c.outTyp = c.args[0].kind, c.args[0].typ
-	}
-	return nil
 }
 
 func isTemporal(t arrow.DataType) bool {

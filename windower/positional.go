@@ -22,10 +22,10 @@ import (
 // partition. Value functions qualify when one frame end is UNBOUNDED and
 // the other, in ROWS mode, CURRENT ROW or an offset; nothing excluded.
 func positionalCall(c *call) bool {
-	switch c.fn {
-	case fnNtile:
+	switch c.fn.info().family {
+	case famNtile:
 		return true
-	case fnFirstValue, fnLastValue, fnNthValue:
+	case famValue:
 	default:
 		return false
 	}
@@ -53,8 +53,8 @@ func positionalCall(c *call) bool {
 
 // positionalHalo adds what a positional call needs of the buffer to h.
 func positionalHalo(c *call, h *halo) error {
-	if c.fn == fnNtile {
-		return nil
+	if c.fn.info().family != famValue {
+		return nil // ntile: the partition's size
 	}
 	f := &c.frame
 	reach := func(b bound, extra int64) error {
@@ -100,9 +100,7 @@ type partitionFacts struct {
 // positionalPicks returns the partition positions whose argument values
 // c needs from the first pass; -1 stands for the last row.
 func positionalPicks(c *call) []int64 {
-	switch c.fn {
-	case fnFirstValue, fnLastValue, fnNthValue:
-	default:
+	if c.fn.info().family != famValue {
 		return nil
 	}
 	f := &c.frame
@@ -126,44 +124,55 @@ func positionalPicks(c *call) []int64 {
 // positionalSlice computes the results of rows [from, to) of in, a slice
 // of a big partition whose row 0 is row partPos of the partition.
 func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *partitionFacts, mem memory.Allocator) (arrow.Array, error) {
-	out := &vector{kind: c.outKind, typ: c.outTyp, nulls: make([]bool, to-from)}
-	switch c.outKind {
-	case kindFloat:
-		out.floats = make([]float64, to-from)
-	case kindString:
-		out.strs = make([]string, to-from)
-	default:
-		out.ints = make([]int64, to-from)
+	out := resultVector(c, to-from)
+	if c.fn.info().family == famNtile {
+		ntileSlice(c, out, from, to, partPos, facts.rows)
+		return out.toArrow(mem), nil
 	}
+	if err := valueSlice(c, out, in, from, to, partPos, facts); err != nil {
+		return nil, err
+	}
+	return out.toArrow(mem), nil
+}
+
+// ntileSlice sets out[r-from] to the bucket of rows [from, to) of a slice
+// whose row 0 is row partPos of a partition of n rows.
+func ntileSlice(c *call, out *vector, from, to int, partPos, n int64) {
+	for r := from; r < to; r++ {
+		i := r - from
+		if c.argNil {
+			out.nulls[i] = true
+			continue
+		}
+		pos := partPos + int64(r) // the row's position in the partition
+		q := n / c.ntile
+		rem := n % c.ntile
+		big := rem * (q + 1)
+		if pos < big || q == 0 {
+			out.ints[i] = pos/(q+1) + 1
+		} else {
+			out.ints[i] = rem + (pos-big)/q + 1
+		}
+	}
+}
+
+// valueSlice sets out[r-from] to the first_value, last_value or nth_value
+// of rows [from, to) of in, a slice whose row 0 is row partPos of the
+// partition, reading the rows outside the slice from facts.
+func valueSlice(c *call, out *vector, in *input, from, to int, partPos int64, facts *partitionFacts) error {
 	n := facts.rows
 	var arg *vector
-	if len(c.args) > 0 && (c.fn == fnFirstValue || c.fn == fnLastValue || c.fn == fnNthValue) {
+	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, in.n)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		arg = v
 	}
 	for r := from; r < to; r++ {
 		i := r - from
 		pos := partPos + int64(r) // the row's position in the partition
-		switch c.fn {
-		case fnNtile:
-			if c.argNil {
-				out.nulls[i] = true
-				continue
-			}
-			q := n / c.ntile
-			rem := n % c.ntile
-			big := rem * (q + 1)
-			if pos < big || q == 0 {
-				out.ints[i] = pos/(q+1) + 1
-			} else {
-				out.ints[i] = rem + (pos-big)/q + 1
-			}
-			continue
-		}
-		// A value function: the frame [s, e) in partition positions.
+		// The frame [s, e) in partition positions.
 		s, e := frameBound(&c.frame.start, pos, n), frameBound(&c.frame.end, pos, n)
 		if c.frame.end.kind != boundUnboundedFollowing {
 			e++ // frameBound gives the last row
@@ -194,12 +203,12 @@ func positionalSlice(c *call, in *input, from, to int, partPos int64, facts *par
 			}
 			src, row = facts.picked[c.item][key], 0
 			if src == nil {
-				return nil, fmt.Errorf("%w: select item %q: row %d of a big partition is neither buffered nor picked", ErrInternal, c.alias, at)
+				return fmt.Errorf("%w: select item %q: row %d of a big partition is neither buffered nor picked", ErrInternal, c.alias, at)
 			}
 		}
 		copyRow(out, i, src, int(row))
 	}
-	return out.toArrow(mem), nil
+	return nil
 }
 
 // frameBound returns the partition position of a ROWS frame bound for

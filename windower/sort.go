@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// Sorting: stable permutations by radix sort over order-preserving keys,
+// and row comparisons.
+
 // sorter computes stable sort permutations. Its buffers are reused across
 // calls, so one sorter serves a whole query.
 type sorter struct {

@@ -12,6 +12,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
+// Vectors: columns in evaluation form, and their conversion from and to
+// Arrow arrays.
+
 // kind is the evaluation representation of a column: every integer-like
 // Arrow type (intN, uintN up to 32 bits, uint64 values that fit, date32,
 // timestamp) evaluates as int64, floats as float64, utf8/binary as string.

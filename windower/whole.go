@@ -9,6 +9,10 @@ import (
 	"github.com/strata-db/strata/columnar"
 )
 
+// The first pass over a partition larger than the grant: whole-partition
+// aggregates and the rows positional calls pick; and the one-row helpers
+// the big-partition paths share.
+
 // wholeCalls returns the group's aggregates whose frame is the whole
 // partition. Over a partition larger than the buffer their value is
 // computed by a first pass over the partition (partitionPass) and
@@ -95,45 +99,73 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 				break
 			}
 		}
-		for i, c := range pick {
-			if len(wanted[i]) == 0 || to <= from {
-				continue
-			}
-			arg, err := c.args[0].eval(batch.cols, batch.n)
-			if err != nil {
-				return nil, nil, err
-			}
-			for _, at := range wanted[i] {
-				if at == -1 {
-					facts.picked[c.item][-1] = rowOf(arg, to-1)
-				} else if at >= facts.rows && at < facts.rows+int64(to-from) {
-					facts.picked[c.item][at] = rowOf(arg, from+int(at-facts.rows))
-				}
-			}
+		if err := facts.pick(pick, wanted, batch, from, to); err != nil {
+			return nil, nil, err
 		}
 		facts.rows += int64(to - from)
-		for i, c := range calls {
-			a, err := aggInputFor(c, batch)
-			if err != nil {
-				return nil, nil, err
-			}
-			var s aggState
-			s.reset()
-			for r := from; r < to; r++ {
-				if a.included(r) {
-					a.add(&s, r)
-				}
-			}
-			// Fold the batch into the partition's state; min/max keep
-			// their value, since row numbers do not outlive the batch.
-			states[i].m = -1
-			a.merge(&states[i], &s)
-			states[i].m = -1
-			if s.m >= 0 && (bests[i] == nil || beats(a, int(s.m), bests[i])) {
-				bests[i] = oneRow(a, int(s.m))
+		if err := foldBatch(calls, states, bests, batch, from, to); err != nil {
+			return nil, nil, err
+		}
+	}
+	out, err := wholeResults(calls, states, bests)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, facts, nil
+}
+
+// pick keeps the argument values of the pick calls at the partition
+// positions wanted names among rows [from, to) of batch, which follow
+// the partition's facts.rows rows before it.
+func (facts *partitionFacts) pick(pick []*call, wanted [][]int64, batch *input, from, to int) error {
+	for i, c := range pick {
+		if len(wanted[i]) == 0 || to <= from {
+			continue
+		}
+		arg, err := c.args[0].eval(batch.cols, batch.n)
+		if err != nil {
+			return err
+		}
+		for _, at := range wanted[i] {
+			if at == -1 {
+				facts.picked[c.item][-1] = rowOf(arg, to-1)
+			} else if at >= facts.rows && at < facts.rows+int64(to-from) {
+				facts.picked[c.item][at] = rowOf(arg, from+int(at-facts.rows))
 			}
 		}
 	}
+	return nil
+}
+
+// foldBatch adds rows [from, to) of batch to the state of each call.
+func foldBatch(calls []*call, states []aggState, bests []*vector, batch *input, from, to int) error {
+	for i, c := range calls {
+		a, err := aggInputFor(c, batch)
+		if err != nil {
+			return err
+		}
+		var s aggState
+		s.reset()
+		for r := from; r < to; r++ {
+			if a.included(r) {
+				a.add(&s, r)
+			}
+		}
+		// Fold the batch into the partition's state; min/max keep
+		// their value, since row numbers do not outlive the batch.
+		states[i].m = -1
+		a.merge(&states[i], &s)
+		states[i].m = -1
+		if s.m >= 0 && (bests[i] == nil || beats(a, int(s.m), bests[i])) {
+			bests[i] = oneRow(a, int(s.m))
+		}
+	}
+	return nil
+}
+
+// wholeResults returns each call's result over the partition, as a
+// one-row vector, from its state and (min, max) its best row.
+func wholeResults(calls []*call, states []aggState, bests []*vector) ([]*vector, error) {
 	out := make([]*vector, len(calls))
 	for i, c := range calls {
 		v := &vector{kind: c.outKind, typ: c.outTyp, nulls: []bool{false}}
@@ -146,7 +178,7 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 			v.ints = make([]int64, 1)
 		}
 		a := &aggInput{fn: c.fn, kind: kindInt}
-		if c.fn == fnMin || c.fn == fnMax {
+		if functions[c.fn].extremum {
 			if bests[i] != nil {
 				a.kind, a.ints, a.floats, a.strs = bests[i].kind, bests[i].ints, bests[i].floats, bests[i].strs
 				states[i].m = 0
@@ -156,11 +188,11 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 		}
 		a.write(v, 0, &states[i])
 		if a.overflow {
-			return nil, nil, fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
+			return nil, fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
 		}
 		out[i] = v
 	}
-	return out, facts, nil
+	return out, nil
 }
 
 // rowOf copies row r of v, NULL included, into a one-row vector.

@@ -1,0 +1,450 @@
+package windower
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
+)
+
+// In-memory evaluation of a compiled plan, in phases: WHERE, each window
+// group (sorted, or numbered by partition without a sort), the final
+// order, and the result's columns.
+
+// evaluate runs the compiled plan over in-memory input.
+func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, error) {
+	ev := &evaluation{p: p, in: in, o: o, budget: o.Budget, results: make([]*vector, len(p.outputs)), pt: newPartitioner()}
+	defer func() { ev.budget.Release(ev.held) }()
+	if err := ev.where(); err != nil {
+		return nil, err
+	}
+	ev.stats = Stats{InputRows: int64(in.n), Groups: len(p.groups)}
+	sortedInput := o.InputSorted && len(p.groups) == 1
+	for gi, g := range p.groups {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		last := gi == len(p.groups)-1 && len(p.orderBy) == 0
+		if unsortedGroup(g) && !sortedInput {
+			done, err := ev.unsortedGroup(g, last)
+			if err != nil {
+				return nil, err
+			}
+			if done {
+				continue
+			}
+		}
+		if err := ev.sortedGroup(g, last, sortedInput); err != nil {
+			return nil, err
+		}
+	}
+	final, err := ev.finalOrder()
+	if err != nil {
+		return nil, err
+	}
+	cols, rows, err := ev.columns(final)
+	if err != nil {
+		return nil, err
+	}
+	return ev.result(cols, rows)
+}
+
+// evaluation is the state of evaluate.
+type evaluation struct {
+	p      *plan
+	in     *input
+	o      Options
+	budget *columnar.Budget
+	held   int64 // bytes reserved for the evaluation's buffers
+	s      sorter
+	stats  Stats
+	// results are the window outputs, by output, in input row order
+	// (except the last group's, see last).
+	results []*vector
+	// last is the query's last window group when there is no ORDER BY:
+	// its outputs stay in its order (perm), which is the result's.
+	last struct {
+		perm   []int32
+		outs   map[int]*vector
+		sorted map[int]*vector // input columns in its order, by column
+	}
+	pt     *partitioner
+	states []aggState
+}
+
+// reserve counts n bytes of what against the budget until evaluate returns.
+func (ev *evaluation) reserve(n int64, what string) error {
+	if err := ev.budget.Reserve(n); err != nil {
+		return fmt.Errorf("windower: %s: %w", what, err)
+	}
+	ev.held += n
+	return nil
+}
+
+// where keeps the rows that pass WHERE.
+func (ev *evaluation) where() error {
+	p, in := ev.p, ev.in
+	if len(p.where) == 0 {
+		return nil
+	}
+	keep, err := evalPredicates(p.where, in.cols, in.n)
+	if err != nil {
+		return fmt.Errorf("windower: where: %w", err)
+	}
+	// A gather, not compact: in may be a view of a buffer that
+	// outlives this evaluation. idx is never nil (nil means all rows).
+	idx := make([]int32, 0, in.n)
+	for i, k := range keep {
+		if k {
+			idx = append(idx, int32(i))
+		}
+	}
+	for c, v := range in.cols {
+		if v != nil {
+			in.cols[c] = v.gather(idx, &vector{})
+		}
+	}
+	in.n = len(idx)
+	return nil
+}
+
+// unsortedGroup evaluates whole-partition aggregates without ORDER BY
+// without a sort; the results are in input order. It reports false when
+// the keys are better sorted.
+func (ev *evaluation) unsortedGroup(g *windowGroup, last bool) (bool, error) {
+	reserve := func(n int64, what string) error { return ev.reserve(n, what) }
+	outs, parts, err := evalUnsortedGroup(g, ev.in, ev.pt, &ev.states, reserve)
+	if err != nil || outs == nil {
+		return false, err
+	}
+	ev.stats.Partitions += int64(parts)
+	if last {
+		ev.last.perm, ev.last.outs, ev.last.sorted = nil, outs, nil
+		return true, nil
+	}
+	for item, v := range outs {
+		ev.results[item] = v
+	}
+	return true, nil
+}
+
+// sortedGroup sorts the rows on g's keys (unless sortedInput: they are in
+// that order) and evaluates its calls partition by partition.
+func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error {
+	n := ev.in.n
+	gk, err := ev.groupKeys(g)
+	if err != nil {
+		return err
+	}
+	if err := ev.reserve(int64(n)*(4+8+8+2), "sort"); err != nil {
+		return err
+	}
+	var perm []int32
+	if !sortedInput {
+		perm = ev.s.sortPerm(gk.keys, n, nil)
+	} else {
+		ev.stats.SortedInput = true
+	}
+	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}}
+	if perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat {
+		ev.decodeFirstKey(g, gk, sc)
+	}
+	ge, rangeKey := newGroupEval(g, gk, sc, n)
+	outs := map[int]*vector{}
+	for _, c := range g.calls {
+		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, sc.of)
+		if err != nil {
+			return err
+		}
+		if err := ev.reserve(cs.out.bytes(), "window output"); err != nil {
+			return err
+		}
+		ge.calls = append(ge.calls, cs)
+		outs[c.item] = cs.out
+	}
+	if err := ge.evalPartitions(); err != nil {
+		return err
+	}
+	ev.stats.Partitions += ge.partitions
+	if last {
+		ev.last.perm, ev.last.outs, ev.last.sorted = perm, outs, sc.cols
+		return nil
+	}
+	// Put the outputs back in input row order.
+	for item, v := range outs {
+		ev.results[item] = scatter(v, perm)
+	}
+	return nil
+}
+
+// groupKeys are a group's PARTITION BY and ORDER BY values.
+type groupKeys struct {
+	keys           []sortedKey // partition keys, then order keys
+	part, order    []*vector
+	firstKeySorted bool // keys[0] is already in sorted order (decodeFirstKey)
+}
+
+func (ev *evaluation) groupKeys(g *windowGroup) (*groupKeys, error) {
+	in, n := ev.in, ev.in.n
+	gk := &groupKeys{keys: make([]sortedKey, 0, len(g.partition)+len(g.order))}
+	for _, k := range g.partition {
+		v, err := k.expr.eval(in.cols, n)
+		if err != nil {
+			return nil, fmt.Errorf("windower: partition by: %w", err)
+		}
+		gk.keys = append(gk.keys, sortedKey{v: v})
+		gk.part = append(gk.part, v)
+	}
+	for _, k := range g.order {
+		v, err := k.expr.eval(in.cols, n)
+		if err != nil {
+			return nil, fmt.Errorf("windower: order by: %w", err)
+		}
+		gk.keys = append(gk.keys, sortedKey{v: v, desc: k.desc, nullsFirst: k.nullsFirst})
+		gk.order = append(gk.order, v)
+	}
+	return gk, nil
+}
+
+// sortedColumns are key and argument columns in a group's sorted order,
+// each gathered once.
+type sortedColumns struct {
+	perm []int32
+	cols map[int]*vector // by input column
+}
+
+// of returns v, the values of e, in sorted order.
+func (sc *sortedColumns) of(e *expr, v *vector) *vector {
+	if sc.perm == nil {
+		return v
+	}
+	if e.col >= 0 {
+		if sv, ok := sc.cols[e.col]; ok {
+			return sv
+		}
+	}
+	sv := v.gather(sc.perm, &vector{})
+	if e.col >= 0 {
+		sc.cols[e.col] = sv
+	}
+	return sv
+}
+
+// key returns key k of gk, v, in sorted order.
+func (sc *sortedColumns) key(gk *groupKeys, k int, e *expr, v *vector) *vector {
+	if k == 0 && gk.firstKeySorted {
+		return v // decoded from the sort
+	}
+	return sc.of(e, v)
+}
+
+// decodeFirstKey takes the first key's values in sorted order from the
+// sort, which leaves them in order, instead of gathering them.
+func (ev *evaluation) decodeFirstKey(g *windowGroup, gk *groupKeys, sc *sortedColumns) {
+	n := ev.in.n
+	first := gk.keys[0]
+	flip := uint64(1) << 63
+	if first.desc {
+		flip = ^flip
+	}
+	// In place: the sorter gives up the buffer (one allocation of n
+	// words less, which matters most to a fresh process).
+	sorted := ev.s.takeSorted()[:n]
+	sv := &vector{kind: first.v.kind, typ: first.v.typ, ints: unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(sorted))), n)}
+	for i, u := range sorted {
+		sv.ints[i] = int64(u ^ flip)
+	}
+	var e *expr
+	if len(g.partition) > 0 {
+		e = g.partition[0].expr
+	} else {
+		e = g.order[0].expr
+	}
+	if e.col >= 0 {
+		sc.cols[e.col] = sv
+	}
+	if len(g.partition) > 0 {
+		gk.part[0] = sv
+	} else {
+		gk.order[0] = sv
+	}
+	gk.firstKeySorted = true
+}
+
+// newGroupEval marks the partition and peer group starts of the sorted
+// rows; it returns the first ORDER BY key in sorted order (RANGE offsets
+// measure it), or nil.
+func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n int) (*groupEval, *vector) {
+	ge := &groupEval{n: n, hasOrder: len(g.order) > 0, starts: make([]int32, 0, n+1)}
+	ge.partChange = make([]bool, n)
+	for k, v := range gk.part {
+		markChanges(sc.key(gk, k, g.partition[k].expr, v), ge.partChange)
+	}
+	if n > 0 {
+		ge.partChange[0] = true
+	}
+	var rangeKey *vector
+	if ge.hasOrder {
+		ge.peerChange = make([]bool, n)
+		copy(ge.peerChange, ge.partChange)
+		for k, v := range gk.order {
+			sv := sc.key(gk, len(gk.part)+k, g.order[k].expr, v)
+			markChanges(sv, ge.peerChange)
+			if k == 0 {
+				rangeKey = sv
+			}
+		}
+	}
+	return ge, rangeKey
+}
+
+// finalOrder returns the result's row order: the query's ORDER BY, the
+// last group's order, or nil for input order. In the last group's order
+// its results move to ev.results.
+func (ev *evaluation) finalOrder() ([]int32, error) {
+	p, in, n := ev.p, ev.in, ev.in.n
+	switch {
+	case len(p.orderBy) > 0:
+		keys := make([]sortedKey, len(p.orderBy))
+		for i, k := range p.orderBy {
+			var v *vector
+			if out := p.orderByOut[i]; out >= 0 {
+				if p.outputs[out].expr != nil {
+					var err error
+					if v, err = p.outputs[out].expr.eval(in.cols, n); err != nil {
+						return nil, err
+					}
+				} else {
+					v = ev.results[out]
+				}
+			} else {
+				var err error
+				if v, err = k.expr.eval(in.cols, n); err != nil {
+					return nil, err
+				}
+			}
+			keys[i] = sortedKey{v: v, desc: k.desc, nullsFirst: k.nullsFirst}
+		}
+		return ev.s.sortPerm(keys, n, nil), nil
+	case ev.last.outs != nil:
+		for item, v := range ev.last.outs {
+			ev.results[item] = v
+		}
+		return ev.last.perm, nil
+	}
+	return nil, nil
+}
+
+// columns returns the result's columns in the order final (nil: as they
+// are), up to LIMIT, and their row count.
+func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
+	p, in, n := ev.p, ev.in, ev.in.n
+	rows := n
+	if p.limit > 0 && int64(rows) > p.limit {
+		rows = int(p.limit)
+	}
+	lastOuts, lastSorted := ev.last.outs, ev.last.sorted
+	mem := memory.Allocator(ev.budget)
+	cols := make([]arrow.Array, len(p.outputs))
+	for i, o := range p.outputs {
+		var v *vector
+		if o.expr != nil {
+			e, err := o.expr.eval(in.cols, n)
+			if err != nil {
+				return nil, 0, err
+			}
+			v = e
+			if sv, ok := lastSorted[o.expr.col]; ok && o.expr.col >= 0 && final != nil && lastOuts != nil {
+				v = sv // already in the final order
+			} else if final != nil {
+				v = v.gather(final, &vector{})
+			}
+		} else {
+			v = ev.results[i]
+			if !(lastOuts != nil && lastOuts[i] != nil) && final != nil {
+				v = v.gather(final, &vector{})
+			}
+		}
+		v = truncate(v, rows)
+		cols[i] = v.toArrow(mem)
+	}
+	return cols, rows, nil
+}
+
+// result hands the columns to a Result. Their fixed-width columns are Go
+// memory the Result holds until Close (string and other built columns
+// came from the budget): they are counted in place of the evaluation's
+// buffers and input, which they replace.
+func (ev *evaluation) result(cols []arrow.Array, rows int) (*Result, error) {
+	budget := ev.budget
+	budget.Release(ev.in.reserved)
+	ev.in.reserved = 0
+	budget.Release(ev.held)
+	ev.held = 0
+	resultBytes := goMemoryBytes(cols)
+	if err := budget.Reserve(resultBytes); err != nil {
+		for _, c := range cols {
+			c.Release()
+		}
+		return nil, fmt.Errorf("windower: hold the %d-row result: %w", rows, err)
+	}
+	ev.stats.Rows = int64(rows)
+	ev.stats.PeakBytes = budget.Peak()
+	return &Result{schema: ev.p.outSchema, cols: cols, rows: rows, batch: ev.o.BatchRows, stats: ev.stats,
+		budget: budget, heldBytes: resultBytes}, nil
+}
+
+func truncate(v *vector, rows int) *vector {
+	if v.len() == rows {
+		return v
+	}
+	out := *v
+	switch v.kind {
+	case kindFloat:
+		out.floats = v.floats[:rows]
+	case kindString:
+		out.strs = v.strs[:rows]
+	default:
+		out.ints = v.ints[:rows]
+	}
+	if v.nulls != nil {
+		out.nulls = v.nulls[:rows]
+	}
+	return &out
+}
+
+// scatter returns v (in perm order) in input row order.
+func scatter(v *vector, perm []int32) *vector {
+	if perm == nil {
+		return v
+	}
+	out := &vector{kind: v.kind, typ: v.typ}
+	n := len(perm)
+	switch v.kind {
+	case kindFloat:
+		out.floats = make([]float64, n)
+		for i, p := range perm {
+			out.floats[p] = v.floats[i]
+		}
+	case kindString:
+		out.strs = make([]string, n)
+		for i, p := range perm {
+			out.strs[p] = v.strs[i]
+		}
+	default:
+		out.ints = make([]int64, n)
+		for i, p := range perm {
+			out.ints[p] = v.ints[i]
+		}
+	}
+	if v.nulls != nil {
+		out.nulls = make([]bool, n)
+		for i, p := range perm {
+			out.nulls[p] = v.nulls[i]
+		}
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package windower
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/strata-db/strata/columnar"
+)
+
+// A run's result: in memory, or a spilled container that it streams.
+
+// Result is the output of a run: record batches in result order.
+type Result struct {
+	schema  *arrow.Schema
+	cols    []arrow.Array // in-memory result
+	rows    int
+	next    int
+	batch   int
+	stats   Stats
+	reader  *columnar.BatchReader // result spilled to a container
+	release func()
+	// heldBytes of budget count the in-memory result's Go-allocated
+	// columns until Close.
+	budget    *columnar.Budget
+	heldBytes int64
+}
+
+// Schema is the result's schema: one column per select item, named by its alias.
+func (r *Result) Schema() *arrow.Schema { return r.schema }
+
+// Stats returns the run's figures.
+func (r *Result) Stats() Stats { return r.stats }
+
+// Next returns the next batch, or io.EOF after the last. The caller
+// releases each batch.
+func (r *Result) Next() (arrow.RecordBatch, error) {
+	if r.reader != nil {
+		rec, err := r.reader.Next()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("windower: read spilled result: %w", err)
+		}
+		if err == nil && !rec.Schema().Equal(r.schema) {
+			// The container carries its own field metadata; present the query's schema.
+			out := array.NewRecordBatch(r.schema, rec.Columns(), rec.NumRows())
+			rec.Release()
+			rec = out
+		}
+		return rec, err
+	}
+	if r.next >= r.rows {
+		return nil, io.EOF
+	}
+	end := min(r.next+r.batch, r.rows)
+	cols := make([]arrow.Array, len(r.cols))
+	for i, c := range r.cols {
+		cols[i] = array.NewSlice(c, int64(r.next), int64(end))
+	}
+	rec := array.NewRecordBatch(r.schema, cols, int64(end-r.next))
+	for _, c := range cols {
+		c.Release()
+	}
+	r.next = end
+	return rec, nil
+}
+
+// Close releases the result's memory.
+func (r *Result) Close() {
+	for _, c := range r.cols {
+		c.Release()
+	}
+	r.cols = nil
+	if r.budget != nil {
+		r.budget.Release(r.heldBytes)
+		r.budget, r.heldBytes = nil, 0
+	}
+	if r.reader != nil {
+		r.reader.Close()
+		r.reader = nil
+	}
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
+}
+
+// goMemoryBytes is the size of the columns' buffers that toArrow wraps
+// from Go memory instead of allocating from the budget.
+func goMemoryBytes(cols []arrow.Array) int64 {
+	var n int64
+	for _, c := range cols {
+		switch c.DataType().ID() {
+		case arrow.INT64, arrow.TIMESTAMP, arrow.FLOAT64:
+			for _, b := range c.Data().Buffers() {
+				if b != nil {
+					n += int64(b.Len())
+				}
+			}
+		}
+	}
+	return n
+}
+
+// WriteContainer writes the rest of res as a container at dir (committed
+// atomically) and returns its manifest. opts.Schema is set from res.
+func WriteContainer(res *Result, dir string, opts columnar.WriterOptions) (*columnar.Manifest, error) {
+	opts.Schema = res.Schema()
+	w, err := columnar.Create(dir, opts)
+	if err != nil {
+		return nil, fmt.Errorf("windower: write result: %w", err)
+	}
+	for {
+		rec, err := res.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("windower: write result: %w", err)
+		}
+		err = w.Write(rec)
+		rec.Release()
+		if err != nil {
+			w.Abort()
+			return nil, fmt.Errorf("windower: write result %s: %w", dir, err)
+		}
+	}
+	m, err := w.Commit()
+	if err != nil {
+		w.Abort()
+		return nil, fmt.Errorf("windower: commit result %s: %w", dir, err)
+	}
+	return m, nil
+}
