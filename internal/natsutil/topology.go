@@ -172,23 +172,36 @@ func (t Topology) Buckets() []jetstream.KeyValueConfig {
 
 // Ensure creates or updates every stream, consumer and bucket of t. It is
 // idempotent: running it again (from any service, at any time) changes
-// nothing unless the configuration changed.
+// nothing unless the configuration changed. A request the cluster leaves
+// unanswered (a leader changing) is sent again until ctx ends.
 func (t Topology) Ensure(ctx context.Context, js jetstream.JetStream) error {
 	for _, cfg := range t.Streams() {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		err := RetryUnanswered(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateStream(ctx, cfg)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("natsutil: ensure stream %s: %w", cfg.Name, err)
 		}
 	}
 	for _, c := range t.Consumers() {
-		if _, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
+		err := RetryUnanswered(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("natsutil: ensure consumer %s on stream %s: %w", c.Config.Durable, c.Stream, err)
 		}
 	}
 	for _, cfg := range t.Buckets() {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+		err := RetryUnanswered(ctx, func(ctx context.Context) error {
+			_, err := js.CreateOrUpdateKeyValue(ctx, cfg)
+			return err
+		})
+		if err != nil {
 			return fmt.Errorf("natsutil: ensure key-value bucket %s: %w", cfg.Bucket, err)
 		}
-		if err := leaderReads(ctx, js, cfg.Bucket); err != nil {
+		if err := RetryUnanswered(ctx, func(ctx context.Context) error { return leaderReads(ctx, js, cfg.Bucket) }); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -127,7 +128,9 @@ func (b *Binary) Connect(ctx context.Context) error {
 func (b *Binary) WaitConsumer(ctx context.Context, stream, consumer string) (jetstream.Consumer, error) {
 	logged := false
 	for {
-		c, err := b.JS.Consumer(ctx, stream, consumer)
+		actx, cancel := context.WithTimeout(ctx, natsutil.APIAttempt) // a lost request is sent again
+		c, err := b.JS.Consumer(actx, stream, consumer)
+		cancel()
 		if err == nil {
 			return c, b.adoptLease(stream, c.CachedInfo().Config)
 		}

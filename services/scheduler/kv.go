@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/scheduler"
 )
 
@@ -26,19 +26,13 @@ type bucketKV struct {
 
 // kvAttempt bounds one call to the bucket: without it a request sent to a
 // node that died waits out the caller's whole context.
-const kvAttempt = 5 * time.Second
+const kvAttempt = natsutil.APIAttempt
 
 // unavailable wraps err with scheduler.ErrUnavailable when it says the
-// store did not answer rather than what it answered; parent is the
-// caller's context, whose own end is not the store's fault.
+// store did not answer rather than what it answered (natsutil.Unanswered);
+// parent is the caller's context, whose own end is not the store's fault.
 func unavailable(parent context.Context, err error) error {
-	if err == nil || parent.Err() != nil {
-		return err
-	}
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrNoHeartbeat):
+	if natsutil.Unanswered(parent, err) {
 		return fmt.Errorf("%w: %w", scheduler.ErrUnavailable, err)
 	}
 	return err

@@ -34,6 +34,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/natsembed"
@@ -120,17 +122,22 @@ func run(args []string) error {
 	}
 	r, nc, js := b.Runner, b.NC, b.JS
 	defer nc.Close()
-	catalogKV, err := js.KeyValue(setup, messages.BucketCatalog)
+	var catalogKV, poolsKV jetstream.KeyValue
+	var cons jetstream.Consumer
+	err = natsutil.RetryUnanswered(setup, func(ctx context.Context) (err error) {
+		if catalogKV, err = js.KeyValue(ctx, messages.BucketCatalog); err != nil {
+			return fmt.Errorf("catalog bucket: %w", err)
+		}
+		if poolsKV, err = js.KeyValue(ctx, messages.BucketPools); err != nil {
+			return fmt.Errorf("pools bucket: %w", err)
+		}
+		if cons, err = js.Consumer(ctx, messages.StreamEvents, messages.ConsumerScheduler); err != nil {
+			return fmt.Errorf("events consumer: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("catalog bucket: %w", err)
-	}
-	poolsKV, err := js.KeyValue(setup, messages.BucketPools)
-	if err != nil {
-		return fmt.Errorf("pools bucket: %w", err)
-	}
-	cons, err := js.Consumer(setup, messages.StreamEvents, messages.ConsumerScheduler)
-	if err != nil {
-		return fmt.Errorf("events consumer: %w", err)
+		return err
 	}
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
