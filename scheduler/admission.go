@@ -345,6 +345,19 @@ func (l *acquisitionLog) add(a messages.Acquisition) *messages.Acquisition {
 	return row
 }
 
+// restore puts rows from before a restart ahead of the rows made since,
+// oldest first, within the log's bound.
+func (l *acquisitionLog) restore(rows []messages.Acquisition) {
+	old := make([]*messages.Acquisition, len(rows))
+	for i := range rows {
+		old[i] = &rows[i]
+	}
+	l.rows = append(old, l.rows...)
+	if len(l.rows) > l.keep {
+		l.rows = append([]*messages.Acquisition(nil), l.rows[len(l.rows)-l.keep:]...)
+	}
+}
+
 func (l *acquisitionLog) list(pool string, limit int) []messages.Acquisition {
 	var out []messages.Acquisition
 	for i := len(l.rows) - 1; i >= 0; i-- {

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/strata-db/strata/messages"
@@ -9,13 +11,15 @@ import (
 // The operations and acquisitions tables live in memory. After a restart,
 // the rows of jobs still pending come back from the catalog; RestoreJob and
 // RestoreEvent bring back the rest from what the JOBS and EVENTS streams
-// remember, so `strata ops` shows the history across restarts. They touch
-// only the operations table: the catalog and the grants are the catalog's
-// and the EVENTS durable consumer's business.
+// remember, so `strata ops` shows the history across restarts, and
+// RestoreAcquisitions makes the acquisitions rows of those jobs from them.
+// They touch only the two tables: the catalog and the grants are the
+// catalog's and the EVENTS durable consumer's business.
 
 // RestoreJob adds the operations row of a job read back from JOBS,
-// published at the given time, unless the table has it.
-func (s *Scheduler) RestoreJob(job messages.Message, published time.Time) {
+// published at the given time, unless the table has it; it returns the
+// job's ID if it added the row, else "".
+func (s *Scheduler) RestoreJob(job messages.Message, published time.Time) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var op messages.Operation
@@ -30,14 +34,44 @@ func (s *Scheduler) RestoreJob(job messages.Message, published time.Time) {
 			op.Projection = j.Inputs[0].Projection
 		}
 	default:
-		return
+		return ""
 	}
 	if s.ops.get(op.JobID) != nil {
-		return
+		return ""
 	}
 	op.Status = messages.StatusRunning // until an event says otherwise
 	op.Start = published.UnixNano()
 	s.ops.upsert(op)
+	return op.JobID
+}
+
+// RestoreAcquisitions adds the acquisitions rows of restored jobs (the IDs
+// RestoreJob took), from their operations rows once their events are
+// applied: the grant the job was published with, acquired when it was
+// published, released when it ended. They go before the rows made since
+// the start, oldest first.
+func (s *Scheduler) RestoreAcquisitions(jobIDs []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var rows []messages.Acquisition
+	for _, id := range jobIDs {
+		op := s.ops.get(id)
+		if op == nil || op.Grant.Pool == "" {
+			continue
+		}
+		a := messages.Acquisition{Pool: op.Grant.Pool, JobID: id, Status: messages.AcquisitionGranted,
+			Target: op.Grant.Target, Grant: op.Grant.Bytes, Peak: op.PeakBytes,
+			Queued: op.Created, Acquired: op.Start, Released: op.End}
+		if p, ok := s.adm.Pool(op.Grant.Pool); ok {
+			a.Borrowed = max(op.Grant.Bytes-p.MemorySize, 0)
+		}
+		if op.Status == messages.StatusDone || op.Status == messages.StatusFailed {
+			a.Status = messages.AcquisitionReleased
+		}
+		rows = append(rows, a)
+	}
+	slices.SortStableFunc(rows, func(a, b messages.Acquisition) int { return cmp.Compare(a.Acquired, b.Acquired) })
+	s.adm.log.restore(rows)
 }
 
 // RestoreEvent applies a past event to the operations row of a job that

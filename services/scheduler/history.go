@@ -58,12 +58,16 @@ func restoreHistory(ctx context.Context, js jetstream.JetStream, s *scheduler.Sc
 	if err != nil {
 		return err
 	}
+	var restored []string
 	for _, p := range jobs {
-		s.RestoreJob(p.job, p.at)
+		if id := s.RestoreJob(p.job, p.at); id != "" {
+			restored = append(restored, id)
+		}
 	}
 	for _, ev := range events {
 		s.RestoreEvent(ev)
 	}
+	s.RestoreAcquisitions(restored)
 	log.Info("operations history restored", "jobs", len(jobs), "events", len(events))
 	return nil
 }

@@ -215,6 +215,13 @@ func TestServiceRoundTrip(t *testing.T) {
 		restored.Operations[0].Worker != "w1" || restored.Operations[0].Rows != 40 {
 		t.Fatalf("restored operations %+v", restored.Operations)
 	}
+	// And its acquisitions row, from the job as published and its events.
+	acqs, _ := s2.Acquisitions(&messages.AcquisitionsRequest{})
+	if len(acqs.Acquisitions) != 1 || acqs.Acquisitions[0].JobID != job.JobID || acqs.Acquisitions[0].Pool != "tm" ||
+		acqs.Acquisitions[0].Status != messages.AcquisitionReleased || acqs.Acquisitions[0].Grant != job.Grant.Bytes ||
+		acqs.Acquisitions[0].Peak != 200<<20 || acqs.Acquisitions[0].Acquired == 0 {
+		t.Fatalf("restored acquisitions %+v (job's grant %+v)", acqs.Acquisitions, job.Grant)
+	}
 	// The junk event went to the dead-letter stream.
 	dl, err := js.Stream(ctx, "DEADLETTER")
 	if err != nil {
