@@ -98,7 +98,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
 		}
-		emb, err := natsembed.Start(natsembed.Options{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats"),
+		emb, err := natsembed.Start(natsembed.Options{DataDir: b.DataDir, Host: host, Port: port, Logger: log, // natsembed adds component=nats-server
 			Passwords: passwords, TLSCert: *listenCert, TLSKey: *listenKey, TLSCA: *listenCA})
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
