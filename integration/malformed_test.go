@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -82,7 +83,7 @@ func TestMalformedMessagesAreDeadLettered(t *testing.T) {
 	}
 	for _, tg := range tested {
 		waitFor(t, 30*time.Second, tg.service+" rejections counted", func() bool {
-			return tg.proc.metric(t, "strata_rejected_messages_total", `subject="`+tg.subject+`"`) == float64(len(tg.payloads))
+			return tg.proc.metric(t, "strata_rejected_messages_total", `subject="`+service.SubjectKind(tg.subject)+`"`) == float64(len(tg.payloads))
 		})
 		// Every payload is in the dead-letter stream with a reason.
 		cons, err := dl.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{messages.SubjectDeadLetter(tg.subject)}})

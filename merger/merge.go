@@ -16,7 +16,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
-	"github.com/strata-db/strata/internal/bytesize"
 )
 
 // Merge merges the containers in inputs (directories, in container order)
@@ -53,7 +52,7 @@ func Merge(ctx context.Context, inputs []string, output string, opts Options) (*
 	}
 	m.stats.Duration = time.Since(start)
 	opts.Logger.Info("mergeout done", "output", output, "plan", m.stats.Plan, "inputs", len(inputs),
-		"rows", m.stats.Rows, "peak", bytesize.Format(m.stats.PeakBytes), "grant", bytesize.Format(opts.Grant),
+		"rows", m.stats.Rows, "peak", m.stats.PeakBytes, "grant", opts.Grant,
 		"duration", m.stats.Duration)
 	if m.budget.Exceeded() {
 		// The output is correct, but the plan broke its promise: report it loudly.
@@ -118,8 +117,7 @@ func (m *merge) run(inputs []string, output string) error {
 	}
 	m.stats.Plan = p.kind
 	m.opts.Logger.Info("mergeout plan", "plan", p.kind, "inputs", len(ins), "rows", rows, "columns", len(costs),
-		"grant", bytesize.Format(m.opts.Grant), "key_phase", bytesize.Format(p.keyPhase),
-		"gather_max", bytesize.Format(p.gatherMax), "workers", p.workers, "fan_in", p.fanIn)
+		"grant", m.opts.Grant, "key_phase_bytes", p.keyPhase, "gather_max_bytes", p.gatherMax, "workers", p.workers, "fan_in", p.fanIn)
 	total := rows * int64(len(costs))
 	if p.kind == PlanPasses {
 		// Every level writes every row once more.

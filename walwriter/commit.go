@@ -257,10 +257,21 @@ func (w *WAL) writeAndSync(it flushItem) error {
 			return fmt.Errorf("%w: fdatasync segment %s: %w", ErrFailed, it.segName, err)
 		}
 	}
+	start := time.Now()
 	if err := datasync(it.file); err != nil {
 		return fmt.Errorf("%w: fdatasync segment %s: %w", ErrFailed, it.segName, err)
 	}
+	synced := time.Since(start)
 	w.stats.fsyncs.Add(1)
+	if w.opts.OnSync != nil {
+		records := 0
+		for _, r := range it.reqs {
+			if !r.checkpoint {
+				records++
+			}
+		}
+		w.opts.OnSync(SyncStats{Records: records, Bytes: len(it.buf), Sync: synced})
+	}
 	return nil
 }
 

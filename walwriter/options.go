@@ -64,6 +64,12 @@ type Options struct {
 	// RetryBackoff. Default 5s.
 	RetryBackoff time.Duration
 
+	// OnSync, if set, is called after every successful write and
+	// fdatasync of a batch (or of the part of a batch that fills a
+	// segment), from the goroutine that syncs: it must return at once. It
+	// is for metrics (the walwriter's fsync latency and batch sizes).
+	OnSync func(SyncStats)
+
 	// Faults injects disk errors, for tests. nil in production.
 	Faults *Faults
 }

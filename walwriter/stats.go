@@ -1,6 +1,19 @@
 package walwriter
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
+
+// SyncStats describe one write and fdatasync, as given to Options.OnSync.
+type SyncStats struct {
+	// Records is the updates it made durable: a group commit's batch. It is
+	// 0 for the first part of a batch split across two segments (the
+	// updates are counted with the second part).
+	Records int
+	Bytes   int           // bytes written
+	Sync    time.Duration // the fdatasync alone
+}
 
 // Stats are a WAL's counters since Open.
 type Stats struct {

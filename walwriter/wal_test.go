@@ -366,3 +366,52 @@ func TestRecoverEmptySegmentAfterTornOne(t *testing.T) {
 		t.Fatalf("%d records, want 20", n)
 	}
 }
+
+// OnSync is told every group commit: together they hold every update once,
+// one call per fdatasync.
+func TestOnSync(t *testing.T) {
+	var mu sync.Mutex
+	var syncs []SyncStats
+	w := openTest(t, t.TempDir(), Options{OnSync: func(s SyncStats) {
+		mu.Lock()
+		syncs = append(syncs, s)
+		mu.Unlock()
+	}})
+	var wg sync.WaitGroup
+	const producers, each = 8, 100
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(p), 3))
+			for i := range each {
+				id := int64(p*1000 + i)
+				if _, err := w.Append(context.Background(), Update{EventID: fmt.Sprintf("p%d-%d", p, i), Table: "accounts", Key: key(id), Row: accountRow(id, rng)}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := w.Stats()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	records, bytes := 0, 0
+	for _, s := range syncs {
+		if s.Records < 0 || s.Bytes <= 0 || s.Sync < 0 {
+			t.Errorf("sync %+v", s)
+		}
+		records += s.Records
+		bytes += s.Bytes
+	}
+	if records != producers*each {
+		t.Errorf("OnSync counted %d updates; want %d", records, producers*each)
+	}
+	if uint64(len(syncs)) < st.Fsyncs || uint64(bytes) < st.Bytes {
+		t.Errorf("%d calls for %d fsyncs, %d bytes for %d record bytes", len(syncs), st.Fsyncs, bytes, st.Bytes)
+	}
+}

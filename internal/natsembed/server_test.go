@@ -1,7 +1,10 @@
 package natsembed_test
 
 import (
+	"bytes"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/strata-db/strata/internal/natsembed"
@@ -60,4 +63,41 @@ func TestUsersHaveTheirRolesPermissions(t *testing.T) {
 			t.Errorf("%s: permissions %+v, want %+v", u.Username, p, g)
 		}
 	}
+}
+
+// The server's log lines carry one component key, nats-server.
+func TestServerLogComponent(t *testing.T) {
+	var buf syncBuffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := natsembed.Start(natsembed.Options{DataDir: t.TempDir(), Port: natsembed.RandomPort, Logger: log.With("service", "scheduler")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		t.Fatal("the server logged nothing")
+	}
+	for _, l := range lines {
+		if n := strings.Count(l, `"component":`); n != 1 || !strings.Contains(l, `"component":"nats-server"`) {
+			t.Fatalf("log line with %d component keys: %s", n, l)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

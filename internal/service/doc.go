@@ -7,6 +7,13 @@
 // and Runner; Connect: NATS and the stream topology). A job worker (merger,
 // windower) is a Worker, whose whole run is RunJobs with its JobSpec.
 //
+// Metrics every service shares are made here: a job worker's JobMetrics,
+// the Rejecter's strata_rejected_messages_total, and ConsumerLag, which
+// polls durable consumers for strata_consumer_lag_messages. Each carries
+// the label service; counters start at zero for every label value known
+// in advance. Logs (NewLogger) give durations in seconds and sizes in
+// bytes, in both formats.
+//
 // Every flag --some-name can also be set as STRATA_SOME_NAME; a flag given on
 // the command line wins over the environment.
 package service

@@ -180,7 +180,9 @@ type JobWorker[J Job] struct {
 	Permanent func(error) bool
 }
 
-// JobMetrics are a worker's Prometheus metrics.
+// JobMetrics are a worker's Prometheus metrics. Every series exists from
+// the start (counters at zero), so a rate over it is defined before the
+// first job.
 type JobMetrics struct {
 	jobs     *prometheus.CounterVec
 	running  prometheus.Gauge
@@ -188,29 +190,47 @@ type JobMetrics struct {
 	peak     prometheus.Gauge
 	deferred prometheus.Counter
 	panics   prometheus.Counter
+	rows     prometheus.Counter
+	bytes    prometheus.Counter
+	spilled  prometheus.Counter
 }
+
+// JobResults are the values of strata_jobs_total's result label.
+var JobResults = []string{"done", "existing", "failed", "retried", "released", "undelivered"}
 
 // NewJobMetrics registers a worker's metrics in reg.
 func NewJobMetrics(reg prometheus.Registerer, service string) *JobMetrics {
 	cl := prometheus.Labels{"service": service}
 	m := &JobMetrics{
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_jobs_total", Help: "Jobs finished by this worker, by result (done, existing, failed, retried, released).", ConstLabels: cl,
+			Name: "strata_jobs_total", Help: "Jobs finished by this worker, by result (done, existing, failed, retried, released, undelivered).", ConstLabels: cl,
 		}, []string{"result"}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_jobs_running", Help: "Jobs running now.", ConstLabels: cl}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "strata_job_seconds", Help: "Wall time of finished jobs.", ConstLabels: cl,
+			Name: "strata_job_duration_seconds", Help: "Wall time of jobs done (output committed).", ConstLabels: cl,
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 18),
 		}),
-		peak: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_job_peak_bytes", Help: "Peak memory of the last finished job.", ConstLabels: cl}),
+		peak: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_job_peak_bytes", Help: "Peak memory of the last job done.", ConstLabels: cl}),
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_jobs_deferred_total", Help: "Jobs handed back because their grant exceeds this worker's memory.", ConstLabels: cl,
 		}),
 		panics: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_job_panics_total", Help: "Jobs whose handler panicked (each failed at once; the worker went on).", ConstLabels: cl,
 		}),
+		rows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_job_rows_total", Help: "Rows written by the jobs done here (a merger: rows merged; a windower: result rows).", ConstLabels: cl,
+		}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_job_bytes_total", Help: "Bytes of output containers written by the jobs done here (a merger: bytes merged).", ConstLabels: cl,
+		}),
+		spilled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_job_spilled_bytes_total", Help: "Bytes the jobs done here spilled to the temporary directory.", ConstLabels: cl,
+		}),
 	}
-	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred, m.panics)
+	for _, r := range JobResults {
+		m.jobs.WithLabelValues(r)
+	}
+	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred, m.panics, m.rows, m.bytes, m.spilled)
 	return m
 }
 
@@ -397,11 +417,15 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	w.Metrics.seconds.Observe(elapsed.Seconds())
-	w.Metrics.peak.Set(float64(out.PeakBytes))
 	result := "done"
 	if out.Existing {
 		result = "existing"
+	} else {
+		w.Metrics.seconds.Observe(elapsed.Seconds())
+		w.Metrics.peak.Set(float64(out.PeakBytes))
+		w.Metrics.rows.Add(float64(max(out.RowsTotal, 0)))
+		w.Metrics.bytes.Add(float64(max(out.Bytes, 0)))
+		w.Metrics.spilled.Add(float64(max(out.SpilledBytes, 0)))
 	}
 	w.Metrics.jobs.WithLabelValues(result).Inc()
 	err = run.publishOutcome(msg, w.Heartbeat, messages.EventDone, func(e *messages.JobEvent) {

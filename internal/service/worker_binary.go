@@ -100,7 +100,7 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		MaxDeliver: topo.JobMaxDeliver,
 		StopGrace:  w.StopGrace,
 		Log:        w.Log,
-		Rejecter:   NewRejecter(w.Name, w.JS, w.Log, w.Runner.Registry()),
+		Rejecter:   NewRejecter(w.Name, w.JS, w.Log, w.Runner.Registry(), jobSubject(spec.Operation)),
 		Metrics:    NewJobMetrics(w.Runner.Registry(), w.Name),
 		New:        spec.New,
 		Run:        spec.Run,
@@ -118,4 +118,12 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		w.Log.Warn("remove spill directory", "dir", w.TempDir, "err", cerr)
 	}
 	return err
+}
+
+// jobSubject is the subject jobs of operation are published on.
+func jobSubject(operation string) string {
+	if operation == messages.OperationWindow {
+		return messages.SubjectJobWindow
+	}
+	return messages.SubjectJobMergeout
 }

@@ -28,7 +28,19 @@ func newAPIServer(s *scheduler.Scheduler, log *slog.Logger, reg prometheus.Regis
 		}, []string{"subject", "outcome"}),
 	}
 	reg.MustRegister(a.requests)
+	for _, subject := range apiSubjects {
+		a.requests.WithLabelValues(subject, "ok")
+		a.requests.WithLabelValues(subject, "error")
+	}
 	return a
+}
+
+// apiSubjects are the requests dispatch answers: the values of the subject
+// label of strata_scheduler_api_requests_total, with "unknown".
+var apiSubjects = []string{
+	messages.SubjectAPIRegister, messages.SubjectAPIMergeout, messages.SubjectAPIWindow, messages.SubjectAPIOperations,
+	messages.SubjectAPIAcquisitions, messages.SubjectAPIPools, messages.SubjectAPIPoolCreate, messages.SubjectAPIPoolAlter,
+	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers,
 }
 
 // handle answers one request. A request that does not decode gets the

@@ -34,6 +34,9 @@ func newEventLoop(s *scheduler.Scheduler, cons jetstream.Consumer, rej *service.
 		}, []string{"type"}),
 	}
 	reg.MustRegister(l.events)
+	for _, t := range []messages.EventType{messages.EventAccepted, messages.EventProgress, messages.EventDone, messages.EventFailed} {
+		l.events.WithLabelValues(string(t))
+	}
 	return l
 }
 

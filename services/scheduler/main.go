@@ -100,7 +100,7 @@ func run(args []string) error {
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
 		}
-		emb, err := natsembed.Start(natsembed.Options{DataDir: b.DataDir, Host: host, Port: port, Logger: log.With("component", "nats"),
+		emb, err := natsembed.Start(natsembed.Options{DataDir: b.DataDir, Host: host, Port: port, Logger: log, // natsembed adds component=nats-server
 			Passwords: passwords, TLSCert: *listenCert, TLSKey: *listenKey, TLSCA: *listenCA})
 		if err != nil {
 			return fmt.Errorf("embedded NATS server: %w", err)
@@ -152,21 +152,24 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
-	r.Registry().MustRegister(newPoolCollector(s))
+	reg := labelled(r.Registry())
+	reg.MustRegister(newPoolCollector(s))
+	lag := service.NewConsumerLag(r.Registry(), "scheduler", log)
+	r.AddContext(func(ctx context.Context) error { return lag.Watch(ctx, js, lagEvery, durableConsumers...) })
 	r.AddContext(func(ctx context.Context) error {
 		restoreHistoryRetrying(ctx, js, s, *keepOps, log)
 		<-ctx.Done() // an actor that returns stops the service
 		return nil
 	})
 
-	api := newAPIServer(s, log, r.Registry())
+	api := newAPIServer(s, log, reg)
 	sub, err := nc.QueueSubscribe(messages.SubjectAPIAll, "scheduler", api.handle)
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", messages.SubjectAPIAll, err)
 	}
 	defer sub.Unsubscribe()
 
-	events := newEventLoop(s, cons, service.NewRejecter("scheduler", js, log, r.Registry()), log, r.Registry())
+	events := newEventLoop(s, cons, service.NewRejecter("scheduler", js, log, r.Registry(), messages.SubjectEventsAll), log, reg)
 	r.AddContext(events.run)
 	r.AddContext(func(ctx context.Context) error {
 		t := time.NewTicker(*tick)

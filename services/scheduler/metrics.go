@@ -1,10 +1,34 @@
 package main
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/scheduler"
 )
+
+// labelled registers the scheduler's own metrics with the label
+// service="scheduler", as the workers' metrics carry their service's name.
+// (The rejecter and the consumer lag, from internal/service, set it
+// themselves.)
+func labelled(reg prometheus.Registerer) prometheus.Registerer {
+	return prometheus.WrapRegistererWith(prometheus.Labels{"service": "scheduler"}, reg)
+}
+
+// lagEvery is how often the durable consumers' lag is read.
+const lagEvery = 5 * time.Second
+
+// durableConsumers are the consumers whose lag the scheduler exports: the
+// work waiting for each kind of worker, and for itself.
+var durableConsumers = []service.DurableConsumer{
+	{Stream: messages.StreamJobs, Consumer: messages.ConsumerMerger},
+	{Stream: messages.StreamJobs, Consumer: messages.ConsumerWindower},
+	{Stream: messages.StreamUpdates, Consumer: messages.ConsumerWalwriter},
+	{Stream: messages.StreamEvents, Consumer: messages.ConsumerScheduler},
+}
 
 // poolCollector exports the pools system table as gauges.
 type poolCollector struct {

@@ -64,6 +64,13 @@ func (a *appender) track(msg jetstream.Msg) uint64 {
 	return a.nextID
 }
 
+// pendingCount is how many events wait for the WAL.
+func (a *appender) pendingCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.pending)
+}
+
 func (a *appender) untrack(id uint64) {
 	a.mu.Lock()
 	delete(a.pending, id)
@@ -236,43 +243,6 @@ func toUpdate(ev *messages.UpdateEvent) (walwriter.Update, walwriter.Table, erro
 		u.Old = old
 	}
 	return u, table, nil
-}
-
-// walCollector exports the WAL's counters.
-type walCollector struct {
-	wal                                             *walwriter.WAL
-	records, deltas, bytes, fullBytes, fsyncs, dups *prometheus.Desc
-}
-
-func newWALCollector(w *walwriter.WAL) *walCollector {
-	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, nil, prometheus.Labels{"service": "walwriter"})
-	}
-	return &walCollector{
-		wal:       w,
-		records:   d("strata_wal_records_total", "Data records written."),
-		deltas:    d("strata_wal_delta_records_total", "Data records written as deltas."),
-		bytes:     d("strata_wal_bytes_total", "Record bytes written."),
-		fullBytes: d("strata_wal_full_image_bytes_total", "Record bytes had every record been a full image."),
-		fsyncs:    d("strata_wal_fsyncs_total", "fdatasync calls (one per group commit)."),
-		dups:      d("strata_wal_duplicates_total", "Updates dropped because their event ID was already written."),
-	}
-}
-
-func (c *walCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.records, c.deltas, c.bytes, c.fullBytes, c.fsyncs, c.dups} {
-		ch <- d
-	}
-}
-
-func (c *walCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.wal.Stats()
-	for _, m := range []struct {
-		d *prometheus.Desc
-		v uint64
-	}{{c.records, s.Records}, {c.deltas, s.Deltas}, {c.bytes, s.Bytes}, {c.fullBytes, s.FullImageBytes}, {c.fsyncs, s.Fsyncs}, {c.dups, s.Duplicates}} {
-		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
-	}
 }
 
 // maxDeliveriesSubject is where JetStream announces an update event that

@@ -42,6 +42,7 @@ type harness struct {
 	wal    *walwriter.WAL
 	walDir string
 	a      *appender
+	reg    *prometheus.Registry
 	http   *httptest.Server
 	stop   chan struct{}
 	done   chan error
@@ -67,13 +68,17 @@ func startHarness(t *testing.T, opts walwriter.Options, manual ...bool) *harness
 		log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	opts.Logger = log
+	m := newMetrics()
+	opts.OnSync = m.onSync
 	var err error
 	if h.wal, err = walwriter.Open(h.walDir, opts); err != nil {
 		t.Fatal(err)
 	}
 	runner := service.NewRunner("walwriter", log)
-	h.a = &appender{wal: h.wal, rejecter: service.NewRejecter("walwriter", js, log, runner.Registry()), log: log,
-		appended: prometheus.NewCounter(prometheus.CounterOpts{Name: "appended"}), failed: prometheus.NewCounter(prometheus.CounterOpts{Name: "failed"})}
+	h.reg = runner.Registry()
+	h.a = &appender{wal: h.wal, rejecter: service.NewRejecter("walwriter", js, log, runner.Registry(), messages.SubjectUpdatesAll), log: log,
+		appended: m.appended, failed: m.failed}
+	m.register(runner.Registry(), h.wal, h.a)
 	runner.AddCheck("wal", h.a.health)
 	h.http = httptest.NewServer(runner.Handler())
 	t.Cleanup(h.http.Close)

@@ -28,8 +28,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
@@ -61,8 +59,9 @@ func run(args []string) error {
 	if *walDir == "" {
 		*walDir = filepath.Join(b.DataDir, "wal")
 	}
+	m := newMetrics()
 	wal, err := walwriter.Open(*walDir, walwriter.Options{
-		Logger: log, SegmentSize: segBytes, BatchWindow: *batchWindow, DisableDelta: *noDelta,
+		Logger: log, SegmentSize: segBytes, BatchWindow: *batchWindow, DisableDelta: *noDelta, OnSync: m.onSync,
 	})
 	if err != nil {
 		return err
@@ -87,16 +86,12 @@ func run(args []string) error {
 	}
 	a := &appender{
 		wal:      wal,
-		rejecter: service.NewRejecter("walwriter", js, log, r.Registry()),
+		rejecter: service.NewRejecter("walwriter", js, log, r.Registry(), messages.SubjectUpdatesAll),
 		log:      log,
-		appended: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_wal_events_total", Help: "Update events durable in the WAL and acked.", ConstLabels: prometheus.Labels{"service": "walwriter"},
-		}),
-		failed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "strata_wal_append_errors_total", Help: "Update events the WAL could not make durable (left for redelivery).", ConstLabels: prometheus.Labels{"service": "walwriter"},
-		}),
+		appended: m.appended,
+		failed:   m.failed,
 	}
-	r.Registry().MustRegister(a.appended, a.failed, newWALCollector(wal))
+	m.register(r.Registry(), wal, a)
 
 	r.AddCheck("wal", a.health)
 	ackWait := cons.CachedInfo().Config.AckWait

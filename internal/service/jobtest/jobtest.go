@@ -24,9 +24,11 @@ const MaxDeliver = 3
 // Env is an embedded NATS server with the strata topology and a JobWorker
 // for one spec.
 type Env[J service.Job] struct {
-	JS      jetstream.JetStream
-	Worker  *service.JobWorker[J]
-	subject string
+	JS     jetstream.JetStream
+	Worker *service.JobWorker[J]
+	// Registry holds the worker's metrics.
+	Registry *prometheus.Registry
+	subject  string
 }
 
 // Start starts the server and builds the worker of spec, whose jobs are
@@ -48,10 +50,10 @@ func Start[J service.Job](t testing.TB, spec service.JobSpec[J], subject string)
 		Consumer: cons, JS: js, Operation: spec.Operation, Worker: "w1", Memory: 1 << 30,
 		Heartbeat: 50 * time.Millisecond, MaxDeliver: MaxDeliver, StopGrace: 50 * time.Millisecond,
 		GrantRetryDelay: 10 * time.Millisecond, Log: log,
-		Rejecter: service.NewRejecter(spec.Consumer, js, log, reg), Metrics: service.NewJobMetrics(reg, spec.Consumer),
+		Rejecter: service.NewRejecter(spec.Consumer, js, log, reg, subject), Metrics: service.NewJobMetrics(reg, spec.Consumer),
 		New: spec.New, Run: spec.Run, Permanent: spec.Permanent,
 	}
-	return &Env[J]{JS: js, Worker: w, subject: subject}
+	return &Env[J]{JS: js, Worker: w, Registry: reg, subject: subject}
 }
 
 // Publish publishes job.
