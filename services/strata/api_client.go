@@ -242,12 +242,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
-// leadingArg splits off a first argument that is not a flag, so commands
-// read naturally: `strata pools alter tm --memorysize 8GiB`.
-func leadingArg(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
-	}
-	return "", args
-}

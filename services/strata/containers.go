@@ -19,11 +19,12 @@ func runContainers(ctx context.Context, args []string) error {
 	cmd := newAPICommand("containers", "usage: strata containers [--table T] [--projection P]", formatUsage)
 	tableName := cmd.fs.String("table", "", "only this table")
 	projection := cmd.fs.String("projection", "", "only this projection")
-	if err := cmd.parse(args); err != nil {
+	pos, err := cmd.parseArgs(args)
+	if err != nil {
 		return err
 	}
-	if cmd.fs.NArg() > 0 {
-		return cmd.usageError(fmt.Sprintf("unexpected argument %q (to drop containers: strata containers drop TABLE CONTAINER...)", cmd.fs.Arg(0)))
+	if len(pos) > 0 {
+		return cmd.usageError(fmt.Sprintf("unexpected argument %q (to drop containers: strata containers drop TABLE CONTAINER...)", pos[0]))
 	}
 	var rep messages.CatalogReply
 	if err := cmd.ask(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: *tableName, Projection: *projection}, &rep, &rep.Error); err != nil {

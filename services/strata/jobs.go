@@ -28,10 +28,12 @@ func init() {
 	})
 }
 
-// natsFlags are the connection flags of the commands in this file.
+// natsFlags are the connection flags of every command that talks to NATS
+// (service.Common.RegisterConn): where the servers are, the credentials,
+// and the data directory their password files are found in.
 type natsFlags struct{ common service.Common }
 
-func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata", "") }
+func (f *natsFlags) register(fs *flag.FlagSet) { f.common.RegisterConn(fs, "strata") }
 
 // connect opens a connection, as cli-admin when the password is found in
 // the data directory (see service.Common.ConnOptions).
@@ -105,6 +107,7 @@ func runJobsReplay(ctx context.Context, args []string) error {
 	var nf natsFlags
 	cmd := newCmdLine("jobs replay", "usage: strata jobs replay [flags] FILE\n\nPublishes a recording made by `strata jobs record` into this deployment, in order,\nwith the original message IDs (a second replay publishes nothing new).")
 	nf.register(cmd.fs)
+	nf.common.RegisterTopology(cmd.fs) // the streams it creates when missing
 	rate := cmd.fs.Float64("rate", 0, "jobs per second (0: as fast as the server takes them)")
 	path, err := cmd.parseFile(args)
 	if err != nil {

@@ -50,7 +50,7 @@ func runWindow(ctx context.Context, args []string) error {
 	}
 	query, err := sqlparse.Parse(sql)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return queryError(sql, err)
 	}
 	if *explain {
 		enc := json.NewEncoder(os.Stdout)
@@ -89,6 +89,23 @@ func runWindow(ctx context.Context, args []string) error {
 		return nil
 	}
 	return printRows(dir, *rows, cmd.format)
+}
+
+// queryError is the error of a query that does not parse: a failed
+// command (exit 1), not a bad command line; it says what is wrong and,
+// when the parser knows where, shows the line with a caret under the spot.
+func queryError(sql string, err error) error {
+	var pe *sqlparse.Error
+	if !errors.As(err, &pe) || pe.Line == 0 {
+		return fmt.Errorf("query: %w", err)
+	}
+	lines := strings.Split(sql, "\n")
+	if pe.Line > len(lines) {
+		return fmt.Errorf("query: %w", err)
+	}
+	line := strings.ReplaceAll(lines[pe.Line-1], "\t", " ")
+	col := min(max(pe.Column, 1), len(line)+1)
+	return fmt.Errorf("query: %w\n    %s\n    %s^", err, line, strings.Repeat(" ", col-1))
 }
 
 // resultDir finds the result container: from the done event when it names
