@@ -134,8 +134,8 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{name: "interspersed window flags", args: []string{"window", "--data", t.TempDir(), "SELECT a, row_number() OVER (ORDER BY a) FROM t", "--rows", "3", "--explain"},
 			code: 0, stdout: `"Table"`},
-		{name: "flags after the argument", args: []string{"wal", "verify", walDir, "--json"}, code: 0, stdout: `egments"`},
-		{name: "flags before the argument", args: []string{"wal", "verify", "--json", walDir}, code: 0, stdout: `egments"`},
+		{name: "flags after the argument", args: []string{"wal", "verify", walDir, "--json"}, code: 0, stdout: `"segments"`},
+		{name: "flags before the argument", args: []string{"wal", "verify", "--json", walDir}, code: 0, stdout: `"segments"`},
 		{name: "two arguments", args: []string{"wal", "verify", walDir, walDir}, code: 2, stderrHas: "want one WAL directory"},
 		{name: "missing argument", args: []string{"wal", "dump"}, code: 2, stderrHas: "want one WAL directory"},
 		{name: "stray argument", args: []string{"ops", "t1"}, code: 2, stderrHas: `unexpected argument "t1"`},

@@ -202,11 +202,11 @@ func printRows(dir string, n int, format, nullString string) error {
 	}
 	t := &table{}
 	for _, f := range schema.Fields() {
-		t.header = append(t.header, f.Name)
+		t.cols = append(t.cols, column{name: f.Name})
 	}
 	err = forEachBatch(dir, func(_ *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
 		for r := 0; r < int(rec.NumRows()) && len(t.rows) < n; r++ {
-			row := make([]string, rec.NumCols())
+			row := make([]any, rec.NumCols())
 			for c := range row {
 				col := rec.Column(c)
 				if col.IsNull(r) {

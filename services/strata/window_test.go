@@ -102,7 +102,7 @@ func TestPrintRowsAndFormats(t *testing.T) {
 	if k, _, err := (&exportFlags{out: "X.PARQUET"}).options(); err != nil || k != "parquet" {
 		t.Fatalf("--out X.PARQUET: %q, %v", k, err)
 	}
-	tb := &table{header: []string{"a", "b"}}
+	tb := newTable("a", "b")
 	tb.add("1", "x,y")
 	out := filepath.Join(t.TempDir(), "o")
 	f, _ := os.Create(out)
