@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// buildVersion, when set at link time, is the version Version reports.
+var buildVersion string
+
 // Version returns what `NAME --version` prints: the module version, the
 // VCS commit and time the binary was built from (with "+dirty" when the
 // work tree had changes), and the Go version, as the build recorded them
@@ -39,6 +42,9 @@ func Version(name string) string {
 				dirty = s.Value == "true"
 			}
 		}
+	}
+	if buildVersion != "" {
+		version = buildVersion
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s version %s commit %s", name, version, commit)

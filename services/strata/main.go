@@ -1,7 +1,7 @@
 // Command strata is the command-line client of a strata deployment: it loads
-// tables, asks for mergeouts and window queries, publishes update events,
-// prints the system tables, records and replays job streams, inspects WAL
-// directories, and runs the benchmarks.
+// tables and exports them, asks for mergeouts and window queries, publishes
+// update events, prints the system tables and the dead letters, records and
+// replays job streams, inspects WAL directories, and runs the benchmarks.
 //
 // Usage:
 //
@@ -16,6 +16,16 @@
 // (a query that does not parse, a refusal from the scheduler, a damaged
 // WAL); 2 for a usage error (unknown command or flag, bad flag value,
 // missing or extra argument), printed with the usage on stderr.
+//
+// Output: the system tables (ops, pools, acquisitions, containers,
+// deadletter) print with --format table (for people: human units, "-"
+// for nothing, control characters escaped), csv (plain numbers — bytes,
+// seconds, RFC 3339 times — and the empty field for nothing) or json (an
+// array of objects with snake_case keys in column order and typed values,
+// null for nothing); see table in output.go. The rows of a window result
+// print as a table, as CSV (a header even without rows, NULL empty) or as
+// JSON lines of typed values (convert.AppendJSONRow). strata export and
+// window --out write files with columnar/convert.
 package main
 
 import (

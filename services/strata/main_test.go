@@ -7,6 +7,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/natsutil/natstest"
 )
 
 // run runs strata with args in this process and returns its exit status
@@ -56,7 +59,7 @@ func TestEveryCommandHelp(t *testing.T) {
 				if errText != "" {
 					t.Errorf("help wrote to stderr:\n%s", errText)
 				}
-				if !strings.Contains(strings.ToLower(out), "usage") || (name != "auth permissions" && !strings.Contains(out, "  -")) {
+				if !strings.HasPrefix(out, "usage: strata "+name) || (name != "auth permissions" && !strings.Contains(out, "  -")) {
 					t.Errorf("help on stdout lacks the usage line or the flags:\n%s", out)
 				}
 				for _, f := range serviceOnlyFlags {
@@ -158,5 +161,19 @@ func TestExitCodes(t *testing.T) {
 				t.Errorf("a failure is reported as a usage error: %q", errText)
 			}
 		})
+	}
+}
+
+// TestFlagsAfterFile: `jobs record FILE --nats URL` takes the flags after
+// the file.
+func TestFlagsAfterFile(t *testing.T) {
+	srv, _, _ := natstest.Start(t, natsutil.DefaultTopology())
+	path := filepath.Join(t.TempDir(), "jobs.jsonl")
+	code, _, errText := run(t, "jobs", "record", path, "--nats", srv.ClientURL(), "--data", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errText)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal(err)
 	}
 }

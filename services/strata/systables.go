@@ -20,7 +20,9 @@ func init() {
 }
 
 func runOps(ctx context.Context, args []string) error {
-	cmd := newAPICommand("ops", "", formatUsage)
+	cmd := newAPICommand("ops", "usage: strata ops [--table T] [--limit N] [--format table|json|csv] [flags]\n\n"+
+		"The operations table: each mergeout and window job with its plan, worker, duration, peak memory,\n"+
+		"grant and, for a failure, the reason.", formatUsage)
 	tableName := cmd.fs.String("table", "", "only operations on this table")
 	limit := cmd.fs.Int("limit", 50, "newest operations to show (0: all the scheduler keeps)")
 	if err := cmd.parse(args); err != nil {
@@ -50,7 +52,8 @@ func opsTable(ops []messages.Operation) *table {
 }
 
 func runAcquisitions(ctx context.Context, args []string) error {
-	cmd := newAPICommand("acquisitions", "", formatUsage)
+	cmd := newAPICommand("acquisitions", "usage: strata acquisitions [--pool P] [--limit N] [--format table|json|csv] [flags]\n\n"+
+		"The resource acquisitions table: each job's target, grant, borrowed memory, peak and wait.", formatUsage)
 	pool := cmd.fs.String("pool", "", "only this pool")
 	limit := cmd.fs.Int("limit", 50, "newest acquisitions to show (0: all the scheduler keeps)")
 	if err := cmd.parse(args); err != nil {
@@ -70,7 +73,8 @@ func runAcquisitions(ctx context.Context, args []string) error {
 }
 
 func runPools(ctx context.Context, args []string) error {
-	cmd := newAPICommand("pools", "", formatUsage)
+	cmd := newAPICommand("pools", "usage: strata pools [--format table|json|csv] [flags]\n\n"+
+		"The resource pools: configuration, memory in use, and advice on which to grow.", formatUsage)
 	if err := cmd.parse(args); err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func init() {
 }
 
 func runWindow(ctx context.Context, args []string) error {
-	cmd := newAPICommand("window", "usage: strata window [flags] 'SELECT ... OVER (...) FROM table ...'\n\n"+
+	cmd := newAPICommand("window", "usage: strata window 'SELECT ... OVER (...) FROM table ...' [--rows N] [--format table|json|csv] [--out FILE] [flags]\n\n"+
 		"Parses the query, has the scheduler grant it memory and hand it to a windower, waits,\n"+
 		"and prints the first rows of the result container (or writes it all with --out).\n"+
 		"If no windower has taken the job after --accept-timeout, says why it may be waiting.",
