@@ -1,16 +1,18 @@
 package convert
 
 import (
+	"bufio"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/csv"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet"
@@ -190,10 +192,7 @@ func Export(format Format, dirs []string, w io.Writer, opts ExportOptions) (int6
 	var mk func(*arrow.Schema) (batchWriter, error)
 	switch format {
 	case CSV:
-		mk = func(s *arrow.Schema) (batchWriter, error) {
-			return &csvWriter{Writer: csv.NewWriter(w, s, csv.WithComma(opts.Comma), csv.WithHeader(!opts.NoHeader), csv.WithNullWriter(opts.Null)),
-				schema: s, header: !opts.NoHeader, mem: opts.Allocator}, nil
-		}
+		mk = func(s *arrow.Schema) (batchWriter, error) { return newCSVWriter(w, s, &opts) }
 	case Parquet:
 		codec, err := opts.ParquetCompression.codec()
 		if err != nil {
@@ -319,43 +318,148 @@ func columnIndexes(schema *arrow.Schema, names []string) ([]int, error) {
 }
 
 // ExportCSV writes the container at dir to w as CSV: a header row (even
-// without rows, unless NoHeader), NULL as opts.Null, every line ending in
-// a newline, as DuckDB's COPY ... TO writes it.
+// without rows, unless NoHeader), NULL as opts.Null, an empty string as
+// "", every line ending in a newline, as DuckDB's COPY ... TO writes it
+// (see csvWriter).
 func ExportCSV(dir string, w io.Writer, opts ExportOptions) error {
 	_, err := Export(CSV, []string{dir}, w, opts)
 	return err
 }
 
-// csvWriter is arrow's CSV writer, which writes the header with the first
-// batch, made to write it without one too.
+// csvWriter writes record batches as CSV the way DuckDB's COPY ... TO
+// does: the header first (even without rows), NULL as null, and a field
+// quoted when it holds the delimiter, a quote, a line break or leading or
+// trailing space, when it is empty but not NULL (so "" is an empty string
+// and an empty field NULL), or when it spells NULL. Values are written as
+// arrow's CSV writer writes them: floats in the shortest form that reads
+// back, binary as base64, timestamps as 2006-01-02 15:04:05.999999 with
+// Z for a zoned one.
 type csvWriter struct {
-	*csv.Writer
+	w      *bufio.Writer
 	schema *arrow.Schema
+	comma  byte
+	null   string
 	header bool
-	mem    memory.Allocator
 	wrote  bool
+	line   []byte
 }
 
-func (w *csvWriter) Write(rec arrow.RecordBatch) error {
-	w.wrote = true
-	return w.Writer.Write(rec)
+func newCSVWriter(w io.Writer, schema *arrow.Schema, o *ExportOptions) (*csvWriter, error) {
+	if o.Comma >= utf8.RuneSelf || o.Comma == '"' || o.Comma == '\r' || o.Comma == '\n' {
+		return nil, fmt.Errorf("CSV delimiter %q: want one ASCII character other than a quote or line break", o.Comma)
+	}
+	return &csvWriter{w: bufio.NewWriterSize(w, 1<<16), schema: schema, comma: byte(o.Comma), null: o.Null, header: !o.NoHeader}, nil
 }
 
-func (w *csvWriter) Close() error {
-	if !w.wrote && w.header {
-		empty := make([]arrow.Array, w.schema.NumFields())
-		for i, f := range w.schema.Fields() {
-			empty[i] = array.MakeArrayOfNull(w.mem, f.Type, 0)
-			defer empty[i].Release()
+func (c *csvWriter) writeHeader() error {
+	c.line = c.line[:0]
+	for i, f := range c.schema.Fields() {
+		if i > 0 {
+			c.line = append(c.line, c.comma)
 		}
-		rec := array.NewRecordBatch(w.schema, empty, 0)
-		defer rec.Release()
-		if err := w.Write(rec); err != nil {
+		c.line = c.appendField(c.line, f.Name, false)
+	}
+	c.line = append(c.line, '\n')
+	_, err := c.w.Write(c.line)
+	return err
+}
+
+func (c *csvWriter) Write(rec arrow.RecordBatch) error {
+	if !c.wrote && c.header {
+		if err := c.writeHeader(); err != nil {
 			return err
 		}
 	}
-	w.Flush()
-	return w.Error()
+	c.wrote = true
+	cols := rec.Columns()
+	for r := 0; r < int(rec.NumRows()); r++ {
+		c.line = c.line[:0]
+		for i, col := range cols {
+			if i > 0 {
+				c.line = append(c.line, c.comma)
+			}
+			if col.IsNull(r) {
+				c.line = append(c.line, c.null...)
+				continue
+			}
+			c.line = c.appendField(c.line, csvValue(col, r), true)
+		}
+		c.line = append(c.line, '\n')
+		if _, err := c.w.Write(c.line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *csvWriter) Close() error {
+	if !c.wrote && c.header {
+		if err := c.writeHeader(); err != nil {
+			return err
+		}
+	}
+	return c.w.Flush()
+}
+
+// appendField appends v: a value (AppendCSVField) or a header name,
+// quoted only where CSV needs it.
+func (c *csvWriter) appendField(dst []byte, v string, value bool) []byte {
+	if value {
+		return AppendCSVField(dst, v, c.comma, c.null)
+	}
+	return appendCSV(dst, v, c.comma, false)
+}
+
+// AppendCSVField appends v, a value that is not NULL, to dst as a CSV
+// field as DuckDB writes it: quoted (quotes doubled) when it holds comma,
+// a quote or a line break, starts or ends with a space or tab, is empty,
+// or equals null, the spelling of NULL, so that it reads back as itself.
+func AppendCSVField(dst []byte, v string, comma byte, null string) []byte {
+	return appendCSV(dst, v, comma, v == "" || v == null)
+}
+
+func appendCSV(dst []byte, v string, comma byte, quote bool) []byte {
+	if !quote && v != "" {
+		quote = v[0] == ' ' || v[0] == '\t' || v[len(v)-1] == ' ' || v[len(v)-1] == '\t' ||
+			strings.ContainsAny(v, "\"\r\n") || strings.IndexByte(v, comma) >= 0
+	}
+	if !quote {
+		return append(dst, v...)
+	}
+	dst = append(dst, '"')
+	for i := 0; i < len(v); i++ {
+		if v[i] == '"' {
+			dst = append(dst, '"')
+		}
+		dst = append(dst, v[i])
+	}
+	return append(dst, '"')
+}
+
+// csvValue is value i of arr (not NULL) as CSV text.
+func csvValue(arr arrow.Array, i int) string {
+	switch a := arr.(type) {
+	case *array.String:
+		return a.Value(i)
+	case *array.LargeString:
+		return a.Value(i)
+	case *array.Float32:
+		return strconv.FormatFloat(float64(a.Value(i)), 'g', -1, 32)
+	case *array.Float64:
+		return strconv.FormatFloat(a.Value(i), 'g', -1, 64)
+	case *array.Binary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.LargeBinary:
+		return base64.StdEncoding.EncodeToString(a.Value(i))
+	case *array.Timestamp:
+		t := a.DataType().(*arrow.TimestampType)
+		layout := "2006-01-02 15:04:05.999999999"
+		if t.TimeZone != "" {
+			layout += "Z07:00"
+		}
+		return a.Value(i).ToTime(t.Unit).Format(layout)
+	}
+	return arr.ValueStr(i)
 }
 
 // ExportParquet writes the container at dir to w as a Parquet file

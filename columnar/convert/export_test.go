@@ -181,6 +181,21 @@ func TestExportCSVNullsAndEmpty(t *testing.T) {
 		t.Errorf("an unknown column: %v", err)
 	}
 
+	// An empty string, or one that spells NULL, is quoted: it is not NULL.
+	strs := nullsContainer(t, []int64{1, 2, 3}, []*string{ptr(""), ptr("NULL"), ptr(" x")}, []*float64{nil, nil, nil})
+	for null, want := range map[string]string{
+		"":     "order id,name,amount\n1,\"\",\n2,NULL,\n3,\" x\",\n",
+		"NULL": "order id,name,amount\n1,\"\",NULL\n2,\"NULL\",NULL\n3,\" x\",NULL\n",
+	} {
+		buf.Reset()
+		if _, err := Export(CSV, []string{strs}, &buf, ExportOptions{Null: null}); err != nil {
+			t.Fatal(err)
+		}
+		if buf.String() != want {
+			t.Errorf("CSV with NULL as %q = %q, want %q", null, buf.String(), want)
+		}
+	}
+
 	empty := nullsContainer(t, nil, nil, nil)
 	for _, tc := range []struct {
 		format Format

@@ -134,6 +134,9 @@ func runExport(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(stderr, "wrote %d rows of %s.%s (%d containers) to %s in %s, peak memory %s\n",
 		rows, pc.Table, pc.Projection, len(dirs), ef.out, time.Since(start).Round(time.Millisecond), bytesize.Format(b.Peak()))
+	if b.Exceeded() {
+		fmt.Fprintf(stderr, "warning: the export held more than --memory %s (the format's writer buffers more than a block)\n", bytesize.Format(budget))
+	}
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/strata-db/strata/columnar/convert"
 )
 
 // A table is what a command prints: named columns of typed cells, written
@@ -19,8 +20,8 @@ import (
 // (bytes), a time.Time or a time.Duration. The formats write them:
 //
 //	cell           table              csv                      json
-//	nil            -                  (empty)                  null
-//	string         escaped (\n, \t)   as is (quoted if needed)  string
+//	nil            - (humanNull)      (empty; csvNull)         null
+//	string         escaped (\n, \t)   as is; "" quoted          string
 //	int64          123                123                      123
 //	bool           YES / no           true / false             true / false
 //	size           674.5KiB           690688                   690688
@@ -33,6 +34,9 @@ import (
 type table struct {
 	cols []column
 	rows [][]any
+	// How nil is written: in the aligned table (default "-") and in CSV
+	// (default the empty field). A window result writes NULL.
+	humanNull, csvNull string
 }
 
 // column is one column of a table.
@@ -78,7 +82,11 @@ func (t *table) print(w io.Writer, format string) error {
 		cells := make([]string, len(t.cols))
 		for _, r := range t.rows {
 			for i := range cells {
-				cells[i] = humanCell(cellAt(r, i))
+				if v := cellAt(r, i); v == nil && t.humanNull != "" {
+					cells[i] = t.humanNull
+				} else {
+					cells[i] = humanCell(v)
+				}
 			}
 			fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		}
@@ -108,25 +116,31 @@ func (t *table) print(w io.Writer, format string) error {
 		_, err := w.Write(b)
 		return err
 	case "csv":
-		cw := csv.NewWriter(w)
-		keys := make([]string, len(t.cols))
+		// As DuckDB's COPY ... TO: a value that is not NULL but empty, or
+		// spells NULL, is quoted (convert.AppendCSVField).
+		var b []byte
 		for i, c := range t.cols {
-			keys[i] = c.jsonKey()
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = convert.AppendCSVField(b, c.jsonKey(), ',', "")
 		}
-		if err := cw.Write(keys); err != nil {
-			return err
-		}
-		cells := make([]string, len(t.cols))
+		b = append(b, '\n')
 		for _, r := range t.rows {
-			for i := range cells {
-				cells[i] = plainCell(cellAt(r, i))
+			for i := range t.cols {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				if v := cellAt(r, i); v == nil {
+					b = append(b, t.csvNull...)
+				} else {
+					b = convert.AppendCSVField(b, plainCell(v), ',', t.csvNull)
+				}
 			}
-			if err := cw.Write(cells); err != nil {
-				return err
-			}
+			b = append(b, '\n')
 		}
-		cw.Flush()
-		return cw.Error()
+		_, err := w.Write(b)
+		return err
 	}
 	return fmt.Errorf("%w: --format %q: want table, json or csv", errUsage, format)
 }

@@ -196,11 +196,7 @@ func printRows(dir string, n int, format, nullString string) error {
 		}
 		return out.Flush()
 	}
-	null := "NULL"
-	if format == "csv" {
-		null = nullString
-	}
-	t := &table{}
+	t := &table{humanNull: "NULL", csvNull: nullString}
 	for _, f := range schema.Fields() {
 		t.cols = append(t.cols, column{name: f.Name})
 	}
@@ -209,9 +205,7 @@ func printRows(dir string, n int, format, nullString string) error {
 			row := make([]any, rec.NumCols())
 			for c := range row {
 				col := rec.Column(c)
-				if col.IsNull(r) {
-					row[c] = null
-				} else {
+				if !col.IsNull(r) {
 					row[c] = col.ValueStr(r)
 				}
 			}
