@@ -37,7 +37,7 @@ func runContainers(ctx context.Context, args []string) error {
 			refs  []messages.ContainerRef
 		}{{"live", pc.Live}, {"dead", pc.Dead}} {
 			for _, c := range set.refs {
-				t.add(pc.Table, pc.Projection, c.ID, set.state, c.Rows, size(c.Bytes), jobs)
+				t.add(pc.Table, pc.Projection, c.ID, set.state, c.Rows, sizeCell(c.Bytes), jobs)
 			}
 		}
 	}
@@ -72,7 +72,7 @@ func runContainersDrop(ctx context.Context, args []string) error {
 	}
 	t := newTable("table", "projection", "container", "rows", "bytes")
 	for _, c := range rep.Dropped {
-		t.add(c.Table, c.Projection, c.ID, c.Rows, size(c.Bytes))
+		t.add(c.Table, c.Projection, c.ID, c.Rows, sizeCell(c.Bytes))
 	}
 	if err := t.print(os.Stdout, cmd.format); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar/convert"
+	"github.com/strata-db/strata/internal/bytesize"
 )
 
 // A table is what a command prints: named columns of typed cells, written
@@ -169,7 +170,7 @@ func humanCell(v any) string {
 		}
 		return "no"
 	case size:
-		return fmtBytes(int64(v))
+		return bytesize.Format(int64(v))
 	case time.Time:
 		return v.UTC().Format("2006-01-02 15:04:05.000")
 	case time.Duration:
