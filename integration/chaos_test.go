@@ -769,17 +769,45 @@ func (c *chaos) opsAndPools(t *testing.T) ([]messages.Operation, []messages.Pool
 	if err != nil {
 		return nil, nil, fmt.Errorf("strata ops: %v: %s", err, errOut)
 	}
-	var ops []messages.Operation
-	if err := json.Unmarshal([]byte(out), &ops); err != nil {
+	// The CLI's JSON: the columns of the operations table, typed.
+	var opRows []struct {
+		JobID      string  `json:"job_id"`
+		Operation  string  `json:"operation"`
+		Status     string  `json:"status"`
+		Table      string  `json:"table"`
+		Worker     *string `json:"worker"`
+		Deliveries uint64  `json:"deliveries"`
+		Reason     *string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(out), &opRows); err != nil {
 		return nil, nil, fmt.Errorf("strata ops json: %v", err)
+	}
+	ops := make([]messages.Operation, len(opRows))
+	for i, r := range opRows {
+		ops[i] = messages.Operation{JobID: r.JobID, Operation: r.Operation, Status: r.Status, Table: r.Table, Deliveries: r.Deliveries}
+		if r.Worker != nil {
+			ops[i].Worker = *r.Worker
+		}
+		if r.Reason != nil {
+			ops[i].Reason = *r.Reason
+		}
 	}
 	out, errOut, err = c.cli(ctx, "pools", "--format", "json")
 	if err != nil {
 		return nil, nil, fmt.Errorf("strata pools: %v: %s", err, errOut)
 	}
-	var pools []messages.PoolStatus
-	if err := json.Unmarshal([]byte(out), &pools); err != nil {
+	var poolRows []struct {
+		Pool    string `json:"pool"`
+		InUse   int64  `json:"in_use"`
+		Running int    `json:"running"`
+		Queued  int    `json:"queued"`
+	}
+	if err := json.Unmarshal([]byte(out), &poolRows); err != nil {
 		return nil, nil, fmt.Errorf("strata pools json: %v", err)
+	}
+	pools := make([]messages.PoolStatus, len(poolRows))
+	for i, r := range poolRows {
+		pools[i] = messages.PoolStatus{Config: messages.PoolConfig{Name: r.Pool}, InUse: r.InUse, Running: r.Running, Queued: r.Queued}
 	}
 	return ops, pools, nil
 }

@@ -44,6 +44,7 @@ const (
 	HeaderMsgID = "Nats-Msg-Id" // JetStream publish deduplication
 
 	HeaderReason    = "Strata-Reason"     // dead letter: why the message was rejected
+	HeaderClass     = "Strata-Class"      // dead letter: the reason's class: malformed, failed or rejected
 	HeaderSubject   = "Strata-Subject"    // dead letter: the subject it arrived on
 	HeaderService   = "Strata-Service"    // dead letter: the service that rejected it
 	HeaderStreamSeq = "Strata-Stream-Seq" // dead letter: its sequence in the original stream

@@ -36,8 +36,9 @@ type Reader struct {
 
 // Gap is a range of LSNs missing from a repaired WAL.
 type Gap struct {
-	First, Last LSN    // the missing LSNs
-	Before      string // the segment after the gap
+	First  LSN    `json:"first_lsn"` // the missing LSNs: First..Last
+	Last   LSN    `json:"last_lsn"`
+	Before string `json:"before"` // the segment after the gap
 }
 
 func (g Gap) String() string {
@@ -188,22 +189,25 @@ func (r *Reader) Close() error {
 }
 
 // VerifyReport summarizes a WAL directory that Verify read end to end.
+//
+// Its JSON form (strata wal verify --json) has snake_case keys, as every
+// report of the strata CLI.
 type VerifyReport struct {
-	Segments      int
-	Records       uint64 // data records
-	FullImages    uint64
-	Deltas        uint64
-	Checkpoints   uint64
-	RecordBytes   uint64 // framed bytes of data and checkpoint records
-	FirstLSN      LSN
-	LastLSN       LSN
-	CheckpointLSN LSN // from the checkpoint file, 0 if none
+	Segments      int    `json:"segments"`
+	Records       uint64 `json:"records"` // data records
+	FullImages    uint64 `json:"full_images"`
+	Deltas        uint64 `json:"deltas"`
+	Checkpoints   uint64 `json:"checkpoints"`
+	RecordBytes   uint64 `json:"record_bytes"` // framed bytes of data and checkpoint records
+	FirstLSN      LSN    `json:"first_lsn"`
+	LastLSN       LSN    `json:"last_lsn"`
+	CheckpointLSN LSN    `json:"checkpoint_lsn"` // from the checkpoint file, 0 if none
 	// Unresolved deltas precede the first checkpoint and have their base in
 	// a removed segment; their framing and checksums were checked.
-	Unresolved uint64
-	Broken     []string
+	Unresolved uint64   `json:"unresolved"`
+	Broken     []string `json:"broken"`
 	// Gaps are LSNs lost to a repair (see Repair).
-	Gaps []Gap
+	Gaps []Gap `json:"gaps"`
 }
 
 // Verify reads every record of the WAL in dir, checking checksums, LSN

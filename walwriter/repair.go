@@ -10,27 +10,28 @@ import (
 
 // RepairCut is one cut Repair made, or would make in a dry run.
 type RepairCut struct {
-	Segment string
+	Segment string `json:"segment"`
 	// Offset is where the segment now ends: just past its last good
 	// record, or 0 when its header is damaged and the whole file was set
 	// aside.
-	Offset int64
+	Offset int64 `json:"offset"`
 	// Bytes were cut off (up to the last non-zero byte), kept in Broken.
-	Bytes  int64
-	Broken string // the .broken file holding them; empty in a dry run
-	Reason string // the damage found at Offset
+	Bytes  int64  `json:"bytes"`
+	Broken string `json:"broken"` // the .broken file holding them; empty in a dry run
+	Reason string `json:"reason"` // the damage found at Offset
 	// LostKnown is set when the next segment tells which LSNs were lost:
 	// FirstLostLSN..LastLostLSN, RecordsLost of them. For the last segment
 	// the number of records in the damaged tail is unknown.
-	LostKnown                 bool
-	FirstLostLSN, LastLostLSN LSN
-	RecordsLost               uint64
+	LostKnown    bool   `json:"lost_known"`
+	FirstLostLSN LSN    `json:"first_lost_lsn"`
+	LastLostLSN  LSN    `json:"last_lost_lsn"`
+	RecordsLost  uint64 `json:"records_lost"`
 }
 
 // RepairReport is what Repair did.
 type RepairReport struct {
-	Segments int
-	Cuts     []RepairCut
+	Segments int         `json:"segments"`
+	Cuts     []RepairCut `json:"cuts"`
 }
 
 // Repair makes a damaged WAL directory readable and openable again, at the

@@ -1,7 +1,7 @@
 // Package convert moves rows between strata containers and common file
 // formats: it imports CSV and Parquet into containers sorted by a key, and
-// exports a container as CSV, Parquet (zstd by default) or an Arrow IPC
-// file or stream.
+// exports containers as CSV, Parquet (zstd by default), an Arrow IPC file
+// or stream (uncompressed by default), or JSON lines.
 //
 // Import streams the input and cuts it into containers of
 // ImportOptions.RowsPerContainer rows; each container is sorted in memory
@@ -55,6 +55,22 @@
 // column reads a value without one as UTC.
 //
 // Input with a header and no rows imports as no containers.
+//
+// # Export
+//
+// Export writes containers of one schema, one after the other and one
+// block at a time, to one file: what it holds at once is a block of the
+// exported columns (ExportOptions.Columns, default all) and what the
+// format's writer buffers. CSV is written as DuckDB's COPY ... TO writes
+// it: a header row even when there are no rows, NULL as the empty field
+// (ExportOptions.Null), every line ending in a newline. Parquet stores the
+// Arrow schema, so types read back as they were. Arrow is uncompressed
+// unless ExportOptions.ArrowCompression says lz4 or zstd, since some
+// readers (apache-arrow JS) have no codecs. JSON lines are one object per
+// row, keys in column order and values typed (AppendJSONRow): numbers,
+// true/false, null, strings for text, dates and timestamps, base64 for
+// binary, and "NaN", "Infinity", "-Infinity" for the floats JSON cannot
+// write.
 //
 // # Errors
 //

@@ -34,8 +34,10 @@ func Parse(s string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 {
-		return 0, fmt.Errorf("bytesize: invalid size %q", s)
+	// !(f >= 0) also refuses NaN, which ParseFloat accepts (and which
+	// int64 would turn into the most negative integer); Inf is too large.
+	if err != nil || !(f >= 0) {
+		return 0, fmt.Errorf("bytesize: invalid size %q: want a number of bytes, optionally with a unit such as 512MiB", s)
 	}
 	v := f * float64(mult)
 	if v > 1<<62 {

@@ -15,7 +15,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
 	}
-	for _, bad := range []string{"", "MiB", "-1MiB", "12XB", "abc"} {
+	for _, bad := range []string{"", "MiB", "-1MiB", "12XB", "abc", "NaN", "nanMiB", "Inf", "-Inf", "+Inf GiB"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) succeeded, want error", bad)
 		}

@@ -138,6 +138,8 @@ func RoleGrant(role string) (Grant, bool) {
 				"$JS.API.CONSUMER.INFO." + messages.StreamJobs + ".*",
 				"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamJobs + ".*",
 				"$JS.FC.>",
+				// deadletter: reads the dead letters one by one.
+				"$JS.API.STREAM.MSG.GET." + messages.StreamDeadLetter,
 			},
 			Subscribe: []string{inbox, messages.SubjectEventsAll},
 		}, true

@@ -192,6 +192,8 @@ var permMatrix = []permCase{
 	{natsutil.RoleCLIAdmin, "req", "$JS.API.STREAM.DELETE.JOBS", false, ""},
 	{natsutil.RoleCLIAdmin, "pub", "$KV.strata_catalog.demo", false, ""},
 	{natsutil.RoleCLIAdmin, "req", "$JS.API.CONSUMER.MSG.NEXT.UPDATES.walwriter", false, `{"batch":1,"no_wait":true}`},
+	{natsutil.RoleCLIAdmin, "req", "$JS.API.STREAM.MSG.GET.DEADLETTER", true, `{"seq":1}`},
+	{natsutil.RoleCLIAdmin, "req", "$JS.API.STREAM.MSG.DELETE.DEADLETTER", false, `{"seq":1}`},
 
 	{natsutil.RoleProducer, "req", "strata.updates.accounts", true, ""},
 	{natsutil.RoleProducer, "pub", "strata.jobs.mergeout", false, ""},

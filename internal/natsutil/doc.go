@@ -27,7 +27,8 @@
 //
 // A message a service cannot process is republished on
 // strata.deadletter.<original subject> with its original payload and the
-// headers Strata-Reason (why), Strata-Subject (where it came from),
+// headers Strata-Reason (why), Strata-Class (malformed, failed or
+// rejected), Strata-Subject (where it came from),
 // Strata-Service (who rejected it) and Strata-Stream-Seq (its sequence in the
 // original stream, when known), then terminated in its original consumer.
 //

@@ -94,6 +94,7 @@ type DeadLetter struct {
 	Subject   string // the subject it arrived on
 	Data      []byte // its payload, unchanged
 	Reason    string // why it was rejected
+	Class     string // the reason's class (malformed, failed, rejected); may be empty
 	Service   string // the service that rejected it
 	StreamSeq uint64 // its sequence in the original stream; 0 if not from a stream
 	Delivery  uint64 // the delivery attempt that was rejected; 0 if unknown
@@ -110,6 +111,9 @@ func PublishDeadLetter(ctx context.Context, js jetstream.JetStream, dl DeadLette
 		Header:  nats.Header{},
 	}
 	msg.Header.Set(messages.HeaderReason, dl.Reason)
+	if dl.Class != "" {
+		msg.Header.Set(messages.HeaderClass, dl.Class)
+	}
 	msg.Header.Set(messages.HeaderSubject, dl.Subject)
 	msg.Header.Set(messages.HeaderService, dl.Service)
 	if dl.StreamSeq > 0 {

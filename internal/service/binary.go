@@ -17,13 +17,28 @@ import (
 )
 
 // Main runs a service binary: it calls run with the command-line arguments
-// and, when run fails, prints "name: error" to stderr and exits with status
-// 1. A request for help (-h, which run returns as flag.ErrHelp) exits 0.
+// and exits with the status ExitCode gives, after printing "name: error"
+// to stderr for a failure.
 func Main(name string, run func(args []string) error) {
-	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+	err := run(os.Args[1:])
+	code := ExitCode(err)
+	if code != 0 {
 		fmt.Fprintln(os.Stderr, name+":", err)
-		os.Exit(1)
 	}
+	os.Exit(code)
+}
+
+// ExitCode is the exit status of a binary whose run returned err: 0 for
+// nil, for a request for help (flag.ErrHelp) and for --version
+// (ErrVersion); 2 for a usage error (ErrUsage); 1 for any other failure.
+func ExitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp), errors.Is(err, ErrVersion):
+		return 0
+	case errors.Is(err, ErrUsage):
+		return 2
+	}
+	return 1
 }
 
 // Binary is what every service binary starts with: its flag set holding the
@@ -69,10 +84,19 @@ func NewBinary(name, defaultHTTP string) *Binary {
 // Start parses args (and the environment, see Parse) and makes the logger,
 // which tags every record with the service name (and the worker name if
 // LogWorker is set), and the Runner. A request for help returns
-// flag.ErrHelp.
+// flag.ErrHelp; --version prints Version to stdout and returns ErrVersion;
+// a bad flag or a positional argument (a service takes none) is an
+// ErrUsage error.
 func (b *Binary) Start(args []string) error {
 	if err := Parse(b.Flags, args); err != nil {
 		return err
+	}
+	if b.ShowVersion {
+		fmt.Fprintln(os.Stdout, Version(b.Name))
+		return ErrVersion
+	}
+	if b.Flags.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q: %s takes only flags (-h lists them)", ErrUsage, b.Flags.Arg(0), b.Name)
 	}
 	b.given = map[string]bool{}
 	b.Flags.Visit(func(f *flag.Flag) { b.given[f.Name] = true })

@@ -16,4 +16,13 @@
 //
 // Every flag --some-name can also be set as STRATA_SOME_NAME; a flag given on
 // the command line wins over the environment.
+//
+// The command-line conventions every binary, the strata CLI included,
+// shares come from here: Parse prints -h to stdout and takes flags among
+// the positional arguments; --version prints Version (module version, VCS
+// commit, Go version, from the build info); ExitCode maps a run's error to
+// the exit status — 0 for success, -h and --version, 2 for a usage error
+// (ErrUsage: a bad flag, value or argument), 1 for any other failure. A
+// client registers only the connection flags (Common.RegisterConn), a
+// service all of them (Common.Register).
 package service

@@ -1,9 +1,11 @@
 package service
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strings"
@@ -21,16 +23,43 @@ func EnvName(flagName string) string {
 	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// ErrUsage marks an error the user fixes by changing the command line (or
+// the environment that stands for it): a bad or missing flag or argument.
+// Binaries exit with status 2 on it, and 1 on any other failure.
+var ErrUsage = errors.New("usage")
+
+// ErrVersion is what Binary.Start returns after printing the version for
+// --version: the binary has done what it was asked and exits 0.
+var ErrVersion = errors.New("version printed")
+
 // Parse parses args into fs, after setting every flag not given in args from
-// its environment variable (see EnvName). A bad environment value is an
-// error that names the variable.
+// its environment variable (see EnvName). Flags may sit among the
+// positional arguments (`strata window 'SELECT ...' --rows 3`); afterwards
+// fs.Args() holds the positional ones in order, and "--" ends the flags.
+//
+// -h or --help prints the usage to stdout (to fs's output if it was set to
+// something other than stderr) and returns flag.ErrHelp. A bad flag or a
+// bad environment value prints the usage to fs's output and returns an
+// ErrUsage error that names the flag or the variable.
 func Parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+	out := fs.Output()
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(Interspersed(fs, args))
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		if out == io.Writer(os.Stderr) {
+			out = os.Stdout
+		}
+		out.Write(buf.Bytes())
+		return flag.ErrHelp
+	}
+	if err != nil {
+		out.Write(buf.Bytes())
+		return fmt.Errorf("%w: %v", ErrUsage, err)
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil || given[f.Name] {
 			return
@@ -38,11 +67,51 @@ func Parse(fs *flag.FlagSet, args []string) error {
 		env := EnvName(f.Name)
 		if v, ok := os.LookupEnv(env); ok {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("environment %s=%q: %w", env, v, e)
+				err = fmt.Errorf("%w: environment %s=%q: %v", ErrUsage, env, v, e)
 			}
 		}
 	})
 	return err
+}
+
+// Interspersed reorders args so that the flags of fs come first and the
+// positional arguments after a "--", keeping the order of each: the flag
+// package stops at the first positional argument, and a command line
+// reads better with the flags anywhere (`strata jobs record FILE --nats
+// URL`). A flag that takes a value takes the next argument unless given
+// as --name=value; an argument that is "-" or does not start with "-" is
+// positional, and so is everything after "--".
+func Interspersed(fs *flag.FlagSet, args []string) []string {
+	var flags, pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			pos = append(pos, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			pos = append(pos, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
+			i++
+			flags = append(flags, args[i])
+		}
+	}
+	if len(pos) == 0 {
+		return flags
+	}
+	return append(append(flags, "--"), pos...)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // Common holds the flags every service binary takes.
@@ -66,6 +135,7 @@ type Common struct {
 	LogLevel     string
 	Worker       string        // this process's name in job events
 	StopGrace    time.Duration // how long a stop may take before the process gives up
+	ShowVersion  bool          // --version: print Version and exit
 
 	// Stream topology: every process that ensures the streams must agree,
 	// so these belong in the environment all services share.
@@ -74,12 +144,32 @@ type Common struct {
 	JobMaxDeliver int
 }
 
-// Register adds the common flags to fs. defaultHTTP is the service's
-// default listen address for /metrics and /healthz ("" disables it).
+// Register adds the common flags of a service binary to fs: the
+// connection flags (RegisterConn), the service flags (--http, --log-*,
+// --worker, --stop-grace, --version) and the topology flags
+// (RegisterTopology). defaultHTTP is the service's default listen address
+// for /metrics and /healthz ("" disables it).
 func (c *Common) Register(fs *flag.FlagSet, name, defaultHTTP string) {
+	c.RegisterConn(fs, name)
+	host, _ := os.Hostname()
+	fs.StringVar(&c.HTTPAddr, "http", defaultHTTP, "listen address for /metrics and /healthz (empty: none)")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.Worker, "worker", fmt.Sprintf("%s@%s:%d", name, host, os.Getpid()), "this worker's name in job events and logs")
+	fs.DurationVar(&c.StopGrace, "stop-grace", 60*time.Second, "how long a graceful stop may take")
+	fs.BoolVar(&c.ShowVersion, "version", false, "print the version, VCS commit and Go version, and exit")
+	c.RegisterTopology(fs)
+}
+
+// RegisterConn adds the flags that say how to reach NATS (--nats,
+// --nats-creds, --nats-user, --nats-password*, --nats-tls-*) and --data,
+// where the role's password file is found, to fs: all a client such as
+// the strata CLI takes. The topology fields get their defaults.
+func (c *Common) RegisterConn(fs *flag.FlagSet, name string) {
 	c.Name = name
 	c.Role = RoleOf(name)
-	host, _ := os.Hostname()
+	def := natsutil.DefaultTopology()
+	c.Replicas, c.JobAckWait, c.JobMaxDeliver = def.Replicas, def.JobAckWait, def.JobMaxDeliver
 	fs.StringVar(&c.NATS, "nats", natsutil.DefaultURL, "NATS server URLs, comma-separated")
 	fs.StringVar(&c.Creds, "nats-creds", "", "NATS credentials file (JWT and nkey seed)")
 	fs.StringVar(&c.User, "nats-user", "", "NATS user name (default: the role, "+c.Role+", when a password is given)")
@@ -89,11 +179,11 @@ func (c *Common) Register(fs *flag.FlagSet, name, defaultHTTP string) {
 	fs.StringVar(&c.TLSKey, "nats-tls-key", "", "client TLS key (PEM)")
 	fs.StringVar(&c.TLSCA, "nats-tls-ca", "", "CA bundle that signs the NATS servers' certificates (PEM)")
 	fs.StringVar(&c.DataDir, "data", "data", "data directory (containers, WAL, embedded NATS store)")
-	fs.StringVar(&c.HTTPAddr, "http", defaultHTTP, "listen address for /metrics and /healthz (empty: none)")
-	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&c.Worker, "worker", fmt.Sprintf("%s@%s:%d", name, host, os.Getpid()), "this worker's name in job events and logs")
-	fs.DurationVar(&c.StopGrace, "stop-grace", 60*time.Second, "how long a graceful stop may take")
+}
+
+// RegisterTopology adds the stream topology flags (--nats-replicas,
+// --job-ack-wait, --job-max-deliver) to fs.
+func (c *Common) RegisterTopology(fs *flag.FlagSet) {
 	def := natsutil.DefaultTopology()
 	fs.IntVar(&c.Replicas, "nats-replicas", def.Replicas, "replicas of strata's streams and buckets (3 on a three-node cluster)")
 	fs.DurationVar(&c.JobAckWait, "job-ack-wait", def.JobAckWait, "lease of a job: redelivered if not extended within it")

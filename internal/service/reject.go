@@ -80,6 +80,7 @@ const (
 // that it is not lost while the dead-letter stream is unreachable.
 func (r *Rejecter) Reject(ctx context.Context, msg jetstream.Msg, class, reason string) error {
 	dl := natsutil.DeadLetterFromMsg(msg, r.Service, reason)
+	dl.Class = class
 	r.count.WithLabelValues(SubjectKind(dl.Subject), class).Inc()
 	r.Log.Warn("message rejected to dead letter", "subject", dl.Subject, "stream_seq", dl.StreamSeq,
 		"delivery", dl.Delivery, "class", class, "reason", reason, "bytes", len(dl.Data))

@@ -3,15 +3,11 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/csv"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -160,68 +156,6 @@ func (c *apiClient) request(ctx context.Context, subject string, data []byte, ti
 	return msg, err
 }
 
-// table is a result printed as an aligned table, JSON or CSV.
-type table struct {
-	header []string
-	rows   [][]string
-	json   any // what --format json prints; the rows when nil
-}
-
-func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
-
-// print writes t to w in format: table, json or csv.
-func (t *table) print(w io.Writer, format string) error {
-	switch format {
-	case "", "table":
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, strings.Join(t.header, "\t"))
-		for _, r := range t.rows {
-			fmt.Fprintln(tw, strings.Join(r, "\t"))
-		}
-		return tw.Flush()
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if t.json != nil {
-			return enc.Encode(t.json)
-		}
-		objs := make([]map[string]string, len(t.rows))
-		for i, r := range t.rows {
-			objs[i] = map[string]string{}
-			for j, h := range t.header {
-				objs[i][h] = r[j]
-			}
-		}
-		return enc.Encode(objs)
-	case "csv":
-		cw := csv.NewWriter(w)
-		if err := cw.Write(t.header); err != nil {
-			return err
-		}
-		if err := cw.WriteAll(t.rows); err != nil {
-			return err
-		}
-		cw.Flush()
-		return cw.Error()
-	}
-	return fmt.Errorf("%w: --format %q: want table, json or csv", errUsage, format)
-}
-
-func checkFormat(format string) error {
-	switch format {
-	case "table", "json", "csv":
-		return nil
-	}
-	return fmt.Errorf("%w: --format %q: want table, json or csv", errUsage, format)
-}
-
-func fmtTime(ns int64) string {
-	if ns == 0 {
-		return "-"
-	}
-	return time.Unix(0, ns).UTC().Format("2006-01-02 15:04:05.000")
-}
-
 func fmtBytes(n int64) string {
 	if n == 0 {
 		return "-"
@@ -229,25 +163,9 @@ func fmtBytes(n int64) string {
 	return bytesize.Format(n)
 }
 
-func fmtDuration(start, end int64) string {
-	if start == 0 || end == 0 {
-		return "-"
-	}
-	return time.Duration(end - start).Round(time.Millisecond).String()
-}
-
 func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}
 	return s
-}
-
-// leadingArg splits off a first argument that is not a flag, so commands
-// read naturally: `strata pools alter tm --memorysize 8GiB`.
-func leadingArg(args []string) (string, []string) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
-	}
-	return "", args
 }

@@ -32,9 +32,6 @@ func authDataDir(name string, args []string) (string, error) {
 	if err := cmd.parse(args); err != nil {
 		return "", err
 	}
-	if cmd.fs.NArg() != 0 {
-		return "", cmd.usageError("no arguments")
-	}
 	return *data, nil
 }
 

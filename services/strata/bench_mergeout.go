@@ -79,7 +79,8 @@ type mergeoutCase struct {
 }
 
 func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
-	fs := newFlagSet("bench mergeout")
+	cmd := newCmdLine("bench mergeout", "usage: strata bench mergeout [flags]")
+	fs := cmd.fs
 	widths := fs.String("widths", "100,200,400", "comma-separated table widths (columns)")
 	containers := fs.Int("containers", 32, "input containers per merge")
 	rows := fs.Int("rows", 16384, "rows per input container")
@@ -93,11 +94,8 @@ func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
 	repeat := fs.Int("repeat", 1, "run the codec floor and every merge this many times (grants in alternating order) and keep the fastest of each: steadier figures on a busy machine")
 	asJSON := fs.Bool("json", false, "print one JSON object per case and line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (generation, codec floor and merges) to this file")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if err := cmd.parse(args); err != nil {
+		return nil, err
 	}
 	cfg := &benchMergeoutConfig{
 		containers: *containers, rows: *rows, blockRows: *blockRows, parallelism: *parallelism,

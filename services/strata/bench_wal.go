@@ -24,7 +24,8 @@ func init() {
 }
 
 func runBenchWAL(ctx context.Context, args []string) error {
-	fs := newFlagSet("bench wal")
+	cmd := newCmdLine("bench wal", "usage: strata bench wal [flags]")
+	fs := cmd.fs
 	asJSON := fs.Bool("json", false, "print one JSON object per workload and line")
 	dir := fs.String("dir", "", "directory for the WAL files (default: a temporary directory; its disk is what is measured)")
 	workloads := fs.String("workloads", strings.Join(walbench.Workloads, ","), "comma-separated workloads: "+strings.Join(walbench.Workloads, ", "))
@@ -37,7 +38,7 @@ func runBenchWAL(ctx context.Context, args []string) error {
 	window := fs.Duration("batch-window", 0, "how long a batch waits for more records (0: take what is queued)")
 	ckptBytes := fs.String("checkpoint-bytes", "", "automatic checkpoint interval in record bytes (default: 4 segments)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (loading, group commit and one-fsync-per-record runs) to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := cmd.parse(args); err != nil {
 		return err
 	}
 	segSize, err := bytesize.Parse(*segment)

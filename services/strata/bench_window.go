@@ -61,7 +61,8 @@ type benchWindowConfig struct {
 }
 
 func parseBenchWindow(args []string) (*benchWindowConfig, error) {
-	fs := newFlagSet("bench window")
+	cmd := newCmdLine("bench window", "usage: strata bench window [flags]")
+	fs := cmd.fs
 	rows := fs.Int("rows", 1000000, "rows of the generated tables")
 	bigRows := fs.Int("big-rows", 10000000, "rows of the spilling case's single partition")
 	grant := fs.String("grant", "1GiB", "memory grant of every query but the spilling case (64MiB)")
@@ -71,11 +72,8 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	seed := fs.Uint64("seed", 1, "seed of the generated data")
 	repeat := fs.Int("repeat", 1, "run each case this many times in the process and report the run of median CPU time (the first run of a fresh process also pays for growing its heap)")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (with more than one case, to this file.<case>)")
-	if err := fs.Parse(args); err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	if err := cmd.parse(args); err != nil {
+		return nil, err
 	}
 	g, err := bytesize.Parse(*grant)
 	if err != nil {

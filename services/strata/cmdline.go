@@ -11,8 +11,11 @@ import (
 )
 
 // cmdLine is a command's flag set: the flags, the text -h prints above
-// them, and the parsing every command shares (flags and STRATA_*
-// environment, one positional argument given before or after the flags).
+// them, and the parsing every command shares: flags and STRATA_*
+// environment (service.Parse), with the flags anywhere among the
+// positional arguments (`strata window 'SELECT ...' --rows 3`,
+// `strata jobs record FILE --nats URL`); "--" ends the flags. -h prints
+// the usage to stdout; a bad flag or argument is an errUsage.
 type cmdLine struct {
 	fs *flag.FlagSet
 }
@@ -30,72 +33,43 @@ func newCmdLine(name, usage string) *cmdLine {
 	return c
 }
 
-// parse parses args and the environment into the flags.
-func (c *cmdLine) parse(args []string) error { return service.Parse(c.fs, args) }
-
-// parseArg parses args around the command's one positional argument, which
-// may come first (`strata pools alter tm --memorysize 8GiB`) or last. A
-// missing or blank argument prints the usage and is an errUsage that says
-// what is wanted.
-func (c *cmdLine) parseArg(args []string, want string) (string, error) {
-	arg, rest := leadingArg(args)
-	if err := c.parse(rest); err != nil {
-		return "", err
+// parse parses args, which must hold only flags.
+func (c *cmdLine) parse(args []string) error {
+	pos, err := c.parseArgs(args)
+	if err != nil {
+		return err
 	}
-	if arg == "" && c.fs.NArg() == 1 {
-		arg = c.fs.Arg(0)
+	if len(pos) > 0 {
+		return c.usageError(fmt.Sprintf("unexpected argument %q", pos[0]))
 	}
-	if strings.TrimSpace(arg) == "" {
-		return "", c.usageError(want)
-	}
-	return arg, nil
+	return nil
 }
 
-// parseArgs parses args whose flags may sit anywhere among the positional
-// arguments (`strata containers drop t c1 --projection p`), and returns the
-// positional ones in order. "--" ends the flags.
+// parseArgs parses args and returns the positional arguments in order.
 func (c *cmdLine) parseArgs(args []string) ([]string, error) {
-	var flags, pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if len(a) < 2 || a[0] != '-' {
-			pos = append(pos, a)
-			continue
-		}
-		flags = append(flags, a)
-		name := strings.TrimLeft(a, "-")
-		if strings.Contains(name, "=") {
-			continue
-		}
-		if f := c.fs.Lookup(name); f != nil && !isBoolFlag(f) && i+1 < len(args) {
-			i++
-			flags = append(flags, args[i])
-		}
-	}
-	if err := c.parse(flags); err != nil {
+	if err := service.Parse(c.fs, args); err != nil {
 		return nil, err
 	}
-	return pos, nil
+	return c.fs.Args(), nil
 }
 
-func isBoolFlag(f *flag.Flag) bool {
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
-}
-
-// parseFile parses args, which must end in exactly one FILE.
-func (c *cmdLine) parseFile(args []string) (string, error) {
-	if err := c.parse(args); err != nil {
+// parseArg parses args around the command's one positional argument
+// (`strata pools alter tm --memorysize 8GiB`). A missing, blank or second
+// argument prints the usage and is an errUsage that says what is wanted.
+func (c *cmdLine) parseArg(args []string, want string) (string, error) {
+	pos, err := c.parseArgs(args)
+	if err != nil {
 		return "", err
 	}
-	if c.fs.NArg() != 1 {
-		return "", c.usageError("want one FILE")
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		return "", c.usageError(want)
 	}
-	return c.fs.Arg(0), nil
+	return pos[0], nil
+}
+
+// parseFile parses args around exactly one FILE.
+func (c *cmdLine) parseFile(args []string) (string, error) {
+	return c.parseArg(args, "want one FILE")
 }
 
 // usageError prints the usage and returns an errUsage saying want.
@@ -124,12 +98,21 @@ func newAPICommand(name, usage, formatHelp string) *apiCommand {
 	return c
 }
 
-// parse parses args and checks --format.
+// parse parses args, which must hold only flags, and checks --format.
 func (c *apiCommand) parse(args []string) error {
 	if err := c.cmdLine.parse(args); err != nil {
 		return err
 	}
 	return checkFormat(c.format)
+}
+
+// parseArgs is cmdLine.parseArgs that also checks --format.
+func (c *apiCommand) parseArgs(args []string) ([]string, error) {
+	pos, err := c.cmdLine.parseArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	return pos, checkFormat(c.format)
 }
 
 // parseArg is cmdLine.parseArg that also checks --format.

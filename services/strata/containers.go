@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/strata-db/strata/messages"
@@ -19,39 +18,29 @@ func runContainers(ctx context.Context, args []string) error {
 	cmd := newAPICommand("containers", "usage: strata containers [--table T] [--projection P]", formatUsage)
 	tableName := cmd.fs.String("table", "", "only this table")
 	projection := cmd.fs.String("projection", "", "only this projection")
-	if err := cmd.parse(args); err != nil {
+	pos, err := cmd.parseArgs(args)
+	if err != nil {
 		return err
 	}
-	if cmd.fs.NArg() > 0 {
-		return cmd.usageError(fmt.Sprintf("unexpected argument %q (to drop containers: strata containers drop TABLE CONTAINER...)", cmd.fs.Arg(0)))
+	if len(pos) > 0 {
+		return cmd.usageError(fmt.Sprintf("unexpected argument %q (to drop containers: strata containers drop TABLE CONTAINER...)", pos[0]))
 	}
 	var rep messages.CatalogReply
 	if err := cmd.ask(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: *tableName, Projection: *projection}, &rep, &rep.Error); err != nil {
 		return err
 	}
-	type row struct {
-		Table      string `json:"table"`
-		Projection string `json:"projection"`
-		Container  string `json:"container"`
-		State      string `json:"state"`
-		Rows       int64  `json:"rows"`
-		Bytes      int64  `json:"bytes"`
-	}
-	var rows []row
-	t := &table{header: []string{"table", "projection", "container", "state", "rows", "bytes", "jobs"}}
+	t := newTable("table", "projection", "container", "state", "rows", "bytes", "jobs")
 	for _, pc := range rep.Projections {
-		jobs := orDash(strings.Join(pc.Running, " "))
+		jobs := textCell(strings.Join(pc.Running, " "))
 		for _, set := range []struct {
 			state string
 			refs  []messages.ContainerRef
 		}{{"live", pc.Live}, {"dead", pc.Dead}} {
 			for _, c := range set.refs {
-				rows = append(rows, row{pc.Table, pc.Projection, c.ID, set.state, c.Rows, c.Bytes})
-				t.add(pc.Table, pc.Projection, c.ID, set.state, strconv.FormatInt(c.Rows, 10), fmtBytes(c.Bytes), jobs)
+				t.add(pc.Table, pc.Projection, c.ID, set.state, c.Rows, sizeCell(c.Bytes), jobs)
 			}
 		}
 	}
-	t.json = rows
 	return t.print(os.Stdout, cmd.format)
 }
 
@@ -81,9 +70,9 @@ func runContainersDrop(ctx context.Context, args []string) error {
 	if err := cmd.ask(ctx, messages.SubjectAPIDropContainers, req, &rep, &rep.Error); err != nil {
 		return err
 	}
-	t := &table{header: []string{"table", "projection", "container", "rows", "bytes"}, json: rep}
+	t := newTable("table", "projection", "container", "rows", "bytes")
 	for _, c := range rep.Dropped {
-		t.add(c.Table, c.Projection, c.ID, strconv.FormatInt(c.Rows, 10), fmtBytes(c.Bytes))
+		t.add(c.Table, c.Projection, c.ID, c.Rows, sizeCell(c.Bytes))
 	}
 	if err := t.print(os.Stdout, cmd.format); err != nil {
 		return err

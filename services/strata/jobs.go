@@ -28,10 +28,12 @@ func init() {
 	})
 }
 
-// natsFlags are the connection flags of the commands in this file.
+// natsFlags are the connection flags of every command that talks to NATS
+// (service.Common.RegisterConn): where the servers are, the credentials,
+// and the data directory their password files are found in.
 type natsFlags struct{ common service.Common }
 
-func (f *natsFlags) register(fs *flag.FlagSet) { f.common.Register(fs, "strata", "") }
+func (f *natsFlags) register(fs *flag.FlagSet) { f.common.RegisterConn(fs, "strata") }
 
 // connect opens a connection, as cli-admin when the password is found in
 // the data directory (see service.Common.ConnOptions).
@@ -67,7 +69,7 @@ func (f *natsFlags) connectCreating(ctx context.Context) (*nats.Conn, jetstream.
 
 func runJobsRecord(ctx context.Context, args []string) error {
 	var nf natsFlags
-	cmd := newCmdLine("jobs record", "usage: strata jobs record [flags] FILE\n\nSaves every job stored in the JOBS stream, oldest first, to FILE.")
+	cmd := newCmdLine("jobs record", "usage: strata jobs record FILE [flags]\n\nSaves every job stored in the JOBS stream, oldest first, to FILE.")
 	nf.register(cmd.fs)
 	path, err := cmd.parseFile(args)
 	if err != nil {
@@ -103,8 +105,9 @@ func runJobsRecord(ctx context.Context, args []string) error {
 
 func runJobsReplay(ctx context.Context, args []string) error {
 	var nf natsFlags
-	cmd := newCmdLine("jobs replay", "usage: strata jobs replay [flags] FILE\n\nPublishes a recording made by `strata jobs record` into this deployment, in order,\nwith the original message IDs (a second replay publishes nothing new).")
+	cmd := newCmdLine("jobs replay", "usage: strata jobs replay FILE [flags]\n\nPublishes a recording made by `strata jobs record` into this deployment, in order,\nwith the original message IDs (a second replay publishes nothing new).")
 	nf.register(cmd.fs)
+	nf.common.RegisterTopology(cmd.fs) // the streams it creates when missing
 	rate := cmd.fs.Float64("rate", 0, "jobs per second (0: as fast as the server takes them)")
 	path, err := cmd.parseFile(args)
 	if err != nil {

@@ -72,8 +72,8 @@ func runLoad(ctx context.Context, args []string) error {
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if f.table == "" || fs.NArg() != 0 {
-		return cmd.usageError("want --table and no other arguments")
+	if f.table == "" {
+		return cmd.usageError("want --table")
 	}
 	comp, err := columnar.ParseCompression(f.compression)
 	if err != nil {

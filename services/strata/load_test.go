@@ -208,7 +208,7 @@ func TestImportParquetRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	pq := filepath.Join(dir, "g.parquet")
-	if _, err := exportContainer(columnar.ContainerDir(dir, "g", "p", ms[0].ID), pq, "parquet", convert.ExportOptions{}); err != nil {
+	if _, err := exportFile([]string{columnar.ContainerDir(dir, "g", "p", ms[0].ID)}, pq, convert.Parquet, convert.ExportOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	f := &loadFlags{table: "g", projection: "p", rows: 2000, blockRows: columnar.DefaultBlockRows, pqPath: pq, sortKey: "k0 DESC"}

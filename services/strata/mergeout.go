@@ -18,7 +18,7 @@ func init() {
 }
 
 func runMergeout(ctx context.Context, args []string) error {
-	cmd := newAPICommand("mergeout", "usage: strata mergeout [flags] TABLE\n\nAsks the scheduler to merge every container of TABLE that no running job merges.\n"+
+	cmd := newAPICommand("mergeout", "usage: strata mergeout TABLE [flags]\n\nAsks the scheduler to merge every container of TABLE that no running job merges.\n"+
 		"If no merger has taken a job after --accept-timeout, says why it may be waiting.",
 		"output format of the outcome: table, json or csv")
 	projection := cmd.fs.String("projection", "", "only this projection (default: every projection of the table)")

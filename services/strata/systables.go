@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/strata-db/strata/internal/bytesize"
@@ -21,7 +20,9 @@ func init() {
 }
 
 func runOps(ctx context.Context, args []string) error {
-	cmd := newAPICommand("ops", "", formatUsage)
+	cmd := newAPICommand("ops", "usage: strata ops [--table T] [--limit N] [--format table|json|csv] [flags]\n\n"+
+		"The operations table: each mergeout and window job with its plan, worker, duration, peak memory,\n"+
+		"grant and, for a failure, the reason.", formatUsage)
 	tableName := cmd.fs.String("table", "", "only operations on this table")
 	limit := cmd.fs.Int("limit", 50, "newest operations to show (0: all the scheduler keeps)")
 	if err := cmd.parse(args); err != nil {
@@ -34,24 +35,25 @@ func runOps(ctx context.Context, args []string) error {
 	return opsTable(rep.Operations).print(os.Stdout, cmd.format)
 }
 
+// opsTable is the operations table. Its JSON and CSV keys are those of
+// messages.Operation where it has the field, with the grant flattened
+// (pool, grant_bytes, target_bytes) and the times as RFC 3339.
 func opsTable(ops []messages.Operation) *table {
-	t := &table{header: []string{"start", "end", "status", "operation", "table", "projection", "inputs", "rows", "bytes",
-		"plan", "worker", "duration", "peak", "grant", "target", "memory_constrained", "job", "reason"}, json: ops}
+	t := newTable("start", "end", "status", "operation", "table", "projection", "inputs", "rows", "bytes:bytes",
+		"plan", "worker", "deliveries", "duration:duration_seconds", "peak:peak_bytes", "spilled:spilled_bytes", "pool",
+		"grant:grant_bytes", "target:target_bytes", "memory_constrained", "job:job_id", "reason")
 	for _, op := range ops {
-		constrained := "no"
-		if op.MemoryConstrained {
-			constrained = "YES"
-		}
-		t.add(fmtTime(op.Start), fmtTime(op.End), op.Status, op.Operation, op.Table, op.Projection,
-			strconv.Itoa(op.Inputs), strconv.FormatInt(op.Rows, 10), fmtBytes(op.Bytes), orDash(op.Plan), orDash(op.Worker),
-			fmtDuration(op.Start, op.End), fmtBytes(op.PeakBytes), fmtBytes(op.Grant.Bytes), fmtBytes(op.Grant.Target),
-			constrained, op.JobID, orDash(op.Reason))
+		t.add(timeCell(op.Start), timeCell(op.End), op.Status, op.Operation, op.Table, op.Projection,
+			int64(op.Inputs), op.Rows, sizeCell(op.Bytes), textCell(op.Plan), textCell(op.Worker), int64(op.Deliveries),
+			durationCell(op.Start, op.End), sizeCell(op.PeakBytes), sizeCell(op.SpilledBytes), textCell(op.Grant.Pool),
+			sizeCell(op.Grant.Bytes), sizeCell(op.Grant.Target), op.MemoryConstrained, op.JobID, textCell(op.Reason))
 	}
 	return t
 }
 
 func runAcquisitions(ctx context.Context, args []string) error {
-	cmd := newAPICommand("acquisitions", "", formatUsage)
+	cmd := newAPICommand("acquisitions", "usage: strata acquisitions [--pool P] [--limit N] [--format table|json|csv] [flags]\n\n"+
+		"The resource acquisitions table: each job's target, grant, borrowed memory, peak and wait.", formatUsage)
 	pool := cmd.fs.String("pool", "", "only this pool")
 	limit := cmd.fs.Int("limit", 50, "newest acquisitions to show (0: all the scheduler keeps)")
 	if err := cmd.parse(args); err != nil {
@@ -61,16 +63,18 @@ func runAcquisitions(ctx context.Context, args []string) error {
 	if err := cmd.ask(ctx, messages.SubjectAPIAcquisitions, &messages.AcquisitionsRequest{Pool: *pool, Limit: *limit}, &rep, &rep.Error); err != nil {
 		return err
 	}
-	t := &table{header: []string{"pool", "job", "status", "target", "grant", "borrowed", "peak", "queued", "acquired", "released", "waited", "reason"}, json: rep.Acquisitions}
+	t := newTable("pool", "job:job_id", "status", "target:target_bytes", "grant:grant_bytes", "borrowed:borrowed_bytes", "peak:peak_bytes",
+		"queued", "acquired", "released", "waited:waited_seconds", "reason")
 	for _, a := range rep.Acquisitions {
-		t.add(a.Pool, a.JobID, a.Status, fmtBytes(a.Target), fmtBytes(a.Grant), fmtBytes(a.Borrowed), fmtBytes(a.Peak),
-			fmtTime(a.Queued), fmtTime(a.Acquired), fmtTime(a.Released), fmtDuration(a.Queued, a.Acquired), orDash(a.Reason))
+		t.add(a.Pool, a.JobID, a.Status, sizeCell(a.Target), sizeCell(a.Grant), sizeCell(a.Borrowed), sizeCell(a.Peak),
+			timeCell(a.Queued), timeCell(a.Acquired), timeCell(a.Released), durationCell(a.Queued, a.Acquired), textCell(a.Reason))
 	}
 	return t.print(os.Stdout, cmd.format)
 }
 
 func runPools(ctx context.Context, args []string) error {
-	cmd := newAPICommand("pools", "", formatUsage)
+	cmd := newAPICommand("pools", "usage: strata pools [--format table|json|csv] [flags]\n\n"+
+		"The resource pools: configuration, memory in use, and advice on which to grow.", formatUsage)
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
@@ -82,25 +86,24 @@ func runPools(ctx context.Context, args []string) error {
 }
 
 func printPools(pools []messages.PoolStatus, format string) error {
-	t := &table{header: []string{"pool", "memorysize", "maxmemorysize", "plannedconcurrency", "maxconcurrency", "queuetimeout",
-		"priority", "target", "in_use", "borrowed", "running", "queued", "constrained_ops", "failed_ops", "largest_peak"}, json: pools}
+	t := newTable("pool", "memorysize", "maxmemorysize", "plannedconcurrency", "maxconcurrency", "queuetimeout:queuetimeout_seconds",
+		"priority", "target", "in_use", "borrowed", "running", "queued", "constrained_ops", "failed_ops", "largest_peak", "recommendation")
 	var advice []string
 	for _, p := range pools {
 		if p.Failed > 0 {
 			advice = append(advice, fmt.Sprintf("%d operations in pool %s failed: `strata ops` gives the reasons.", p.Failed, p.Config.Name))
 		}
-		maxConc := "-"
+		var maxConc, timeout any // nil: no limit
 		if p.Config.MaxConcurrency > 0 {
-			maxConc = strconv.Itoa(p.Config.MaxConcurrency)
+			maxConc = int64(p.Config.MaxConcurrency)
 		}
-		timeout := "none"
 		if p.Config.QueueTimeout > 0 {
-			timeout = time.Duration(p.Config.QueueTimeout).String()
+			timeout = time.Duration(p.Config.QueueTimeout)
 		}
-		t.add(p.Config.Name, bytesize.Format(p.Config.MemorySize), bytesize.Format(p.Config.MaxMemorySize),
-			strconv.Itoa(p.Config.PlannedConcurrency), maxConc, timeout, strconv.Itoa(p.Config.Priority),
-			bytesize.Format(p.Target), bytesize.Format(p.InUse), bytesize.Format(p.Borrowed),
-			strconv.Itoa(p.Running), strconv.Itoa(p.Queued), strconv.Itoa(p.Constrained), strconv.Itoa(p.Failed), fmtBytes(p.LargestPeak))
+		t.add(p.Config.Name, size(p.Config.MemorySize), size(p.Config.MaxMemorySize),
+			int64(p.Config.PlannedConcurrency), maxConc, timeout, int64(p.Config.Priority),
+			size(p.Target), size(p.InUse), size(p.Borrowed),
+			int64(p.Running), int64(p.Queued), int64(p.Constrained), int64(p.Failed), sizeCell(p.LargestPeak), textCell(p.Recommendation))
 		if p.Recommendation != "" {
 			advice = append(advice, p.Recommendation)
 		}

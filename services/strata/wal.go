@@ -25,19 +25,16 @@ func init() {
 var errRepaired = errors.New("records were lost")
 
 func runWALRepair(ctx context.Context, args []string) error {
-	fs := newFlagSet("wal repair")
+	cmd := newCmdLine("wal repair", "usage: strata wal repair DIR [flags]\n\n"+
+		"Cuts each damaged segment at its first bad record and keeps the rest as <segment>.broken.\n"+
+		"Stop the walwriter first. Exit status 0: nothing damaged; 1: something was cut (or would be).")
+	fs := cmd.fs
 	dryRun := fs.Bool("dry-run", false, "report what would be cut and change nothing")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: strata wal repair [flags] DIR")
-		fmt.Fprintln(fs.Output(), "Cuts each damaged segment at its first bad record and keeps the rest as <segment>.broken.")
-		fmt.Fprintln(fs.Output(), "Stop the walwriter first. Exit status 0: nothing damaged; 1: something was cut (or would be).")
-		fs.PrintDefaults()
-	}
-	if err := parseWithDir(fs, args); err != nil {
+	dir, err := cmd.parseArg(args, "want one WAL directory")
+	if err != nil {
 		return err
 	}
-	dir := fs.Arg(0)
 	rep, err := walwriter.Repair(dir, *dryRun)
 	if *asJSON {
 		out := struct {
@@ -90,15 +87,16 @@ func runWALRepair(ctx context.Context, args []string) error {
 }
 
 func runWALDump(ctx context.Context, args []string) error {
-	fs := newFlagSet("wal dump")
+	cmd := newCmdLine("wal dump", "usage: strata wal dump DIR [flags]")
+	fs := cmd.fs
 	from := fs.Uint64("from", 0, "first LSN to print")
 	limit := fs.Int("limit", 0, "print at most this many records (0: all)")
 	asJSON := fs.Bool("json", false, "print one JSON object per record")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), "usage: strata wal dump [flags] DIR"); fs.PrintDefaults() }
-	if err := parseWithDir(fs, args); err != nil {
+	dir, err := cmd.parseArg(args, "want one WAL directory")
+	if err != nil {
 		return err
 	}
-	r, err := walwriter.NewReader(fs.Arg(0), walwriter.LSN(*from))
+	r, err := walwriter.NewReader(dir, walwriter.LSN(*from))
 	if err != nil {
 		return err
 	}
@@ -121,23 +119,6 @@ func runWALDump(ctx context.Context, args []string) error {
 			continue
 		}
 		fmt.Println(formatRecord(rec))
-	}
-	return nil
-}
-
-func parseWithDir(fs interface {
-	Parse([]string) error
-	NArg() int
-}, args []string) error {
-	// Accept the directory before the flags as well as after them.
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		args = append(args[1:len(args):len(args)], args[0])
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: want one WAL directory", errUsage)
 	}
 	return nil
 }
@@ -185,13 +166,13 @@ func dumpRecordJSON(rec walwriter.Record) error {
 }
 
 func runWALVerify(ctx context.Context, args []string) error {
-	fs := newFlagSet("wal verify")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	fs.Usage = func() { fmt.Fprintln(fs.Output(), "usage: strata wal verify [flags] DIR"); fs.PrintDefaults() }
-	if err := parseWithDir(fs, args); err != nil {
+	cmd := newCmdLine("wal verify", "usage: strata wal verify DIR [flags]")
+	asJSON := cmd.fs.Bool("json", false, "print the report as JSON")
+	dir, err := cmd.parseArg(args, "want one WAL directory")
+	if err != nil {
 		return err
 	}
-	rep, verr := walwriter.Verify(fs.Arg(0))
+	rep, verr := walwriter.Verify(dir)
 	if *asJSON {
 		out := struct {
 			walwriter.VerifyReport
@@ -217,7 +198,7 @@ func runWALVerify(ctx context.Context, args []string) error {
 		}
 	}
 	if verr != nil {
-		return fmt.Errorf("verify %s: %w", fs.Arg(0), verr)
+		return fmt.Errorf("verify %s: %w", dir, verr)
 	}
 	if !*asJSON {
 		fmt.Println("ok")

@@ -1,13 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -23,16 +23,17 @@ func init() {
 }
 
 func runWindow(ctx context.Context, args []string) error {
-	cmd := newAPICommand("window", "usage: strata window [flags] 'SELECT ... OVER (...) FROM table ...'\n\n"+
+	cmd := newAPICommand("window", "usage: strata window 'SELECT ... OVER (...) FROM table ...' [--rows N] [--format table|json|csv] [--out FILE] [flags]\n\n"+
 		"Parses the query, has the scheduler grant it memory and hand it to a windower, waits,\n"+
 		"and prints the first rows of the result container (or writes it all with --out).\n"+
 		"If no windower has taken the job after --accept-timeout, says why it may be waiting.",
-		"how printed rows look: table, json or csv")
+		"how printed rows look: table, json (JSON lines: one object per row, typed values) or csv")
 	fs := cmd.fs
 	pool := fs.String("pool", "", "resource pool to run in (default general)")
 	rows := fs.Int("rows", 20, "result rows to print")
-	out := fs.String("out", "", "write the whole result to FILE: .csv, .parquet or .arrow")
-	pqComp := fs.String("parquet-compression", "zstd", "compression of a .parquet --out: zstd, snappy or none")
+	var ef exportFlags
+	ef.register(cmd.cmdLine, "write the whole result to FILE: .csv, .parquet, .arrow or .jsonl")
+	pqComp := fs.String("parquet-compression", "", "the same as --compression, for a .parquet --out (kept for old scripts)")
 	explain := fs.Bool("explain", false, "print the parsed query and exit")
 	var wf waitFlags
 	wf.register(fs)
@@ -40,17 +41,19 @@ func runWindow(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	exportTo, err := exportFormat(*out)
-	if err != nil {
-		return err
-	}
-	pqCodec, err := convert.ParseParquetCompression(*pqComp)
-	if err != nil {
-		return fmt.Errorf("%w: --parquet-compression: %v", errUsage, err)
+	var exportTo convert.Format
+	var exportOpts convert.ExportOptions
+	if ef.out != "" {
+		if *pqComp != "" && ef.compression == "" {
+			ef.compression = *pqComp
+		}
+		if exportTo, exportOpts, err = ef.options(); err != nil {
+			return err
+		}
 	}
 	query, err := sqlparse.Parse(sql)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return queryError(sql, err)
 	}
 	if *explain {
 		enc := json.NewEncoder(os.Stdout)
@@ -81,14 +84,31 @@ func runWindow(ctx context.Context, args []string) error {
 		return err
 	}
 	if exportTo != "" {
-		n, err := exportContainer(dir, *out, exportTo, convert.ExportOptions{Null: "NULL", ParquetCompression: pqCodec})
+		n, err := exportFile([]string{dir}, ef.out, exportTo, exportOpts)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "wrote %d rows to %s\n", n, *out)
+		fmt.Fprintf(stderr, "wrote %d rows to %s\n", n, ef.out)
 		return nil
 	}
-	return printRows(dir, *rows, cmd.format)
+	return printRows(dir, *rows, cmd.format, ef.nullString)
+}
+
+// queryError is the error of a query that does not parse: a failed
+// command (exit 1), not a bad command line; it says what is wrong and,
+// when the parser knows where, shows the line with a caret under the spot.
+func queryError(sql string, err error) error {
+	var pe *sqlparse.Error
+	if !errors.As(err, &pe) || pe.Line == 0 {
+		return fmt.Errorf("query: %w", err)
+	}
+	lines := strings.Split(sql, "\n")
+	if pe.Line > len(lines) {
+		return fmt.Errorf("query: %w", err)
+	}
+	line := strings.ReplaceAll(lines[pe.Line-1], "\t", " ")
+	col := min(max(pe.Column, 1), len(line)+1)
+	return fmt.Errorf("query: %w\n    %s\n    %s^", err, line, strings.Repeat(" ", col-1))
 }
 
 // resultDir finds the result container: from the done event when it names
@@ -109,18 +129,6 @@ func resultDir(ctx context.Context, c *apiClient, dataDir, resultTable string, e
 		}
 	}
 	return "", fmt.Errorf("result table %s has no container in the catalog", resultTable)
-}
-
-func exportFormat(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	switch ext := strings.ToLower(filepath.Ext(path)); ext {
-	case ".csv", ".parquet", ".arrow":
-		return ext[1:], nil
-	default:
-		return "", fmt.Errorf("%w: --out %q: want a .csv, .parquet or .arrow file", errUsage, path)
-	}
 }
 
 // forEachBatch streams every block of every column of the container at dir.
@@ -155,23 +163,49 @@ func forEachBatch(dir string, fn func(schema *arrow.Schema, rec arrow.RecordBatc
 	}
 }
 
-// printRows prints the first n rows of the container at dir.
-func printRows(dir string, n int, format string) error {
-	var t *table
-	err := forEachBatch(dir, func(schema *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
-		if t == nil {
-			t = &table{}
-			for _, f := range schema.Fields() {
-				t.header = append(t.header, f.Name)
+// printRows prints the first n rows of the container at dir: as a table
+// (NULL written NULL), as CSV (a header even without rows, NULL as
+// nullString) or as JSON lines (one object per row, typed values, keys in
+// column order: convert.AppendJSONRow).
+func printRows(dir string, n int, format, nullString string) error {
+	m, err := columnar.ReadManifest(dir)
+	if err != nil {
+		return fmt.Errorf("open result: %w", err)
+	}
+	schema, err := m.ArrowSchema()
+	if err != nil {
+		return fmt.Errorf("open result: %w", err)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	if format == "json" {
+		keys := convert.JSONKeys(schema)
+		var buf []byte
+		printed := 0
+		err := forEachBatch(dir, func(_ *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
+			for r := 0; r < int(rec.NumRows()) && printed < n; r++ {
+				buf = append(convert.AppendJSONRow(buf[:0], keys, rec, r), '\n')
+				if _, err := out.Write(buf); err != nil {
+					return false, err
+				}
+				printed++
 			}
+			return printed < n, nil
+		})
+		if err != nil {
+			return err
 		}
+		return out.Flush()
+	}
+	t := &table{humanNull: "NULL", csvNull: nullString}
+	for _, f := range schema.Fields() {
+		t.cols = append(t.cols, column{name: f.Name})
+	}
+	err = forEachBatch(dir, func(_ *arrow.Schema, rec arrow.RecordBatch) (bool, error) {
 		for r := 0; r < int(rec.NumRows()) && len(t.rows) < n; r++ {
-			row := make([]string, rec.NumCols())
+			row := make([]any, rec.NumCols())
 			for c := range row {
 				col := rec.Column(c)
-				if col.IsNull(r) {
-					row[c] = "NULL"
-				} else {
+				if !col.IsNull(r) {
 					row[c] = col.ValueStr(r)
 				}
 			}
@@ -182,54 +216,11 @@ func printRows(dir string, n int, format string) error {
 	if err != nil {
 		return err
 	}
-	if t == nil {
+	if err := t.print(out, format); err != nil {
+		return err
+	}
+	if len(t.rows) == 0 && format == "table" {
 		fmt.Fprintln(stderr, "(no rows)")
-		return nil
 	}
-	return t.print(os.Stdout, format)
-}
-
-// exportContainer writes every row of the container at dir to path as
-// kind (csv, parquet or arrow) with columnar/convert and opts, through a
-// temporary file that is synced and renamed into place. It returns the
-// rows written.
-func exportContainer(dir, path, kind string, opts convert.ExportOptions) (rows int64, err error) {
-	var export func(dir string, w io.Writer, o convert.ExportOptions) error
-	switch kind {
-	case "csv":
-		export = convert.ExportCSV
-	case "parquet":
-		export = convert.ExportParquet
-	case "arrow":
-		export = convert.ExportArrow
-	default:
-		return 0, fmt.Errorf("unknown export format %q", kind)
-	}
-	m, err := columnar.ReadManifest(dir)
-	if err != nil {
-		return 0, fmt.Errorf("export to %s: %w", path, err)
-	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return 0, err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	// The Parquet writer closes a sink that is an io.Closer; the file is
-	// synced and closed here, so hide its Close.
-	if err = export(dir, struct{ io.Writer }{f}, opts); err != nil {
-		return 0, fmt.Errorf("export to %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return 0, err
-	}
-	if err = f.Close(); err != nil {
-		return 0, err
-	}
-	return m.Rows, os.Rename(tmp, path)
+	return out.Flush()
 }

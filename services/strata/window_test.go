@@ -33,7 +33,7 @@ func TestExportContainer(t *testing.T) {
 		kind := tc.kind
 		t.Run(kind+"/"+tc.opts.ParquetCompression.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "out."+kind)
-			n, err := exportContainer(dir, path, kind, tc.opts)
+			n, err := exportFile([]string{dir}, path, convert.Format(kind), tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,13 +96,13 @@ func countRows(t *testing.T, path, kind string) int64 {
 }
 
 func TestPrintRowsAndFormats(t *testing.T) {
-	if _, err := exportFormat("x.txt"); err == nil {
+	if _, _, err := (&exportFlags{out: "x.txt"}).options(); err == nil {
 		t.Fatal("unsupported --out extension accepted")
 	}
-	if k, err := exportFormat("X.PARQUET"); err != nil || k != "parquet" {
-		t.Fatalf("exportFormat = %q, %v", k, err)
+	if k, _, err := (&exportFlags{out: "X.PARQUET"}).options(); err != nil || k != "parquet" {
+		t.Fatalf("--out X.PARQUET: %q, %v", k, err)
 	}
-	tb := &table{header: []string{"a", "b"}}
+	tb := newTable("a", "b")
 	tb.add("1", "x,y")
 	out := filepath.Join(t.TempDir(), "o")
 	f, _ := os.Create(out)
