@@ -25,7 +25,7 @@ test: build ## run every test (unit, crash, integration), then the engine suites
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 14m ./...
 	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)
-	@[ "$$STRATA_CHAOS_CLUSTER" = 1 ] || echo "TestChaosCluster3 skipped: known bugs on the three-node cluster (\`make test-chaos\` runs it)"
+	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@[ "$$STRATA_TEST_POSTGRES" = 1 ] || echo "TestAgainstPostgres skipped: STRATA_TEST_POSTGRES is not 1 (\`make test-postgres\` runs it against a throwaway PostgreSQL 15 cluster)"
 
 test-postgres: ## windower's random queries against a real PostgreSQL 15 (a throwaway cluster, deploy/postgres.sh)
@@ -34,7 +34,7 @@ test-postgres: ## windower's random queries against a real PostgreSQL 15 (a thro
 # STRATA_CHAOS_SOAK=30m (default 10m) repeats every fault kind until the time
 # is up; STRATA_CHAOS_STRICT=1 runs the fault kinds known bugs break too.
 test-chaos: build ## soak the chaos suite (faults while work runs) and print its figures
-	STRATA_CHAOS_CLUSTER=1 STRATA_CHAOS_SOAK=$${STRATA_CHAOS_SOAK:-10m} $(GO) test -count=1 -timeout 0 -v -run '^TestChaos' ./integration/
+	STRATA_CHAOS_SOAK=$${STRATA_CHAOS_SOAK:-10m} $(GO) test -count=1 -timeout 0 -v -run '^TestChaos' ./integration/
 
 test-poison: ## the engine suites with freed memory poisoned
 	$(GO) test -count=1 -timeout 10m -tags strata_poison $(POISONED)

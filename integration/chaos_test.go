@@ -366,7 +366,6 @@ type fault struct {
 	nodes  int                               // 0: any topology; else only this many nodes
 	bug    string                            // a known bug this fault trips today ("" if none)
 	events int                               // update events of the round (default 3000)
-	bug3   string                            // a known bug it trips on the three-node cluster only
 	inject func(c *chaos, t *testing.T) bool // false: not injected (the reason is logged)
 }
 
@@ -402,8 +401,6 @@ var chaosFaults = []fault{
 			return true
 		}},
 	{name: "kill-jobs-leader", nodes: 3,
-		bug3: "after a SIGKILL of the JOBS stream leader a window request can time out at the CLI while the scheduler queues its job: " +
-			"the job stays queued and the round's containers are not live in the catalog (seen in one of two strict runs)",
 		inject: func(c *chaos, t *testing.T) bool {
 			leader := c.jobsLeader()
 			n := c.nodeName[leader]
@@ -550,19 +547,7 @@ func chaosRounds(t *testing.T) (rounds int, soak time.Duration) {
 	return rounds, soak
 }
 
-// clusterBugs are the known bugs the three-node suite trips today, at
-// random: it runs in `make test-chaos` (STRATA_CHAOS_CLUSTER=1), not in
-// `make test`, until they are fixed.
-const clusterBugs = "a SIGKILL of the scheduler can leave a window job running for good with its grant held " +
-	"(its done event not taken after the restart); a SIGKILL of the JOBS stream leader can leave a window job queued " +
-	"with the round's containers not live in the catalog"
-
-func TestChaosCluster3(t *testing.T) {
-	if os.Getenv("STRATA_CHAOS_CLUSTER") != "1" && os.Getenv("STRATA_CHAOS_STRICT") != "1" {
-		t.Skipf("known bugs on the three-node cluster (STRATA_CHAOS_CLUSTER=1 runs it): %s", clusterBugs)
-	}
-	runChaos(t, 3)
-}
+func TestChaosCluster3(t *testing.T) { runChaos(t, 3) }
 
 func TestChaosSingleNode(t *testing.T) { runChaos(t, 1) }
 
@@ -582,11 +567,7 @@ func runChaos(t *testing.T, nodes int) {
 			round++
 			r := round
 			ok := t.Run(fmt.Sprintf("%s/%d", f.name, r), func(t *testing.T) {
-				bug := f.bug
-				if nodes > 1 && f.bug3 != "" {
-					bug = f.bug3
-				}
-				if bug != "" {
+				if bug := f.bug; bug != "" {
 					if os.Getenv("STRATA_CHAOS_STRICT") != "1" {
 						c.figures.skipped[f.name] = bug
 					}
