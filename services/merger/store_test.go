@@ -97,3 +97,49 @@ func TestMergeoutMissingInputInStoreIsPermanent(t *testing.T) {
 		t.Fatalf("missing input: err %v, want a permanent error", err)
 	}
 }
+
+// Two deliveries of one job running at once upload the output's column
+// files under the same keys. That is harmless because a job's output is
+// the same bytes wherever and however it is merged: the same job on
+// workers of different parallelism writes column files of the same
+// checksums.
+func TestMergeoutOutputIsTheSameBytesOnEveryWorker(t *testing.T) {
+	newWorker, _, a := storeJob(t)
+	b := newWorker()
+	a.parallelism, b.parallelism = 1, 4
+	_, job := testJob(t)
+	// The second delivery under another output name, so that it merges
+	// rather than finding the first one's output in the store.
+	job2 := *job
+	job2.Output = "m2"
+	var files [2][]columnar.FileMeta
+	for i, run := range []struct {
+		m   *mergeout
+		out string
+	}{{a, "m1"}, {b, "m2"}} {
+		j := job
+		if i == 1 {
+			j = &job2
+		}
+		if _, err := run.m.run(context.Background(), j, nil); err != nil {
+			t.Fatal(err)
+		}
+		dir, err := run.m.depot.OutputDir("t", "p", run.out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		man, err := columnar.ReadManifest(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[i] = man.Files
+	}
+	if len(files[0]) != len(files[1]) {
+		t.Fatalf("%d and %d column files", len(files[0]), len(files[1]))
+	}
+	for i := range files[0] {
+		if files[0][i].CRC != files[1][i].CRC || files[0][i].Size != files[1][i].Size {
+			t.Errorf("column file %s: %d bytes crc %08x, and %d bytes crc %08x", files[0][i].Name, files[0][i].Size, files[0][i].CRC, files[1][i].Size, files[1][i].CRC)
+		}
+	}
+}
