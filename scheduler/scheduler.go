@@ -27,7 +27,9 @@ type Publisher interface {
 
 // Storage is the data directory as the scheduler uses it; every name it
 // passes is resolved inside the data directory (columnar.DataDir in
-// production), so a name can never reach outside it.
+// production), so a name can never reach outside it. With containers in a
+// store, the directories are key prefixes and their modification time the
+// newest object's under each.
 type Storage interface {
 	// CheckContainer checks a committed container (its manifest names this
 	// table, projection and ID; its files have the manifest's sizes and

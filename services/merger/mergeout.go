@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/depot"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/merger"
 	"github.com/strata-db/strata/messages"
@@ -24,6 +26,9 @@ type mergeout struct {
 	// must be before it counts as left behind by a dead worker.
 	staleAfter time.Duration
 	log        *slog.Logger
+	// depot, if set, holds the containers of a store (--store): inputs
+	// are fetched into it, the output written there and uploaded.
+	depot *depot.Depot
 	// testHookRacing, if set, runs after the check for a committed output:
 	// a test makes another delivery win the race there.
 	testHookRacing func()
@@ -36,7 +41,13 @@ type mergeout struct {
 // containerDir resolves a container of the job through the data
 // directory's confined root: no name can reach outside it.
 func (m *mergeout) containerDir(table, projection, id string) (string, error) {
-	m.rootOnce.Do(func() { m.root, m.rootErr = columnar.OpenDataDir(m.dataDir) })
+	m.rootOnce.Do(func() {
+		if m.depot != nil {
+			m.root = m.depot.Dir()
+			return
+		}
+		m.root, m.rootErr = columnar.OpenDataDir(m.dataDir)
+	})
 	if m.rootErr != nil {
 		return "", m.rootErr
 	}
@@ -60,12 +71,12 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		// retires the inputs, so the other then fails reading them. That
 		// job succeeded: report the committed output, not the failure.
 		if err != nil {
-			if done, ok, _ := m.existing(job, outDir); ok {
+			if done, ok, _ := m.existing(ctx, job, outDir); ok {
 				out, err = done, nil
 			}
 		}
 	}()
-	if out, ok, err := m.existing(job, outDir); ok || err != nil {
+	if out, ok, err := m.existing(ctx, job, outDir); ok || err != nil {
 		return out, err
 	}
 	if m.testHookRacing != nil {
@@ -75,9 +86,11 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	inputs := make([]string, len(job.Inputs))
 	var rowsTotal int64
 	for i, in := range job.Inputs {
-		if inputs[i], err = m.containerDir(job.Table, job.Projection, in.ID); err != nil {
+		release, err := m.input(ctx, job.Table, job.Projection, in.ID, &inputs[i])
+		if err != nil {
 			return service.Outcome{}, err
 		}
+		defer release()
 		man, err := columnar.ReadManifest(inputs[i])
 		if err != nil {
 			// An input gone (ErrNotFound) with no output committed cannot be
@@ -102,7 +115,7 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	})
 	if errors.Is(err, merger.ErrOutputExists) {
 		// Another delivery of this job committed it first.
-		if out, ok, err := m.existing(job, outDir); ok || err != nil {
+		if out, ok, err := m.existing(ctx, job, outDir); ok || err != nil {
 			return out, err
 		}
 	}
@@ -114,6 +127,15 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		return service.Outcome{}, fmt.Errorf("read committed output: %w", err)
 	}
 	m.removeTemp(outDir, 0)
+	if m.depot != nil {
+		theirs, err := m.depot.Publish(ctx, job.Table, job.Projection, job.Output)
+		if errors.Is(err, columnar.ErrExists) { // another delivery uploaded it first
+			return existingOutcome(theirs), nil
+		}
+		if err != nil {
+			return service.Outcome{}, fmt.Errorf("upload output: %w", err)
+		}
+	}
 	return service.Outcome{
 		Output:       containerRef(man),
 		Plan:         stats.Plan,
@@ -128,18 +150,58 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 // output's name with no valid manifest cannot come from a commit (commits
 // rename a complete directory into place) and is reported as corrupt
 // (permanent); an error reading it is retried.
-func (m *mergeout) existing(job *messages.MergeoutJob, outDir string) (service.Outcome, bool, error) {
+//
+// With a store, committed means in the store; an output committed in the
+// depot but not uploaded (a worker killed between the two) is uploaded now.
+func (m *mergeout) existing(ctx context.Context, job *messages.MergeoutJob, outDir string) (service.Outcome, bool, error) {
+	if m.depot != nil {
+		man, err := store.ReadManifest(ctx, m.depot.Store(), job.Table, job.Projection, job.Output)
+		if err == nil {
+			m.removeTemp(outDir, 0)
+			m.log.Info("output already in the store; not merging again", "job", job.JobID, "output", outDir)
+			return existingOutcome(man), true, nil
+		}
+		if !errors.Is(err, columnar.ErrNotFound) {
+			return service.Outcome{}, false, fmt.Errorf("output: %w", err)
+		}
+		if _, err := columnar.ReadManifest(outDir); err != nil {
+			return service.Outcome{}, false, nil // the local copy, if any, is checked by the merge's commit
+		}
+		man, err = m.depot.Publish(ctx, job.Table, job.Projection, job.Output)
+		if err != nil && !errors.Is(err, columnar.ErrExists) {
+			return service.Outcome{}, false, fmt.Errorf("upload output: %w", err)
+		}
+		m.log.Info("output committed here before; uploaded, not merging again", "job", job.JobID, "output", outDir)
+		return existingOutcome(man), true, nil
+	}
 	man, err := columnar.ReadManifest(outDir)
 	switch {
 	case err == nil:
 		m.removeTemp(outDir, 0)
 		m.log.Info("output already committed; not merging again", "job", job.JobID, "output", outDir)
-		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: man.CompressedBytes(), Existing: true}, true, nil
+		return existingOutcome(man), true, nil
 	case errors.Is(err, columnar.ErrNotFound):
 		return service.Outcome{}, false, nil
 	default:
 		return service.Outcome{}, false, fmt.Errorf("output %s: %w", outDir, err)
 	}
+}
+
+func existingOutcome(man *columnar.Manifest) service.Outcome {
+	return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: man.CompressedBytes(), Existing: true}
+}
+
+// input sets *dir to the local directory of an input container: in the
+// data directory, or with a store in the depot, fetched if needed and kept
+// there until release.
+func (m *mergeout) input(ctx context.Context, table, projection, id string, dir *string) (release func(), err error) {
+	if m.depot != nil {
+		d, release, err := m.depot.Acquire(ctx, table, projection, id)
+		*dir = d
+		return release, err
+	}
+	*dir, err = m.containerDir(table, projection, id)
+	return func() {}, err
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {

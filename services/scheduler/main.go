@@ -21,6 +21,11 @@
 // Usage:
 //
 //	scheduler [--data DIR] [--nats URLS] [--listen HOST:PORT] [--capacity 32] [--max-containers 1024] [--http :9101]
+//	          [--store s3://BUCKET/PREFIX?endpoint=URL&region=REGION]
+//
+// With --store the containers are in the store, not under DATA: the
+// scheduler checks outputs, deletes dead containers and sweeps orphans
+// (uploads the catalog never named) there.
 //
 // Every flag has an environment variable: --capacity is STRATA_CAPACITY.
 package main
@@ -41,6 +46,7 @@ import (
 	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/storeflags"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/scheduler"
 )
@@ -62,6 +68,8 @@ func run(args []string) error {
 	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
 	keepResults := fs.Int("keep-results", 100, "window result tables kept; older ones are dropped")
 	keepOps := fs.Int("keep-operations", 10000, "rows of the operations and acquisitions tables kept (and restored at start)")
+	var sf storeflags.Flags
+	sf.Register(fs, false)
 	if err := b.Start(args); err != nil {
 		return err
 	}
@@ -80,6 +88,16 @@ func run(args []string) error {
 		return err
 	}
 	defer data.Close()
+	var storage scheduler.Storage = dataStorage{data}
+	st, err := sf.OpenStore(context.Background())
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+		storage = bucketStorage{st}
+		log.Info("containers in a store", "store", st.String())
+	}
 
 	if !natsGiven(fs) {
 		host, portText, err := net.SplitHostPort(*listen)
@@ -141,7 +159,7 @@ func run(args []string) error {
 	}
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
-		Data:             dataStorage{data},
+		Data:             storage,
 		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
 		OrphanGrace:      *orphanGrace,
 		KeepOperations:   *keepOps,

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io/fs"
+	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/scheduler"
 )
 
@@ -24,3 +28,81 @@ func (d dataStorage) CheckContainer(table, projection, id string) (int64, int64,
 	}
 	return m.Rows, m.CompressedBytes(), nil
 }
+
+// storeTimeout bounds one call of bucketStorage: the scheduler's Storage
+// interface has no context.
+const storeTimeout = 2 * time.Minute
+
+// bucketStorage is the scheduler's view of a store (--store): containers
+// are key prefixes <table>/<projection>/<id>/, listed as the directories of
+// a data directory, with the newest modification time under each.
+type bucketStorage struct{ st store.Store }
+
+func (b bucketStorage) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
+
+// CheckContainer checks a worker's output in the store (manifest, object
+// sizes, header checksums by ranged reads); a missing or corrupt one wraps
+// scheduler.ErrBadOutput.
+func (b bucketStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	m, err := store.Check(ctx, b.st, table, projection, id)
+	if err != nil {
+		if errors.Is(err, columnar.ErrNotFound) || errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, store.ErrInvalidKey) {
+			return 0, 0, fmt.Errorf("%w: %v", scheduler.ErrBadOutput, err)
+		}
+		return 0, 0, err
+	}
+	return m.Rows, m.CompressedBytes(), nil
+}
+
+// RemoveContainer deletes a container's prefix, its manifest first.
+func (b bucketStorage) RemoveContainer(table, projection, id string) error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	return store.Remove(ctx, b.st, table, projection, id)
+}
+
+// ReadDir lists the next key elements under the joined elements, each
+// with the newest modification time of the objects under it.
+func (b bucketStorage) ReadDir(elems ...string) ([]fs.DirEntry, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	prefix := ""
+	if len(elems) > 0 {
+		prefix = store.Join(elems...) + "/"
+	}
+	objs, err := b.st.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var ents []fs.DirEntry
+	for _, e := range store.Prefixes(objs, prefix) {
+		ents = append(ents, prefixEntry{e})
+	}
+	return ents, nil
+}
+
+// RemoveAll deletes every object under the joined elements.
+func (b bucketStorage) RemoveAll(elems ...string) error {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	return b.st.DeletePrefix(ctx, store.Join(elems...)+"/")
+}
+
+// RemoveEmpty does nothing: a bucket has no directories to leave behind.
+func (b bucketStorage) RemoveEmpty(elems ...string) error { return nil }
+
+// prefixEntry is a key prefix seen as a directory.
+type prefixEntry struct{ e store.Entry }
+
+func (p prefixEntry) Name() string               { return p.e.Name }
+func (p prefixEntry) IsDir() bool                { return true }
+func (p prefixEntry) Type() fs.FileMode          { return fs.ModeDir }
+func (p prefixEntry) Info() (fs.FileInfo, error) { return p, nil }
+func (p prefixEntry) Size() int64                { return p.e.Size }
+func (p prefixEntry) Mode() fs.FileMode          { return fs.ModeDir | 0o755 }
+func (p prefixEntry) ModTime() time.Time         { return p.e.Modified }
+func (p prefixEntry) Sys() any                   { return nil }

@@ -34,6 +34,8 @@ type loadFlags struct {
 	schema            string   // CSV schema, as convert.ParseSchema reads it
 	delimiter         string
 	noHeader          bool
+	storeURL          string // --store: upload the containers there
+	firstID           int    // the lowest container number to use (the store's next free one)
 }
 
 func runLoad(ctx context.Context, args []string) error {
@@ -69,6 +71,7 @@ func runLoad(ctx context.Context, args []string) error {
 	})
 	fs.StringVar(&f.pqPath, "parquet", "", "import this Parquet file instead of generating")
 	fs.StringVar(&f.sortKey, "sort-key", "", "sort key of an import: 'a, b DESC, c NULLS FIRST' (required with --csv/--parquet)")
+	fs.StringVar(&f.storeURL, "store", "", "write the containers to this store (s3://BUCKET/PREFIX?endpoint=URL, file:///DIR) instead of the data directory")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
@@ -88,6 +91,14 @@ func runLoad(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --containers, --rows and --columns must be positive", errUsage)
 	}
 	dataDir := f.common.DataDir
+	var up *storeLoad
+	if f.storeURL != "" {
+		if up, err = openStoreLoad(ctx, &f); err != nil {
+			return err
+		}
+		defer up.close()
+		dataDir = up.staging
+	}
 	var c *apiClient
 	if !f.noRegister {
 		// Connect first: a scheduler that is not there should not cost a load.
@@ -97,7 +108,7 @@ func runLoad(ctx context.Context, args []string) error {
 		defer c.Close()
 	}
 	opts := columnar.GenOptions{Table: f.table, Projection: f.projection, Columns: f.columns, KeyColumns: f.keys,
-		Containers: f.containers, RowsPerContainer: f.rows, Seed: f.seed, BlockRows: f.blockRows, Compression: comp}
+		Containers: f.containers, RowsPerContainer: f.rows, Seed: f.seed, BlockRows: f.blockRows, Compression: comp, FirstID: f.firstID}
 	start := time.Now()
 	var manifests []*columnar.Manifest
 	if f.csvPath != "" || f.pqPath != "" {
@@ -107,6 +118,11 @@ func runLoad(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if up != nil {
+		if err := up.upload(ctx, manifests); err != nil {
+			return err
+		}
 	}
 	var rows, bytes int64
 	refs := make([]messages.ContainerRef, len(manifests))
@@ -132,6 +148,9 @@ func runLoad(ctx context.Context, args []string) error {
 		for _, r := range refs {
 			os.RemoveAll(columnar.ContainerDir(dataDir, r.Table, r.Projection, r.ID))
 		}
+		if up != nil {
+			up.remove(manifests)
+		}
 		return fmt.Errorf("register with the scheduler (the %d containers written were removed): %w", len(refs), err)
 	}
 	fmt.Fprintf(os.Stderr, "registered: %s.%s has %d live containers\n", f.table, f.projection, rep.Live)
@@ -145,7 +164,7 @@ func generate(ctx context.Context, dataDir string, opts columnar.GenOptions) ([]
 	if err != nil {
 		return nil, fmt.Errorf("generate %s.%s: %w", opts.Table, opts.Projection, err)
 	}
-	opts.FirstID, opts.Context = next, ctx
+	opts.FirstID, opts.Context = max(next, opts.FirstID), ctx
 	opts.Progress = newProgress(opts.Containers).show
 	ms, err := columnar.Generate(dataDir, opts)
 	if err != nil {

@@ -35,6 +35,7 @@ func runWindow(ctx context.Context, args []string) error {
 	ef.register(cmd.cmdLine, "write the whole result to FILE: .csv, .parquet, .arrow or .jsonl")
 	pqComp := fs.String("parquet-compression", "", "the same as --compression, for a .parquet --out (kept for old scripts)")
 	explain := fs.Bool("explain", false, "print the parsed query and exit")
+	storeURL := fs.String("store", "", "read the result from this store (s3://BUCKET/PREFIX?endpoint=URL, file:///DIR) instead of the data directory")
 	var wf waitFlags
 	wf.register(fs)
 	sql, err := cmd.parseArg(args, "want the query text")
@@ -79,9 +80,23 @@ func runWindow(ctx context.Context, args []string) error {
 	if failed > 0 {
 		return fmt.Errorf("window job %s failed", rep.Job.JobID)
 	}
-	dir, err := resultDir(ctx, c, cmd.common.DataDir, rep.ResultTable, done[rep.Job.JobID])
+	dataDir := cmd.common.DataDir
+	if *storeURL != "" {
+		staging, err := os.MkdirTemp("", "strata-result-")
+		if err != nil {
+			return fmt.Errorf("staging directory: %w", err)
+		}
+		defer os.RemoveAll(staging)
+		dataDir = staging
+	}
+	dir, err := resultDir(ctx, c, dataDir, rep.ResultTable, done[rep.Job.JobID])
 	if err != nil {
 		return err
+	}
+	if *storeURL != "" {
+		if err := fetchResult(ctx, *storeURL, dataDir, dir); err != nil {
+			return err
+		}
 	}
 	if exportTo != "" {
 		n, err := exportFile([]string{dir}, ef.out, exportTo, exportOpts)

@@ -8,13 +8,20 @@
 // Usage:
 //
 //	windower [--nats URLS] [--data DIR] [--memory 512MiB] [--http :9103]
+//	         [--store s3://BUCKET/PREFIX?endpoint=URL --depot DIR --depot-size 20GiB]
+//
+// With --store the inputs are fetched into the depot and the result
+// uploaded to the store.
 //
 // Every flag has an environment variable: --memory is STRATA_MEMORY.
 package main
 
 import (
+	"context"
+
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/service/engineerr"
+	"github.com/strata-db/strata/internal/storeflags"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -22,10 +29,21 @@ func main() { service.Main("windower", run) }
 
 func run(args []string) error {
 	w := service.NewWorker("windower", "127.0.0.1:9103", "512MiB")
+	var sf storeflags.Flags
+	sf.Register(w.Flags, true)
 	if err := w.Start(args); err != nil {
 		return err
 	}
-	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, log: w.Log}
+	dep, err := sf.OpenDepot(context.Background(), w.DataDir, w.Log)
+	if err != nil {
+		return err
+	}
+	if dep != nil {
+		defer dep.Store().Close()
+		defer dep.Close()
+		storeflags.RegisterDepotMetrics(w.Runner.Registry(), w.Name, dep)
+	}
+	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, log: w.Log, depot: dep}
 	return service.RunJobs(w, service.JobSpec[*messages.WindowJob]{
 		Operation: messages.OperationWindow,
 		Consumer:  messages.ConsumerWindower,

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/depot"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower"
@@ -23,6 +25,9 @@ type windowJob struct {
 	dataDir string
 	tempDir string
 	log     *slog.Logger
+	// depot, if set, holds the containers of a store (--store): inputs
+	// are fetched into it, the result written there and uploaded.
+	depot *depot.Depot
 
 	rootOnce sync.Once
 	root     *columnar.DataDir
@@ -32,7 +37,13 @@ type windowJob struct {
 // containerDir resolves a container through the data directory's confined
 // root: no name in a job can reach outside it.
 func (w *windowJob) containerDir(table, projection, id string) (string, error) {
-	w.rootOnce.Do(func() { w.root, w.rootErr = columnar.OpenDataDir(w.dataDir) })
+	w.rootOnce.Do(func() {
+		if w.depot != nil {
+			w.root = w.depot.Dir()
+			return
+		}
+		w.root, w.rootErr = columnar.OpenDataDir(w.dataDir)
+	})
 	if w.rootErr != nil {
 		return "", w.rootErr
 	}
@@ -49,15 +60,21 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	if err != nil {
 		return service.Outcome{}, err
 	}
-	if man, err := columnar.ReadManifest(outDir); err == nil {
-		w.log.Info("result already committed; not evaluating again", "job", job.JobID, "output", outDir)
-		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Existing: true}, nil
-	} else if !errors.Is(err, columnar.ErrNotFound) {
-		return service.Outcome{}, fmt.Errorf("result %s: %w", outDir, err)
+	if out, ok, err := w.existing(ctx, job, outDir); ok || err != nil {
+		return out, err
 	}
 	dirs := make([]string, len(job.Inputs))
 	for i, in := range job.Inputs {
 		// Validate has checked every input is of the query's table.
+		if w.depot != nil {
+			dir, release, err := w.depot.Acquire(ctx, job.Query.Table, in.Projection, in.ID)
+			if err != nil {
+				return service.Outcome{}, err
+			}
+			defer release()
+			dirs[i] = dir
+			continue
+		}
 		if dirs[i], err = w.containerDir(job.Query.Table, in.Projection, in.ID); err != nil {
 			return service.Outcome{}, err
 		}
@@ -97,11 +114,20 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	if err != nil {
 		cw.Abort()
 		if errors.Is(err, columnar.ErrExists) { // another delivery committed it first
-			if man, rerr := columnar.ReadManifest(outDir); rerr == nil {
-				return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Existing: true}, nil
+			if out, ok, rerr := w.existing(ctx, job, outDir); ok && rerr == nil {
+				return out, nil
 			}
 		}
 		return service.Outcome{}, fmt.Errorf("commit result %s: %w", outDir, err)
+	}
+	if w.depot != nil {
+		theirs, err := w.depot.Publish(ctx, job.ResultTable, ResultProjection, job.Output)
+		if errors.Is(err, columnar.ErrExists) { // another delivery uploaded it first
+			return service.Outcome{Output: containerRef(theirs), RowsTotal: theirs.Rows, Existing: true}, nil
+		}
+		if err != nil {
+			return service.Outcome{}, fmt.Errorf("upload result: %w", err)
+		}
 	}
 	plan := "streamed"
 	if !stats.SortedInput {
@@ -114,6 +140,41 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		Output: containerRef(man), Plan: plan, RowsTotal: man.Rows, Bytes: man.CompressedBytes(),
 		PeakBytes: stats.PeakBytes, SpilledBytes: stats.SpilledBytes,
 	}, nil
+}
+
+// existing reports a committed result: in the data directory, or with a
+// store in the store. A result committed in the depot but not uploaded (a
+// worker killed between the two) is uploaded now.
+func (w *windowJob) existing(ctx context.Context, job *messages.WindowJob, outDir string) (service.Outcome, bool, error) {
+	found := func(man *columnar.Manifest) (service.Outcome, bool, error) {
+		w.log.Info("result already committed; not evaluating again", "job", job.JobID, "output", outDir)
+		return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Existing: true}, true, nil
+	}
+	if w.depot != nil {
+		man, err := store.ReadManifest(ctx, w.depot.Store(), job.ResultTable, ResultProjection, job.Output)
+		if err == nil {
+			return found(man)
+		}
+		if !errors.Is(err, columnar.ErrNotFound) {
+			return service.Outcome{}, false, fmt.Errorf("result: %w", err)
+		}
+		if _, err := columnar.ReadManifest(outDir); err != nil {
+			return service.Outcome{}, false, nil
+		}
+		man, err = w.depot.Publish(ctx, job.ResultTable, ResultProjection, job.Output)
+		if err != nil && !errors.Is(err, columnar.ErrExists) {
+			return service.Outcome{}, false, fmt.Errorf("upload result: %w", err)
+		}
+		return found(man)
+	}
+	man, err := columnar.ReadManifest(outDir)
+	if err == nil {
+		return found(man)
+	}
+	if !errors.Is(err, columnar.ErrNotFound) {
+		return service.Outcome{}, false, fmt.Errorf("result %s: %w", outDir, err)
+	}
+	return service.Outcome{}, false, nil
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {

@@ -1,0 +1,360 @@
+// Package depot is a worker's local cache of the containers of a store
+// (package store): a directory laid out as a data directory, bounded in
+// bytes, evicting the least recently used container that no job is
+// reading. A job's input containers are fetched into the depot whole
+// (every column file, checked against the manifest's CRC-32C) and read
+// from there by the engines' ordinary local readers, so the engines do not
+// know about stores; its output is written into the depot, uploaded
+// (Publish) and kept (write-through).
+//
+// Phase 1 of communal storage fetches whole column files; ranged reads of
+// single blocks straight from the store come later.
+//
+// # Format
+//
+// The depot directory is a data directory (DIR/<table>/<projection>/<id>/,
+// columnar's container format). A fetch fills ".<id>.fetch-<random>"
+// beside the container and renames it into place, so every directory
+// without a dot prefix is a whole container; Open removes fetches a crash
+// left and takes the containers it finds into the cache, oldest manifest
+// least recently used.
+package depot
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
+)
+
+// Options configure a Depot.
+type Options struct {
+	// Limit is the bytes of containers the depot keeps once no job reads
+	// them; 0 is no limit. Containers a job is reading are never evicted,
+	// so while they are larger the depot holds more.
+	Limit  int64
+	Logger *slog.Logger
+}
+
+// Stats are a depot's counters since Open.
+type Stats struct {
+	Hits         int64 // inputs found in the depot (or fetched by another job at the same time)
+	Misses       int64 // inputs fetched from the store
+	Evictions    int64 // containers evicted
+	BytesFetched int64 // bytes read from the store
+	Bytes        int64 // bytes held now
+	Containers   int64 // containers held now
+}
+
+// Depot is a bounded local cache of a store's containers. It is safe for
+// concurrent use.
+type Depot struct {
+	st    store.Store
+	dir   *columnar.DataDir
+	limit int64
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	entries map[string]*entry
+	lru     *list.List // of *entry, most recently used first; only fetched entries
+	used    int64
+
+	hits, misses, evictions, fetched atomic.Int64
+}
+
+type entry struct {
+	table, projection, id string
+	size                  int64
+	pins                  int
+	elem                  *list.Element // nil while fetching
+	ready                 chan struct{} // closed when the fetch ends
+	err                   error         // the fetch's, read after ready
+}
+
+func key(table, projection, id string) string { return table + "/" + projection + "/" + id }
+
+// Open opens the depot at dir (creating it) over st and takes in the
+// containers already there.
+func Open(dir string, st store.Store, opts Options) (*Depot, error) {
+	dd, err := columnar.OpenDataDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &Depot{st: st, dir: dd, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New()}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if err := d.scan(); err != nil {
+		dd.Close()
+		return nil, err
+	}
+	d.mu.Lock()
+	d.evict()
+	d.mu.Unlock()
+	return d, nil
+}
+
+// scan takes in the containers under the depot directory, least recently
+// modified last in the LRU, and removes unfinished fetches.
+func (d *Depot) scan() error {
+	type found struct {
+		e   *entry
+		mod int64
+	}
+	var all []found
+	tables, err := os.ReadDir(d.dir.Path())
+	if err != nil {
+		return fmt.Errorf("depot %s: %w", d.dir.Path(), err)
+	}
+	for _, t := range tables {
+		if !t.IsDir() || strings.HasPrefix(t.Name(), ".") {
+			continue
+		}
+		projs, err := d.dir.ReadDir(t.Name())
+		if err != nil {
+			return err
+		}
+		for _, p := range projs {
+			if !p.IsDir() || strings.HasPrefix(p.Name(), ".") {
+				continue
+			}
+			ids, err := d.dir.ReadDir(t.Name(), p.Name())
+			if err != nil {
+				return err
+			}
+			for _, c := range ids {
+				if strings.HasPrefix(c.Name(), ".") {
+					if strings.Contains(c.Name(), ".fetch-") {
+						if err := d.dir.RemoveAll(t.Name(), p.Name(), c.Name()); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+				m, err := d.dir.ReadManifest(t.Name(), p.Name(), c.Name())
+				if err != nil {
+					continue // not a container (nor ours to remove)
+				}
+				info, err := c.Info()
+				if err != nil {
+					continue
+				}
+				e := &entry{table: t.Name(), projection: p.Name(), id: c.Name(), size: containerSize(m), ready: closed}
+				all = append(all, found{e, info.ModTime().UnixNano()})
+			}
+		}
+	}
+	// Newest first at the front.
+	sort.Slice(all, func(i, j int) bool { return all[i].mod > all[j].mod })
+	for _, f := range all {
+		f.e.elem = d.lru.PushBack(f.e)
+		d.entries[key(f.e.table, f.e.projection, f.e.id)] = f.e
+		d.used += f.e.size
+	}
+	return nil
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// containerSize is the bytes a container takes in the depot: its column
+// files and an allowance for the manifest.
+func containerSize(m *columnar.Manifest) int64 { return m.CompressedBytes() + 4096 }
+
+// Dir is the depot's directory, as the data directory the engines read.
+func (d *Depot) Dir() *columnar.DataDir { return d.dir }
+
+// Store is the store the depot caches.
+func (d *Depot) Store() store.Store { return d.st }
+
+// Close closes the depot's directory (not the store).
+func (d *Depot) Close() error { return d.dir.Close() }
+
+// Stats returns the depot's counters.
+func (d *Depot) Stats() Stats {
+	d.mu.Lock()
+	used, n := d.used, int64(d.lru.Len())
+	d.mu.Unlock()
+	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), BytesFetched: d.fetched.Load(), Bytes: used, Containers: n}
+}
+
+// Acquire returns the local directory of container table/projection/id,
+// fetching it from the store if the depot does not hold it, and keeps it
+// in the depot until release is called. Concurrent Acquires of one
+// container fetch it once. A container not in the store gives an error
+// wrapping columnar.ErrNotFound.
+func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (dir string, release func(), err error) {
+	dir, err = d.dir.ContainerDir(table, projection, id)
+	if err != nil {
+		return "", nil, err
+	}
+	k := key(table, projection, id)
+	d.mu.Lock()
+	e, ok := d.entries[k]
+	if ok {
+		e.pins++
+		if e.elem != nil {
+			d.lru.MoveToFront(e.elem)
+		}
+		d.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			d.unpin(e)
+			return "", nil, ctx.Err()
+		}
+		if e.err != nil {
+			d.unpin(e)
+			return "", nil, e.err
+		}
+		d.hits.Add(1)
+		return dir, d.releaser(e), nil
+	}
+	e = &entry{table: table, projection: projection, id: id, pins: 1, ready: make(chan struct{})}
+	d.entries[k] = e
+	d.mu.Unlock()
+
+	size, err := d.fetch(ctx, table, projection, id, dir)
+	d.mu.Lock()
+	if err != nil {
+		e.err = err
+		delete(d.entries, k)
+	} else {
+		e.size = size
+		e.elem = d.lru.PushFront(e)
+		d.used += size
+	}
+	close(e.ready)
+	d.mu.Unlock()
+	if err != nil {
+		d.unpin(e)
+		return "", nil, err
+	}
+	return dir, d.releaser(e), nil
+}
+
+// fetch brings a container into dir; one already there whole (an output
+// this worker wrote, not yet taken in) is taken as it is.
+func (d *Depot) fetch(ctx context.Context, table, projection, id, dir string) (int64, error) {
+	if m, err := columnar.ReadManifest(dir); err == nil {
+		d.hits.Add(1)
+		return containerSize(m), nil
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		// Something without a manifest where the container belongs: not
+		// a commit of ours (commits are atomic); fetch over it.
+		if err := d.dir.RemoveContainer(table, projection, id); err != nil {
+			return 0, err
+		}
+	}
+	m, n, err := store.Fetch(ctx, d.st, table, projection, id, dir)
+	d.fetched.Add(n)
+	if err != nil {
+		return 0, fmt.Errorf("depot: %w", err)
+	}
+	d.misses.Add(1)
+	d.log.Debug("container fetched", "table", table, "projection", projection, "container", id, "bytes", n)
+	return containerSize(m), nil
+}
+
+func (d *Depot) releaser(e *entry) func() {
+	var once sync.Once
+	return func() { once.Do(func() { d.unpin(e) }) }
+}
+
+func (d *Depot) unpin(e *entry) {
+	d.mu.Lock()
+	e.pins--
+	d.evict()
+	d.mu.Unlock()
+}
+
+// evict removes the least recently used unpinned containers until the
+// depot is within its limit. d.mu is held.
+func (d *Depot) evict() {
+	if d.limit <= 0 {
+		return
+	}
+	for el := d.lru.Back(); el != nil && d.used > d.limit; {
+		e := el.Value.(*entry)
+		prev := el.Prev()
+		if e.pins == 0 {
+			if err := d.dir.RemoveContainer(e.table, e.projection, e.id); err != nil {
+				d.log.Warn("depot: evict", "table", e.table, "projection", e.projection, "container", e.id, "err", err)
+			} else {
+				d.lru.Remove(el)
+				delete(d.entries, key(e.table, e.projection, e.id))
+				d.used -= e.size
+				d.evictions.Add(1)
+			}
+		}
+		el = prev
+	}
+}
+
+// OutputDir returns the local directory a job writes its output container
+// into before Publish.
+func (d *Depot) OutputDir(table, projection, id string) (string, error) {
+	return d.dir.ContainerDir(table, projection, id)
+}
+
+// Publish uploads the committed local container table/projection/id (in
+// OutputDir) to the store and keeps it in the depot. If the store has the
+// container already (another delivery of the job uploaded it first), the
+// local copy is removed, the store's manifest returned and the error wraps
+// columnar.ErrExists.
+func (d *Depot) Publish(ctx context.Context, table, projection, id string) (*columnar.Manifest, error) {
+	dir, err := d.OutputDir(table, projection, id)
+	if err != nil {
+		return nil, err
+	}
+	m, err := store.Upload(ctx, d.st, dir, table, projection, id)
+	if errors.Is(err, columnar.ErrExists) {
+		if rerr := d.forget(table, projection, id); rerr != nil {
+			d.log.Warn("depot: remove a losing upload's copy", "dir", dir, "err", rerr)
+		}
+		return m, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	k := key(table, projection, id)
+	if _, ok := d.entries[k]; !ok {
+		e := &entry{table: table, projection: projection, id: id, size: containerSize(m), ready: closed}
+		e.elem = d.lru.PushFront(e)
+		d.entries[k] = e
+		d.used += e.size
+		d.evict()
+	}
+	d.mu.Unlock()
+	return m, nil
+}
+
+// forget removes a container from the depot unless a job reads it.
+func (d *Depot) forget(table, projection, id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := key(table, projection, id)
+	if e, ok := d.entries[k]; ok {
+		if e.pins > 0 || e.elem == nil {
+			return nil
+		}
+		d.lru.Remove(e.elem)
+		delete(d.entries, k)
+		d.used -= e.size
+	}
+	return d.dir.RemoveContainer(table, projection, id)
+}
+
+// Remove drops a container from the depot (a result the CLI has read, a
+// container the scheduler retired) unless a job reads it.
+func (d *Depot) Remove(table, projection, id string) error { return d.forget(table, projection, id) }

@@ -1,0 +1,288 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ContainerPrefix is the key prefix of a container: <table>/<projection>/<id>/.
+func ContainerPrefix(table, projection, id string) string {
+	return Join(table, projection, id) + "/"
+}
+
+// ReadManifest reads and decodes a container's manifest from st. A
+// container with no manifest (never uploaded, or not finished) gives an
+// error wrapping columnar.ErrNotFound.
+func ReadManifest(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, error) {
+	key := ContainerPrefix(table, projection, id) + columnar.ManifestName
+	data, err := ReadAll(ctx, st, key)
+	if errors.Is(err, ErrNotExist) {
+		return nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := columnar.DecodeManifest(data)
+	if err != nil {
+		return nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: columnar.ManifestName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
+	}
+	return m, nil
+}
+
+// Check is the cheap check of a committed container in st, as
+// columnar.DataDir.Check is of one on disk: the manifest decodes and names
+// this table, projection and ID, and every column file has the manifest's
+// size and header checksum (one ranged read of the header each).
+func Check(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, error) {
+	m, err := ReadManifest(ctx, st, table, projection, id)
+	if err != nil {
+		return nil, err
+	}
+	where := st.String() + "/" + Join(table, projection, id)
+	if m.Table != table || m.Projection != projection || m.ID != id {
+		return nil, &columnar.CorruptError{Container: where, File: columnar.ManifestName, Block: columnar.NoBlock, Reason: fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID)}
+	}
+	prefix := ContainerPrefix(table, projection, id)
+	for _, fm := range m.Files {
+		corrupt := func(err error, format string, args ...any) error {
+			return &columnar.CorruptError{Container: where, File: fm.Name, Block: columnar.NoBlock, Reason: fmt.Sprintf(format, args...), Err: err}
+		}
+		if err := checkKey(fm.Name, false); err != nil {
+			return nil, corrupt(err, "file name")
+		}
+		obj, err := st.Stat(ctx, prefix+fm.Name)
+		if errors.Is(err, ErrNotExist) {
+			return nil, corrupt(nil, "missing")
+		}
+		if err != nil {
+			return nil, err
+		}
+		if obj.Size != fm.Size {
+			return nil, corrupt(nil, "object is %d bytes, manifest says %d", obj.Size, fm.Size)
+		}
+		if fm.HeaderLen <= 0 || fm.HeaderLen > fm.Size {
+			return nil, corrupt(nil, "header length %d out of range", fm.HeaderLen)
+		}
+		r, err := st.NewRangeReader(ctx, prefix+fm.Name, 0, fm.HeaderLen)
+		if err != nil {
+			return nil, err
+		}
+		header := make([]byte, fm.HeaderLen)
+		_, err = io.ReadFull(r, header)
+		r.Close()
+		if err != nil {
+			return nil, fmt.Errorf("check %s/%s: %w", where, fm.Name, err)
+		}
+		if got := crc32.Checksum(header, castagnoli); got != fm.HeaderCRC {
+			return nil, corrupt(nil, "header checksum %08x, manifest says %08x", got, fm.HeaderCRC)
+		}
+	}
+	return m, nil
+}
+
+// Upload puts the committed container in the local directory dir into st
+// as table/projection/id: its column files first, its manifest last and
+// only if absent. It returns the manifest committed in st. If another
+// upload committed the container first, the error wraps columnar.ErrExists
+// and the manifest returned is that upload's.
+func Upload(ctx context.Context, st Store, dir, table, projection, id string) (*columnar.Manifest, error) {
+	m, err := columnar.ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.Table != table || m.Projection != projection || m.ID != id {
+		return nil, fmt.Errorf("upload %s: manifest names %s/%s/%s, not %s/%s/%s", dir, m.Table, m.Projection, m.ID, table, projection, id)
+	}
+	if theirs, err := ReadManifest(ctx, st, table, projection, id); err == nil {
+		return theirs, fmt.Errorf("upload %s/%s/%s to %s: %w", table, projection, id, st, columnar.ErrExists)
+	} else if !errors.Is(err, columnar.ErrNotFound) {
+		return nil, err
+	}
+	prefix := ContainerPrefix(table, projection, id)
+	for _, fm := range m.Files {
+		if err := checkKey(fm.Name, false); err != nil {
+			return nil, fmt.Errorf("upload %s: file %q: %w", dir, fm.Name, err)
+		}
+		if err := st.Put(ctx, prefix+fm.Name, filepath.Join(dir, fm.Name), PutOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	err = st.Put(ctx, prefix+columnar.ManifestName, filepath.Join(dir, columnar.ManifestName), PutOptions{IfAbsent: true})
+	if errors.Is(err, ErrExists) {
+		theirs, rerr := ReadManifest(ctx, st, table, projection, id)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return theirs, fmt.Errorf("upload %s/%s/%s to %s: %w", table, projection, id, st, columnar.ErrExists)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Fetch downloads the committed container table/projection/id from st
+// into the local directory dst, which must not exist, with the atomic
+// commit of a container writer: the files go into a temporary directory
+// beside dst (".<id>.fetch-<random>"), each checked against the
+// manifest's size and CRC-32C and synced, the manifest last, then the
+// directory is renamed to dst. It returns the manifest and the bytes read
+// from st. A container not in st wraps columnar.ErrNotFound; a file that
+// fails its checksum gives a *columnar.CorruptError.
+func Fetch(ctx context.Context, st Store, table, projection, id, dst string) (*columnar.Manifest, int64, error) {
+	m, err := ReadManifest(ctx, st, table, projection, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	where := st.String() + "/" + Join(table, projection, id)
+	if m.Table != table || m.Projection != projection || m.ID != id {
+		return nil, 0, &columnar.CorruptError{Container: where, File: columnar.ManifestName, Block: columnar.NoBlock, Reason: fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID)}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return nil, 0, fmt.Errorf("fetch %s: %w", where, err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".fetch-")
+	if err != nil {
+		return nil, 0, fmt.Errorf("fetch %s: %w", where, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(tmp)
+		}
+	}()
+	prefix := ContainerPrefix(table, projection, id)
+	var fetched int64
+	for _, fm := range m.Files {
+		if err := checkKey(fm.Name, false); err != nil || filepath.Base(fm.Name) != fm.Name {
+			return nil, fetched, &columnar.CorruptError{Container: where, File: fm.Name, Block: columnar.NoBlock, Reason: "file name", Err: err}
+		}
+		n, err := fetchFile(ctx, st, prefix+fm.Name, filepath.Join(tmp, fm.Name), fm.Size, fm.CRC)
+		fetched += n
+		if err != nil {
+			var ce *columnar.CorruptError
+			if errors.As(err, &ce) {
+				ce.Container, ce.File = where, fm.Name
+			}
+			return nil, fetched, err
+		}
+	}
+	data, err := ReadAll(ctx, st, prefix+columnar.ManifestName)
+	if err != nil {
+		return nil, fetched, err
+	}
+	fetched += int64(len(data))
+	if err := writeSynced(filepath.Join(tmp, columnar.ManifestName), data); err != nil {
+		return nil, fetched, fmt.Errorf("fetch %s: %w", where, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		if _, serr := os.Stat(filepath.Join(dst, columnar.ManifestName)); serr == nil {
+			return nil, fetched, fmt.Errorf("fetch %s into %s: %w", where, dst, columnar.ErrExists)
+		}
+		return nil, fetched, fmt.Errorf("fetch %s into %s: %w", where, dst, err)
+	}
+	ok = true
+	return m, fetched, nil
+}
+
+// fetchFile copies one object to path, checking its size and CRC-32C.
+func fetchFile(ctx context.Context, st Store, key, path string, size int64, crc uint32) (int64, error) {
+	r, err := st.NewRangeReader(ctx, key, 0, -1)
+	if errors.Is(err, ErrNotExist) {
+		return 0, &columnar.CorruptError{Block: columnar.NoBlock, Reason: "missing from the store", Err: err}
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(readerWithContext{ctx, r}, size+1))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return n, fmt.Errorf("fetch %s from %s: %w", key, st, err)
+	}
+	if n != size {
+		return n, &columnar.CorruptError{Block: columnar.NoBlock, Reason: fmt.Sprintf("object is %d bytes, manifest says %d", n, size)}
+	}
+	if got := h.Sum32(); got != crc {
+		return n, &columnar.CorruptError{Block: columnar.NoBlock, Reason: fmt.Sprintf("checksum %08x, manifest says %08x", got, crc)}
+	}
+	return n, nil
+}
+
+func writeSynced(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Remove deletes a container's prefix from st; a missing one is not an error.
+func Remove(ctx context.Context, st Store, table, projection, id string) error {
+	return st.DeletePrefix(ctx, ContainerPrefix(table, projection, id))
+}
+
+// Prefixes groups a listing of <table>/<projection>/ by the next key
+// element (a container ID, committed or not) and gives each the newest
+// modification time under it: the scheduler's orphan sweep sees a
+// projection of a store as it sees a directory.
+func Prefixes(objs []Object, prefix string) []Entry {
+	var out []Entry
+	for _, o := range objs {
+		rest := o.Key[len(prefix):]
+		name := rest
+		for i := 0; i < len(rest); i++ {
+			if rest[i] == '/' {
+				name = rest[:i]
+				break
+			}
+		}
+		if name == rest {
+			continue // an object directly under the prefix, not a container
+		}
+		if n := len(out); n > 0 && out[n-1].Name == name {
+			if o.Modified.After(out[n-1].Modified) {
+				out[n-1].Modified = o.Modified
+			}
+			out[n-1].Size += o.Size
+			continue
+		}
+		out = append(out, Entry{Name: name, Modified: o.Modified, Size: o.Size})
+	}
+	return out
+}
+
+// Entry is one key prefix of a listing: a container's ID, the newest
+// modification time of its objects and their total size.
+type Entry struct {
+	Name     string
+	Modified time.Time
+	Size     int64
+}

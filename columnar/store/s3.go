@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
+)
+
+// bucketStore is an S3-compatible bucket through gocloud.dev/blob, which
+// does ranged GETs, multipart uploads (the AWS SDK's upload manager) and
+// the SDK's retries with backoff.
+type bucketStore struct {
+	b    *blob.Bucket
+	name string // s3://bucket/prefix?endpoint=..., for messages
+}
+
+// openS3 opens s3://bucket/prefix?endpoint=URL&region=REGION. The query
+// takes gocloud.dev's S3 parameters (endpoint, region, profile,
+// use_path_style, disable_https, ...); with an endpoint and no
+// use_path_style, path-style addressing is used, as MinIO, SeaweedFS and
+// most S3-compatible servers want.
+func openS3(ctx context.Context, u *url.URL) (Store, error) {
+	if u.Host == "" {
+		return nil, fmt.Errorf("store URL %s: no bucket", u.Redacted())
+	}
+	prefix := strings.Trim(u.Path, "/")
+	if prefix != "" {
+		prefix += "/"
+		if err := checkKey(prefix, true); err != nil {
+			return nil, fmt.Errorf("store URL %s: %w", u.Redacted(), err)
+		}
+	}
+	q := u.Query()
+	if q.Get("endpoint") != "" && q.Get("use_path_style") == "" && q.Get("s3ForcePathStyle") == "" {
+		q.Set("use_path_style", "true")
+	}
+	open := &url.URL{Scheme: "s3", Host: u.Host, RawQuery: q.Encode()}
+	var opener s3blob.URLOpener
+	b, err := opener.OpenBucketURL(ctx, open)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", u.Redacted(), err)
+	}
+	if prefix != "" {
+		b = blob.PrefixedBucket(b, prefix)
+	}
+	name := (&url.URL{Scheme: "s3", Host: u.Host, Path: u.Path, RawQuery: u.RawQuery}).Redacted()
+	return &bucketStore{b: b, name: name}, nil
+}
+
+func (s *bucketStore) String() string { return s.name }
+
+func (s *bucketStore) Close() error { return s.b.Close() }
+
+func (s *bucketStore) List(ctx context.Context, prefix string) ([]Object, error) {
+	if err := checkKey(prefix, true); err != nil {
+		return nil, fmt.Errorf("list %s: %w", s, err)
+	}
+	var objs []Object
+	it := s.b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		o, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, s.wrap("list", prefix, err)
+		}
+		if o.IsDir {
+			continue
+		}
+		objs = append(objs, Object{Key: o.Key, Size: o.Size, Modified: o.ModTime})
+	}
+	return objs, nil // S3 lists in key order
+}
+
+func (s *bucketStore) Stat(ctx context.Context, key string) (Object, error) {
+	if err := checkKey(key, false); err != nil {
+		return Object{}, fmt.Errorf("stat %s: %w", s, err)
+	}
+	a, err := s.b.Attributes(ctx, key)
+	if err != nil {
+		return Object{}, s.wrap("stat", key, err)
+	}
+	return Object{Key: key, Size: a.Size, Modified: a.ModTime}, nil
+}
+
+func (s *bucketStore) NewRangeReader(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	if err := checkKey(key, false); err != nil {
+		return nil, fmt.Errorf("read %s: %w", s, err)
+	}
+	if offset < 0 {
+		return nil, fmt.Errorf("read %s from %s: negative offset %d", key, s, offset)
+	}
+	r, err := s.b.NewRangeReader(ctx, key, offset, length, nil)
+	if err != nil {
+		return nil, s.wrap("read", key, err)
+	}
+	return &bucketReader{r: r, s: s, key: key}, nil
+}
+
+// bucketReader names the object in a read error.
+type bucketReader struct {
+	r   *blob.Reader
+	s   *bucketStore
+	key string
+}
+
+func (r *bucketReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = r.s.wrap("read", r.key, err)
+	}
+	return n, err
+}
+
+func (r *bucketReader) Close() error { return r.r.Close() }
+
+func (s *bucketStore) Put(ctx context.Context, key, path string, opts PutOptions) error {
+	if err := checkKey(key, false); err != nil {
+		return fmt.Errorf("put %s: %w", s, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("put %s in %s: %w", key, s, err)
+	}
+	defer f.Close()
+	err = s.b.Upload(ctx, key, f, &blob.WriterOptions{
+		ContentType: "application/octet-stream",
+		IfNotExist:  opts.IfAbsent,
+	})
+	if err != nil {
+		return s.wrap("put", key, err)
+	}
+	return nil
+}
+
+func (s *bucketStore) DeletePrefix(ctx context.Context, prefix string) error {
+	if err := checkKey(prefix, true); err != nil || prefix == "" {
+		if err == nil {
+			err = fmt.Errorf("%w: empty prefix", ErrInvalidKey)
+		}
+		return fmt.Errorf("delete %s: %w", s, err)
+	}
+	objs, err := s.List(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	// The manifest first: a container being deleted stops being a
+	// committed one before its column files go.
+	for i := len(objs) - 1; i >= 0; i-- {
+		if err := s.b.Delete(ctx, objs[i].Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return s.wrap("delete", objs[i].Key, err)
+		}
+	}
+	return nil
+}
+
+func (s *bucketStore) wrap(op, key string, err error) error {
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		return fmt.Errorf("%s %s in %s: %w", op, key, s, ErrNotExist)
+	case gcerrors.FailedPrecondition, gcerrors.AlreadyExists:
+		return fmt.Errorf("%s %s in %s: %w", op, key, s, ErrExists)
+	}
+	return fmt.Errorf("%s %s in %s: %w", op, key, s, err)
+}

@@ -1,0 +1,130 @@
+package integration
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/columnar/store/s3test"
+)
+
+// TestPipelineOverStore runs the pipeline with containers in an S3 bucket
+// (an S3 server in this process, over real HTTP) and nothing else shared
+// but NATS: the scheduler, a merger, a windower and the CLI each have
+// their own data directory, and the workers their own depot. The CLI
+// loads into the bucket, the merger merges, the windower runs a query;
+// the merged container and the window result equal the local reference,
+// the retired inputs are deleted from the bucket, and an upload a killed
+// worker left without a manifest is swept at the scheduler's restart.
+func TestPipelineOverStore(t *testing.T) {
+	for _, b := range []string{"scheduler", "merger", "windower", "strata"} {
+		if !haveBinary(b) {
+			t.Skipf("%s is not built", b)
+		}
+	}
+	srv := s3test.Start(t, "strata") // sets the AWS variables the children inherit
+	url := srv.URL
+	st, err := store.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	d := newDeployment(t)
+	gen := columnar.GenOptions{Table: "t", Projection: "p", Columns: 6, Containers: 8, RowsPerContainer: 500, Seed: 7, BlockRows: 256}
+	refDir := t.TempDir()
+	ref := generate(t, refDir, gen)
+	refRows := referenceMerge(t, inputDirs(refDir, ref))
+
+	own := func(name string) string {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	sdir := own("scheduler")
+	sched := d.start("scheduler", "scheduler", "--data", sdir, "--store", url)
+	mdir := own("merger")
+	merger := d.start("merger", "merger-1", "--memory", "128MiB", "--data", mdir, "--store", url, "--depot", filepath.Join(mdir, "depot"), "--depot-size", "64MiB")
+	wdir := own("windower")
+	windower := d.start("windower", "windower-1", "--memory", "512MiB", "--data", wdir, "--store", url, "--depot", filepath.Join(wdir, "depot"))
+
+	d.cli("load", "--data", own("cli-load"), "--store", url, "--table", "t", "--columns", "6", "--containers", "8", "--rows", "500", "--seed", "7", "--block-rows", "256")
+	d.cli("mergeout", "t")
+
+	// Mergeout is done when the bucket holds one container of every row
+	// and the retired inputs are gone from it.
+	var merged string
+	waitFor(t, 60*time.Second, "one merged container, alone in the bucket", func() bool {
+		objs, err := st.List(t.Context(), "t/p/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents := store.Prefixes(objs, "t/p/")
+		if len(ents) != 1 {
+			return false
+		}
+		m, err := store.ReadManifest(t.Context(), st, "t", "p", ents[0].Name)
+		if err != nil || m.Rows != int64(len(refRows)) {
+			return false
+		}
+		merged = ents[0].Name
+		return true
+	})
+	local := filepath.Join(t.TempDir(), "t", "p", merged)
+	if _, _, err := store.Fetch(t.Context(), st, "t", "p", merged, local); err != nil {
+		t.Fatal(err)
+	}
+	got := readRows(t, local)
+	for i := 1; i < len(got.keys); i++ {
+		if bytes.Compare(got.keys[i-1], got.keys[i]) > 0 {
+			t.Fatalf("merged container %s out of order at row %d", merged, i)
+		}
+	}
+	gotSorted, wantSorted := slices.Clone(got.rows), slices.Clone(refRows)
+	slices.Sort(gotSorted)
+	slices.Sort(wantSorted)
+	compareRows(t, "merged container (as a set)", gotSorted, wantSorted)
+	if n := merger.metric(t, "strata_depot_misses_total"); n != 8 {
+		t.Errorf("merger fetched %v inputs, want 8", n)
+	}
+	if n := merger.metric(t, "strata_depot_fetched_bytes_total"); n <= 0 {
+		t.Errorf("merger fetched %v bytes", n)
+	}
+	if _, err := os.Stat(filepath.Join(sdir, "t")); err == nil {
+		t.Errorf("the scheduler's data directory holds containers")
+	}
+
+	// A window query over the merged container, read from the bucket.
+	out := filepath.Join(t.TempDir(), "window.csv")
+	d.cli("window", "--data", own("cli-window"), "--store", url, "--out", out, windowSQL)
+	compareRows(t, "window result", readCSVRows(t, out), referenceWindow(t, inputDirs(refDir, ref)))
+	if n := windower.metric(t, "strata_depot_misses_total"); n != 1 {
+		t.Errorf("windower fetched %v inputs, want 1", n)
+	}
+
+	// A worker killed mid-upload leaves column files and no manifest; the
+	// scheduler's sweep at start removes them, not the live container.
+	src := columnar.ContainerDir(refDir, "t", "p", ref[0].ID)
+	for _, fm := range ref[0].Files[:2] {
+		if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", "c9999")+fm.Name, filepath.Join(src, fm.Name), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	sched.stop(t)
+	d.start("scheduler", "scheduler-2", "--data", own("scheduler-2"), "--store", url, "--orphan-grace", "10ms")
+	waitFor(t, 30*time.Second, "the unfinished upload swept", func() bool {
+		objs, err := st.List(t.Context(), "t/p/c9999/")
+		return err == nil && len(objs) == 0
+	})
+	if _, err := store.Check(t.Context(), st, "t", "p", merged); err != nil {
+		t.Errorf("the live container after the sweep: %v", err)
+	}
+}

@@ -1,0 +1,100 @@
+// Package storeflags holds the flags that put a service's containers in a
+// store shared between hosts (--store URL, and for workers --depot DIR
+// --depot-size SIZE), opens what they name, and exports a depot's counters
+// as metrics. With no --store a service uses its data directory alone, as
+// it always has.
+package storeflags
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/strata-db/strata/columnar/depot"
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/bytesize"
+)
+
+// DefaultDepotSize is --depot-size's default.
+const DefaultDepotSize = "20GiB"
+
+// Flags are the store flags of one binary.
+type Flags struct {
+	Store     string
+	Depot     string
+	DepotSize string
+	worker    bool
+}
+
+// Register adds --store to fs and, for a job worker, --depot and
+// --depot-size.
+func (f *Flags) Register(fs *flag.FlagSet, worker bool) {
+	f.worker = worker
+	fs.StringVar(&f.Store, "store", "", "where containers live, shared between hosts: s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR (default: the data directory alone)")
+	if worker {
+		fs.StringVar(&f.Depot, "depot", "", "with --store: local cache of containers (default: DATA/depot)")
+		fs.StringVar(&f.DepotSize, "depot-size", DefaultDepotSize, "with --store: bytes the depot keeps once no job reads them")
+	}
+}
+
+// OpenStore opens --store; nil without one.
+func (f *Flags) OpenStore(ctx context.Context) (store.Store, error) {
+	if f.Store == "" {
+		return nil, nil
+	}
+	st, err := store.Open(ctx, f.Store)
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	return st, nil
+}
+
+// OpenDepot opens --store and the depot over it (--depot, default
+// DATA/depot, bounded by --depot-size); nil without --store.
+func (f *Flags) OpenDepot(ctx context.Context, dataDir string, log *slog.Logger) (*depot.Depot, error) {
+	if f.Store == "" {
+		return nil, nil
+	}
+	limit, err := bytesize.Parse(f.DepotSize)
+	if err != nil || limit < 0 {
+		return nil, fmt.Errorf("--depot-size %q: want a size such as 20GiB", f.DepotSize)
+	}
+	st, err := f.OpenStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	dir := f.Depot
+	if dir == "" {
+		dir = filepath.Join(dataDir, "depot")
+	}
+	d, err := depot.Open(dir, st, depot.Options{Limit: limit, Logger: log})
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("--depot: %w", err)
+	}
+	log.Info("containers in a store", "store", st.String(), "depot", dir, "depot_size", bytesize.Format(limit))
+	return d, nil
+}
+
+// RegisterDepotMetrics exports d's counters on reg, labelled with service.
+func RegisterDepotMetrics(reg prometheus.Registerer, service string, d *depot.Depot) {
+	cl := prometheus.Labels{"service": service}
+	counter := func(name, help string, v func(depot.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(d.Stats())) })
+	}
+	gauge := func(name, help string, v func(depot.Stats) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(d.Stats())) })
+	}
+	reg.MustRegister(
+		counter("strata_depot_hits_total", "Job inputs found in the depot.", func(s depot.Stats) int64 { return s.Hits }),
+		counter("strata_depot_misses_total", "Job inputs fetched from the store.", func(s depot.Stats) int64 { return s.Misses }),
+		counter("strata_depot_evictions_total", "Containers evicted from the depot.", func(s depot.Stats) int64 { return s.Evictions }),
+		counter("strata_depot_fetched_bytes_total", "Bytes read from the store into the depot.", func(s depot.Stats) int64 { return s.BytesFetched }),
+		gauge("strata_depot_bytes", "Bytes of containers in the depot.", func(s depot.Stats) int64 { return s.Bytes }),
+		gauge("strata_depot_containers", "Containers in the depot.", func(s depot.Stats) int64 { return s.Containers }),
+	)
+}

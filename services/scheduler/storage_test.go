@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/columnar/store/s3test"
+	"github.com/strata-db/strata/scheduler"
+)
+
+// TestBucketStorage: the scheduler's Storage over an S3 bucket checks
+// containers there, lists a projection's containers (committed or not) as
+// directories with their newest modification time, and deletes them.
+func TestBucketStorage(t *testing.T) {
+	srv := s3test.Start(t, "strata")
+	st, err := store.Open(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	local := t.TempDir()
+	ms, err := columnar.Generate(local, columnar.GenOptions{Table: "t", Projection: "p", Columns: 3, Containers: 2, RowsPerContainer: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(-time.Second)
+	if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local, "t", "p", ms[0].ID), "t", "p", ms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// An upload cut short: a column file, no manifest.
+	m1 := ms[1]
+	if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", m1.ID)+m1.Files[0].Name, columnar.ContainerDir(local, "t", "p", m1.ID)+"/"+m1.Files[0].Name, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var s scheduler.Storage = bucketStorage{st}
+	rows, bytes, err := s.CheckContainer("t", "p", ms[0].ID)
+	if err != nil || rows != ms[0].Rows || bytes != ms[0].CompressedBytes() {
+		t.Errorf("check = %d rows, %d bytes, %v", rows, bytes, err)
+	}
+	if _, _, err := s.CheckContainer("t", "p", m1.ID); !errors.Is(err, scheduler.ErrBadOutput) {
+		t.Errorf("check of an unfinished upload: %v, want ErrBadOutput", err)
+	}
+	ents, err := s.ReadDir("t", "p")
+	if err != nil || len(ents) != 2 {
+		t.Fatalf("read dir = %v, %v", ents, err)
+	}
+	for _, e := range ents {
+		info, err := e.Info()
+		if err != nil || !e.IsDir() || info.ModTime().Before(before) {
+			t.Errorf("entry %s: dir %v, modified %v, %v", e.Name(), e.IsDir(), info.ModTime(), err)
+		}
+	}
+	if err := s.RemoveAll("t", "p", m1.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveContainer("t", "p", ms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RemoveEmpty("t", "p"); err != nil {
+		t.Fatal(err)
+	}
+	if ents, err := s.ReadDir("t", "p"); err != nil || len(ents) != 0 {
+		t.Errorf("after removing both: %v, %v", ents, err)
+	}
+	if _, _, err := s.CheckContainer("t", "p", ms[0].ID); !errors.Is(err, scheduler.ErrBadOutput) {
+		t.Errorf("check of a removed container: %v, want ErrBadOutput", err)
+	}
+}
