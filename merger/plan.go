@@ -68,6 +68,10 @@ type planInput struct {
 	workers   int   // parallelism asked for
 	rowSource int64 // estimated size of the row-source stream
 	rows      int64 // rows of the merge
+
+	// Set by candidates: the largest output side and the sum of the tails
+	// of the non-key columns.
+	outMax, tails int64
 }
 
 // plan is the planner's decision and the figures behind it.
@@ -220,6 +224,13 @@ func candidates(in planInput) []plan {
 	}
 	workers := max(1, in.workers)
 	keyPhase := keyPhaseCost(in.inputs, in.columns)
+	in.outMax, in.tails = 1, 0
+	for _, c := range in.columns {
+		if !c.key {
+			in.outMax = max(in.outMax, c.out)
+			in.tails += c.tail
+		}
+	}
 	var out []plan
 	sizes := groupSizes(len(rest), workers)
 	for _, size := range sizes {
@@ -360,14 +371,7 @@ func cmpInt64(a, b int64) int {
 // while their columns are finished beside the next pass, and before the
 // memory of the phases before the gathers. It reports whether p fits.
 func finishing(p *plan, in planInput, kept, runningOut, before int64) bool {
-	var outMax int64 = 1
-	var tails int64
-	for _, c := range in.columns {
-		if !c.key {
-			outMax = max(outMax, c.out)
-			tails += c.tail
-		}
-	}
+	outMax, tails := in.outMax, in.tails
 	// Finishing a column fsyncs its file; on common file systems an fsync
 	// also waits for other files' dirty pages, so fsyncs interleaved with
 	// writing the remaining columns cost far more than the same fsyncs

@@ -156,3 +156,15 @@ func TestEstimateBoundsPeak(t *testing.T) {
 		t.Errorf("plans %v: want both horizontal and vertical", plans)
 	}
 }
+
+// BenchmarkMakePlan measures the planner on a wide merge for many workers.
+func BenchmarkMakePlan(b *testing.B) {
+	in := syntheticInput(64, 2000, 16384, 8192)
+	in.workers = 64
+	in.grant = 8 << 30
+	for b.Loop() {
+		if _, err := makePlan(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
