@@ -4,24 +4,39 @@
 //
 // # Plans
 //
-// Merge picks one of three plans from the number of inputs K, the columns and
-// their decoded block sizes, and the grant:
+// A merge has two phases. The key merge merges the sort-key columns of the
+// K inputs with a loser tree, writes the output's key columns, and records
+// the row-source stream (which input each output row comes from), in memory
+// or spilled to a file in Options.TempDir. The gathers then write the other
+// columns: the columns are dealt into groups of about equal decoded bytes,
+// and each group is gathered in one pass over the row source, as many
+// passes at once as there are workers. Merge picks one of three plans:
 //
-//   - horizontal: every column of every input fits at once (one decoded block
-//     each). The sort-key columns are merged with a loser tree into a
-//     row-source stream kept in memory; then each worker takes a fixed share
-//     of the other columns, opens all of them and gathers them in one pass
-//     over the stream.
-//   - vertical: only some columns fit. The sort-key columns are merged first,
-//     writing the key columns of the output and the row-source stream (which
-//     input each output row comes from), spilled to a file in Options.TempDir
-//     when it does not fit beside the gathers. Then the other columns are
-//     gathered one column per worker, as many workers as the grant allows,
-//     each replaying the stream; a finished column's last block, footer and
-//     fsync run beside the next gather.
+//   - horizontal: one group per worker, the row-source stream in memory:
+//     every column of every input is open at once.
+//   - vertical: more groups than workers (down to one column each), handed
+//     to the workers as they finish the previous one; a finished column's
+//     last block, footer and fsync run beside the next pass, or after the
+//     last one when the columns' tails fit.
 //   - passes: even one column of all K inputs does not fit. Groups of
 //     consecutive inputs are merged into intermediate containers (in
 //     Options.TempDir), which are then merged, until one container remains.
+//
+// The planner lists every single-level plan (columns per pass, workers, the
+// row source in memory or spilled, the row source expanded once into a
+// selection vector every pass shares or expanded by each pass) with its
+// memory, keeps those that fit the grant, and picks the one its cost model
+// predicts fastest, not the largest: a merge decodes and encodes the same
+// bytes whatever the plan, so what the model weighs is the passes over the
+// row source, the spill I/O, the gathers running at once, and the cache. A
+// gather holds one decoded block of each input and consumes them at 1/K of
+// the output's pace, so the blocks of the columns gathered at once are its
+// working set; once that outgrows the last-level cache, every decoded byte
+// goes out to memory and back. That is why a wide horizontal merge is slower
+// than a vertical one even when it fits. A larger grant only adds plans to
+// choose from and a plan's prediction does not depend on the grant, so more
+// memory never picks a plan predicted slower. Stats.EstimatedBytes is the
+// chosen plan's memory estimate, Stats.PredictedSeconds its prediction.
 //
 // In every plan each input column file is opened once per level and each of
 // its blocks decoded once: a gather holds one block per input, moves on when

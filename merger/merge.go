@@ -116,8 +116,12 @@ func (m *merge) run(inputs []string, output string) error {
 		return err
 	}
 	m.stats.Plan = p.kind
+	m.stats.EstimatedBytes = p.estimate
+	m.stats.PredictedSeconds = p.seconds
 	m.opts.Logger.Info("mergeout plan", "plan", p.kind, "inputs", len(ins), "rows", rows, "columns", len(costs),
-		"grant", m.opts.Grant, "key_phase_bytes", p.keyPhase, "gather_max_bytes", p.gatherMax, "workers", p.workers, "fan_in", p.fanIn)
+		"grant", m.opts.Grant, "key_phase_bytes", p.keyPhase, "gather_phase_bytes", p.gatherPhase,
+		"estimated_bytes", p.estimate, "predicted_seconds", p.seconds, "workers", p.workers, "groups", len(p.groups),
+		"shared_sel", p.sharedSel, "row_source_in_memory", p.rowSourceMem > 0, "fan_in", p.fanIn)
 	total := rows * int64(len(costs))
 	if p.kind == PlanPasses {
 		// Every level writes every row once more.
@@ -204,6 +208,7 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 				continue
 			}
 			for b, fb := range man.Files[c].Blocks {
+				cost.raw += fb.RawBytes
 				cost.read = max(cost.read, fb.RawBytes+fb.Length)
 				if b < len(man.Blocks) && man.Blocks[b].Rows > 0 {
 					perRow = max(perRow, float64(fb.RawBytes)/float64(man.Blocks[b].Rows))
@@ -217,14 +222,15 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 		}
 		// The gathered block, and the writer's compressed copy of it (LZ4
 		// may grow incompressible data slightly).
+		cost.block = outBlock
 		cost.out = 2*outBlock + outBlock/8
 		// The gather's selection vector (counted per column: conservative
 		// when a worker gathers several).
 		cost.out += 2 * int64(outBlockRows)
 		if cost.key {
-			// Normalized key: marker + value (strings escaped, ~+3 bytes),
+			// Normalized key: marker + value (strings escaped: ~+10% and a terminator),
 			// plus 16 bytes of offsets per row.
-			cost.keyBytes = int64((perRow*1.1+4+16)*float64(blockRows)) + 1024
+			cost.keyBytes = int64((perRow*1.1+3+16)*float64(blockRows)) + 1024
 		}
 		costs[c] = cost
 	}
@@ -457,27 +463,25 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 	return rsw.finish()
 }
 
-// gatherAll writes the non-key columns: horizontal plans give each worker a
-// fixed group of columns gathered in one pass over the row source; vertical
-// plans hand columns to workers one at a time.
+// gatherAll writes the non-key columns cols, a group of the plan's at a
+// time per worker, each group in one pass over the row source: horizontal
+// plans have one group per worker, vertical plans hand groups to workers as
+// they finish the previous one.
 func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockRows int, w *columnar.Writer,
 	emit func(int, arrow.Array) error) error {
 	if len(cols) == 0 {
 		return nil
 	}
-	workers := max(1, min(p.workers, len(cols)))
-	m.stats.Workers = workers
-	var groups [][]int
-	if p.kind == PlanHorizontal {
-		groups = make([][]int, workers)
-		for i, c := range cols {
-			groups[i%workers] = append(groups[i%workers], c)
-		}
-	} else {
-		for _, c := range cols {
-			groups = append(groups, []int{c})
-		}
+	groups := p.groups
+	var grouped int
+	for _, g := range groups {
+		grouped += len(g)
 	}
+	if grouped != len(cols) {
+		return fmt.Errorf("%w: the plan groups %d columns of %d", ErrInternal, grouped, len(cols))
+	}
+	workers := max(1, min(p.workers, len(groups)))
+	m.stats.Workers = workers
 	ctx, cancel := context.WithCancel(m.ctx)
 	defer cancel()
 	work := make(chan []int)

@@ -57,6 +57,12 @@ type Stats struct {
 	BytesOut   int64  `json:"bytes_out"` // bytes of the output's column files
 	PeakBytes  int64  `json:"peak_bytes"`
 	GrantBytes int64  `json:"grant_bytes"`
+	// EstimatedBytes is the planner's estimate of PeakBytes (with passes:
+	// of the first level), what the plan was fitted to the grant with.
+	EstimatedBytes int64 `json:"estimated_bytes"`
+	// PredictedSeconds is the planner's cost model's duration of the plan
+	// it chose, the fastest of those that fit (0 with passes).
+	PredictedSeconds float64 `json:"predicted_seconds"`
 	// FilesOpened counts column files opened for reading (inputs and, with
 	// passes, intermediates); every file once is K x columns per level.
 	FilesOpened int64 `json:"files_opened"`

@@ -3,6 +3,8 @@ package merger
 import (
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/strata-db/strata/internal/bytesize"
@@ -19,7 +21,7 @@ const (
 const (
 	rowSourceWriterCost = 2 * rowSourceMaxChunk                         // writer payload + first buffer
 	rowSourceReaderCost = rowSourceMaxChunk + 64<<10 + gatherBatchBytes // chunk, file read buffer, decoded runs
-	overheadPerReader   = 4 << 10                                       // per open column reader: IPC footers, structs
+	overheadPerReader   = 1 << 10                                       // per open column reader: its structs, file and decoder
 )
 
 // columnCost is what one column of the projection costs the merge.
@@ -38,7 +40,25 @@ type columnCost struct {
 	// keyBytes is, for key columns, the normalized-key bytes one input block
 	// needs (keys plus offsets).
 	keyBytes int64
+	// block is the output block being gathered, part of out; the rest of
+	// out (the encoded copy, the selection vector) is needed once per pass
+	// however many columns the pass gathers.
+	block int64
+	// raw is the column's decoded bytes over every input: what its gather
+	// moves.
+	raw int64
 }
+
+// gatherState is the memory of gathering column c from k inputs in a pass
+// with other columns: its readers and its output block.
+func (c columnCost) gatherState(k int) int64 {
+	return int64(k)*(c.read+overheadPerReader) + c.block
+}
+
+// perPass is what a pass gathering column c needs once, beside the
+// columns' gatherState: the writer's encoded copy of an output block and
+// the selection vector.
+func (c columnCost) perPass() int64 { return c.out - c.block }
 
 // planInput is everything the planner looks at.
 type planInput struct {
@@ -48,20 +68,34 @@ type planInput struct {
 	workers   int   // parallelism asked for
 	rowSource int64 // estimated size of the row-source stream
 	rows      int64 // rows of the merge
+
+	// Set by candidates: the largest output side and the sum of the tails
+	// of the non-key columns.
+	outMax, tails int64
 }
 
 // plan is the planner's decision and the figures behind it.
 type plan struct {
-	kind         string
-	workers      int   // columns gathered at once (vertical) or column groups (horizontal)
+	kind string
+	// workers is the passes over the row source run at once.
+	workers int
+	// groups are the non-key columns (positions in the schema), one pass
+	// over the row source each: every column of a group is gathered in the
+	// same pass. A horizontal plan has one group per worker.
+	groups       [][]int
 	finishers    int   // columns finished (last block, footer, fsync) at once
 	deferFinish  bool  // finish every column after the last gather rather than beside the gathers
 	sharedSel    bool  // expand the row source once into a selection vector every gather shares
 	fanIn        int   // passes: inputs merged per intermediate container
 	rowSourceMem int64 // bytes the row-source stream may hold in memory before spilling
 	keyPhase     int64 // memory of the key merge
-	gatherMax    int64 // memory of the costliest single-column gather, and of finishing a column beside it
-	horizontal   int64 // memory of a horizontal merge
+	gatherPhase  int64 // memory of the gathers running at once, row source included
+	// need is the plan's predicted peak, before headroom; estimate is what
+	// it asks of the grant (need with headroom), reported as
+	// Stats.EstimatedBytes.
+	need, estimate int64
+	// seconds is the cost model's prediction of the merge's duration.
+	seconds float64
 }
 
 // keyPhaseCost is the memory of merging the key columns of k inputs.
@@ -75,9 +109,24 @@ func keyPhaseCost(k int, cols []columnCost) int64 {
 	return n
 }
 
-// gatherCost is the memory of gathering column c from k inputs.
+// readerCost is what one reader of the row-source stream reserves: its
+// chunk, the spill file's read buffer, and for merges of more inputs than a
+// selection vector names, the batch of decoded runs (rowSourceReaderCost is
+// the most of it).
+func readerCost(inMemory bool, inputs int) int64 {
+	n := int64(rowSourceMaxChunk)
+	if !inMemory {
+		n += 64 << 10
+	}
+	if inputs > maxSelInputs {
+		n += gatherBatchBytes
+	}
+	return n
+}
+
+// gatherCost is the memory of gathering column c alone from k inputs.
 func gatherCost(k int, c columnCost) int64 {
-	return int64(k)*(c.read+overheadPerReader) + c.out + rowSourceReaderCost
+	return c.gatherState(k) + c.perPass() + rowSourceReaderCost
 }
 
 // withHeadroom is what an estimate of need bytes asks of the grant: the
@@ -95,6 +144,7 @@ func makePlan(in planInput) (plan, error) {
 		ge.Grant = grant
 		ge.Minimum = withHeadroom(ge.Minimum)
 	}
+	p.estimate = withHeadroom(p.need)
 	return p, err
 }
 
@@ -105,96 +155,313 @@ const maxFinishers = 16
 // maxDeferredColumns bounds the output files held open to finish at the end.
 const maxDeferredColumns = 4096
 
+// The cost model. A merge decodes and encodes every byte of every column
+// whatever the plan; what the plans change is how often the row source is
+// replayed (once per group of columns), whether it is read back from a
+// spill file, how many gathers run at once, and how much of what the
+// gathers touch stays in cache. A gather holds one decoded block of each
+// input and consumes them at 1/K of the output's pace: a block decoded now
+// is still being read K output blocks later. When the blocks of the
+// columns gathered at once outgrow the last-level cache, every decoded
+// byte goes out to memory and is read back, which costs more than
+// replaying the row source once per column. The figures are seconds per
+// unit, measured on a 2-core AMD EPYC with LZ4; only their ratios decide
+// the plan.
+const (
+	costCodecPerByte    = 4.0e-9 // decode and encode, per decoded byte
+	costMovePerByte     = 0.5e-9 // the gather's moves, per decoded byte
+	costKeyPerRow       = 60e-9  // the key merge (normalized keys, loser tree), per row and key column
+	costExpandPerRow    = 1.5e-9 // expanding the row source into selection vectors, per row and pass
+	costSharedPerRow    = 0.1e-9 // reading a shared selection vector, per row and pass
+	costSpillPerByte    = 1.0e-9 // row-source spill write or read back, per byte
+	costMissPerByte     = 4.0e-9 // a decoded byte evicted from cache before it is gathered
+	costResidentPerByte = 0.2e-9 // memory held beyond the cache (fresh pages, zeroing, GC), per byte
+	costPassFixed       = 20e-6  // setting up a pass: buffers, its gathers, handing it to a worker
+)
+
+// cacheBytes is the last-level cache the gathers running at once share.
+var cacheBytes int64 = 16 << 20
+
 // makePlanWithin plans for estimates that must fit in in.grant.
 func makePlanWithin(in planInput) (plan, error) {
-	p, err := planKind(in)
-	if err != nil {
-		return p, err
-	}
-	// Each column finishing beside the gathers holds its last block (and
-	// its encoded copy); the gathers' figures include one per worker.
-	var outMax int64 = 1
-	for _, c := range in.columns {
-		outMax = max(outMax, c.out)
-	}
-	var free int64
-	switch p.kind {
-	case PlanVertical:
-		free = in.grant - p.rowSourceMem - int64(p.workers)*p.gatherMax
-	case PlanHorizontal:
-		free = in.grant - p.horizontal
-	}
-	// Expanding the row source once (2 bytes a row) spares every gather
-	// decoding it again; worth half of what is left.
-	if sel := 2 * in.rows; p.kind != PlanPasses && in.inputs <= maxSelInputs && sel <= free/2 {
-		p.sharedSel = true
-		free -= sel
-	}
-	p.finishers = p.workers + int(min(max(0, maxFinishers-int64(p.workers)), max(0, free/outMax)))
-	// Finishing a column fsyncs its file; on common file systems an fsync
-	// also waits for other files' dirty pages, so fsyncs interleaved with
-	// writing the remaining columns cost far more than the same fsyncs
-	// after the last write. Defer them when the columns' tails fit.
-	var tails int64
-	for _, c := range in.columns {
-		if !c.key {
-			tails += c.tail
-		}
-	}
-	if p.kind != PlanPasses && tails+int64(p.finishers)*outMax <= free && len(in.columns) <= maxDeferredColumns {
-		p.deferFinish = true
-	}
-	return p, nil
-}
-
-// planKind picks the plan and its workers.
-func planKind(in planInput) (plan, error) {
-	workers := max(1, in.workers)
-	p := plan{keyPhase: keyPhaseCost(in.inputs, in.columns)}
-	var all int64
-	for _, c := range in.columns {
-		if c.key {
+	var best plan
+	found := false
+	for _, p := range candidates(in) {
+		if p.need > in.grant {
 			continue
 		}
-		g := gatherCost(in.inputs, c)
-		// A gathered column's last block waits in the writer while the
-		// column is finished beside the next gather.
-		p.gatherMax = max(p.gatherMax, g+c.out)
-		all += g - rowSourceReaderCost
-	}
-	// Horizontal: the row-source stream stays in memory, and every column of
-	// every input is open at once (one reader per worker).
-	p.horizontal = max(p.keyPhase+in.rowSource, in.rowSource+all+int64(workers)*rowSourceReaderCost)
-	if p.horizontal <= in.grant {
-		p.kind = PlanHorizontal
-		p.workers = workers
-		p.rowSourceMem = in.rowSource
-		return p, nil
-	}
-	// Vertical: key merge first, then columns one per worker.
-	if p.keyPhase <= in.grant && p.gatherMax <= in.grant {
-		p.kind = PlanVertical
-		// Keep the row-source stream in memory when that costs no worker;
-		// spill it otherwise (reading it back costs a buffer, in gatherMax).
-		spilled := min(int64(workers), in.grant/max(1, p.gatherMax))
-		p.workers = int(spilled)
-		if free := in.grant - in.rowSource; free >= p.keyPhase && free >= p.gatherMax {
-			if kept := min(int64(workers), free/max(1, p.gatherMax)); kept >= spilled {
-				p.rowSourceMem = in.rowSource
-			}
+		if !found || p.seconds < best.seconds || (p.seconds == best.seconds && p.need < best.need) {
+			best, found = p, true
 		}
-		return p, nil
+	}
+	if found {
+		return best, nil
 	}
 	// Passes: the largest fan-in whose vertical merge fits.
+	p := plan{keyPhase: keyPhaseCost(in.inputs, in.columns)}
 	for f := in.inputs - 1; f >= 2; f-- {
-		if keyPhaseCost(f, in.columns) <= in.grant && maxGather(f, in.columns) <= in.grant {
+		if need := max(keyPhaseCost(f, in.columns), maxGather(f, in.columns)); need <= in.grant {
 			p.kind = PlanPasses
 			p.fanIn = f
 			p.workers = 1
+			p.need = need
 			return p, nil
 		}
 	}
-	return p, p.grantError(in)
+	return p, grantError(in)
+}
+
+// candidates lists the single-level plans for in: every group size (from
+// one column per pass to every column in one pass per worker), number of
+// workers, row source in memory or spilled, and shared selection vector or
+// not, each with its memory and predicted seconds.
+func candidates(in planInput) []plan {
+	var rest []int
+	for c, col := range in.columns {
+		if !col.key {
+			rest = append(rest, c)
+		}
+	}
+	workers := max(1, in.workers)
+	keyPhase := keyPhaseCost(in.inputs, in.columns)
+	in.outMax, in.tails = 1, 0
+	for _, c := range in.columns {
+		if !c.key {
+			in.outMax = max(in.outMax, c.out)
+			in.tails += c.tail
+		}
+	}
+	var out []plan
+	sizes := groupSizes(len(rest), workers)
+	for _, size := range sizes {
+		horizontal := size == 0
+		// Groups of about equal bytes: the gathers running at once then
+		// hold about the same whichever groups they are.
+		n := workers
+		if !horizontal {
+			n = (len(rest) + size - 1) / size
+		}
+		groups := balanced(rest, n, in.columns)
+		// Memory of each group's gathers, largest first: the gathers
+		// running at once are at most the largest ones. outs is the
+		// group's largest output block, which waits in the writer while
+		// the column is finished beside the next pass.
+		mem := make([]int64, len(groups))
+		outs := make([]int64, len(groups))
+		for i, g := range groups {
+			var pass int64
+			for _, c := range g {
+				mem[i] += in.columns[c].gatherState(in.inputs)
+				pass = max(pass, in.columns[c].perPass())
+				outs[i] = max(outs[i], in.columns[c].out)
+			}
+			mem[i] += pass
+		}
+		order := make([]int, len(groups))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmpInt64(mem[b]+outs[b], mem[a]+outs[a]) })
+		for w := 1; w <= workers; w++ {
+			if horizontal && w != max(1, len(groups)) {
+				continue // a horizontal plan is one group per worker
+			}
+			if !horizontal && w > len(groups) {
+				break
+			}
+			var running, runningOut int64
+			for _, i := range order[:min(w, len(order))] {
+				running += mem[i]
+				runningOut += outs[i]
+			}
+			for _, inMemory := range []bool{true, false} {
+				if horizontal && !inMemory {
+					continue
+				}
+				for _, shared := range []bool{false, true} {
+					if shared && (in.inputs > maxSelInputs || in.rows == 0) {
+						continue
+					}
+					p := plan{kind: PlanVertical, workers: w, groups: groups, sharedSel: shared, keyPhase: keyPhase}
+					if horizontal {
+						p.kind = PlanHorizontal
+					}
+					if inMemory {
+						p.rowSourceMem = in.rowSource
+					}
+					// kept is what the row source holds while the
+					// columns are gathered and finished.
+					kept := p.rowSourceMem
+					var expand, readers int64
+					if shared {
+						// The encoded stream is dropped once expanded.
+						kept = 2 * in.rows
+						expand = p.rowSourceMem + kept + readerCost(inMemory, in.inputs)
+					} else {
+						readers = int64(min(w, len(groups))) * readerCost(inMemory, in.inputs)
+					}
+					p.gatherPhase = kept + running + readers
+					if !finishing(&p, in, kept, runningOut, max(keyPhase+p.rowSourceMem, expand)) {
+						continue
+					}
+					p.seconds = predictSeconds(in, p)
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// groupSizes are the columns per pass the planner tries: powers of two
+// below an even share of the columns per worker, and 0 for the horizontal
+// plan (one group per worker).
+func groupSizes(cols, workers int) []int {
+	sizes := []int{0}
+	share := (cols + workers - 1) / workers
+	for s := 1; s < share; s *= 2 {
+		sizes = append(sizes, s)
+	}
+	return sizes
+}
+
+// balanced deals cols into at most n groups of about equal decoded bytes:
+// each column, largest first, goes to the group with the fewest bytes so
+// far. Each group keeps its columns in schema order.
+func balanced(cols []int, n int, costs []columnCost) [][]int {
+	n = min(n, len(cols))
+	if n <= 0 {
+		return nil
+	}
+	order := slices.Clone(cols)
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmpInt64(costs[b].raw, costs[a].raw)
+	})
+	groups := make([][]int, n)
+	bytes := make([]int64, n)
+	for _, c := range order {
+		g := 0
+		for i := range bytes {
+			if bytes[i] < bytes[g] {
+				g = i
+			}
+		}
+		groups[g] = append(groups[g], c)
+		bytes[g] += costs[c].raw
+	}
+	for _, g := range groups {
+		slices.Sort(g)
+	}
+	return groups
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// finishing sets how p finishes its columns, and p.need, from the memory
+// the gathers leave free: kept is what the row source holds meanwhile,
+// runningOut the output blocks of the gathers running at once that wait
+// while their columns are finished beside the next pass, and before the
+// memory of the phases before the gathers. It reports whether p fits.
+func finishing(p *plan, in planInput, kept, runningOut, before int64) bool {
+	outMax, tails := in.outMax, in.tails
+	// Finishing a column fsyncs its file; on common file systems an fsync
+	// also waits for other files' dirty pages, so fsyncs interleaved with
+	// writing the remaining columns cost far more than the same fsyncs
+	// after the last write. Defer them when the columns' tails fit: then
+	// the tails wait while the columns are gathered, and the columns are
+	// finished once the gathers are done.
+	if len(in.columns) <= maxDeferredColumns {
+		during := max(before, p.gatherPhase+tails)
+		if free := in.grant - kept - tails; during <= in.grant && free >= outMax {
+			p.deferFinish = true
+			p.finishers = int(min(maxFinishers, free/outMax))
+			// Each finisher encodes a tail: at most the tails again.
+			p.need = max(during, kept+tails+min(int64(p.finishers)*outMax, 2*tails))
+			return true
+		}
+	}
+	// Otherwise each finished column's last block waits while the column
+	// is finished beside the gathers, and finishers beyond the workers take
+	// what is left.
+	need := max(before, p.gatherPhase+runningOut)
+	if need > in.grant {
+		return false
+	}
+	extra := min(max(0, maxFinishers-int64(p.workers)), (in.grant-need)/outMax)
+	p.finishers = p.workers + int(extra)
+	p.need = need + extra*outMax
+	return true
+}
+
+// predictSeconds is the cost model's duration of p.
+func predictSeconds(in planInput, p plan) float64 {
+	rows := float64(in.rows)
+	var keyRaw, keyCols float64
+	for _, c := range in.columns {
+		if c.key {
+			keyRaw += float64(c.raw)
+			keyCols++
+		}
+	}
+	// The key merge runs alone, before the gathers.
+	serial := keyRaw*(costCodecPerByte+costMovePerByte) + rows*keyCols*costKeyPerRow
+	rs := float64(in.rowSource)
+	if p.rowSourceMem == 0 {
+		serial += rs * costSpillPerByte // written once
+	}
+	if p.sharedSel {
+		serial += rows * costExpandPerRow
+		if p.rowSourceMem == 0 {
+			serial += rs * costSpillPerByte
+		}
+	}
+	// The gathers: work spread over the workers, each pass replaying the
+	// row source.
+	var work float64
+	running := float64(min(p.workers, len(p.groups)))
+	var ws float64 // bytes the gathers running at once touch, per pass on average
+	for _, g := range p.groups {
+		var raw, state float64
+		for _, c := range g {
+			raw += float64(in.columns[c].raw)
+			state += float64(in.columns[c].gatherState(in.inputs))
+		}
+		work += raw*(costCodecPerByte+costMovePerByte) + costPassFixed
+		if p.sharedSel {
+			work += rows * costSharedPerRow
+		} else {
+			work += rows * costExpandPerRow
+			if p.rowSourceMem == 0 {
+				work += rs * costSpillPerByte
+			}
+		}
+		ws += state
+	}
+	if len(p.groups) > 0 {
+		ws = ws / float64(len(p.groups)) * running
+		if ws > float64(cacheBytes) {
+			var raw float64
+			for _, g := range p.groups {
+				for _, c := range g {
+					raw += float64(in.columns[c].raw)
+				}
+			}
+			work += raw * costMissPerByte * (1 - float64(cacheBytes)/ws)
+		}
+	}
+	// (The memory finishing takes depends on the grant: leaving it out
+	// keeps a plan's prediction the same whatever the grant.)
+	resident := max(p.keyPhase+p.rowSourceMem, p.gatherPhase)
+	work += float64(max(0, resident-cacheBytes)) * costResidentPerByte
+	return serial + work/math.Max(1, running)
 }
 
 func maxGather(k int, cols []columnCost) int64 {
@@ -207,10 +474,10 @@ func maxGather(k int, cols []columnCost) int64 {
 	return m
 }
 
-func (p plan) grantError(in planInput) *GrantError {
+func grantError(in planInput) *GrantError {
 	minimum := max(keyPhaseCost(2, in.columns), maxGather(2, in.columns))
 	if in.inputs < 2 {
-		minimum = max(p.keyPhase, p.gatherMax)
+		minimum = max(keyPhaseCost(in.inputs, in.columns), maxGather(in.inputs, in.columns))
 	}
 	var worst columnCost
 	for _, c := range in.columns {

@@ -64,6 +64,8 @@ type mergeoutCase struct {
 	MBPerS             float64 `json:"mb_per_s"` // uncompressed input MB (1e6 bytes) merged per second
 	BytesIn            int64   `json:"bytes_in"`
 	PeakBytes          int64   `json:"peak_bytes"`
+	EstimatedBytes     int64   `json:"estimated_bytes"`   // the planner's estimate of peak_bytes
+	PredictedSeconds   float64 `json:"predicted_seconds"` // the planner's cost model's duration of its plan
 	FilesOpened        int64   `json:"files_opened"`
 	FilesExpected      int64   `json:"files_expected"` // containers x width: every input column file once
 	BlocksDecompressed int64   `json:"blocks_decompressed"`
@@ -224,7 +226,8 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 			cases[i] = mergeoutCase{
 				Width: width, Containers: cfg.containers, Rows: cfg.rows, TotalRows: st.Rows, BlockRows: cfg.blockRows,
 				GrantBytes: grant, Plan: st.Plan, Seconds: secs, MBPerS: float64(st.BytesIn) / 1e6 / secs,
-				CPUSeconds: cpuMin, BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, FilesOpened: st.FilesOpened,
+				CPUSeconds: cpuMin, BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, EstimatedBytes: st.EstimatedBytes,
+				PredictedSeconds: st.PredictedSeconds, FilesOpened: st.FilesOpened,
 				FilesExpected: int64(cfg.containers) * int64(width), BlocksDecompressed: st.BlocksDecompressed,
 				BlocksTotal: st.BlocksTotal, ComparisonsPerRow: st.ComparisonsPerRow, Workers: st.Workers,
 				Passes: st.Passes, SpilledBytes: st.SpilledBytes,
@@ -360,12 +363,13 @@ func (cw *caseWriter) write(c mergeoutCase) error {
 		return cw.enc.Encode(c)
 	}
 	if cw.rows == 0 {
-		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tplan\tworkers\tseconds\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\tfiles\tblocks\tcmp/row\t")
+		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tplan\tworkers\tseconds\tpredicted s\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\testimate\tfiles\tblocks\tcmp/row\t")
 	}
 	cw.rows++
-	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%d/%d\t%d/%d\t%.2f\t\n",
-		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Plan, c.Workers, c.Seconds, c.MBPerS,
-		c.CodecFloorSeconds, c.FloorRatio, c.CPUSeconds, c.CodecFloorCPU, bytesize.Format(c.PeakBytes), c.FilesOpened, c.FilesExpected,
+	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d/%d\t%d/%d\t%.2f\t\n",
+		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Plan, c.Workers, c.Seconds, c.PredictedSeconds, c.MBPerS,
+		c.CodecFloorSeconds, c.FloorRatio, c.CPUSeconds, c.CodecFloorCPU, bytesize.Format(c.PeakBytes), bytesize.Format(c.EstimatedBytes),
+		c.FilesOpened, c.FilesExpected,
 		c.BlocksDecompressed, c.BlocksTotal, c.ComparisonsPerRow)
 	return err
 }
