@@ -143,9 +143,15 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		return err
 	}
 	var perm []int32
-	if !sortedInput {
+	threads := ev.threadsFor(n)
+	parallel := false
+	if !sortedInput && threads > 1 && len(g.partition) > 0 {
+		ev.s.sorted = nil // no first key from the sorter
+		perm, parallel = ev.parallelSortPerm(gk, n, threads)
+	}
+	if !sortedInput && !parallel {
 		perm = ev.s.sortPerm(gk.keys, n, nil)
-	} else {
+	} else if sortedInput {
 		ev.stats.SortedInput = true
 	}
 	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}}
@@ -153,6 +159,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		ev.decodeFirstKey(g, gk, sc)
 	}
 	ge, rangeKey := newGroupEval(g, gk, sc, n)
+	ge.threads = threads
 	outs := map[int]*vector{}
 	for _, c := range g.calls {
 		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, sc.of)

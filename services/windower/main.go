@@ -7,12 +7,17 @@
 //
 // Usage:
 //
-//	windower [--nats URLS] [--data DIR] [--memory 512MiB] [--http :9103]
+//	windower [--nats URLS] [--data DIR] [--memory 512MiB] [--threads N] [--http :9103]
+//
+// --threads is how many cores one job is evaluated on (default: all the
+// process may use, GOMAXPROCS); the threads share the job's grant.
 //
 // Every flag has an environment variable: --memory is STRATA_MEMORY.
 package main
 
 import (
+	"fmt"
+
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/messages"
@@ -22,10 +27,14 @@ func main() { service.Main("windower", run) }
 
 func run(args []string) error {
 	w := service.NewWorker("windower", "127.0.0.1:9103", "512MiB")
+	threads := w.Flags.Int("threads", 0, "cores one job is evaluated on, sharing its grant (default: GOMAXPROCS)")
 	if err := w.Start(args); err != nil {
 		return err
 	}
-	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, log: w.Log}
+	if *threads < 0 {
+		return fmt.Errorf("--threads %d: want a positive number of threads, or 0 for GOMAXPROCS", *threads)
+	}
+	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, threads: *threads, log: w.Log}
 	return service.RunJobs(w, service.JobSpec[*messages.WindowJob]{
 		Operation: messages.OperationWindow,
 		Consumer:  messages.ConsumerWindower,
