@@ -145,17 +145,21 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	var perm []int32
 	threads := ev.threadsFor(n)
 	parallel := false
+	var firstSorted *vector // the first key in sorted order, from the parallel sort
 	if !sortedInput && threads > 1 && len(g.partition) > 0 {
 		ev.s.sorted = nil // no first key from the sorter
-		perm, parallel = ev.parallelSortPerm(gk, n, threads)
+		perm, firstSorted, parallel = ev.parallelSortPerm(gk, n, threads)
 	}
 	if !sortedInput && !parallel {
 		perm = ev.s.sortPerm(gk.keys, n, nil)
 	} else if sortedInput {
 		ev.stats.SortedInput = true
 	}
-	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}}
-	if perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat {
+	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}, threads: threads}
+	switch {
+	case firstSorted != nil:
+		useFirstKey(g, gk, sc, firstSorted)
+	case perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat:
 		ev.decodeFirstKey(g, gk, sc)
 	}
 	ge, rangeKey := newGroupEval(g, gk, sc, n)
@@ -219,8 +223,9 @@ func (ev *evaluation) groupKeys(g *windowGroup) (*groupKeys, error) {
 // sortedColumns are key and argument columns in a group's sorted order,
 // each gathered once.
 type sortedColumns struct {
-	perm []int32
-	cols map[int]*vector // by input column
+	perm    []int32
+	cols    map[int]*vector // by input column
+	threads int             // goroutines a gather may use
 }
 
 // of returns v, the values of e, in sorted order.
@@ -233,7 +238,7 @@ func (sc *sortedColumns) of(e *expr, v *vector) *vector {
 			return sv
 		}
 	}
-	sv := v.gather(sc.perm, &vector{})
+	sv := gatherParallel(v, sc.perm, sc.threads)
 	if e.col >= 0 {
 		sc.cols[e.col] = sv
 	}
@@ -264,6 +269,12 @@ func (ev *evaluation) decodeFirstKey(g *windowGroup, gk *groupKeys, sc *sortedCo
 	for i, u := range sorted {
 		sv.ints[i] = int64(u ^ flip)
 	}
+	useFirstKey(g, gk, sc, sv)
+}
+
+// useFirstKey makes sv, the first key's values in sorted order, the
+// group's first key.
+func useFirstKey(g *windowGroup, gk *groupKeys, sc *sortedColumns, sv *vector) {
 	var e *expr
 	if len(g.partition) > 0 {
 		e = g.partition[0].expr

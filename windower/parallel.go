@@ -42,22 +42,24 @@ func (ev *evaluation) threadsFor(n int) int {
 
 // parallelSortPerm returns the permutation sortPerm gives for gk's keys
 // (nil: the rows are in order), sorting t hash buckets of the rows on t
-// goroutines. It reports false, having reserved nothing, when the
+// goroutines, and the first key's values in that order when it is an
+// integer-like key without NULLs (else nil), as decodeFirstKey has them.
+// It reports false, having reserved nothing, when the
 // grant does not hold the buckets' buffers: the caller sorts on one
 // thread.
-func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, bool) {
+func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, bool) {
 	if inOrder(gk.keys, n) {
-		return nil, true
+		return nil, nil, true
 	}
 	// Bucket of every row, the rows by bucket, the sorted rows, and each
 	// bucket's copy of the keys and local permutation (the sorters'
 	// buffers are those the single-thread sort reserves, split).
-	extra := int64(n) * (2 + 4 + 4 + 4 + 8)
+	extra := int64(n) * (2 + 4 + 4 + 4 + 8 + 8)
 	for _, k := range gk.keys {
 		extra += int64(n) * (kindBytes(k.v.kind) + 1)
 	}
 	if err := ev.budget.Reserve(extra); err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	defer ev.budget.Release(extra)
 
@@ -104,6 +106,11 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, bool) 
 	sorted := make([]int32, n)
 	parts := make([][]int32, t)
 	np := len(gk.part)
+	first := gk.keys[0].v
+	var firstVals []int64 // the first key in each bucket's order
+	if first.kind != kindFloat && first.kind != kindString && first.nulls == nil {
+		firstVals = make([]int64, n)
+	}
 	parallelFor(t, func(b int) {
 		lo, hi := starts[b], starts[b+1]
 		if lo == hi {
@@ -124,10 +131,35 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, bool) 
 				out[i] = mine[p]
 			}
 		}
+		if firstVals != nil {
+			// The partition key comes first and is ascending.
+			vals := firstVals[lo:hi]
+			switch {
+			case local == nil:
+				copy(vals, keys[0].v.ints)
+			case s.sorted != nil:
+				for i, u := range s.sorted[:hi-lo] {
+					vals[i] = int64(u ^ 1<<63)
+				}
+			default:
+				for i, p := range local {
+					vals[i] = keys[0].v.ints[p]
+				}
+			}
+		}
 		ps := []int32{int32(lo)}
-		for i := 1; i < len(out); i++ {
-			if !equalRows(gk.part, int(out[i-1]), int(out[i])) {
-				ps = append(ps, int32(lo+i))
+		if firstVals != nil && np == 1 {
+			vals := firstVals[lo:hi]
+			for i := 1; i < len(vals); i++ {
+				if vals[i] != vals[i-1] {
+					ps = append(ps, int32(lo+i))
+				}
+			}
+		} else {
+			for i := 1; i < len(out); i++ {
+				if !equalRows(gk.part, int(out[i-1]), int(out[i])) {
+					ps = append(ps, int32(lo+i))
+				}
 			}
 		}
 		parts[b] = ps
@@ -135,6 +167,10 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, bool) 
 
 	// Merge the buckets' partitions by partition key.
 	perm := make([]int32, n)
+	var firstSorted []int64
+	if firstVals != nil {
+		firstSorted = make([]int64, n)
+	}
 	partKeys := gk.keys[:np]
 	next := make([]int, t) // next partition of each bucket
 	pos = 0
@@ -154,9 +190,15 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, bool) 
 		if next[best] < len(parts[best]) {
 			pe = int(parts[best][next[best]])
 		}
+		if firstVals != nil {
+			copy(firstSorted[pos:], firstVals[ps:pe])
+		}
 		pos += copy(perm[pos:], sorted[ps:pe])
 	}
-	return perm, true
+	if firstVals == nil {
+		return perm, nil, true
+	}
+	return perm, &vector{kind: first.kind, typ: first.typ, ints: firstSorted}, true
 }
 
 // hashRows sets bucket[i], for rows lo..hi-1, to the bucket of the
@@ -280,4 +322,46 @@ func (cs *callState) worker() *callState {
 	w.agg.overflow = false
 	w.fr = framer{f: cs.fr.f, key: cs.fr.key}
 	return w
+}
+
+// gatherParallel is v.gather(perm, &vector{}) on t goroutines.
+func gatherParallel(v *vector, perm []int32, t int) *vector {
+	if perm == nil {
+		return v
+	}
+	n := len(perm)
+	if t <= 1 || n < parallelMinRows {
+		return v.gather(perm, &vector{})
+	}
+	out := &vector{kind: v.kind, typ: v.typ}
+	switch v.kind {
+	case kindFloat:
+		out.floats = make([]float64, n)
+	case kindString:
+		out.strs = make([]string, n)
+	default:
+		out.ints = make([]int64, n)
+	}
+	if v.nulls != nil {
+		out.nulls = make([]bool, n)
+	}
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		// Views of out's storage: gather writes into them in place.
+		dst := &vector{}
+		switch v.kind {
+		case kindFloat:
+			dst.floats = out.floats[lo:hi:hi]
+		case kindString:
+			dst.strs = out.strs[lo:hi:hi]
+		default:
+			dst.ints = out.ints[lo:hi:hi]
+		}
+		if v.nulls != nil {
+			dst.nulls = out.nulls[lo:hi:hi]
+		}
+		v.gather(perm[lo:hi], dst)
+	})
+	return out
 }

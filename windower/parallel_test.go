@@ -109,12 +109,25 @@ func TestParallelSortPerm(t *testing.T) {
 		var s sorter
 		want := s.sortPerm(gk.keys, n, nil)
 		ev := &evaluation{o: Options{Threads: 1 + rng.IntN(6)}, budget: newTestBudget()}
-		got, ok := ev.parallelSortPerm(gk, n, ev.o.Threads)
+		got, firstSorted, ok := ev.parallelSortPerm(gk, n, ev.o.Threads)
 		if !ok {
 			t.Fatalf("iteration %d: refused", it)
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("iteration %d (n %d, %d distinct, %d threads): permutations differ", it, n, distinct, ev.o.Threads)
+		}
+		if firstSorted != nil {
+			if want == nil {
+				t.Fatalf("iteration %d: first key of rows in order", it)
+			}
+			first := gk.keys[0].v
+			for i, p := range want {
+				if firstSorted.ints[i] != first.ints[p] {
+					t.Fatalf("iteration %d: sorted first key %d at row %d, want %d", it, firstSorted.ints[i], i, first.ints[p])
+				}
+			}
+		} else if want != nil && gk.keys[0].v.kind == kindInt && gk.keys[0].v.nulls == nil {
+			t.Fatalf("iteration %d: no sorted first key", it)
 		}
 		if ev.budget.InUse() != 0 {
 			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
@@ -136,7 +149,7 @@ func TestParallelSmallGrant(t *testing.T) {
 	})
 	ev := &evaluation{o: Options{Threads: 4}, budget: newTestBudgetOf(64)}
 	v := &vector{kind: kindInt, ints: []int64{3, 1, 2, 1, 3}}
-	if _, ok := ev.parallelSortPerm(&groupKeys{keys: []sortedKey{{v: v}}, part: []*vector{v}}, 5, 4); ok {
+	if _, _, ok := ev.parallelSortPerm(&groupKeys{keys: []sortedKey{{v: v}}, part: []*vector{v}}, 5, 4); ok {
 		t.Fatal("a 64-byte budget held the parallel sort's buffers")
 	}
 }
