@@ -109,7 +109,7 @@ func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Optio
 		mem.drain() // a spilling run holds nothing it does not use
 		return runExternal(ctx, p, cs, rows, o)
 	}
-	in, err := loadContainers(ctx, p, cs, rows, o.Budget)
+	in, err := loadContainers(ctx, p, cs, rows, o.Budget, o.Threads)
 	mem.drain()
 	if err != nil {
 		return nil, err
