@@ -51,10 +51,13 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 	if inOrder(gk.keys, n) {
 		return nil, nil, true
 	}
-	// Bucket of every row, the rows by bucket, the sorted rows, and each
-	// bucket's copy of the keys and local permutation (the sorters'
-	// buffers are those the single-thread sort reserves, split).
-	extra := int64(n) * (2 + 4 + 4 + 4 + 8 + 8)
+	// Beyond what sortedGroup reserves for the single-thread sort
+	// (permutation, keys and their scratch, flags): each row's bucket, the
+	// rows by bucket and in sorted order, the buckets' local permutations,
+	// index scratch and NULL flags, the first key in the buckets' order
+	// and merged (which outlives this call in place of the sorter's keys),
+	// and each bucket's copy of the keys.
+	extra := int64(n) * (2 + 4 + 4 + 4 + 4 + 8 + 8 + 8)
 	for _, k := range gk.keys {
 		extra += int64(n) * (kindBytes(k.v.kind) + 1)
 	}
