@@ -56,8 +56,12 @@
 // are split by rows. The result is the single-thread result, row for row
 // and in the same order. The parallel sort's buffers are reserved from
 // the grant first; when they do not fit, the group sorts on one thread.
-// A group without PARTITION BY sorts on one thread; its partition is
-// evaluated on one.
+// A group without PARTITION BY whose one ORDER BY key is integer-like
+// without NULLs (timestamps, dates, integers) sorts contiguous ranges of
+// its rows on their own goroutines and merges them pairwise, the earlier
+// range first among equal keys (stable); other such groups sort on one
+// thread. A single partition is evaluated on one thread. Results of
+// groups before the last are put back in input order on all the threads.
 //
 // # Memory and spilling
 //

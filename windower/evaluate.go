@@ -149,6 +149,9 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	if !sortedInput && threads > 1 && len(g.partition) > 0 {
 		ev.s.sorted = nil // no first key from the sorter
 		perm, firstSorted, parallel = ev.parallelSortPerm(gk, n, threads)
+	} else if !sortedInput && threads > 1 && len(gk.keys) == 1 && oneWordKey(gk.keys[0].v) {
+		ev.s.sorted = nil
+		perm, firstSorted, parallel = ev.parallelSortKey(gk.keys[0], n, threads)
 	}
 	if !sortedInput && !parallel {
 		perm = ev.s.sortPerm(gk.keys, n, nil)
@@ -186,7 +189,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	}
 	// Put the outputs back in input row order.
 	for item, v := range outs {
-		ev.results[item] = scatter(v, perm)
+		ev.results[item] = scatter(v, perm, threads)
 	}
 	return nil
 }
@@ -378,12 +381,12 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 			if sv, ok := lastSorted[o.expr.col]; ok && o.expr.col >= 0 && final != nil && lastOuts != nil {
 				v = sv // already in the final order
 			} else if final != nil {
-				v = v.gather(final, &vector{})
+				v = gatherParallel(v, final, ev.threadsFor(n))
 			}
 		} else {
 			v = ev.results[i]
 			if !(lastOuts != nil && lastOuts[i] != nil) && final != nil {
-				v = v.gather(final, &vector{})
+				v = gatherParallel(v, final, ev.threadsFor(n))
 			}
 		}
 		v = truncate(v, rows)
@@ -434,8 +437,9 @@ func truncate(v *vector, rows int) *vector {
 	return &out
 }
 
-// scatter returns v (in perm order) in input row order.
-func scatter(v *vector, perm []int32) *vector {
+// scatter returns v (in perm order) in input row order, on up to
+// threads goroutines (perm is a permutation: their writes are disjoint).
+func scatter(v *vector, perm []int32, threads int) *vector {
 	if perm == nil {
 		return v
 	}
@@ -444,25 +448,39 @@ func scatter(v *vector, perm []int32) *vector {
 	switch v.kind {
 	case kindFloat:
 		out.floats = make([]float64, n)
-		for i, p := range perm {
-			out.floats[p] = v.floats[i]
-		}
 	case kindString:
 		out.strs = make([]string, n)
-		for i, p := range perm {
-			out.strs[p] = v.strs[i]
-		}
 	default:
 		out.ints = make([]int64, n)
-		for i, p := range perm {
-			out.ints[p] = v.ints[i]
-		}
 	}
 	if v.nulls != nil {
 		out.nulls = make([]bool, n)
-		for i, p := range perm {
-			out.nulls[p] = v.nulls[i]
-		}
 	}
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := splitRows(n, threads)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		switch v.kind {
+		case kindFloat:
+			for i, p := range perm[lo:hi] {
+				out.floats[p] = v.floats[lo+i]
+			}
+		case kindString:
+			for i, p := range perm[lo:hi] {
+				out.strs[p] = v.strs[lo+i]
+			}
+		default:
+			for i, p := range perm[lo:hi] {
+				out.ints[p] = v.ints[lo+i]
+			}
+		}
+		if v.nulls != nil {
+			for i, p := range perm[lo:hi] {
+				out.nulls[p] = v.nulls[lo+i]
+			}
+		}
+	})
 	return out
 }

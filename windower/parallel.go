@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"unsafe"
 )
 
 // Parallel evaluation of a window group in memory, on up to
@@ -367,4 +368,110 @@ func gatherParallel(v *vector, perm []int32, t int) *vector {
 		v.gather(perm[lo:hi], dst)
 	})
 	return out
+}
+
+// parallelSortKey returns the permutation sortPerm gives for one
+// integer-like key without NULLs (a group without PARTITION BY, such as
+// ORDER BY t), and the key's values in that order: t contiguous ranges of
+// the rows are radix-sorted on their own goroutines, then merged pairwise
+// in rounds, the left run first among equal keys, which keeps the sort
+// stable. It reports false, having reserved nothing, when the grant does
+// not hold the buffers: the caller sorts on one thread.
+func (ev *evaluation) parallelSortKey(key sortedKey, n, t int) ([]int32, *vector, bool) {
+	keys := []sortedKey{key}
+	if inOrder(keys, n) {
+		return nil, nil, true
+	}
+	// Beyond the single-thread sort's: the runs' sorter scratch and
+	// local permutations, and a second (word, row) buffer for the merge.
+	extra := int64(n) * (8 + 4 + 4 + 8 + 4)
+	if err := ev.budget.Reserve(extra); err != nil {
+		return nil, nil, false
+	}
+	defer ev.budget.Release(extra)
+	v := key.v
+	flip := uint64(1) << 63
+	if key.desc {
+		flip = ^flip
+	}
+	words, rows := make([]uint64, n), make([]int32, n)
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		var s sorter
+		part := sortedKey{v: &vector{kind: v.kind, typ: v.typ, ints: v.ints[lo:hi]}, desc: key.desc}
+		local := s.sortPerm([]sortedKey{part}, hi-lo, nil)
+		w, ids := words[lo:hi], rows[lo:hi]
+		if local == nil {
+			for i, x := range v.ints[lo:hi] {
+				w[i], ids[i] = uint64(x)^flip, int32(lo+i)
+			}
+			return
+		}
+		for i, p := range local {
+			ids[i] = int32(lo) + p
+		}
+		if s.sorted != nil {
+			copy(w, s.sorted[:hi-lo])
+			return
+		}
+		for i, p := range local {
+			w[i] = uint64(v.ints[lo+int(p)]) ^ flip
+		}
+	})
+	words2, rows2 := make([]uint64, n), make([]int32, n)
+	for len(ranges) > 1 {
+		next := make([][2]int, 0, (len(ranges)+1)/2)
+		for k := 0; k < len(ranges); k += 2 {
+			if k+1 == len(ranges) {
+				next = append(next, ranges[k])
+			} else {
+				next = append(next, [2]int{ranges[k][0], ranges[k+1][1]})
+			}
+		}
+		pairs := ranges
+		parallelFor(len(next), func(j int) {
+			a := pairs[2*j]
+			if 2*j+1 == len(pairs) {
+				copy(words2[a[0]:a[1]], words[a[0]:a[1]])
+				copy(rows2[a[0]:a[1]], rows[a[0]:a[1]])
+				return
+			}
+			mergeRuns(words, rows, a[0], a[1], pairs[2*j+1][1], words2, rows2)
+		})
+		words, words2, rows, rows2 = words2, words, rows2, rows
+		ranges = next
+	}
+	sv := &vector{kind: v.kind, typ: v.typ, ints: unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(words))), n)}
+	for i, u := range words {
+		sv.ints[i] = int64(u ^ flip)
+	}
+	return rows, sv, true
+}
+
+// mergeRuns merges the sorted runs [lo, mid) and [mid, hi) of (words,
+// rows) into the same positions of (dw, dr), the left run first among
+// equal words.
+func mergeRuns(words []uint64, rows []int32, lo, mid, hi int, dw []uint64, dr []int32) {
+	i, j, o := lo, mid, lo
+	for i < mid && j < hi {
+		if words[j] < words[i] {
+			dw[o], dr[o] = words[j], rows[j]
+			j++
+		} else {
+			dw[o], dr[o] = words[i], rows[i]
+			i++
+		}
+		o++
+	}
+	o += copy(dw[o:], words[i:mid])
+	copy(dr[o-(mid-i):], rows[i:mid])
+	o += copy(dw[o:hi], words[j:hi])
+	copy(dr[o-(hi-j):hi], rows[j:hi])
+}
+
+// oneWordKey reports whether v's values are their own sort words: an
+// integer-like key without NULLs.
+func oneWordKey(v *vector) bool {
+	return v.kind != kindFloat && v.kind != kindString && v.nulls == nil
 }

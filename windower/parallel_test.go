@@ -159,3 +159,40 @@ func nan() float64     { return math.NaN() }
 
 func newTestBudget() *columnar.Budget          { return columnar.NewBudget(1<<30, nil) }
 func newTestBudgetOf(n int64) *columnar.Budget { return columnar.NewBudget(n, nil) }
+
+// TestParallelSortKey checks the range-parallel sort of one key against
+// the single-thread sort: the same permutation and sorted values.
+func TestParallelSortKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for it := 0; it < 300; it++ {
+		n := 2 + rng.IntN(5000)
+		distinct := 1 + rng.IntN(n)
+		v := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n)}
+		for i := range v.ints {
+			v.ints[i] = int64(rng.IntN(distinct)) - int64(distinct/2)
+		}
+		if it%10 == 0 {
+			slices.Sort(v.ints) // in order: no permutation
+		}
+		key := sortedKey{v: v, desc: rng.IntN(2) == 0}
+		var s sorter
+		want := s.sortPerm([]sortedKey{key}, n, nil)
+		threads := 2 + rng.IntN(7)
+		ev := &evaluation{o: Options{Threads: threads}, budget: newTestBudget()}
+		got, sv, ok := ev.parallelSortKey(key, n, threads)
+		if !ok {
+			t.Fatalf("iteration %d: refused", it)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n %d, %d distinct, %d threads, desc %v): permutations differ", it, n, distinct, threads, key.desc)
+		}
+		for i, p := range want {
+			if sv.ints[i] != v.ints[p] {
+				t.Fatalf("iteration %d: sorted value %d at row %d, want %d", it, sv.ints[i], i, v.ints[p])
+			}
+		}
+		if ev.budget.InUse() != 0 {
+			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
+		}
+	}
+}
