@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -238,8 +239,9 @@ func sortedFor(key columnar.SortKey, g *windowGroup) bool {
 	return true
 }
 
-// loadContainers reads the used columns of every container into memory.
-func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, budget *columnar.Budget) (*input, error) {
+// loadContainers reads the used columns of every container into memory,
+// a column per goroutine on up to threads goroutines.
+func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, budget *columnar.Budget, threads int) (*input, error) {
 	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows)}
 	var used []int
 	for c, u := range p.usedCols {
@@ -267,35 +269,75 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows
 	if len(used) == 0 {
 		return in, nil // count(*) OVER () over no columns
 	}
+	if threads > 1 && len(used) > 1 && rows >= int64(parallelMinRows) {
+		return in, loadColumnsParallel(ctx, p, cs, in, used, threads)
+	}
 	for _, c := range cs {
-		if err := ctx.Err(); err != nil {
+		if err := loadBlocks(ctx, p, c, in, used); err != nil {
 			return nil, err
-		}
-		br, err := c.OpenColumns(used)
-		if err != nil {
-			return nil, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
-		}
-		for {
-			rec, err := br.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				br.Close()
-				return nil, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
-			}
-			for j, col := range used {
-				if err := in.cols[col].appendArrow(rec.Column(j)); err != nil {
-					rec.Release()
-					br.Close()
-					return nil, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), p.schema.schema.Field(col).Name, err)
-				}
-			}
-			rec.Release()
-		}
-		if err := br.Close(); err != nil {
-			return nil, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 		}
 	}
 	return in, nil
+}
+
+// loadBlocks appends the columns used of container c to in.
+func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, in *input, used []int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	br, err := c.OpenColumns(used)
+	if err != nil {
+		return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+	}
+	for {
+		rec, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			br.Close()
+			return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+		}
+		for j, col := range used {
+			if err := in.cols[col].appendArrow(rec.Column(j)); err != nil {
+				rec.Release()
+				br.Close()
+				return fmt.Errorf("windower: read %s column %q: %w", c.Dir(), p.schema.schema.Field(col).Name, err)
+			}
+		}
+		rec.Release()
+	}
+	if err := br.Close(); err != nil {
+		return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+	}
+	return nil
+}
+
+// loadColumnsParallel decodes the columns used on up to threads
+// goroutines, each column from every container in order by one of them.
+// A column's reader holds one block at a time, as a reader of all the
+// columns does: the memory in flight is the same. The error is that of
+// the first column that failed.
+func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container, in *input, used []int, threads int) error {
+	errs := make([]error, len(used))
+	var next atomic.Int32
+	parallelFor(min(threads, len(used)), func(int) {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(used) {
+				return
+			}
+			for _, c := range cs {
+				if errs[k] = loadBlocks(ctx, p, c, in, used[k:k+1]); errs[k] != nil {
+					break
+				}
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -256,7 +257,16 @@ func resultValues(t *testing.T, res *Result, idCol, c int) map[int64]refVal {
 // result streams once) into refVals keyed by id.
 func resultColumns(t *testing.T, res *Result, idCol int) []map[int64]refVal {
 	t.Helper()
+	cols, _ := readResult(t, res, idCol)
+	return cols
+}
+
+// readResult reads every column of the result in one pass into refVals
+// keyed by id, and its rows in order as drain has them.
+func readResult(t *testing.T, res *Result, idCol int) ([]map[int64]refVal, []string) {
+	t.Helper()
 	var out []map[int64]refVal
+	var rows []string
 	for {
 		rec, err := res.Next()
 		if err == io.EOF {
@@ -274,12 +284,19 @@ func resultColumns(t *testing.T, res *Result, idCol int) []map[int64]refVal {
 				out[c][ids.Value(r)] = arrowRefVal(t, rec.Column(c), r)
 			}
 		}
+		for r := 0; r < int(rec.NumRows()); r++ {
+			row := ""
+			for c := 0; c < int(rec.NumCols()); c++ {
+				row += rec.Column(c).ValueStr(r) + "|"
+			}
+			rows = append(rows, row)
+		}
 		rec.Release()
 	}
 	for len(out) < res.Schema().NumFields() {
 		out = append(out, map[int64]refVal{})
 	}
-	return out
+	return out, rows
 }
 
 // arrowRefVal is row r of arr as a refVal. The string is copied: a
@@ -342,6 +359,7 @@ func argsString(args []*messages.Expr) string {
 }
 
 func TestDifferential(t *testing.T) {
+	parallelSmall(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	iterations := 1500
 	if testing.Short() {
@@ -357,36 +375,45 @@ func TestDifferential(t *testing.T) {
 			calls = append(calls, w)
 			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", len(calls)), Window: w})
 		}
-		res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{})
-		if err != nil {
-			overflow := false
-			for _, w := range calls {
-				for _, v := range refWindow(ref, w) {
-					if v.null && v.s == "overflow" {
-						overflow = true
+		var first []string
+		for _, threads := range threadCounts {
+			res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Threads: threads})
+			if err != nil {
+				overflow := false
+				for _, w := range calls {
+					for _, v := range refWindow(ref, w) {
+						if v.null && v.s == "overflow" {
+							overflow = true
+						}
+					}
+				}
+				if !overflow {
+					t.Fatalf("iteration %d, threads %d: %v\n%v", it, threads, err, describeCall(calls[0]))
+				}
+				continue
+			}
+			for k, w := range calls {
+				want := refWindow(ref, w)
+				res.next = 0
+				got := resultValues(t, res, 0, k+1)
+				if len(got) != n {
+					t.Fatalf("iteration %d: %d result rows, want %d", it, len(got), n)
+				}
+				for id := 0; id < n; id++ {
+					if !sameValue(got[int64(id)], want[id]) {
+						t.Fatalf("iteration %d (n=%d, threads %d), call %s:\nrow id %d: got %+v, want %+v", it, n, threads, describeCall(w), id, got[int64(id)], want[id])
 					}
 				}
 			}
-			if !overflow {
-				t.Fatalf("iteration %d: %v\n%v", it, err, describeCall(calls[0]))
-			}
-			rec.Release()
-			continue
-		}
-		for k, w := range calls {
-			want := refWindow(ref, w)
 			res.next = 0
-			got := resultValues(t, res, 0, k+1)
-			if len(got) != n {
-				t.Fatalf("iteration %d: %d result rows, want %d", it, len(got), n)
-			}
-			for id := 0; id < n; id++ {
-				if !sameValue(got[int64(id)], want[id]) {
-					t.Fatalf("iteration %d (n=%d), call %s:\nrow id %d: got %+v, want %+v", it, n, describeCall(w), id, got[int64(id)], want[id])
-				}
+			rows := drain(t, res)
+			res.Close()
+			if first == nil {
+				first = rows
+			} else if !slices.Equal(rows, first) {
+				t.Fatalf("iteration %d: threads %d returned other rows or another order than threads %d", it, threads, threadCounts[0])
 			}
 		}
-		res.Close()
 		rec.Release()
 	}
 }

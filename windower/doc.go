@@ -41,6 +41,28 @@
 // the result is in input order; otherwise, without ORDER BY, it is in the
 // last group's (partition, order) order.
 //
+// # Threads
+//
+// A run uses up to Options.Threads goroutines (default GOMAXPROCS), which
+// share its grant. Loading input in memory decodes each column on a
+// goroutine of its own. A window group with PARTITION BY over at least
+// 16Ki rows is sorted in parallel: rows are hash-partitioned on the
+// partition key into one bucket per thread (each bucket keeps its rows'
+// input order), each bucket is sorted on its own goroutine, and the
+// buckets' partitions are merged by key, which is exactly the
+// single-thread sort's stable permutation. Then the sorted rows are cut
+// at partition starts into ranges of about n/threads rows, each evaluated
+// on its own goroutine with its own state, and gathers into sorted order
+// are split by rows. The result is the single-thread result, row for row
+// and in the same order. The parallel sort's buffers are reserved from
+// the grant first; when they do not fit, the group sorts on one thread.
+// A group without PARTITION BY whose one ORDER BY key is integer-like
+// without NULLs (timestamps, dates, integers) sorts contiguous ranges of
+// its rows on their own goroutines and merges them pairwise, the earlier
+// range first among equal keys (stable); other such groups sort on one
+// thread. A single partition is evaluated on one thread. Results of
+// groups before the last are put back in input order on all the threads.
+//
 // # Memory and spilling
 //
 // Every buffer is counted against a columnar.Budget of the grant, and so

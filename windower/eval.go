@@ -32,6 +32,9 @@ type groupEval struct {
 	calls      []*callState
 	partitions int64
 	starts     []int32 // first row of each partition, then n
+	// threads is how many goroutines evaluate the partitions (0 or 1: the
+	// caller's); see parallel.go.
+	threads int
 }
 
 // evalPartitions finds the partitions and peer groups, then evaluates
@@ -51,13 +54,44 @@ func (g *groupEval) evalPartitions() error {
 	if g.hasOrder {
 		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], grow(p.groupOf, g.n), p.groupStart[:0])
 	}
+	if cuts := cutPartitions(starts, g.threads); len(cuts) > 2 {
+		return g.evalParallel(starts, cuts)
+	}
 	for _, cs := range g.calls {
 		cs.evalAll(p, starts)
 		if cs.agg.overflow {
-			return fmt.Errorf("%w: sum of select item %q", ErrOverflow, cs.c.alias)
+			return overflowError(cs.c)
 		}
 	}
 	return nil
+}
+
+// evalParallel evaluates every call over the ranges of partitions cuts
+// delimits (cutPartitions), one goroutine per range.
+func (g *groupEval) evalParallel(starts []int32, cuts []int) error {
+	overflow := make([][]bool, len(cuts)-1)
+	parallelFor(len(cuts)-1, func(r int) {
+		p := g.part // shares the peer groups, read only
+		mine := starts[cuts[r] : cuts[r+1]+1]
+		overflow[r] = make([]bool, len(g.calls))
+		for k, cs := range g.calls {
+			w := cs.worker()
+			w.evalAll(&p, mine)
+			overflow[r][k] = w.agg.overflow
+		}
+	})
+	for k, cs := range g.calls {
+		for r := range overflow {
+			if overflow[r][k] {
+				return overflowError(cs.c)
+			}
+		}
+	}
+	return nil
+}
+
+func overflowError(c *call) error {
+	return fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
 }
 
 // evalAll evaluates the call over every partition. Functions whose result

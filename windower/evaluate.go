@@ -143,16 +143,30 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		return err
 	}
 	var perm []int32
-	if !sortedInput {
+	threads := ev.threadsFor(n)
+	parallel := false
+	var firstSorted *vector // the first key in sorted order, from the parallel sort
+	if !sortedInput && threads > 1 && len(g.partition) > 0 {
+		ev.s.sorted = nil // no first key from the sorter
+		perm, firstSorted, parallel = ev.parallelSortPerm(gk, n, threads)
+	} else if !sortedInput && threads > 1 && len(gk.keys) == 1 && oneWordKey(gk.keys[0].v) {
+		ev.s.sorted = nil
+		perm, firstSorted, parallel = ev.parallelSortKey(gk.keys[0], n, threads)
+	}
+	if !sortedInput && !parallel {
 		perm = ev.s.sortPerm(gk.keys, n, nil)
-	} else {
+	} else if sortedInput {
 		ev.stats.SortedInput = true
 	}
-	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}}
-	if perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat {
+	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}, threads: threads}
+	switch {
+	case firstSorted != nil:
+		useFirstKey(g, gk, sc, firstSorted)
+	case perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat:
 		ev.decodeFirstKey(g, gk, sc)
 	}
 	ge, rangeKey := newGroupEval(g, gk, sc, n)
+	ge.threads = threads
 	outs := map[int]*vector{}
 	for _, c := range g.calls {
 		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, sc.of)
@@ -175,7 +189,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	}
 	// Put the outputs back in input row order.
 	for item, v := range outs {
-		ev.results[item] = scatter(v, perm)
+		ev.results[item] = scatter(v, perm, threads)
 	}
 	return nil
 }
@@ -212,8 +226,9 @@ func (ev *evaluation) groupKeys(g *windowGroup) (*groupKeys, error) {
 // sortedColumns are key and argument columns in a group's sorted order,
 // each gathered once.
 type sortedColumns struct {
-	perm []int32
-	cols map[int]*vector // by input column
+	perm    []int32
+	cols    map[int]*vector // by input column
+	threads int             // goroutines a gather may use
 }
 
 // of returns v, the values of e, in sorted order.
@@ -226,7 +241,7 @@ func (sc *sortedColumns) of(e *expr, v *vector) *vector {
 			return sv
 		}
 	}
-	sv := v.gather(sc.perm, &vector{})
+	sv := gatherParallel(v, sc.perm, sc.threads)
 	if e.col >= 0 {
 		sc.cols[e.col] = sv
 	}
@@ -257,6 +272,12 @@ func (ev *evaluation) decodeFirstKey(g *windowGroup, gk *groupKeys, sc *sortedCo
 	for i, u := range sorted {
 		sv.ints[i] = int64(u ^ flip)
 	}
+	useFirstKey(g, gk, sc, sv)
+}
+
+// useFirstKey makes sv, the first key's values in sorted order, the
+// group's first key.
+func useFirstKey(g *windowGroup, gk *groupKeys, sc *sortedColumns, sv *vector) {
 	var e *expr
 	if len(g.partition) > 0 {
 		e = g.partition[0].expr
@@ -360,12 +381,12 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 			if sv, ok := lastSorted[o.expr.col]; ok && o.expr.col >= 0 && final != nil && lastOuts != nil {
 				v = sv // already in the final order
 			} else if final != nil {
-				v = v.gather(final, &vector{})
+				v = gatherParallel(v, final, ev.threadsFor(n))
 			}
 		} else {
 			v = ev.results[i]
 			if !(lastOuts != nil && lastOuts[i] != nil) && final != nil {
-				v = v.gather(final, &vector{})
+				v = gatherParallel(v, final, ev.threadsFor(n))
 			}
 		}
 		v = truncate(v, rows)
@@ -416,8 +437,9 @@ func truncate(v *vector, rows int) *vector {
 	return &out
 }
 
-// scatter returns v (in perm order) in input row order.
-func scatter(v *vector, perm []int32) *vector {
+// scatter returns v (in perm order) in input row order, on up to
+// threads goroutines (perm is a permutation: their writes are disjoint).
+func scatter(v *vector, perm []int32, threads int) *vector {
 	if perm == nil {
 		return v
 	}
@@ -426,25 +448,39 @@ func scatter(v *vector, perm []int32) *vector {
 	switch v.kind {
 	case kindFloat:
 		out.floats = make([]float64, n)
-		for i, p := range perm {
-			out.floats[p] = v.floats[i]
-		}
 	case kindString:
 		out.strs = make([]string, n)
-		for i, p := range perm {
-			out.strs[p] = v.strs[i]
-		}
 	default:
 		out.ints = make([]int64, n)
-		for i, p := range perm {
-			out.ints[p] = v.ints[i]
-		}
 	}
 	if v.nulls != nil {
 		out.nulls = make([]bool, n)
-		for i, p := range perm {
-			out.nulls[p] = v.nulls[i]
-		}
 	}
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := splitRows(n, threads)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		switch v.kind {
+		case kindFloat:
+			for i, p := range perm[lo:hi] {
+				out.floats[p] = v.floats[lo+i]
+			}
+		case kindString:
+			for i, p := range perm[lo:hi] {
+				out.strs[p] = v.strs[lo+i]
+			}
+		default:
+			for i, p := range perm[lo:hi] {
+				out.ints[p] = v.ints[lo+i]
+			}
+		}
+		if v.nulls != nil {
+			for i, p := range perm[lo:hi] {
+				out.nulls[p] = v.nulls[lo+i]
+			}
+		}
+	})
 	return out
 }

@@ -59,6 +59,7 @@ func drain(t *testing.T, res *Result) []string {
 // smallest grant, so they sort in runs, merge and stream (and evaluate a
 // big partition in slices), and compares with the in-memory result.
 func TestSpillMatchesInMemory(t *testing.T) {
+	parallelSmall(t)
 	rng := rand.New(rand.NewPCG(7, 8))
 	n := 120000
 	if testing.Short() {
@@ -280,19 +281,12 @@ func TestSpillMatchesInMemory(t *testing.T) {
 	}
 	for i, q := range queries {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			want, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantRows := drain(t, want)
-			want.Close()
-			got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotRows := drain(t, got)
-			st := got.Stats()
-			got.Close()
+			wantRows, wantStats := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+				return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
+			})
+			gotRows, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+				return Run(context.Background(), q, []string{dir}, o)
+			})
 			if st.SpilledBytes == 0 {
 				t.Errorf("nothing spilled: %+v", st)
 			}
@@ -313,8 +307,8 @@ func TestSpillMatchesInMemory(t *testing.T) {
 					t.Fatalf("row %d: got %s, want %s (stats %+v)", r, gotRows[r], wantRows[r], st)
 				}
 			}
-			if want.Stats().Partitions != st.Partitions {
-				t.Errorf("%d partitions, want %d", st.Partitions, want.Stats().Partitions)
+			if wantStats.Partitions != st.Partitions {
+				t.Errorf("%d partitions, want %d", st.Partitions, wantStats.Partitions)
 			}
 		})
 	}
@@ -344,6 +338,7 @@ func errorsIs(err, target error) bool { return errors.Is(err, target) }
 // TestSpillSortedInput streams a container already sorted on the window's
 // keys: no runs are written, WHERE is applied while reading.
 func TestSpillSortedInput(t *testing.T) {
+	parallelSmall(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	_, raw := randomTable(rng, 100000)
 	defer raw.Release()
@@ -401,18 +396,12 @@ func TestSpillSortedInput(t *testing.T) {
 	bigWhere := *big
 	bigWhere.Where = []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(0)}}}
 	for _, q := range []*messages.WindowQuery{q, big, &bigWhere} {
-		want, err := RunRecords(context.Background(), q, diffSchema, recs, Options{Grant: 1 << 30})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRows := drain(t, want)
-		got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gotRows := drain(t, got)
-		st := got.Stats()
-		got.Close()
+		wantRows, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+			return RunRecords(context.Background(), q, diffSchema, recs, o)
+		})
+		gotRows, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+			return Run(context.Background(), q, []string{dir}, o)
+		})
 		if !st.SortedInput {
 			t.Errorf("input sorted on (g, t) was sorted again: %+v", st)
 		}
@@ -512,6 +501,7 @@ func byGroup(fn string, args []*messages.Expr, frame *messages.Frame) *messages.
 // larger than the grant and compares with the in-memory result row for
 // row.
 func TestSpillRandomCalls(t *testing.T) {
+	parallelSmall(t)
 	rng := rand.New(rand.NewPCG(11, 12))
 	_, rec := randomTable(rng, 60000)
 	defer rec.Release()
@@ -554,19 +544,12 @@ func TestSpillRandomCalls(t *testing.T) {
 			for _, it := range q.Select[1:] {
 				t.Log(describeCall(it.Window))
 			}
-			want, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantRows := drain(t, want)
-			want.Close()
-			got, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotRows := drain(t, got)
-			st := got.Stats()
-			got.Close()
+			wantRows, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+				return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
+			})
+			gotRows, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+				return Run(context.Background(), q, []string{dir}, o)
+			})
 			if st.PeakBytes > MinGrant {
 				t.Errorf("peak %d bytes over the %d-byte grant", st.PeakBytes, MinGrant)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
@@ -33,7 +34,11 @@ type Options struct {
 	// (partition, order) keys of the query's only window group, so it
 	// streams without a sort. Run sets it from the containers' sort key.
 	InputSorted bool
-	Logger      *slog.Logger
+	// Threads is how many goroutines may evaluate the run (default
+	// runtime.GOMAXPROCS(0), at most 64). They share the grant: a step
+	// whose parallel buffers do not fit it runs on one thread.
+	Threads int
+	Logger  *slog.Logger
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -52,6 +57,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.BatchRows <= 0 {
 		out.BatchRows = 65536
+	}
+	if out.Threads <= 0 {
+		out.Threads = runtime.GOMAXPROCS(0)
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)
@@ -101,7 +109,7 @@ func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Optio
 		mem.drain() // a spilling run holds nothing it does not use
 		return runExternal(ctx, p, cs, rows, o)
 	}
-	in, err := loadContainers(ctx, p, cs, rows, o.Budget)
+	in, err := loadContainers(ctx, p, cs, rows, o.Budget, o.Threads)
 	mem.drain()
 	if err != nil {
 		return nil, err

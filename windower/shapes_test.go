@@ -235,6 +235,7 @@ func shapeQuery(rng *rand.Rand, s shape) (*messages.WindowQuery, []*messages.Win
 const refMaxRows = 1200
 
 func TestShapesDifferential(t *testing.T) {
+	parallelSmall(t)
 	rng := rand.New(rand.NewPCG(21, 22))
 	small, large := 400, 24
 	if testing.Short() {
@@ -262,47 +263,62 @@ func TestShapesDifferential(t *testing.T) {
 			q, calls := shapeQuery(rng, s)
 			queries++
 			label := fmt.Sprintf("iteration %d.%d (%s, where %v)", it, qi, s, q.Where)
-			res, err := Run(context.Background(), q, dirs, Options{Grant: s.grant, TempDir: t.TempDir()})
-			if err != nil {
-				if errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), "partition larger than the grant") {
-					// A documented limit (TestSpillUnsupportedFrame):
-					// refused with the reason before anything is written.
-					refused++
-					continue
-				}
-				if s.grant == MinGrant && errors.Is(err, ErrGrantTooSmall) {
-					// Blocks of long strings (8Ki rows of a few hundred
-					// bytes) can be most of the smallest grant: refused
-					// with the reason, never run over the grant.
-					refused++
-					continue
-				}
-				if s.n <= refMaxRows && refOverflows(ref.filtered(q.Where), calls) {
-					continue
-				}
-				t.Fatalf("%s: %v\n%s", label, err, describeCall(calls[0]))
-			}
-			got := resultColumns(t, res, 0)
-			st := res.Stats()
-			res.Close()
-			if s.grant > 0 && st.PeakBytes > s.grant {
-				t.Errorf("%s: peak %d bytes over the %d-byte grant", label, st.PeakBytes, s.grant)
-			}
 			want := shapeWant(t, ref, q, calls)
-			if want == nil {
-				continue // overflow in the oracle
-			}
-			for c, it := range q.Select {
-				if len(got[c]) != len(want[c]) {
-					t.Fatalf("%s: column %s: %d rows, want %d", label, it.Alias, len(got[c]), len(want[c]))
-				}
-				for id, w := range want[c] {
-					if g, ok := got[c][id]; !ok || !sameValue(g, w) {
-						what := it.Alias
-						if it.Window != nil {
-							what = describeCall(it.Window)
+			var first []string
+			for _, threads := range threadCounts {
+				res, err := Run(context.Background(), q, dirs, Options{Grant: s.grant, TempDir: t.TempDir(), Threads: threads})
+				if err != nil {
+					if errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), "partition larger than the grant") {
+						// A documented limit (TestSpillUnsupportedFrame):
+						// refused with the reason before anything is written.
+						if threads == threadCounts[0] {
+							refused++
 						}
-						t.Fatalf("%s: %s: row id %d: got %+v, want %+v", label, what, id, short(g), short(w))
+						continue
+					}
+					if s.grant == MinGrant && errors.Is(err, ErrGrantTooSmall) {
+						// Blocks of long strings (8Ki rows of a few hundred
+						// bytes) can be most of the smallest grant: refused
+						// with the reason, never run over the grant.
+						if threads == threadCounts[0] {
+							refused++
+						}
+						continue
+					}
+					if s.n <= refMaxRows && refOverflows(ref.filtered(q.Where), calls) {
+						continue
+					}
+					t.Fatalf("%s, threads %d: %v\n%s", label, threads, err, describeCall(calls[0]))
+				}
+				got, rows := readResult(t, res, 0)
+				st := res.Stats()
+				res.Close()
+				if s.grant > 0 && st.PeakBytes > s.grant {
+					t.Errorf("%s, threads %d: peak %d bytes over the %d-byte grant", label, threads, st.PeakBytes, s.grant)
+				}
+				if first == nil {
+					first = rows
+				} else if !slices.Equal(rows, first) {
+					t.Fatalf("%s: threads %d returned other rows or another order than threads %d", label, threads, threadCounts[0])
+				}
+				if threads != threadCounts[0] {
+					continue // the same rows as the run checked below
+				}
+				if want == nil {
+					continue // overflow in the oracle
+				}
+				for c, it := range q.Select {
+					if len(got[c]) != len(want[c]) {
+						t.Fatalf("%s: column %s: %d rows, want %d", label, it.Alias, len(got[c]), len(want[c]))
+					}
+					for id, w := range want[c] {
+						if g, ok := got[c][id]; !ok || !sameValue(g, w) {
+							what := it.Alias
+							if it.Window != nil {
+								what = describeCall(it.Window)
+							}
+							t.Fatalf("%s: %s: row id %d: got %+v, want %+v", label, what, id, short(g), short(w))
+						}
 					}
 				}
 			}
@@ -327,7 +343,7 @@ func shapeWant(t *testing.T, ref *refTable, q *messages.WindowQuery, calls []*me
 		}
 		rec := ref.records(rows)
 		defer rec.Release()
-		res, err := RunRecords(context.Background(), q, shapeSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30})
+		res, err := RunRecords(context.Background(), q, shapeSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30, Threads: 1})
 		if err != nil {
 			t.Fatalf("oracle: %v", err)
 		}

@@ -46,7 +46,8 @@ type windowResult struct {
 	SpilledBytes       int64   `json:"spilled_bytes"`
 	AllocsPerPartition float64 `json:"allocs_per_partition"`
 	Mallocs            uint64  `json:"mallocs"`
-	Runs               int     `json:"runs"` // the figures are of the run of median CPU time
+	Runs               int     `json:"runs"`    // the figures are of the run of median CPU time
+	Threads            int     `json:"threads"` // windower.Options.Threads
 }
 
 type benchWindowConfig struct {
@@ -58,6 +59,7 @@ type benchWindowConfig struct {
 	seed          uint64
 	cpuProfile    string
 	repeat        int
+	threads       int
 }
 
 func parseBenchWindow(args []string) (*benchWindowConfig, error) {
@@ -71,6 +73,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	only := fs.String("only", "", "run only the case of this name")
 	seed := fs.Uint64("seed", 1, "seed of the generated data")
 	repeat := fs.Int("repeat", 1, "run each case this many times in the process and report the run of median CPU time (the first run of a fresh process also pays for growing its heap)")
+	threads := fs.Int("threads", 0, "threads each query is evaluated on (default: GOMAXPROCS)")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (with more than one case, to this file.<case>)")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
@@ -82,7 +85,13 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	if *rows <= 0 || *bigRows <= 0 || *repeat <= 0 {
 		return nil, fmt.Errorf("%w: --rows, --big-rows and --repeat must be positive", errUsage)
 	}
-	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat}, nil
+	if *threads < 0 {
+		return nil, fmt.Errorf("%w: --threads must be positive (or 0 for GOMAXPROCS)", errUsage)
+	}
+	if *threads == 0 {
+		*threads = runtime.GOMAXPROCS(0)
+	}
+	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads}, nil
 }
 
 func runBenchWindow(ctx context.Context, args []string) error {
@@ -124,7 +133,7 @@ func runBenchWindow(ctx context.Context, args []string) error {
 			if k != cfg.repeat/2 {
 				p = "" // profile one run: the middle one
 			}
-			r, err := runWindowCase(ctx, q, containerDir, grant, filepath.Join(dir, "tmp"), p)
+			r, err := runWindowCase(ctx, q, containerDir, grant, cfg.threads, filepath.Join(dir, "tmp"), p)
 			if err != nil {
 				return fmt.Errorf("%s: %w", q.Name, err)
 			}
@@ -141,9 +150,9 @@ func runBenchWindow(ctx context.Context, args []string) error {
 	}
 	if !cfg.json {
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "name\trows\tpartitions\tsorted\tms\tcpu ms\tMrows/s\tpeak MiB\tspilled MiB\tallocs/partition\t")
+		fmt.Fprintln(tw, "name\trows\tpartitions\tsorted\tthreads\tms\tcpu ms\tMrows/s\tpeak MiB\tspilled MiB\tallocs/partition\t")
 		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t\n", r.Name, r.Rows, r.Partitions, r.SortedInput,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t\n", r.Name, r.Rows, r.Partitions, r.SortedInput, r.Threads,
 				r.Seconds*1e3, r.CPUSeconds*1e3, r.RowsPerS/1e6, float64(r.PeakBytes)/(1<<20), float64(r.SpilledBytes)/(1<<20), r.AllocsPerPartition)
 		}
 		tw.Flush()
@@ -153,7 +162,7 @@ func runBenchWindow(ctx context.Context, args []string) error {
 
 // runWindowCase runs one case; with profile set, it writes a CPU profile
 // of the timed section (the run and reading its result) there.
-func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string, grant int64, tmp, profile string) (windowResult, error) {
+func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string, grant int64, threads int, tmp, profile string) (windowResult, error) {
 	sql := c.Text()
 	q, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -179,7 +188,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 	}
 	cpu0 := cputime.Process()
 	start := time.Now()
-	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp})
+	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp, Threads: threads})
 	if err != nil {
 		return windowResult{}, err
 	}
@@ -208,7 +217,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 		Query: sql, Name: c.Name, Rows: rows, Partitions: st.Partitions, SortedInput: st.SortedInput,
 		Seconds: elapsed.Seconds(), CPUSeconds: cpu.Seconds(), RowsPerS: float64(rows) / elapsed.Seconds(),
 		PeakBytes: st.PeakBytes, GrantBytes: grant, SpilledBytes: st.SpilledBytes,
-		Mallocs: after.Mallocs - before.Mallocs,
+		Mallocs: after.Mallocs - before.Mallocs, Threads: threads,
 	}
 	if st.Partitions > 0 {
 		r.AllocsPerPartition = float64(r.Mallocs) / float64(st.Partitions)

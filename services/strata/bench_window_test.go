@@ -14,14 +14,14 @@ import (
 )
 
 func TestParseBenchWindow(t *testing.T) {
-	cfg, err := parseBenchWindow([]string{"--rows", "5000", "--grant", "32MiB", "--json"})
+	cfg, err := parseBenchWindow([]string{"--rows", "5000", "--grant", "32MiB", "--json", "--threads", "3"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.rows != 5000 || cfg.grant != 32<<20 || !cfg.json || cfg.bigRows != 10000000 {
+	if cfg.rows != 5000 || cfg.grant != 32<<20 || !cfg.json || cfg.bigRows != 10000000 || cfg.threads != 3 {
 		t.Fatalf("parsed %+v", cfg)
 	}
-	for _, bad := range [][]string{{"--rows", "0"}, {"--grant", "lots"}, {"extra"}} {
+	for _, bad := range [][]string{{"--rows", "0"}, {"--grant", "lots"}, {"extra"}, {"--threads", "-1"}} {
 		if _, err := parseBenchWindow(bad); !errors.Is(err, errUsage) {
 			t.Errorf("%q: got %v, want a usage error", bad, err)
 		}

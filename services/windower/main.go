@@ -7,17 +7,20 @@
 //
 // Usage:
 //
-//	windower [--nats URLS] [--data DIR] [--memory 512MiB] [--http :9103]
+//	windower [--nats URLS] [--data DIR] [--memory 512MiB] [--threads N] [--http :9103]
 //	         [--store s3://BUCKET/PREFIX?endpoint=URL --depot DIR --depot-size 20GiB]
 //
-// With --store the inputs are fetched into the depot and the result
-// uploaded to the store.
+// --threads is how many cores one job is evaluated on (default: all the
+// process may use, GOMAXPROCS); the threads share the job's grant. With
+// --store the inputs are fetched into the depot and the result uploaded to
+// the store.
 //
 // Every flag has an environment variable: --memory is STRATA_MEMORY.
 package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/service/engineerr"
@@ -29,10 +32,14 @@ func main() { service.Main("windower", run) }
 
 func run(args []string) error {
 	w := service.NewWorker("windower", "127.0.0.1:9103", "512MiB")
+	threads := w.Flags.Int("threads", 0, "cores one job is evaluated on, sharing its grant (default: GOMAXPROCS)")
 	var sf storeflags.Flags
 	sf.Register(w.Flags, true)
 	if err := w.Start(args); err != nil {
 		return err
+	}
+	if *threads < 0 {
+		return fmt.Errorf("--threads %d: want a positive number of threads, or 0 for GOMAXPROCS", *threads)
 	}
 	dep, err := sf.OpenDepot(context.Background(), w.DataDir, w.Log)
 	if err != nil {
@@ -43,7 +50,7 @@ func run(args []string) error {
 		defer dep.Close()
 		storeflags.RegisterDepotMetrics(w.Runner.Registry(), w.Name, dep)
 	}
-	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, log: w.Log, depot: dep}
+	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, threads: *threads, log: w.Log, depot: dep}
 	return service.RunJobs(w, service.JobSpec[*messages.WindowJob]{
 		Operation: messages.OperationWindow,
 		Consumer:  messages.ConsumerWindower,

@@ -24,6 +24,7 @@ const ResultProjection = messages.ResultProjection
 type windowJob struct {
 	dataDir string
 	tempDir string
+	threads int // windower.Options.Threads (0: GOMAXPROCS)
 	log     *slog.Logger
 	// depot, if set, holds the containers of a store (--store): inputs
 	// are fetched into it, the result written there and uploaded.
@@ -80,7 +81,7 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		}
 	}
 	res, err := windower.Run(ctx, &job.Query, dirs, windower.Options{
-		Grant: job.Grant.Bytes, TempDir: w.tempDir, Logger: w.log.With("job", job.JobID),
+		Grant: job.Grant.Bytes, TempDir: w.tempDir, Threads: w.threads, Logger: w.log.With("job", job.JobID),
 	})
 	if err != nil {
 		return service.Outcome{}, err

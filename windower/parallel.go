@@ -1,0 +1,477 @@
+package windower
+
+import (
+	"hash/maphash"
+	"math"
+	"slices"
+	"sync"
+	"unsafe"
+)
+
+// Parallel evaluation of a window group in memory, on up to
+// Options.Threads goroutines.
+//
+// The sort: the rows are hash-partitioned on the PARTITION BY key into
+// one bucket per thread (a stable counting scatter, so a bucket's rows
+// keep their input order), and each bucket is sorted on its own
+// goroutine with the group's keys. Every partition lies in one bucket,
+// in the order the stable single-thread sort gives it; merging the
+// buckets' partitions by key yields that sort's permutation exactly.
+//
+// The evaluation: the sorted rows are cut at partition starts into
+// ranges of about n/threads rows, and each range is evaluated on its own
+// goroutine with its own copy of every call's state. Each writes only
+// its rows of the outputs, so the result is the single-thread one bit
+// for bit.
+
+// maxThreads bounds the goroutines of one evaluation.
+const maxThreads = 64
+
+// parallelMinRows is the fewest rows of a group sorted or evaluated in
+// parallel: below it the goroutines cost more than they save. Tests set
+// it lower to run the parallel paths over small inputs.
+var parallelMinRows = 1 << 14
+
+// threadsFor returns how many goroutines work on n rows.
+func (ev *evaluation) threadsFor(n int) int {
+	t := min(ev.o.Threads, maxThreads)
+	if t <= 1 || n < parallelMinRows || n < 2 {
+		return 1
+	}
+	return min(t, n)
+}
+
+// parallelSortPerm returns the permutation sortPerm gives for gk's keys
+// (nil: the rows are in order), sorting t hash buckets of the rows on t
+// goroutines, and the first key's values in that order when it is an
+// integer-like key without NULLs (else nil), as decodeFirstKey has them.
+// It reports false, having reserved nothing, when the
+// grant does not hold the buckets' buffers: the caller sorts on one
+// thread.
+func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, bool) {
+	if inOrder(gk.keys, n) {
+		return nil, nil, true
+	}
+	// Beyond what sortedGroup reserves for the single-thread sort
+	// (permutation, keys and their scratch, flags): each row's bucket, the
+	// rows by bucket and in sorted order, the buckets' local permutations,
+	// index scratch and NULL flags, the first key in the buckets' order
+	// and merged (which outlives this call in place of the sorter's keys),
+	// and each bucket's copy of the keys.
+	extra := int64(n) * (2 + 4 + 4 + 4 + 4 + 8 + 8 + 8)
+	for _, k := range gk.keys {
+		extra += int64(n) * (kindBytes(k.v.kind) + 1)
+	}
+	if err := ev.budget.Reserve(extra); err != nil {
+		return nil, nil, false
+	}
+	defer ev.budget.Release(extra)
+
+	bucket := make([]uint16, n)
+	ranges := splitRows(n, t)
+	seed := maphash.MakeSeed()
+	counts := make([][]int, len(ranges)) // counts[r][b]: rows of range r in bucket b
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		c := make([]int, t)
+		hashRows(gk.part, lo, hi, seed, t, bucket)
+		for _, b := range bucket[lo:hi] {
+			c[b]++
+		}
+		counts[r] = c
+	})
+	// Offsets of (range, bucket) in rows, bucket-major: a stable scatter.
+	starts := make([]int, t+1)
+	offsets := make([][]int, len(ranges))
+	for r := range offsets {
+		offsets[r] = make([]int, t)
+	}
+	pos := 0
+	for b := 0; b < t; b++ {
+		starts[b] = pos
+		for r := range ranges {
+			offsets[r][b] = pos
+			pos += counts[r][b]
+		}
+	}
+	starts[t] = n
+	rows := make([]int32, n)
+	parallelFor(len(ranges), func(r int) {
+		off := offsets[r]
+		for i := ranges[r][0]; i < ranges[r][1]; i++ {
+			b := bucket[i]
+			rows[off[b]] = int32(i)
+			off[b]++
+		}
+	})
+
+	// Sort each bucket; sorted[starts[b]:starts[b+1]] holds its rows in
+	// order and parts[b] the offsets of its partitions' first rows.
+	sorted := make([]int32, n)
+	parts := make([][]int32, t)
+	np := len(gk.part)
+	first := gk.keys[0].v
+	var firstVals []int64 // the first key in each bucket's order
+	if first.kind != kindFloat && first.kind != kindString && first.nulls == nil {
+		firstVals = make([]int64, n)
+	}
+	parallelFor(t, func(b int) {
+		lo, hi := starts[b], starts[b+1]
+		if lo == hi {
+			return
+		}
+		mine := rows[lo:hi]
+		keys := make([]sortedKey, len(gk.keys))
+		for k, key := range gk.keys {
+			keys[k] = sortedKey{v: key.v.gather(mine, &vector{}), desc: key.desc, nullsFirst: key.nullsFirst}
+		}
+		var s sorter
+		local := s.sortPerm(keys, hi-lo, nil)
+		out := sorted[lo:hi]
+		if local == nil {
+			copy(out, mine)
+		} else {
+			for i, p := range local {
+				out[i] = mine[p]
+			}
+		}
+		if firstVals != nil {
+			// The partition key comes first and is ascending.
+			vals := firstVals[lo:hi]
+			switch {
+			case local == nil:
+				copy(vals, keys[0].v.ints)
+			case s.sorted != nil:
+				for i, u := range s.sorted[:hi-lo] {
+					vals[i] = int64(u ^ 1<<63)
+				}
+			default:
+				for i, p := range local {
+					vals[i] = keys[0].v.ints[p]
+				}
+			}
+		}
+		ps := []int32{int32(lo)}
+		if firstVals != nil && np == 1 {
+			vals := firstVals[lo:hi]
+			for i := 1; i < len(vals); i++ {
+				if vals[i] != vals[i-1] {
+					ps = append(ps, int32(lo+i))
+				}
+			}
+		} else {
+			for i := 1; i < len(out); i++ {
+				if !equalRows(gk.part, int(out[i-1]), int(out[i])) {
+					ps = append(ps, int32(lo+i))
+				}
+			}
+		}
+		parts[b] = ps
+	})
+
+	// Merge the buckets' partitions by partition key.
+	perm := make([]int32, n)
+	var firstSorted []int64
+	if firstVals != nil {
+		firstSorted = make([]int64, n)
+	}
+	partKeys := gk.keys[:np]
+	next := make([]int, t) // next partition of each bucket
+	pos = 0
+	for pos < n {
+		best := -1
+		for b := 0; b < t; b++ {
+			if next[b] >= len(parts[b]) {
+				continue
+			}
+			if best < 0 || compareRows(partKeys, int(sorted[parts[b][next[b]]]), int(sorted[parts[best][next[best]]])) < 0 {
+				best = b
+			}
+		}
+		ps := int(parts[best][next[best]])
+		next[best]++
+		pe := starts[best+1]
+		if next[best] < len(parts[best]) {
+			pe = int(parts[best][next[best]])
+		}
+		if firstVals != nil {
+			copy(firstSorted[pos:], firstVals[ps:pe])
+		}
+		pos += copy(perm[pos:], sorted[ps:pe])
+	}
+	if firstVals == nil {
+		return perm, nil, true
+	}
+	return perm, &vector{kind: first.kind, typ: first.typ, ints: firstSorted}, true
+}
+
+// hashRows sets bucket[i], for rows lo..hi-1, to the bucket of the
+// row's partition key: rows with equal keys (NULLs equal, -0 = 0, every
+// NaN equal, as compareValues has them) share one.
+func hashRows(part []*vector, lo, hi int, seed maphash.Seed, t int, bucket []uint16) {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	var buf [8]byte
+	word := func(u uint64) {
+		for k := range buf {
+			buf[k] = byte(u >> (8 * k))
+		}
+		h.Write(buf[:])
+	}
+	for i := lo; i < hi; i++ {
+		var x uint64
+		if len(part) == 1 && part[0].kind != kindString {
+			// The common case, without maphash: a multiplicative hash.
+			x = hashWord(part[0], i)
+		} else {
+			h.Reset()
+			for _, v := range part {
+				switch {
+				case v.isNull(i):
+					h.WriteByte(0)
+				case v.kind == kindString:
+					h.WriteByte(1)
+					word(uint64(len(v.strs[i])))
+					h.WriteString(v.strs[i])
+				default:
+					h.WriteByte(1)
+					word(hashWord(v, i))
+				}
+			}
+			x = h.Sum64()
+		}
+		bucket[i] = uint16((x >> 32) * uint64(t) >> 32)
+	}
+}
+
+// hashWord mixes row i's value of a numeric key into 64 bits.
+func hashWord(v *vector, i int) uint64 {
+	if v.isNull(i) {
+		return 0x9e3779b97f4a7c15
+	}
+	var u uint64
+	if v.kind == kindFloat {
+		f := v.floats[i]
+		switch {
+		case f == 0:
+			u = 0
+		case math.IsNaN(f):
+			u = math.MaxUint64
+		default:
+			u = math.Float64bits(f)
+		}
+	} else {
+		u = uint64(v.ints[i])
+	}
+	// The finalizer of MurmurHash3.
+	u ^= u >> 33
+	u *= 0xff51afd7ed558ccd
+	u ^= u >> 33
+	u *= 0xc4ceb9fe1a85ec53
+	u ^= u >> 33
+	return u
+}
+
+// splitRows cuts rows 0..n-1 into t ranges of about n/t rows.
+func splitRows(n, t int) [][2]int {
+	out := make([][2]int, 0, t)
+	for k := 0; k < t; k++ {
+		lo, hi := k*n/t, (k+1)*n/t
+		if lo < hi {
+			out = append(out, [2]int{lo, hi})
+		}
+	}
+	return out
+}
+
+// parallelFor runs f(0), ..., f(k-1) on k goroutines and waits for them.
+func parallelFor(k int, f func(i int)) {
+	if k == 1 {
+		f(0)
+		return
+	}
+	var wg sync.WaitGroup
+	wg.Add(k)
+	for i := 0; i < k; i++ {
+		go func() {
+			defer wg.Done()
+			f(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// cutPartitions returns the indexes in starts (partition starts, then
+// n) where t ranges of about n/t rows begin and end: range k is
+// partitions cuts[k]..cuts[k+1]-1. A partition is never cut.
+func cutPartitions(starts []int32, t int) []int {
+	parts := len(starts) - 1
+	n := int(starts[parts])
+	cuts := []int{0}
+	for k := 1; k < t; k++ {
+		target := int32(k * n / t)
+		j, _ := slices.BinarySearch(starts[:parts], target)
+		if j > cuts[len(cuts)-1] && j < parts {
+			cuts = append(cuts, j)
+		}
+	}
+	return append(cuts, parts)
+}
+
+// worker returns a copy of cs that evaluates other partitions at the
+// same time: the inputs and output are shared (each copy writes only
+// its partitions' rows), the per-partition state is its own.
+func (cs *callState) worker() *callState {
+	w := &callState{c: cs.c, arg: cs.arg, agg: cs.agg, out: cs.out}
+	w.agg.overflow = false
+	w.fr = framer{f: cs.fr.f, key: cs.fr.key}
+	return w
+}
+
+// gatherParallel is v.gather(perm, &vector{}) on t goroutines.
+func gatherParallel(v *vector, perm []int32, t int) *vector {
+	if perm == nil {
+		return v
+	}
+	n := len(perm)
+	if t <= 1 || n < parallelMinRows {
+		return v.gather(perm, &vector{})
+	}
+	out := &vector{kind: v.kind, typ: v.typ}
+	switch v.kind {
+	case kindFloat:
+		out.floats = make([]float64, n)
+	case kindString:
+		out.strs = make([]string, n)
+	default:
+		out.ints = make([]int64, n)
+	}
+	if v.nulls != nil {
+		out.nulls = make([]bool, n)
+	}
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		// Views of out's storage: gather writes into them in place.
+		dst := &vector{}
+		switch v.kind {
+		case kindFloat:
+			dst.floats = out.floats[lo:hi:hi]
+		case kindString:
+			dst.strs = out.strs[lo:hi:hi]
+		default:
+			dst.ints = out.ints[lo:hi:hi]
+		}
+		if v.nulls != nil {
+			dst.nulls = out.nulls[lo:hi:hi]
+		}
+		v.gather(perm[lo:hi], dst)
+	})
+	return out
+}
+
+// parallelSortKey returns the permutation sortPerm gives for one
+// integer-like key without NULLs (a group without PARTITION BY, such as
+// ORDER BY t), and the key's values in that order: t contiguous ranges of
+// the rows are radix-sorted on their own goroutines, then merged pairwise
+// in rounds, the left run first among equal keys, which keeps the sort
+// stable. It reports false, having reserved nothing, when the grant does
+// not hold the buffers: the caller sorts on one thread.
+func (ev *evaluation) parallelSortKey(key sortedKey, n, t int) ([]int32, *vector, bool) {
+	keys := []sortedKey{key}
+	if inOrder(keys, n) {
+		return nil, nil, true
+	}
+	// Beyond the single-thread sort's: the runs' sorter scratch and
+	// local permutations, and a second (word, row) buffer for the merge.
+	extra := int64(n) * (8 + 4 + 4 + 8 + 4)
+	if err := ev.budget.Reserve(extra); err != nil {
+		return nil, nil, false
+	}
+	defer ev.budget.Release(extra)
+	v := key.v
+	flip := uint64(1) << 63
+	if key.desc {
+		flip = ^flip
+	}
+	words, rows := make([]uint64, n), make([]int32, n)
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		var s sorter
+		part := sortedKey{v: &vector{kind: v.kind, typ: v.typ, ints: v.ints[lo:hi]}, desc: key.desc}
+		local := s.sortPerm([]sortedKey{part}, hi-lo, nil)
+		w, ids := words[lo:hi], rows[lo:hi]
+		if local == nil {
+			for i, x := range v.ints[lo:hi] {
+				w[i], ids[i] = uint64(x)^flip, int32(lo+i)
+			}
+			return
+		}
+		for i, p := range local {
+			ids[i] = int32(lo) + p
+		}
+		if s.sorted != nil {
+			copy(w, s.sorted[:hi-lo])
+			return
+		}
+		for i, p := range local {
+			w[i] = uint64(v.ints[lo+int(p)]) ^ flip
+		}
+	})
+	words2, rows2 := make([]uint64, n), make([]int32, n)
+	for len(ranges) > 1 {
+		next := make([][2]int, 0, (len(ranges)+1)/2)
+		for k := 0; k < len(ranges); k += 2 {
+			if k+1 == len(ranges) {
+				next = append(next, ranges[k])
+			} else {
+				next = append(next, [2]int{ranges[k][0], ranges[k+1][1]})
+			}
+		}
+		pairs := ranges
+		parallelFor(len(next), func(j int) {
+			a := pairs[2*j]
+			if 2*j+1 == len(pairs) {
+				copy(words2[a[0]:a[1]], words[a[0]:a[1]])
+				copy(rows2[a[0]:a[1]], rows[a[0]:a[1]])
+				return
+			}
+			mergeRuns(words, rows, a[0], a[1], pairs[2*j+1][1], words2, rows2)
+		})
+		words, words2, rows, rows2 = words2, words, rows2, rows
+		ranges = next
+	}
+	sv := &vector{kind: v.kind, typ: v.typ, ints: unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(words))), n)}
+	for i, u := range words {
+		sv.ints[i] = int64(u ^ flip)
+	}
+	return rows, sv, true
+}
+
+// mergeRuns merges the sorted runs [lo, mid) and [mid, hi) of (words,
+// rows) into the same positions of (dw, dr), the left run first among
+// equal words.
+func mergeRuns(words []uint64, rows []int32, lo, mid, hi int, dw []uint64, dr []int32) {
+	i, j, o := lo, mid, lo
+	for i < mid && j < hi {
+		if words[j] < words[i] {
+			dw[o], dr[o] = words[j], rows[j]
+			j++
+		} else {
+			dw[o], dr[o] = words[i], rows[i]
+			i++
+		}
+		o++
+	}
+	o += copy(dw[o:], words[i:mid])
+	copy(dr[o-(mid-i):], rows[i:mid])
+	o += copy(dw[o:hi], words[j:hi])
+	copy(dr[o-(hi-j):hi], rows[j:hi])
+}
+
+// oneWordKey reports whether v's values are their own sort words: an
+// integer-like key without NULLs.
+func oneWordKey(v *vector) bool {
+	return v.kind != kindFloat && v.kind != kindString && v.nulls == nil
+}

@@ -1,0 +1,198 @@
+package windower
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/messages"
+)
+
+// The differential tests run every query with each of threadCounts and
+// check that the runs agree row for row, in order; parallelSmall makes
+// their small inputs take the parallel paths.
+var threadCounts = []int{1, 4}
+
+// parallelSmall lowers parallelMinRows for the duration of the test.
+func parallelSmall(t *testing.T) {
+	old := parallelMinRows
+	parallelMinRows = 2
+	t.Cleanup(func() { parallelMinRows = old })
+}
+
+// runThreads runs run with opts and each of threadCounts, checks every
+// run returns the rows of the first in the same order within its grant,
+// and returns the first run's rows and stats.
+func runThreads(t *testing.T, opts Options, run func(Options) (*Result, error)) ([]string, Stats) {
+	t.Helper()
+	var first []string
+	var firstStats Stats
+	for i, threads := range threadCounts {
+		o := opts
+		o.Threads = threads
+		res, err := run(o)
+		if err != nil {
+			t.Fatalf("threads %d: %v", threads, err)
+		}
+		rows := drain(t, res)
+		st := res.Stats()
+		res.Close()
+		if o.Grant > 0 && st.PeakBytes > o.Grant {
+			t.Errorf("threads %d: peak %d bytes over the %d-byte grant", threads, st.PeakBytes, o.Grant)
+		}
+		if i == 0 {
+			first, firstStats = rows, st
+			continue
+		}
+		if len(rows) != len(first) {
+			t.Fatalf("threads %d: %d rows, threads %d: %d", threads, len(rows), threadCounts[0], len(first))
+		}
+		for r := range rows {
+			if rows[r] != first[r] {
+				t.Fatalf("threads %d: row %d: %s, threads %d: %s", threads, r, rows[r], threadCounts[0], first[r])
+			}
+		}
+		if st.Partitions != firstStats.Partitions || st.Rows != firstStats.Rows {
+			t.Errorf("threads %d: %+v, threads %d: %+v", threads, st, threadCounts[0], firstStats)
+		}
+	}
+	return first, firstStats
+}
+
+// TestParallelSortPerm checks the hash-partitioned parallel sort against
+// the single-thread sort: the same permutation, for keys with few and
+// many partitions, NULLs, -0 and NaN, strings and several keys.
+func TestParallelSortPerm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for it := 0; it < 300; it++ {
+		n := 2 + rng.IntN(3000)
+		distinct := 1 + rng.IntN(n)
+		part := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n)}
+		fl := &vector{kind: kindFloat, typ: arrow.PrimitiveTypes.Float64, floats: make([]float64, n)}
+		str := &vector{kind: kindString, typ: arrow.BinaryTypes.String, strs: make([]string, n)}
+		order := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n), nulls: make([]bool, n)}
+		specials := []float64{0, negZero(), nan(), 1.5, -2}
+		for i := 0; i < n; i++ {
+			part.ints[i] = int64(rng.IntN(distinct))
+			fl.floats[i] = specials[rng.IntN(len(specials))]
+			str.strs[i] = string(rune('a' + rng.IntN(5)))
+			order.ints[i] = int64(rng.IntN(10))
+			order.nulls[i] = rng.IntN(7) == 0
+		}
+		if rng.IntN(2) == 0 {
+			part.nulls = make([]bool, n)
+			for i := range part.nulls {
+				part.nulls[i] = rng.IntN(9) == 0
+			}
+		}
+		var partKeys []*vector
+		switch it % 4 {
+		case 0:
+			partKeys = []*vector{part}
+		case 1:
+			partKeys = []*vector{fl}
+		case 2:
+			partKeys = []*vector{str, part}
+		case 3:
+			partKeys = []*vector{part, fl}
+		}
+		gk := &groupKeys{part: partKeys}
+		for _, v := range partKeys {
+			gk.keys = append(gk.keys, sortedKey{v: v})
+		}
+		gk.keys = append(gk.keys, sortedKey{v: order, desc: rng.IntN(2) == 0, nullsFirst: rng.IntN(2) == 0})
+		gk.order = []*vector{order}
+		var s sorter
+		want := s.sortPerm(gk.keys, n, nil)
+		ev := &evaluation{o: Options{Threads: 1 + rng.IntN(6)}, budget: newTestBudget()}
+		got, firstSorted, ok := ev.parallelSortPerm(gk, n, ev.o.Threads)
+		if !ok {
+			t.Fatalf("iteration %d: refused", it)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n %d, %d distinct, %d threads): permutations differ", it, n, distinct, ev.o.Threads)
+		}
+		if firstSorted != nil {
+			if want == nil {
+				t.Fatalf("iteration %d: first key of rows in order", it)
+			}
+			first := gk.keys[0].v
+			for i, p := range want {
+				if firstSorted.ints[i] != first.ints[p] {
+					t.Fatalf("iteration %d: sorted first key %d at row %d, want %d", it, firstSorted.ints[i], i, first.ints[p])
+				}
+			}
+		} else if want != nil && gk.keys[0].v.kind == kindInt && gk.keys[0].v.nulls == nil {
+			t.Fatalf("iteration %d: no sorted first key", it)
+		}
+		if ev.budget.InUse() != 0 {
+			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
+		}
+	}
+}
+
+// TestParallelSmallGrant checks that a grant too small for the parallel
+// sort's buffers falls back to one thread with the same result.
+func TestParallelSmallGrant(t *testing.T) {
+	parallelSmall(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	_, rec := randomTable(rng, 150)
+	defer rec.Release()
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")},
+		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "g"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x"}}}}}}}
+	runThreads(t, Options{}, func(o Options) (*Result, error) {
+		return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
+	})
+	ev := &evaluation{o: Options{Threads: 4}, budget: newTestBudgetOf(64)}
+	v := &vector{kind: kindInt, ints: []int64{3, 1, 2, 1, 3}}
+	if _, _, ok := ev.parallelSortPerm(&groupKeys{keys: []sortedKey{{v: v}}, part: []*vector{v}}, 5, 4); ok {
+		t.Fatal("a 64-byte budget held the parallel sort's buffers")
+	}
+}
+
+func negZero() float64 { return math.Copysign(0, -1) }
+func nan() float64     { return math.NaN() }
+
+func newTestBudget() *columnar.Budget          { return columnar.NewBudget(1<<30, nil) }
+func newTestBudgetOf(n int64) *columnar.Budget { return columnar.NewBudget(n, nil) }
+
+// TestParallelSortKey checks the range-parallel sort of one key against
+// the single-thread sort: the same permutation and sorted values.
+func TestParallelSortKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for it := 0; it < 300; it++ {
+		n := 2 + rng.IntN(5000)
+		distinct := 1 + rng.IntN(n)
+		v := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n)}
+		for i := range v.ints {
+			v.ints[i] = int64(rng.IntN(distinct)) - int64(distinct/2)
+		}
+		if it%10 == 0 {
+			slices.Sort(v.ints) // in order: no permutation
+		}
+		key := sortedKey{v: v, desc: rng.IntN(2) == 0}
+		var s sorter
+		want := s.sortPerm([]sortedKey{key}, n, nil)
+		threads := 2 + rng.IntN(7)
+		ev := &evaluation{o: Options{Threads: threads}, budget: newTestBudget()}
+		got, sv, ok := ev.parallelSortKey(key, n, threads)
+		if !ok {
+			t.Fatalf("iteration %d: refused", it)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n %d, %d distinct, %d threads, desc %v): permutations differ", it, n, distinct, threads, key.desc)
+		}
+		for i, p := range want {
+			if sv.ints[i] != v.ints[p] {
+				t.Fatalf("iteration %d: sorted value %d at row %d, want %d", it, sv.ints[i], i, v.ints[p])
+			}
+		}
+		if ev.budget.InUse() != 0 {
+			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
+		}
+	}
+}
