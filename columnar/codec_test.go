@@ -81,7 +81,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		dec := cd.newDecompressor()
-		for _, n := range []int{1, 100, 64 << 10, 200 << 10} {
+		for _, n := range []int{0, 1, 100, 64 << 10, 200 << 10} {
 			src := bytes.Repeat([]byte("strata codec "), n/13+1)[:n]
 			enc, err := comp.appendCompressed([]byte("prefix"), src)
 			if err != nil {

@@ -67,7 +67,7 @@ func (z *zstdDecompressor) decompress(src, dst []byte) error {
 	if len(out) != len(dst) {
 		return fmt.Errorf("zstd: decoded %d bytes, want %d", len(out), len(dst))
 	}
-	if &out[0] != &dst[0] {
+	if len(dst) > 0 && &out[0] != &dst[0] {
 		copy(dst, out)
 	}
 	return nil
