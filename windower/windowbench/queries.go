@@ -75,6 +75,13 @@ func Queries() []Query {
 			Table: TableByID, SQL: "SELECT c, count(*) OVER (PARTITION BY c) AS n FROM {{table}}", Outputs: []string{"c", "n"},
 		},
 		{
+			// Q0's per-partition cost isolated: the same 1M-distinct column
+			// decoded as in q0_unsorted, but one partition (q0_one_partition
+			// also decodes a cheaper constant column).
+			Name: "q0_one_partition_distinct", Title: "count(*) OVER () beside the 1M-distinct column a: one partition",
+			Table: TableByID, SQL: "SELECT a, count(*) OVER () AS n FROM {{table}}", Outputs: []string{"a", "n"},
+		},
+		{
 			Name: "mod1000", Title: "count(*) OVER (PARTITION BY a % 1000)",
 			Table: TableByID, SQL: "SELECT a, count(*) OVER (PARTITION BY a % 1000) AS n FROM {{table}}", Outputs: []string{"a", "n"},
 		},
