@@ -15,16 +15,17 @@ import (
 	"github.com/strata-db/strata/columnar/store/s3test"
 )
 
-// stores returns a file store and an S3 store (a real S3 server over
-// HTTP), each empty.
+// stores returns a file store and two S3 stores (real S3 servers over
+// HTTP), one at a bucket's root and one under a prefix, each empty: a
+// server each, so one store's objects are never in the other's listing.
 func stores(t *testing.T) map[string]store.Store {
 	t.Helper()
-	srv := s3test.Start(t, "strata")
+	root, prefixed := s3test.Start(t, "strata"), s3test.Start(t, "strata")
 	out := map[string]store.Store{}
 	for name, u := range map[string]string{
 		"file":      "file://" + t.TempDir(),
-		"s3":        srv.URL,
-		"s3-prefix": strings.Replace(srv.URL, "s3://strata?", "s3://strata/deploy/a?", 1),
+		"s3":        root.URL,
+		"s3-prefix": strings.Replace(prefixed.URL, "s3://strata?", "s3://strata/deploy/a?", 1),
 	} {
 		st, err := store.Open(t.Context(), u)
 		if err != nil {
