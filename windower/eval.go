@@ -405,18 +405,7 @@ func (cs *callState) aggregateSliding(p *partition) {
 
 func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
 	cs := &callState{c: c}
-	out := &vector{kind: c.outKind, typ: c.outTyp}
-	switch c.outKind {
-	case kindFloat:
-		out.floats = make([]float64, n)
-	case kindString:
-		out.strs = make([]string, n)
-	default:
-		out.ints = make([]int64, n)
-	}
-	if !c.neverNull() {
-		out.nulls = make([]bool, n)
-	}
+	out := newVector(c.outKind, c.outTyp, n, !c.neverNull())
 	cs.out = out
 	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, n)

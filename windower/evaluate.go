@@ -443,19 +443,8 @@ func scatter(v *vector, perm []int32, threads int) *vector {
 	if perm == nil {
 		return v
 	}
-	out := &vector{kind: v.kind, typ: v.typ}
 	n := len(perm)
-	switch v.kind {
-	case kindFloat:
-		out.floats = make([]float64, n)
-	case kindString:
-		out.strs = make([]string, n)
-	default:
-		out.ints = make([]int64, n)
-	}
-	if v.nulls != nil {
-		out.nulls = make([]bool, n)
-	}
+	out := newVector(v.kind, v.typ, n, v.nulls != nil)
 	if threads < 1 || n < parallelMinRows {
 		threads = 1
 	}

@@ -170,18 +170,7 @@ func (f fn) isAggregate() bool { return functions[f].family == famAggregate }
 func (c *call) neverNull() bool { return functions[c.fn].neverNull && !c.argNil }
 
 // resultVector returns a vector of n results of c, all zero and not NULL.
-func resultVector(c *call, n int) *vector {
-	out := &vector{kind: c.outKind, typ: c.outTyp, nulls: make([]bool, n)}
-	switch c.outKind {
-	case kindFloat:
-		out.floats = make([]float64, n)
-	case kindString:
-		out.strs = make([]string, n)
-	default:
-		out.ints = make([]int64, n)
-	}
-	return out
-}
+func resultVector(c *call, n int) *vector { return newVector(c.outKind, c.outTyp, n, true) }
 
 // constInt reads argument i, which must be an integer constant; null
 // reports the NULL constant.

@@ -169,19 +169,8 @@ func (in *input) compact(keep []bool) {
 		j++
 	}
 	for _, v := range in.cols {
-		if v == nil {
-			continue
-		}
-		switch v.kind {
-		case kindFloat:
-			v.floats = v.floats[:j]
-		case kindString:
-			v.strs = v.strs[:j]
-		default:
-			v.ints = v.ints[:j]
-		}
-		if v.nulls != nil {
-			v.nulls = v.nulls[:j]
+		if v != nil {
+			v.truncate(j)
 		}
 	}
 	in.n = j
@@ -191,23 +180,10 @@ func (in *input) compact(keep []bool) {
 func (in *input) compactTail(start int, keep []bool) {
 	tail := in.view(start, in.n)
 	tail.compact(keep)
-	for c, v := range in.cols {
-		if v == nil {
-			continue
+	for _, v := range in.cols {
+		if v != nil {
+			v.truncate(start + tail.n)
 		}
-		m := start + tail.n
-		switch v.kind {
-		case kindFloat:
-			v.floats = v.floats[:m]
-		case kindString:
-			v.strs = v.strs[:m]
-		default:
-			v.ints = v.ints[:m]
-		}
-		if v.nulls != nil {
-			v.nulls = v.nulls[:m]
-		}
-		_ = c
 	}
 	in.n = start + tail.n
 }
@@ -219,19 +195,7 @@ func (in *input) view(from, to int) *input {
 		if v == nil {
 			continue
 		}
-		w := &vector{kind: v.kind, typ: v.typ}
-		switch v.kind {
-		case kindFloat:
-			w.floats = v.floats[from:to:to]
-		case kindString:
-			w.strs = v.strs[from:to:to]
-		default:
-			w.ints = v.ints[from:to:to]
-		}
-		if v.nulls != nil {
-			w.nulls = v.nulls[from:to:to]
-		}
-		out.cols[c] = w
+		out.cols[c] = v.slice(from, to)
 	}
 	return out
 }

@@ -337,35 +337,12 @@ func gatherParallel(v *vector, perm []int32, t int) *vector {
 	if t <= 1 || n < parallelMinRows {
 		return v.gather(perm, &vector{})
 	}
-	out := &vector{kind: v.kind, typ: v.typ}
-	switch v.kind {
-	case kindFloat:
-		out.floats = make([]float64, n)
-	case kindString:
-		out.strs = make([]string, n)
-	default:
-		out.ints = make([]int64, n)
-	}
-	if v.nulls != nil {
-		out.nulls = make([]bool, n)
-	}
+	out := newVector(v.kind, v.typ, n, v.nulls != nil)
 	ranges := splitRows(n, t)
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
-		// Views of out's storage: gather writes into them in place.
-		dst := &vector{}
-		switch v.kind {
-		case kindFloat:
-			dst.floats = out.floats[lo:hi:hi]
-		case kindString:
-			dst.strs = out.strs[lo:hi:hi]
-		default:
-			dst.ints = out.ints[lo:hi:hi]
-		}
-		if v.nulls != nil {
-			dst.nulls = out.nulls[lo:hi:hi]
-		}
-		v.gather(perm[lo:hi], dst)
+		// A view of out's storage: gather writes into it in place.
+		v.gather(perm[lo:hi], out.slice(lo, hi))
 	})
 	return out
 }

@@ -65,6 +65,57 @@ func (v *vector) len() int {
 	return len(v.ints)
 }
 
+// newVector returns n zero values of kind k, written as typ, each with a
+// NULL flag (all false) when nullable.
+func newVector(k kind, typ arrow.DataType, n int, nullable bool) *vector {
+	v := &vector{kind: k, typ: typ}
+	switch k {
+	case kindFloat:
+		v.floats = make([]float64, n)
+	case kindString:
+		v.strs = make([]string, n)
+	default:
+		v.ints = make([]int64, n)
+	}
+	if nullable {
+		v.nulls = make([]bool, n)
+	}
+	return v
+}
+
+// slice returns rows [from, to) of v sharing its storage, capped so that
+// an append to the view cannot write past to. It counts no payload.
+func (v *vector) slice(from, to int) *vector {
+	w := &vector{kind: v.kind, typ: v.typ}
+	switch v.kind {
+	case kindFloat:
+		w.floats = v.floats[from:to:to]
+	case kindString:
+		w.strs = v.strs[from:to:to]
+	default:
+		w.ints = v.ints[from:to:to]
+	}
+	if v.nulls != nil {
+		w.nulls = v.nulls[from:to:to]
+	}
+	return w
+}
+
+// truncate keeps v's first n rows.
+func (v *vector) truncate(n int) {
+	switch v.kind {
+	case kindFloat:
+		v.floats = v.floats[:n]
+	case kindString:
+		v.strs = v.strs[:n]
+	default:
+		v.ints = v.ints[:n]
+	}
+	if v.nulls != nil {
+		v.nulls = v.nulls[:n]
+	}
+}
+
 func (v *vector) isNull(i int) bool { return v.nulls != nil && v.nulls[i] }
 
 // bytes is the memory the vector holds, for the budget.

@@ -168,15 +168,7 @@ func foldBatch(calls []*call, states []aggState, bests []*vector, batch *input, 
 func wholeResults(calls []*call, states []aggState, bests []*vector) ([]*vector, error) {
 	out := make([]*vector, len(calls))
 	for i, c := range calls {
-		v := &vector{kind: c.outKind, typ: c.outTyp, nulls: []bool{false}}
-		switch c.outKind {
-		case kindFloat:
-			v.floats = make([]float64, 1)
-		case kindString:
-			v.strs = make([]string, 1)
-		default:
-			v.ints = make([]int64, 1)
-		}
+		v := resultVector(c, 1)
 		a := &aggInput{fn: c.fn, kind: kindInt}
 		if functions[c.fn].extremum {
 			if bests[i] != nil {
