@@ -80,6 +80,18 @@ func (f *Flags) OpenDepot(ctx context.Context, dataDir string, log *slog.Logger)
 	return d, nil
 }
 
+// OpenWorkerDepot is OpenDepot for a job worker: it also exports the
+// depot's counters on reg, labelled with service, and returns what closes
+// the depot and its store (a no-op without --store).
+func (f *Flags) OpenWorkerDepot(ctx context.Context, dataDir string, log *slog.Logger, reg prometheus.Registerer, service string) (*depot.Depot, func(), error) {
+	d, err := f.OpenDepot(ctx, dataDir, log)
+	if err != nil || d == nil {
+		return nil, func() {}, err
+	}
+	RegisterDepotMetrics(reg, service, d)
+	return d, func() { d.Close(); d.Store().Close() }, nil
+}
+
 // RegisterDepotMetrics exports d's counters on reg, labelled with service.
 func RegisterDepotMetrics(reg prometheus.Registerer, service string, d *depot.Depot) {
 	cl := prometheus.Labels{"service": service}

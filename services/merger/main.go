@@ -34,15 +34,11 @@ func run(args []string) error {
 	if err := w.Start(args); err != nil {
 		return err
 	}
-	dep, err := sf.OpenDepot(context.Background(), w.DataDir, w.Log)
+	dep, closeDepot, err := sf.OpenWorkerDepot(context.Background(), w.DataDir, w.Log, w.Runner.Registry(), w.Name)
 	if err != nil {
 		return err
 	}
-	if dep != nil {
-		defer dep.Store().Close()
-		defer dep.Close()
-		storeflags.RegisterDepotMetrics(w.Runner.Registry(), w.Name, dep)
-	}
+	defer closeDepot()
 	m := &mergeout{dataDir: w.DataDir, tempDir: w.TempDir, parallelism: *parallelism, staleAfter: w.Topology().JobAckWait, log: w.Log, depot: dep}
 	return service.RunJobs(w, service.JobSpec[*messages.MergeoutJob]{
 		Operation: messages.OperationMergeout,

@@ -41,15 +41,11 @@ func run(args []string) error {
 	if *threads < 0 {
 		return fmt.Errorf("--threads %d: want a positive number of threads, or 0 for GOMAXPROCS", *threads)
 	}
-	dep, err := sf.OpenDepot(context.Background(), w.DataDir, w.Log)
+	dep, closeDepot, err := sf.OpenWorkerDepot(context.Background(), w.DataDir, w.Log, w.Runner.Registry(), w.Name)
 	if err != nil {
 		return err
 	}
-	if dep != nil {
-		defer dep.Store().Close()
-		defer dep.Close()
-		storeflags.RegisterDepotMetrics(w.Runner.Registry(), w.Name, dep)
-	}
+	defer closeDepot()
 	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, threads: *threads, log: w.Log, depot: dep}
 	return service.RunJobs(w, service.JobSpec[*messages.WindowJob]{
 		Operation: messages.OperationWindow,
