@@ -2,7 +2,6 @@ package natsutil
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -64,7 +63,7 @@ func PublishRetry(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*
 		if err == nil {
 			return ack, nil
 		}
-		if !transientPublishError(err) || ctx.Err() != nil {
+		if !Unanswered(ctx, err) {
 			if attempt > 1 {
 				err = fmt.Errorf("%w (after %d attempts)", err, attempt)
 			}
@@ -77,16 +76,6 @@ func PublishRetry(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) (*
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
-}
-
-// transientPublishError reports whether a publish may succeed if tried
-// again: the server did not answer in time, no stream leader answered, or
-// the connection is between servers.
-func transientPublishError(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrNoServers) ||
-		errors.Is(err, nats.ErrReconnectBufExceeded)
 }
 
 // DeadLetter describes a message a service rejected.

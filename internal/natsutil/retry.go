@@ -16,8 +16,9 @@ import (
 // it waits out the caller's whole context.
 const APIAttempt = 5 * time.Second
 
-// Unanswered reports whether err says NATS did not answer a request, or
-// JetStream answered that it cannot serve it now (503): the same request
+// Unanswered reports whether err says NATS did not answer a request (a
+// time-out, no responders, the connection between servers), or JetStream
+// answered that it cannot serve it now (503): the same request or publish
 // may well succeed a moment later. parent is the caller's context; its own
 // end is no reason to try again.
 func Unanswered(parent context.Context, err error) bool {
@@ -27,8 +28,10 @@ func Unanswered(parent context.Context, err error) bool {
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, nats.ErrNoResponders),
-		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
-		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrNoHeartbeat):
+		errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, jetstream.ErrNoHeartbeat),
+		// The connection is between servers; a closed one (ErrConnectionClosed) is not coming back.
+		errors.Is(err, nats.ErrConnectionReconnecting), errors.Is(err, nats.ErrDisconnected),
+		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrReconnectBufExceeded):
 		return true
 	case errors.As(err, &apiErr):
 		return apiErr.Code == http.StatusServiceUnavailable

@@ -158,7 +158,8 @@ func (b *Binary) WaitConsumer(ctx context.Context, stream, consumer string) (jet
 		if err == nil {
 			return c, b.adoptLease(stream, c.CachedInfo().Config)
 		}
-		if !errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		waitable := errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) || natsutil.Unanswered(ctx, err)
+		if !waitable && ctx.Err() == nil {
 			return nil, err
 		}
 		if !logged {
