@@ -418,22 +418,13 @@ func (ev *evaluation) result(cols []arrow.Array, rows int) (*Result, error) {
 		budget: budget, heldBytes: resultBytes}, nil
 }
 
+// truncate returns a vector of v's first rows, leaving v as it is.
 func truncate(v *vector, rows int) *vector {
 	if v.len() == rows {
 		return v
 	}
 	out := *v
-	switch v.kind {
-	case kindFloat:
-		out.floats = v.floats[:rows]
-	case kindString:
-		out.strs = v.strs[:rows]
-	default:
-		out.ints = v.ints[:rows]
-	}
-	if v.nulls != nil {
-		out.nulls = v.nulls[:rows]
-	}
+	out.truncate(rows)
 	return &out
 }
 
