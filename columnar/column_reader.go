@@ -1,11 +1,11 @@
 package columnar
 
 import (
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
-	"path/filepath"
+	"io/fs"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,49 +17,68 @@ import (
 const decodeSlack = 64 << 10
 
 // ColumnReader streams the blocks of one column file. Each block is read
-// with one ReadAt into a buffer from the container's allocator, checked
-// against its CRC-32C, and decoded with its buffers decompressed straight
-// into buffers from the same allocator. For a compressed container the
-// buffer the compressed bytes are read into is reused from block to block,
-// so an open reader holds (and its allocator counts) up to one compressed
-// block besides the arrays it returned. A ColumnReader is
-// not safe for concurrent use.
+// with one ranged read into a buffer from the container's allocator,
+// checked against its CRC-32C, and decoded with its buffers decompressed
+// straight into buffers from the same allocator. For a compressed
+// container the buffer the compressed bytes are read into is reused from
+// block to block, so an open reader holds (and its allocator counts) up
+// to one compressed block besides the arrays it returned.
+//
+// A file whose next block is not local (one read from an object store)
+// is read one block ahead: while block i is decoded, block i+1 is
+// fetched into a second buffer, if the allocator's budget has room for
+// it, so such a reader holds up to two compressed blocks. A ColumnReader
+// is not safe for concurrent use.
 type ColumnReader struct {
 	c     *Container
 	col   int
 	meta  *FileMeta
-	f     *os.File
+	f     File
 	dec   *blockDecoder
 	next  int
 	stats *IOStats
 	// scratch holds the compressed bytes of the block being decoded; it
 	// is kept (and counted by the allocator) until Close.
 	scratch *memory.Buffer
+	// spare is a second compressed-block buffer, for reading ahead.
+	spare *memory.Buffer
+	// ahead is the block being read ahead, if any.
+	ahead *readAhead
+}
+
+// readAhead is a block read in the background into buf.
+type readAhead struct {
+	block   int
+	buf     *memory.Buffer
+	done    chan struct{}
+	n       int
+	fetched bool
+	err     error
 }
 
 func openColumnReader(c *Container, col int) (*ColumnReader, error) {
 	fm := &c.m.Files[col]
-	f, err := os.Open(filepath.Join(c.dir, fm.Name))
+	f, err := c.src.OpenFile(fm.Name, fm.Size)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, corruptf(c.dir, fm.Name, NoBlock, err, "column file missing")
 		}
 		return nil, fmt.Errorf("open column %q of container %s: %w", fm.Column, c.dir, err)
 	}
-	if s := c.opts.Stats; s != nil {
+	s := c.opts.Stats
+	if s != nil {
 		s.FilesOpened.Add(1)
 	}
-	st, err := f.Stat()
-	if err != nil {
+	if f.Size() != fm.Size {
 		f.Close()
-		return nil, fmt.Errorf("open column %q of container %s: %w", fm.Column, c.dir, err)
-	}
-	if st.Size() != fm.Size {
-		f.Close()
-		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "file is %d bytes, manifest says %d", st.Size(), fm.Size)
+		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "file is %d bytes, manifest says %d", f.Size(), fm.Size)
 	}
 	header := make([]byte, fm.HeaderLen)
-	if _, err := f.ReadAt(header, 0); err != nil {
+	n, fetched, err := f.ReadRange(header, 0)
+	if fetched && s != nil {
+		s.BytesFetched.Add(int64(n))
+	}
+	if err != nil {
 		f.Close()
 		return nil, corruptf(c.dir, fm.Name, NoBlock, err, "read header")
 	}
@@ -77,7 +96,7 @@ func openColumnReader(c *Container, col int) (*ColumnReader, error) {
 		meta:  fm,
 		f:     f,
 		dec:   newBlockDecoder(c.schema.Field(col).Type, c.opts.Allocator, &c.decomp),
-		stats: c.opts.Stats,
+		stats: s,
 	}
 	return r, nil
 }
@@ -126,26 +145,36 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	// Compressed blocks are read into a scratch buffer the reader keeps
 	// (decoded arrays never point into it); uncompressed ones into a fresh
 	// buffer the arrays slice.
-	var buf *memory.Buffer
 	borrowed := r.c.m.Compression != CompressionNone.String()
-	if borrowed {
-		if r.scratch == nil {
-			r.scratch = memory.NewResizableBuffer(r.c.opts.Allocator)
+	var buf *memory.Buffer
+	var n int
+	var fetched bool
+	var err error
+	if a := r.takeAhead(i); a != nil {
+		buf, n, fetched, err = a.buf, a.n, a.fetched, a.err
+		if borrowed {
+			r.spare, r.scratch = r.scratch, buf
 		}
-		buf = r.scratch
 	} else {
-		buf = memory.NewResizableBuffer(r.c.opts.Allocator)
+		buf = r.buffer(borrowed)
+		buf.Resize(int(b.Length))
+		n, fetched, err = r.f.ReadRange(buf.Bytes(), b.Offset)
+	}
+	if !borrowed {
 		defer buf.Release()
 	}
-	buf.Resize(int(b.Length))
-	n, err := r.f.ReadAt(buf.Bytes(), b.Offset)
 	if s := r.stats; s != nil {
 		s.BlocksRead.Add(1)
 		s.BytesRead.Add(int64(n))
+		if fetched {
+			s.BlocksFetched.Add(1)
+			s.BytesFetched.Add(int64(n))
+		}
 	}
 	if err != nil {
 		return nil, r.corrupt(i, err, "read %d bytes at offset %d", b.Length, b.Offset)
 	}
+	r.readAhead(i+1, borrowed)
 	if got := crc32.Checksum(buf.Bytes(), castagnoli); got != b.CRC {
 		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
@@ -161,6 +190,73 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	return arr, nil
 }
 
+// buffer returns the buffer to read a block into synchronously: the
+// scratch buffer for a compressed container, else a fresh one.
+func (r *ColumnReader) buffer(borrowed bool) *memory.Buffer {
+	if !borrowed {
+		return memory.NewResizableBuffer(r.c.opts.Allocator)
+	}
+	if r.scratch == nil {
+		r.scratch = memory.NewResizableBuffer(r.c.opts.Allocator)
+	}
+	return r.scratch
+}
+
+// budgeted is an allocator that knows how many bytes it has left.
+type budgeted interface{ Available() int64 }
+
+// readAhead starts reading block i in the background if it exists, is
+// not local, and the allocator has room for another block beside the
+// ones the reader holds.
+func (r *ColumnReader) readAhead(i int, borrowed bool) {
+	if r.ahead != nil || i >= len(r.meta.Blocks) {
+		return
+	}
+	b := &r.meta.Blocks[i]
+	if r.f.Local(b.Offset, b.Length) {
+		return
+	}
+	buf := r.spare
+	r.spare = nil
+	if buf == nil || buf.Cap() < int(b.Length) {
+		if bg, ok := r.c.opts.Allocator.(budgeted); ok && bg.Available() < 2*b.Length {
+			r.spare = buf
+			return
+		}
+		if buf == nil {
+			buf = memory.NewResizableBuffer(r.c.opts.Allocator)
+		}
+	}
+	buf.Resize(int(b.Length))
+	a := &readAhead{block: i, buf: buf, done: make(chan struct{})}
+	r.ahead = a
+	go func() {
+		defer close(a.done)
+		a.n, a.fetched, a.err = r.f.ReadRange(buf.Bytes(), b.Offset)
+	}()
+}
+
+// takeAhead returns the read of block i ahead, once it is done, or nil if
+// block i is not the one read ahead (a read ahead of another block is
+// waited for and its buffer kept as the spare or released).
+func (r *ColumnReader) takeAhead(i int) *readAhead {
+	a := r.ahead
+	if a == nil {
+		return nil
+	}
+	r.ahead = nil
+	<-a.done
+	if a.block == i {
+		return a
+	}
+	if r.spare == nil && r.c.m.Compression != CompressionNone.String() {
+		r.spare = a.buf
+	} else {
+		a.buf.Release()
+	}
+	return nil
+}
+
 // corrupt makes the CorruptError of block i and logs it.
 func (r *ColumnReader) corrupt(block int, err error, format string, args ...any) error {
 	ce := corruptf(r.c.dir, r.meta.Name, block, err, format, args...)
@@ -173,9 +269,16 @@ func (r *ColumnReader) Close() error {
 	if r.f == nil {
 		return nil
 	}
-	if r.scratch != nil {
-		r.scratch.Release()
-		r.scratch = nil
+	if a := r.ahead; a != nil {
+		<-a.done
+		a.buf.Release()
+		r.ahead = nil
+	}
+	for _, b := range []**memory.Buffer{&r.scratch, &r.spare} {
+		if *b != nil {
+			(*b).Release()
+			*b = nil
+		}
 	}
 	err := r.f.Close()
 	r.f = nil

@@ -1,12 +1,8 @@
 package columnar
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -23,7 +19,8 @@ type OpenOptions struct {
 // the manifest only; column files are opened by OpenColumn. A Container is
 // safe for concurrent use; its readers are not.
 type Container struct {
-	dir    string
+	src    Source
+	dir    string // src.String(), for errors
 	m      *Manifest
 	schema *arrow.Schema
 	keyIdx []int
@@ -34,21 +31,32 @@ type Container struct {
 // Open reads and validates dir/manifest.json. A missing container gives an
 // error wrapping ErrNotFound; a bad manifest a *CorruptError.
 func Open(dir string, opts OpenOptions) (*Container, error) {
+	return OpenSource(DirSource(dir), opts)
+}
+
+// OpenSource opens the container whose files src reads, as Open does a
+// directory.
+func OpenSource(src Source, opts OpenOptions) (*Container, error) {
 	if opts.Allocator == nil {
 		opts.Allocator = memory.DefaultAllocator
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	m, err := ReadManifest(dir)
+	dir := src.String()
+	data, err := src.ReadManifest()
 	if err != nil {
 		return nil, err
+	}
+	m, err := DecodeManifest(data)
+	if err != nil {
+		return nil, corruptf(dir, ManifestName, NoBlock, err, "invalid manifest")
 	}
 	schema, err := m.ArrowSchema()
 	if err != nil {
 		return nil, corruptf(dir, ManifestName, NoBlock, err, "bad schema")
 	}
-	c := &Container{dir: dir, m: m, schema: schema, opts: opts, decomp: makeDecompressors()}
+	c := &Container{src: src, dir: dir, m: m, schema: schema, opts: opts, decomp: makeDecompressors()}
 	if len(m.SortKey) > 0 {
 		if c.keyIdx, err = m.SortKey.Indices(schema); err != nil {
 			return nil, corruptf(dir, ManifestName, NoBlock, err, "bad sort key")
@@ -59,12 +67,9 @@ func Open(dir string, opts OpenOptions) (*Container, error) {
 
 // ReadManifest reads and validates dir/manifest.json.
 func ReadManifest(dir string) (*Manifest, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	data, err := DirSource(dir).ReadManifest()
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("open container %s: %w", dir, ErrNotFound)
-		}
-		return nil, fmt.Errorf("open container %s: %w", dir, err)
+		return nil, err
 	}
 	m, err := DecodeManifest(data)
 	if err != nil {
@@ -91,8 +96,12 @@ func (c *Container) Rows() int64 { return c.m.Rows }
 // NumBlocks returns the number of blocks of every column.
 func (c *Container) NumBlocks() int { return len(c.m.Blocks) }
 
-// Dir returns the container's directory.
+// Dir returns the container's directory, or for a container not in a
+// directory the name of its Source.
 func (c *Container) Dir() string { return c.dir }
+
+// Source returns where the container's files are read from.
+func (c *Container) Source() Source { return c.src }
 
 // Close releases the container. Readers opened from it stay usable until
 // closed themselves.

@@ -117,6 +117,13 @@
 //	epochs       [first, last] epochs of the data, as the writer was told
 //	created      RFC 3339 time of the commit
 //
+// A container is read from a Source (source.go): a directory
+// (DirSource; Open), or anything else that can read a file's byte ranges,
+// such as an object store (package store) or a worker's depot (package
+// depot). Readers make one ranged read per block, at the offset and
+// length the manifest gives, and read the next block ahead when it is
+// not local.
+//
 // Checksums are CRC-32C (Castagnoli): of each file as a whole, of its
 // header (the bytes before block 0), and of each block's message bytes.
 // Readers check the header when opening a column and each block's checksum

@@ -23,6 +23,16 @@ import (
 // with equal keys keep input order. On error nothing is left at output or in
 // opts.TempDir, and the inputs are untouched.
 func Merge(ctx context.Context, inputs []string, output string, opts Options) (*Stats, error) {
+	srcs := make([]columnar.Source, len(inputs))
+	for i, d := range inputs {
+		srcs[i] = columnar.DirSource(d)
+	}
+	return MergeSources(ctx, srcs, output, opts)
+}
+
+// MergeSources is Merge of containers read from any columnar.Source: a
+// directory, or an object store through a worker's depot.
+func MergeSources(ctx context.Context, inputs []columnar.Source, output string, opts Options) (*Stats, error) {
 	opts = opts.withDefaults()
 	start := time.Now()
 	if len(inputs) == 0 {
@@ -47,6 +57,8 @@ func Merge(ctx context.Context, inputs []string, output string, opts Options) (*
 	m.stats.PeakBytes = m.budget.Peak()
 	m.stats.FilesOpened = m.io.FilesOpened.Load()
 	m.stats.BlocksDecompressed = m.io.BlocksDecompressed.Load()
+	m.stats.BlocksFetched = m.io.BlocksFetched.Load()
+	m.stats.BytesFetched = m.io.BytesFetched.Load()
 	if m.stats.Rows > 0 {
 		m.stats.ComparisonsPerRow = float64(m.stats.Comparisons) / float64(m.stats.Rows)
 	}
@@ -77,7 +89,7 @@ type input struct {
 	dir string
 }
 
-func (m *merge) run(inputs []string, output string) error {
+func (m *merge) run(inputs []columnar.Source, output string) error {
 	ins, err := m.open(inputs)
 	if err != nil {
 		return err
@@ -135,10 +147,11 @@ func (m *merge) run(inputs []string, output string) error {
 }
 
 // open opens every input and checks they agree on schema and sort key.
-func (m *merge) open(dirs []string) ([]input, error) {
-	ins := make([]input, 0, len(dirs))
-	for _, d := range dirs {
-		c, err := columnar.Open(d, columnar.OpenOptions{Allocator: m.budget, Stats: m.io, Logger: m.opts.Logger})
+func (m *merge) open(srcs []columnar.Source) ([]input, error) {
+	ins := make([]input, 0, len(srcs))
+	for _, src := range srcs {
+		d := src.String()
+		c, err := columnar.OpenSource(src, columnar.OpenOptions{Allocator: m.budget, Stats: m.io, Logger: m.opts.Logger})
 		if err != nil {
 			closeInputs(ins)
 			return nil, fmt.Errorf("merger: open input %s: %w", d, err)
@@ -150,11 +163,11 @@ func (m *merge) open(dirs []string) ([]input, error) {
 		a, b := ins[0].c.Manifest(), c.Manifest()
 		if !slices.Equal(a.Schema, b.Schema) {
 			closeInputs(ins)
-			return nil, fmt.Errorf("%w: schema of %s differs from %s: %s", ErrMismatch, d, dirs[0], schemaDiff(a.Schema, b.Schema))
+			return nil, fmt.Errorf("%w: schema of %s differs from %s: %s", ErrMismatch, d, ins[0].dir, schemaDiff(a.Schema, b.Schema))
 		}
 		if !a.SortKey.Equal(b.SortKey) {
 			closeInputs(ins)
-			return nil, fmt.Errorf("%w: sort key of %s (%s) differs from %s (%s)", ErrMismatch, d, b.SortKey, dirs[0], a.SortKey)
+			return nil, fmt.Errorf("%w: sort key of %s (%s) differs from %s (%s)", ErrMismatch, d, b.SortKey, ins[0].dir, a.SortKey)
 		}
 	}
 	return ins, nil

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+
+	"github.com/strata-db/strata/columnar"
 )
 
 // passes merges inputs too many to merge at once: consecutive groups of
@@ -18,9 +20,9 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 	}
 	defer os.RemoveAll(tmp)
 
-	dirs := make([]string, len(ins))
+	dirs := make([]columnar.Source, len(ins))
 	for i, in := range ins {
-		dirs[i] = in.dir
+		dirs[i] = in.c.Source()
 	}
 	closeInputs(ins) // each level reopens what it reads
 	level := 0
@@ -30,7 +32,7 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 		if len(dirs) <= p.fanIn {
 			return m.level(dirs, output, blockRows, total, true)
 		}
-		var next []string
+		var next []columnar.Source
 		for g := 0; g*p.fanIn < len(dirs); g++ {
 			group := dirs[g*p.fanIn : min(len(dirs), (g+1)*p.fanIn)]
 			if len(group) == 1 {
@@ -41,12 +43,12 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 			if err := m.level(group, dst, blockRows, total, false); err != nil {
 				return err
 			}
-			next = append(next, dst)
+			next = append(next, columnar.DirSource(dst))
 		}
 		// Intermediates of the previous level are no longer needed.
 		for _, d := range dirs {
-			if filepath.Dir(d) == tmp && !slices.Contains(next, d) {
-				os.RemoveAll(d)
+			if dir, ok := d.(columnar.DirSource); ok && filepath.Dir(string(dir)) == tmp && !slices.Contains(next, d) {
+				os.RemoveAll(string(dir))
 			}
 		}
 		dirs = next
@@ -55,7 +57,7 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 
 // level merges dirs into dst with a single-level plan under the same budget
 // and counters.
-func (m *merge) level(dirs []string, dst string, blockRows int, total int64, final bool) error {
+func (m *merge) level(dirs []columnar.Source, dst string, blockRows int, total int64, final bool) error {
 	ins, err := m.open(dirs)
 	if err != nil {
 		return err

@@ -227,6 +227,8 @@ type Operation struct {
 	End               int64    `msgpack:"end,omitempty" json:"end,omitempty"`
 	PeakBytes         int64    `msgpack:"peak_bytes,omitempty" json:"peak_bytes,omitempty"`
 	SpilledBytes      int64    `msgpack:"spilled_bytes,omitempty" json:"spilled_bytes,omitempty"`
+	BlocksFetched     int64    `msgpack:"blocks_fetched,omitempty" json:"blocks_fetched,omitempty"` // read from an object store
+	BytesFetched      int64    `msgpack:"bytes_fetched,omitempty" json:"bytes_fetched,omitempty"`
 	Grant             Grant    `msgpack:"grant" json:"grant"`
 	MemoryConstrained bool     `msgpack:"memory_constrained,omitempty" json:"memory_constrained,omitempty"` // peak exceeded the pool's target
 	Reason            string   `msgpack:"reason,omitempty" json:"reason,omitempty"`

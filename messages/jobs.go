@@ -159,15 +159,19 @@ type JobEvent struct {
 	Delivery  uint64    `msgpack:"delivery,omitempty"`
 
 	// Progress and result figures; zero until known.
-	RowsDone     int64         `msgpack:"rows_done,omitempty"`
-	RowsTotal    int64         `msgpack:"rows_total,omitempty"`
-	Bytes        int64         `msgpack:"bytes,omitempty"`
-	Plan         string        `msgpack:"plan,omitempty"` // horizontal, vertical, passes
-	PeakBytes    int64         `msgpack:"peak_bytes,omitempty"`
-	SpilledBytes int64         `msgpack:"spilled_bytes,omitempty"`
-	Output       *ContainerRef `msgpack:"output,omitempty"` // set on done
-	Reason       string        `msgpack:"reason,omitempty"` // set on failed
-	Retryable    bool          `msgpack:"retryable,omitempty"`
+	RowsDone     int64  `msgpack:"rows_done,omitempty"`
+	RowsTotal    int64  `msgpack:"rows_total,omitempty"`
+	Bytes        int64  `msgpack:"bytes,omitempty"`
+	Plan         string `msgpack:"plan,omitempty"` // horizontal, vertical, passes
+	PeakBytes    int64  `msgpack:"peak_bytes,omitempty"`
+	SpilledBytes int64  `msgpack:"spilled_bytes,omitempty"`
+	// BlocksFetched and BytesFetched are the input blocks and bytes read
+	// from an object store rather than local disk; set on done.
+	BlocksFetched int64         `msgpack:"blocks_fetched,omitempty"`
+	BytesFetched  int64         `msgpack:"bytes_fetched,omitempty"`
+	Output        *ContainerRef `msgpack:"output,omitempty"` // set on done
+	Reason        string        `msgpack:"reason,omitempty"` // set on failed
+	Retryable     bool          `msgpack:"retryable,omitempty"`
 }
 
 func (*JobEvent) Kind() string { return "job_event" }

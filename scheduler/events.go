@@ -83,6 +83,7 @@ func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) erro
 		}
 		op.PeakBytes = max(op.PeakBytes, ev.PeakBytes)
 		op.SpilledBytes = max(op.SpilledBytes, ev.SpilledBytes)
+		op.BlocksFetched, op.BytesFetched = max(op.BlocksFetched, ev.BlocksFetched), max(op.BytesFetched, ev.BytesFetched)
 	}
 	switch ev.Type {
 	case messages.EventFailed:

@@ -100,6 +100,7 @@ func (s *Scheduler) RestoreEvent(ev *messages.JobEvent) {
 	}
 	op.PeakBytes = max(op.PeakBytes, ev.PeakBytes)
 	op.SpilledBytes = max(op.SpilledBytes, ev.SpilledBytes)
+	op.BlocksFetched, op.BytesFetched = max(op.BlocksFetched, ev.BlocksFetched), max(op.BytesFetched, ev.BytesFetched)
 	switch ev.Type {
 	case messages.EventDone:
 		op.Status, op.End = messages.StatusDone, ev.Time

@@ -16,15 +16,16 @@ import (
 // Reading the input containers: opening them, measuring their strings,
 // sizing memory per row, and loading them into memory when they fit.
 
-// openInputs opens the containers at dirs and checks they share a schema.
-func openInputs(dirs []string, o *Options, mem memory.Allocator) ([]*columnar.Container, *arrow.Schema, error) {
-	if len(dirs) == 0 {
+// openInputs opens the containers of srcs and checks they share a schema.
+func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator, stats *columnar.IOStats) ([]*columnar.Container, *arrow.Schema, error) {
+	if len(srcs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no input containers", ErrInvalidQuery)
 	}
-	cs := make([]*columnar.Container, 0, len(dirs))
+	cs := make([]*columnar.Container, 0, len(srcs))
 	var schema *arrow.Schema
-	for _, d := range dirs {
-		c, err := columnar.Open(d, columnar.OpenOptions{Allocator: mem, Logger: o.Logger})
+	for _, src := range srcs {
+		d := src.String()
+		c, err := columnar.OpenSource(src, columnar.OpenOptions{Allocator: mem, Stats: stats, Logger: o.Logger})
 		if err != nil {
 			return nil, nil, fmt.Errorf("windower: open input: %w", err)
 		}

@@ -76,3 +76,12 @@ func (r *recycler) drain() {
 		r.parent.Free(b)
 	}
 }
+
+// Available is the parent budget's room, so readers that read ahead only
+// when there is room see it through the recycler.
+func (r *recycler) Available() int64 {
+	if b, ok := r.parent.(interface{ Available() int64 }); ok {
+		return b.Available()
+	}
+	return 1<<63 - 1
+}

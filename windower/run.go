@@ -76,20 +76,45 @@ type Stats struct {
 	SortedInput  bool  // the input streamed without a sort
 	PeakBytes    int64 // peak of the budget
 	SpilledBytes int64 // bytes written to spill files
+	// BlocksFetched and BytesFetched count the input blocks and bytes
+	// read from an object store rather than local disk.
+	BlocksFetched int64
+	BytesFetched  int64
 }
 
 // Run evaluates q over the containers at dirs (the live containers of
 // q.Table) within the grant in opts. The query is checked against the
 // containers' schema before any data is read.
 func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Options) (*Result, error) {
+	srcs := make([]columnar.Source, len(dirs))
+	for i, d := range dirs {
+		srcs[i] = columnar.DirSource(d)
+	}
+	return RunSources(ctx, q, srcs, opts)
+}
+
+// RunSources is Run over containers read from any columnar.Source: a
+// directory, or an object store through a worker's depot.
+func RunSources(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, opts Options) (*Result, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
+	var inputIO columnar.IOStats
+	res, err := run(ctx, q, srcs, o, &inputIO)
+	if err != nil {
+		return nil, err
+	}
+	res.stats.BlocksFetched = inputIO.BlocksFetched.Load()
+	res.stats.BytesFetched = inputIO.BytesFetched.Load()
+	return res, nil
+}
+
+func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o Options, inputIO *columnar.IOStats) (*Result, error) {
 	// Block buffers are recycled while the input loads in memory.
 	mem := newRecycler(o.Budget)
 	defer mem.drain()
-	cs, schema, err := openInputs(dirs, &o, mem)
+	cs, schema, err := openInputs(srcs, &o, mem, inputIO)
 	if err != nil {
 		return nil, err
 	}

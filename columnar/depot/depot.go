@@ -1,23 +1,31 @@
 // Package depot is a worker's local cache of the containers of a store
 // (package store): a directory laid out as a data directory, bounded in
 // bytes, evicting the least recently used container that no job is
-// reading. A job's input containers are fetched into the depot whole
-// (every column file, checked against the manifest's CRC-32C) and read
-// from there by the engines' ordinary local readers, so the engines do not
-// know about stores; its output is written into the depot, uploaded
-// (Publish) and kept (write-through).
+// reading.
 //
-// Phase 1 of communal storage fetches whole column files; ranged reads of
-// single blocks straight from the store come later.
+// A job acquires each input container (Acquire) and reads it through the
+// columnar.Source the depot returns. A column file the depot holds is read
+// from local disk; one it does not is read from the store block by block
+// with ranged reads, and each block fetched is also written into a fill
+// file beside it. Once every block and the header of a file have been
+// read, the depot fetches the file's small footer, checks the whole file
+// against the manifest's CRC-32C, syncs it and renames it into place, so
+// the next job reads it locally. A block is fetched once however many
+// readers of the depot read it after the first, and a job whose inputs'
+// files are all in the depot makes no request to the store. A job's
+// output is written into the depot, uploaded (Publish) and kept
+// (write-through).
 //
 // # Format
 //
 // The depot directory is a data directory (DIR/<table>/<projection>/<id>/,
-// columnar's container format). A fetch fills ".<id>.fetch-<random>"
-// beside the container and renames it into place, so every directory
-// without a dot prefix is a whole container; Open removes fetches a crash
-// left and takes the containers it finds into the cache, oldest manifest
-// least recently used.
+// columnar's container format), except that a container there may hold
+// only some of its column files: its manifest.json is always there, and
+// each column file is there whole or not at all. A fill in progress is
+// ".<file>.fill-<random>" in the container's directory; Open removes the
+// fills a crash left and takes the containers it finds into the cache,
+// oldest manifest least recently used, counting the column files that
+// have the manifest's size.
 package depot
 
 import (
@@ -27,6 +35,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -47,9 +56,10 @@ type Options struct {
 
 // Stats are a depot's counters since Open.
 type Stats struct {
-	Hits         int64 // inputs found in the depot (or fetched by another job at the same time)
-	Misses       int64 // inputs fetched from the store
+	Hits         int64 // inputs the depot knew (their manifest was there)
+	Misses       int64 // inputs whose manifest was fetched from the store
 	Evictions    int64 // containers evicted
+	FilesFetched int64 // column files completed from the store
 	BytesFetched int64 // bytes read from the store
 	Bytes        int64 // bytes held now
 	Containers   int64 // containers held now
@@ -68,16 +78,23 @@ type Depot struct {
 	lru     *list.List // of *entry, most recently used first; only fetched entries
 	used    int64
 
-	hits, misses, evictions, fetched atomic.Int64
+	hits, misses, evictions, filesFetched, fetched atomic.Int64
 }
 
+// entry is one container of the depot. Its fields other than the
+// read-only ones are guarded by Depot.mu.
 type entry struct {
 	table, projection, id string
-	size                  int64
+	dir                   string             // its local directory
+	m                     *columnar.Manifest // set before ready is closed
+	manifest              []byte             // m's bytes
+	size                  int64              // bytes counted in Depot.used
+	present               map[string]bool    // column files held whole
+	fills                 map[string]*fill   // column files being filled
 	pins                  int
-	elem                  *list.Element // nil while fetching
-	ready                 chan struct{} // closed when the fetch ends
-	err                   error         // the fetch's, read after ready
+	elem                  *list.Element // nil while the manifest is fetched
+	ready                 chan struct{} // closed when the manifest is there
+	err                   error         // the manifest fetch's, read after ready
 }
 
 func key(table, projection, id string) string { return table + "/" + projection + "/" + id }
@@ -104,7 +121,7 @@ func Open(dir string, st store.Store, opts Options) (*Depot, error) {
 }
 
 // scan takes in the containers under the depot directory, least recently
-// modified last in the LRU, and removes unfinished fetches.
+// modified last in the LRU, and removes unfinished fills and fetches.
 func (d *Depot) scan() error {
 	type found struct {
 		e   *entry
@@ -140,15 +157,15 @@ func (d *Depot) scan() error {
 					}
 					continue
 				}
-				m, err := d.dir.ReadManifest(t.Name(), p.Name(), c.Name())
-				if err != nil {
-					continue // not a container (nor ours to remove)
-				}
 				info, err := c.Info()
 				if err != nil {
 					continue
 				}
-				e := &entry{table: t.Name(), projection: p.Name(), id: c.Name(), size: containerSize(m), ready: closed}
+				e, err := d.load(t.Name(), p.Name(), c.Name())
+				if err != nil {
+					continue // not a container (nor ours to remove)
+				}
+				e.ready = closed
 				all = append(all, found{e, info.ModTime().UnixNano()})
 			}
 		}
@@ -163,11 +180,59 @@ func (d *Depot) scan() error {
 	return nil
 }
 
+// load makes the entry of a container whose manifest is in the depot: the
+// column files of the manifest's size are present, fills are removed.
+func (d *Depot) load(table, projection, id string) (*entry, error) {
+	dir, err := d.dir.ContainerDir(table, projection, id)
+	if err != nil {
+		return nil, err
+	}
+	data, err := columnar.DirSource(dir).ReadManifest()
+	if err != nil {
+		return nil, err
+	}
+	m, err := columnar.DecodeManifest(data)
+	if err != nil {
+		return nil, err
+	}
+	e := newEntry(table, projection, id, dir, m, data)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make(map[string]int64, len(m.Files))
+	for _, fm := range m.Files {
+		sizes[fm.Name] = fm.Size
+	}
+	for _, de := range ents {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") && strings.Contains(name, fillSuffix) {
+			os.Remove(filepath.Join(dir, name))
+			continue
+		}
+		want, ok := sizes[name]
+		if !ok {
+			continue
+		}
+		if info, err := de.Info(); err == nil && info.Mode().IsRegular() && info.Size() == want {
+			e.present[name] = true
+			e.size += want
+		}
+	}
+	return e, nil
+}
+
+func newEntry(table, projection, id, dir string, m *columnar.Manifest, data []byte) *entry {
+	return &entry{
+		table: table, projection: projection, id: id, dir: dir, m: m, manifest: data,
+		size: manifestAllowance, present: map[string]bool{}, fills: map[string]*fill{},
+	}
+}
+
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// containerSize is the bytes a container takes in the depot: its column
-// files and an allowance for the manifest.
-func containerSize(m *columnar.Manifest) int64 { return m.CompressedBytes() + 4096 }
+// manifestAllowance is the bytes a container's manifest is counted as.
+const manifestAllowance = 4096
 
 // Dir is the depot's directory, as the data directory the engines read.
 func (d *Depot) Dir() *columnar.DataDir { return d.dir }
@@ -183,18 +248,18 @@ func (d *Depot) Stats() Stats {
 	d.mu.Lock()
 	used, n := d.used, int64(d.lru.Len())
 	d.mu.Unlock()
-	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), BytesFetched: d.fetched.Load(), Bytes: used, Containers: n}
+	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), FilesFetched: d.filesFetched.Load(), BytesFetched: d.fetched.Load(), Bytes: used, Containers: n}
 }
 
-// Acquire returns the local directory of container table/projection/id,
-// fetching it from the store if the depot does not hold it, and keeps it
-// in the depot until release is called. Concurrent Acquires of one
-// container fetch it once. A container not in the store gives an error
-// wrapping columnar.ErrNotFound.
-func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (dir string, release func(), err error) {
-	dir, err = d.dir.ContainerDir(table, projection, id)
+// Acquire returns the Source of container table/projection/id, fetching
+// its manifest from the store if the depot does not hold it, and keeps it
+// in the depot until release is called; reads through the Source use
+// ctx. Concurrent Acquires of one container fetch its manifest once. A
+// container not in the store gives an error wrapping columnar.ErrNotFound.
+func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src columnar.Source, release func(), err error) {
+	dir, err := d.dir.ContainerDir(table, projection, id)
 	if err != nil {
-		return "", nil, err
+		return nil, nil, err
 	}
 	k := key(table, projection, id)
 	d.mu.Lock()
@@ -209,60 +274,69 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (dir 
 		case <-e.ready:
 		case <-ctx.Done():
 			d.unpin(e)
-			return "", nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		if e.err != nil {
 			d.unpin(e)
-			return "", nil, e.err
+			return nil, nil, e.err
 		}
 		d.hits.Add(1)
-		return dir, d.releaser(e), nil
+		return &source{d: d, e: e, ctx: ctx}, d.releaser(e), nil
 	}
-	e = &entry{table: table, projection: projection, id: id, pins: 1, ready: make(chan struct{})}
+	e = &entry{table: table, projection: projection, id: id, dir: dir, pins: 1, ready: make(chan struct{})}
 	d.entries[k] = e
 	d.mu.Unlock()
 
-	size, err := d.fetch(ctx, table, projection, id, dir)
+	got, err := d.fetchManifest(ctx, table, projection, id, dir)
 	d.mu.Lock()
 	if err != nil {
 		e.err = err
 		delete(d.entries, k)
 	} else {
-		e.size = size
+		e.m, e.manifest, e.size, e.present, e.fills = got.m, got.manifest, got.size, got.present, got.fills
 		e.elem = d.lru.PushFront(e)
-		d.used += size
+		d.used += e.size
 	}
 	close(e.ready)
 	d.mu.Unlock()
 	if err != nil {
 		d.unpin(e)
-		return "", nil, err
+		return nil, nil, err
 	}
-	return dir, d.releaser(e), nil
+	return &source{d: d, e: e, ctx: ctx}, d.releaser(e), nil
 }
 
-// fetch brings a container into dir; one already there whole (an output
-// this worker wrote, not yet taken in) is taken as it is.
-func (d *Depot) fetch(ctx context.Context, table, projection, id, dir string) (int64, error) {
-	if m, err := columnar.ReadManifest(dir); err == nil {
+// fetchManifest returns the entry of a container the depot does not hold:
+// one whose manifest is in its directory already (an output this worker
+// wrote, not yet taken in) is taken as it is; else the manifest is fetched
+// from the store and written there.
+func (d *Depot) fetchManifest(ctx context.Context, table, projection, id, dir string) (*entry, error) {
+	if e, err := d.load(table, projection, id); err == nil {
 		d.hits.Add(1)
-		return containerSize(m), nil
+		return e, nil
 	}
 	if _, err := os.Lstat(dir); err == nil {
 		// Something without a manifest where the container belongs: not
-		// a commit of ours (commits are atomic); fetch over it.
+		// ours (manifests are written last); start it again.
 		if err := d.dir.RemoveContainer(table, projection, id); err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
-	m, n, err := store.Fetch(ctx, d.st, table, projection, id, dir)
-	d.fetched.Add(n)
+	src, m, err := store.OpenSource(ctx, d.st, table, projection, id)
 	if err != nil {
-		return 0, fmt.Errorf("depot: %w", err)
+		return nil, fmt.Errorf("depot: %w", err)
+	}
+	data, _ := src.ReadManifest()
+	d.fetched.Add(int64(len(data)))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("depot: %w", err)
+	}
+	if err := writeFileSynced(dir, columnar.ManifestName, data); err != nil {
+		return nil, fmt.Errorf("depot: %w", err)
 	}
 	d.misses.Add(1)
-	d.log.Debug("container fetched", "table", table, "projection", projection, "container", id, "bytes", n)
-	return containerSize(m), nil
+	d.log.Debug("container manifest fetched", "table", table, "projection", projection, "container", id, "bytes", len(data))
+	return newEntry(table, projection, id, dir, m, data), nil
 }
 
 func (d *Depot) releaser(e *entry) func() {
@@ -329,11 +403,19 @@ func (d *Depot) Publish(ctx context.Context, table, projection, id string) (*col
 	d.mu.Lock()
 	k := key(table, projection, id)
 	if _, ok := d.entries[k]; !ok {
-		e := &entry{table: table, projection: projection, id: id, size: containerSize(m), ready: closed}
-		e.elem = d.lru.PushFront(e)
-		d.entries[k] = e
-		d.used += e.size
-		d.evict()
+		d.mu.Unlock()
+		e, err := d.load(table, projection, id)
+		if err != nil {
+			return m, fmt.Errorf("depot: keep published %s: %w", dir, err)
+		}
+		e.ready = closed
+		d.mu.Lock()
+		if _, ok := d.entries[k]; !ok {
+			e.elem = d.lru.PushFront(e)
+			d.entries[k] = e
+			d.used += e.size
+			d.evict()
+		}
 	}
 	d.mu.Unlock()
 	return m, nil

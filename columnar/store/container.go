@@ -24,19 +24,25 @@ func ContainerPrefix(table, projection, id string) string {
 // container with no manifest (never uploaded, or not finished) gives an
 // error wrapping columnar.ErrNotFound.
 func ReadManifest(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, error) {
+	m, _, err := readManifest(ctx, st, table, projection, id)
+	return m, err
+}
+
+// readManifest is ReadManifest, also returning the manifest's bytes.
+func readManifest(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, []byte, error) {
 	key := ContainerPrefix(table, projection, id) + columnar.ManifestName
 	data, err := ReadAll(ctx, st, key)
 	if errors.Is(err, ErrNotExist) {
-		return nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
+		return nil, nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	m, err := columnar.DecodeManifest(data)
 	if err != nil {
-		return nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: columnar.ManifestName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
+		return nil, nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: columnar.ManifestName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
 	}
-	return m, nil
+	return m, data, nil
 }
 
 // Check is the cheap check of a committed container in st, as

@@ -77,6 +77,37 @@ func TestOnlySchedulerLinksNATSServer(t *testing.T) {
 	}
 }
 
+// noStore are the engines, which read containers through columnar.Source
+// and know nothing of where a Source's bytes come from: no object-store
+// package, library or SDK may be among their dependencies.
+var noStore = []string{"merger", "windower"}
+
+// storePrefixes start the import paths an engine must not depend on.
+var storePrefixes = []string{module + "/columnar/store", module + "/columnar/depot", "gocloud.dev/", "github.com/aws/"}
+
+func TestEnginesDoNotDependOnStores(t *testing.T) {
+	var patterns []string
+	for _, p := range noStore {
+		patterns = append(patterns, module+"/"+p+"/...")
+	}
+	pkgs := goListDeps(t, patterns)
+	var checked int
+	for _, p := range pkgs {
+		if p.DepOnly {
+			continue
+		}
+		checked++
+		for _, prefix := range storePrefixes {
+			if chain := importChainTo(pkgs, p.ImportPath, prefix); chain != nil {
+				t.Errorf("%s depends on an object store: %s", p.ImportPath, strings.Join(chain, " -> "))
+			}
+		}
+	}
+	if checked < len(noStore) {
+		t.Fatalf("go list matched %d packages of %v", checked, noStore)
+	}
+}
+
 // goListDeps runs go list -deps -json on patterns: the packages they match
 // and every package those import, transitively (without their tests).
 func goListDeps(t *testing.T, patterns []string) map[string]*listed {

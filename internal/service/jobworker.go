@@ -35,6 +35,10 @@ type Outcome struct {
 	Bytes        int64
 	PeakBytes    int64
 	SpilledBytes int64
+	// BlocksFetched and BytesFetched are what the job read from an object
+	// store rather than local disk.
+	BlocksFetched int64
+	BytesFetched  int64
 	// Existing is true when the output was found already committed (a
 	// redelivered job) and nothing was done.
 	Existing bool
@@ -431,6 +435,7 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	err = run.publishOutcome(msg, w.Heartbeat, messages.EventDone, func(e *messages.JobEvent) {
 		e.Output, e.Plan, e.RowsDone, e.RowsTotal, e.Bytes = out.Output, out.Plan, out.RowsTotal, out.RowsTotal, out.Bytes
 		e.PeakBytes, e.SpilledBytes = out.PeakBytes, out.SpilledBytes
+		e.BlocksFetched, e.BytesFetched = out.BlocksFetched, out.BytesFetched
 	})
 	if err != nil {
 		// Not acked: a redelivery finds the committed output and reports

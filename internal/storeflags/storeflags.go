@@ -102,8 +102,9 @@ func RegisterDepotMetrics(reg prometheus.Registerer, service string, d *depot.De
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(d.Stats())) })
 	}
 	reg.MustRegister(
-		counter("strata_depot_hits_total", "Job inputs found in the depot.", func(s depot.Stats) int64 { return s.Hits }),
-		counter("strata_depot_misses_total", "Job inputs fetched from the store.", func(s depot.Stats) int64 { return s.Misses }),
+		counter("strata_depot_hits_total", "Job inputs the depot knew (their manifest was there).", func(s depot.Stats) int64 { return s.Hits }),
+		counter("strata_depot_misses_total", "Job inputs whose manifest was fetched from the store.", func(s depot.Stats) int64 { return s.Misses }),
+		counter("strata_depot_files_fetched_total", "Column files read from the store and kept in the depot.", func(s depot.Stats) int64 { return s.FilesFetched }),
 		counter("strata_depot_evictions_total", "Containers evicted from the depot.", func(s depot.Stats) int64 { return s.Evictions }),
 		counter("strata_depot_fetched_bytes_total", "Bytes read from the store into the depot.", func(s depot.Stats) int64 { return s.BytesFetched }),
 		gauge("strata_depot_bytes", "Bytes of containers in the depot.", func(s depot.Stats) int64 { return s.Bytes }),

@@ -83,23 +83,24 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		m.testHookRacing()
 	}
 	m.removeTemp(outDir, m.staleAfter)
-	inputs := make([]string, len(job.Inputs))
+	inputs := make([]columnar.Source, len(job.Inputs))
 	var rowsTotal int64
 	for i, in := range job.Inputs {
-		release, err := m.input(ctx, job.Table, job.Projection, in.ID, &inputs[i])
+		src, release, err := m.input(ctx, job.Table, job.Projection, in.ID)
 		if err != nil {
-			return service.Outcome{}, err
+			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
 		}
 		defer release()
-		man, err := columnar.ReadManifest(inputs[i])
+		man, err := readManifest(src)
 		if err != nil {
 			// An input gone (ErrNotFound) with no output committed cannot be
 			// merged by any retry: that error is permanent.
 			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
 		}
+		inputs[i] = src
 		rowsTotal += man.Rows
 	}
-	stats, err := merger.Merge(ctx, inputs, outDir, merger.Options{
+	stats, err := merger.MergeSources(ctx, inputs, outDir, merger.Options{
 		Grant:       job.Grant.Bytes,
 		TempDir:     m.tempDir,
 		Logger:      m.log.With("job", job.JobID),
@@ -137,13 +138,28 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		}
 	}
 	return service.Outcome{
-		Output:       containerRef(man),
-		Plan:         stats.Plan,
-		RowsTotal:    stats.Rows,
-		Bytes:        stats.BytesOut,
-		PeakBytes:    stats.PeakBytes,
-		SpilledBytes: stats.SpilledBytes,
+		Output:        containerRef(man),
+		Plan:          stats.Plan,
+		RowsTotal:     stats.Rows,
+		Bytes:         stats.BytesOut,
+		PeakBytes:     stats.PeakBytes,
+		SpilledBytes:  stats.SpilledBytes,
+		BlocksFetched: stats.BlocksFetched,
+		BytesFetched:  stats.BytesFetched,
 	}, nil
+}
+
+// readManifest decodes the manifest of src.
+func readManifest(src columnar.Source) (*columnar.Manifest, error) {
+	data, err := src.ReadManifest()
+	if err != nil {
+		return nil, err
+	}
+	m, err := columnar.DecodeManifest(data)
+	if err != nil {
+		return nil, &columnar.CorruptError{Container: src.String(), File: columnar.ManifestName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
+	}
+	return m, nil
 }
 
 // existing reports a committed output container. A directory at the
@@ -191,17 +207,18 @@ func existingOutcome(man *columnar.Manifest) service.Outcome {
 	return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: man.CompressedBytes(), Existing: true}
 }
 
-// input sets *dir to the local directory of an input container: in the
-// data directory, or with a store in the depot, fetched if needed and kept
-// there until release.
-func (m *mergeout) input(ctx context.Context, table, projection, id string, dir *string) (release func(), err error) {
+// input returns the Source of an input container: its directory in the
+// data directory, or with a store the depot's, which reads what it does
+// not hold from the store and keeps the container until release.
+func (m *mergeout) input(ctx context.Context, table, projection, id string) (columnar.Source, func(), error) {
 	if m.depot != nil {
-		d, release, err := m.depot.Acquire(ctx, table, projection, id)
-		*dir = d
-		return release, err
+		return m.depot.Acquire(ctx, table, projection, id)
 	}
-	*dir, err = m.containerDir(table, projection, id)
-	return func() {}, err
+	dir, err := m.containerDir(table, projection, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return columnar.DirSource(dir), func() {}, nil
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {

@@ -64,23 +64,25 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	if out, ok, err := w.existing(ctx, job, outDir); ok || err != nil {
 		return out, err
 	}
-	dirs := make([]string, len(job.Inputs))
+	srcs := make([]columnar.Source, len(job.Inputs))
 	for i, in := range job.Inputs {
 		// Validate has checked every input is of the query's table.
 		if w.depot != nil {
-			dir, release, err := w.depot.Acquire(ctx, job.Query.Table, in.Projection, in.ID)
+			src, release, err := w.depot.Acquire(ctx, job.Query.Table, in.Projection, in.ID)
 			if err != nil {
 				return service.Outcome{}, err
 			}
 			defer release()
-			dirs[i] = dir
+			srcs[i] = src
 			continue
 		}
-		if dirs[i], err = w.containerDir(job.Query.Table, in.Projection, in.ID); err != nil {
+		dir, err := w.containerDir(job.Query.Table, in.Projection, in.ID)
+		if err != nil {
 			return service.Outcome{}, err
 		}
+		srcs[i] = columnar.DirSource(dir)
 	}
-	res, err := windower.Run(ctx, &job.Query, dirs, windower.Options{
+	res, err := windower.RunSources(ctx, &job.Query, srcs, windower.Options{
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Threads: w.threads, Logger: w.log.With("job", job.JobID),
 	})
 	if err != nil {
@@ -140,6 +142,7 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	return service.Outcome{
 		Output: containerRef(man), Plan: plan, RowsTotal: man.Rows, Bytes: man.CompressedBytes(),
 		PeakBytes: stats.PeakBytes, SpilledBytes: stats.SpilledBytes,
+		BlocksFetched: stats.BlocksFetched, BytesFetched: stats.BytesFetched,
 	}, nil
 }
 
