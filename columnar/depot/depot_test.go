@@ -1,10 +1,13 @@
 package depot_test
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/strata-db/strata/columnar"
@@ -140,9 +143,10 @@ func TestAcquireFetchesOnceThenHits(t *testing.T) {
 	}
 }
 
-// A file only partly read is not kept; one read to the end by two readers
-// at once is fetched once and kept.
+// A file fetched only in part is not kept; one read to the end by two
+// readers at once is fetched once and kept.
 func TestPartialReadNotKept(t *testing.T) {
+	defer depot.SetSegmentBytes(1)() // a segment per block
 	st, ms := bucket(t, 1)
 	dir := t.TempDir()
 	d, err := depot.Open(dir, st, depot.Options{})
@@ -216,9 +220,10 @@ func TestPartialReadNotKept(t *testing.T) {
 	}
 }
 
-// A store that fails mid-read fails the read with an error naming the
-// object; nothing half-fetched is kept.
+// A read of an object gone from the store fails with an error naming
+// it; nothing half-fetched is kept.
 func TestStoreFailsMidRead(t *testing.T) {
+	defer depot.SetSegmentBytes(1)()
 	st, ms := bucket(t, 1)
 	d, err := depot.Open(t.TempDir(), st, depot.Options{})
 	if err != nil {
@@ -250,6 +255,41 @@ func TestStoreFailsMidRead(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(src.String(), ms[0].Files[2].Name)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a failed fill was kept: %v", err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(src.String(), ".*")); len(left) != 0 {
+		t.Errorf("fills left behind: %v", left)
+	}
+}
+
+// A small file is fetched with one request, however many blocks it has.
+func TestSmallFileOneRequest(t *testing.T) {
+	st, ms := bucket(t, 1)
+	counting := &countingStore{Store: st}
+	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src, release, err := d.Acquire(t.Context(), "t", "p", ms[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	before := counting.reads.Load()
+	readAll(t, src)
+	if got, want := counting.reads.Load()-before, int64(len(ms[0].Files)); got != want {
+		t.Errorf("%d ranged reads for %d files of %d blocks each", got, want, len(ms[0].Blocks))
+	}
+}
+
+// countingStore counts ranged reads.
+type countingStore struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (c *countingStore) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	c.reads.Add(1)
+	return c.Store.NewRangeReader(ctx, key, off, n)
 }
 
 func TestLRUAndSizeBound(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	"github.com/strata-db/strata/columnar"
@@ -52,7 +51,7 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 			return nil, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
 		}
 		f = &fill{
-			d: d, e: e, fm: fm, tmp: tmp,
+			d: d, e: e, fm: fm, tmp: tmp, segs: segments(fm),
 			key: store.ContainerPrefix(e.table, e.projection, e.id) + name,
 		}
 		e.fills[name] = f
@@ -70,28 +69,73 @@ func (e *entry) fileMeta(name string) *columnar.FileMeta {
 	return nil
 }
 
-// fill is a column file of an entry being fetched block by block into a
-// temporary file. It is shared by every reader of the file until the last
-// one closes; then, if every block and the header were read, the footer
-// is fetched, the file checked, synced and renamed into place.
+// segmentBytes bounds the bytes one request fetches into a fill: a file
+// is fetched in segments of whole blocks (the first with the header, the
+// last with the footer) of up to this size, each streamed to disk. A
+// small file is one request; a large one is read as far ahead as its
+// readers read, a segment at a time.
+var segmentBytes int64 = 4 << 20 // a variable for tests
+
+// fill is a column file of an entry being fetched, segment by segment,
+// into a temporary file. It is shared by every reader of the file until
+// the last one closes; then, if every segment was fetched, the file is
+// checked, synced and renamed into place.
 type fill struct {
-	d   *Depot
-	e   *entry
-	fm  *columnar.FileMeta
-	key string
-	tmp *os.File
+	d    *Depot
+	e    *entry
+	fm   *columnar.FileMeta
+	key  string
+	tmp  *os.File
+	segs []segment
 	// refs counts open fillFiles; guarded by Depot.mu.
 	refs int
 
-	mu       sync.Mutex
-	have     ranges                  // bytes written to tmp
-	inflight map[int64]*inflightRead // fetches under way, by offset
+	mu sync.Mutex // guards segs[i].state and .done
 }
 
-// inflightRead is a range being fetched; done is closed when it ends.
-type inflightRead struct {
-	length int64
-	done   chan struct{}
+// segment is the byte range [start, end) of a fill fetched by one
+// request.
+type segment struct {
+	start, end int64
+	state      segmentState
+	done       chan struct{} // closed when a fetch under way ends
+}
+
+type segmentState int
+
+const (
+	segmentAbsent segmentState = iota
+	segmentFetching
+	segmentPresent
+)
+
+// segments cuts a column file into fetch segments at block boundaries.
+func segments(fm *columnar.FileMeta) []segment {
+	var segs []segment
+	start := int64(0)
+	for i, b := range fm.Blocks {
+		if b.Offset < start || b.Length <= 0 || b.Offset+b.Length > fm.Size {
+			// Not the layout of a valid file: fetch it whole, and let
+			// the block checksums say what is wrong.
+			return []segment{{start: 0, end: fm.Size}}
+		}
+		end := b.Offset + b.Length
+		if i == len(fm.Blocks)-1 {
+			end = fm.Size
+		}
+		if end-start > segmentBytes && b.Offset > start {
+			segs = append(segs, segment{start: start, end: b.Offset})
+			start = b.Offset
+		}
+		if i == len(fm.Blocks)-1 || end-start >= segmentBytes {
+			segs = append(segs, segment{start: start, end: end})
+			start = end
+		}
+	}
+	if start < fm.Size {
+		segs = append(segs, segment{start: start, end: fm.Size})
+	}
+	return segs
 }
 
 // fillFile is one reader's handle on a fill; ctx is its job's.
@@ -101,79 +145,96 @@ type fillFile struct {
 	closed bool
 }
 
-// ReadRange serves a range written already from the fill's file, else
-// fetches it from the store and writes it there. A reader of a range
-// another reader is fetching waits for that fetch.
+// ReadRange reads from the fill's file once the segments that hold the
+// range are there, fetching those that are not (and waiting for those
+// another reader is fetching). Every read of a fill is of bytes fetched
+// from the store for it, so fetched is true.
 func (ff *fillFile) ReadRange(p []byte, off int64) (int, bool, error) {
 	f := ff.f
 	end := off + int64(len(p))
-	f.mu.Lock()
-	for !f.have.covers(off, end) {
-		in := f.inflight[off]
-		if in == nil || in.length < int64(len(p)) {
-			break
+	if off < 0 || end > f.fm.Size {
+		return 0, false, fmt.Errorf("read %s: range [%d, %d) outside its %d bytes", f.key, off, end, f.fm.Size)
+	}
+	for i := range f.segs {
+		if f.segs[i].end <= off || f.segs[i].start >= end {
+			continue
 		}
-		f.mu.Unlock()
-		select {
-		case <-in.done:
-		case <-ff.ctx.Done():
-			return 0, false, ff.ctx.Err()
+		if err := ff.ensure(i); err != nil {
+			return 0, true, err
 		}
-		f.mu.Lock() // done: written, or failed and fetched again below
 	}
-	if f.have.covers(off, end) {
-		f.mu.Unlock()
-		n, err := f.tmp.ReadAt(p, off)
-		return n, false, err
-	}
-	in := &inflightRead{length: int64(len(p)), done: make(chan struct{})}
-	if f.inflight == nil {
-		f.inflight = map[int64]*inflightRead{}
-	}
-	if f.inflight[off] == nil {
-		f.inflight[off] = in
-	}
-	f.mu.Unlock()
-	n, kept, err := ff.fetch(p, off)
-	f.mu.Lock()
-	if kept {
-		f.have.add(off, off+int64(n))
-	}
-	if f.inflight[off] == in {
-		delete(f.inflight, off)
-	}
-	f.mu.Unlock()
-	close(in.done)
+	n, err := f.tmp.ReadAt(p, off)
 	return n, true, err
 }
 
-// fetch reads p at off from the store and writes it to the fill's file;
-// kept reports whether it was written there.
-func (ff *fillFile) fetch(p []byte, off int64) (n int, kept bool, err error) {
+// ensure returns once segment i is in the fill's file.
+func (ff *fillFile) ensure(i int) error {
 	f := ff.f
-	n, _, err = store.NewRemoteFile(ff.ctx, f.d.st, f.key, f.fm.Size).ReadRange(p, off)
-	f.d.fetched.Add(int64(n))
+	for {
+		f.mu.Lock()
+		s := &f.segs[i]
+		switch s.state {
+		case segmentPresent:
+			f.mu.Unlock()
+			return nil
+		case segmentFetching:
+			done := s.done
+			f.mu.Unlock()
+			select {
+			case <-done:
+				continue // present, or failed and fetched again
+			case <-ff.ctx.Done():
+				return ff.ctx.Err()
+			}
+		}
+		s.state, s.done = segmentFetching, make(chan struct{})
+		start, end, done := s.start, s.end, s.done
+		f.mu.Unlock()
+		err := ff.fetch(start, end)
+		f.mu.Lock()
+		if err == nil {
+			s.state = segmentPresent
+		} else {
+			s.state = segmentAbsent
+		}
+		f.mu.Unlock()
+		close(done)
+		return err
+	}
+}
+
+// fetch streams the bytes [start, end) of the object into the fill's file.
+func (ff *fillFile) fetch(start, end int64) error {
+	f := ff.f
+	r, err := f.d.st.NewRangeReader(ff.ctx, f.key, start, end-start)
 	if err != nil {
-		return n, false, err
+		return fmt.Errorf("depot: fetch %s: %w", f.key, err)
 	}
-	if _, werr := f.tmp.WriteAt(p[:n], off); werr != nil {
-		// A full depot disk costs the cache, not the job: the range is
-		// not marked written, so the file is never completed.
-		f.d.log.Warn("depot: keep fetched bytes", "file", f.tmp.Name(), "err", werr)
-		return n, false, nil
+	defer r.Close()
+	n, err := io.Copy(io.NewOffsetWriter(f.tmp, start), io.LimitReader(r, end-start))
+	f.d.fetched.Add(n)
+	if err != nil {
+		return fmt.Errorf("depot: fetch %s into %s: %w", f.key, f.tmp.Name(), err)
 	}
-	return n, true, nil
+	if n != end-start {
+		return fmt.Errorf("depot: fetch %s: %d of %d bytes at offset %d: object shorter than its manifest says", f.key, n, end-start, start)
+	}
+	return nil
 }
 
 // Local reports whether the range is in the fill's file or being fetched
 // by another reader: reading it makes no new request.
 func (ff *fillFile) Local(off, length int64) bool {
-	ff.f.mu.Lock()
-	defer ff.f.mu.Unlock()
-	if in := ff.f.inflight[off]; in != nil && in.length >= length {
-		return true
+	f := ff.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.segs {
+		s := &f.segs[i]
+		if s.end > off && s.start < off+length && s.state == segmentAbsent {
+			return false
+		}
 	}
-	return ff.f.have.covers(off, off+length)
+	return true
 }
 
 func (ff *fillFile) Size() int64 { return ff.f.fm.Size }
@@ -197,7 +258,7 @@ func (ff *fillFile) Close() error {
 	if !last {
 		return nil
 	}
-	err := f.complete(ff.ctx)
+	err := f.complete()
 	if err == nil {
 		d.mu.Lock()
 		e.present[f.fm.Name] = true
@@ -217,36 +278,21 @@ func (ff *fillFile) Close() error {
 }
 
 // errIncomplete is complete's error for a fill whose readers did not read
-// every block.
+// every segment.
 var errIncomplete = errors.New("not every block was read")
 
-// complete makes the fill the column file: it fetches what no reader read
-// after the last block (the footer), checks the whole file's CRC-32C,
-// syncs it and renames it into place.
-func (f *fill) complete(ctx context.Context) error {
-	fm := f.fm
-	bodyEnd := fm.HeaderLen
-	if n := len(fm.Blocks); n > 0 {
-		last := fm.Blocks[n-1]
-		bodyEnd = last.Offset + last.Length
-	}
+// complete makes the fill the column file: it checks the whole file's
+// CRC-32C, syncs it and renames it into place.
+func (f *fill) complete() error {
 	f.mu.Lock()
-	whole := f.have.covers(0, bodyEnd)
+	for _, s := range f.segs {
+		if s.state != segmentPresent {
+			f.mu.Unlock()
+			return errIncomplete
+		}
+	}
 	f.mu.Unlock()
-	if !whole || bodyEnd > fm.Size {
-		return errIncomplete
-	}
-	if tail := fm.Size - bodyEnd; tail > 0 {
-		buf := make([]byte, tail)
-		n, _, err := store.NewRemoteFile(ctx, f.d.st, f.key, fm.Size).ReadRange(buf, bodyEnd)
-		f.d.fetched.Add(int64(n))
-		if err != nil {
-			return err
-		}
-		if _, err := f.tmp.WriteAt(buf, bodyEnd); err != nil {
-			return err
-		}
-	}
+	fm := f.fm
 	h := crc32.New(castagnoli)
 	if _, err := io.Copy(h, io.NewSectionReader(f.tmp, 0, fm.Size)); err != nil {
 		return err
@@ -261,33 +307,6 @@ func (f *fill) complete(ctx context.Context) error {
 		return err
 	}
 	return os.Rename(f.tmp.Name(), filepath.Join(f.e.dir, fm.Name))
-}
-
-// ranges is a set of byte ranges [start, end), sorted and disjoint.
-type ranges [][2]int64
-
-func (r ranges) covers(start, end int64) bool {
-	if start >= end {
-		return true
-	}
-	i := sort.Search(len(r), func(i int) bool { return r[i][1] > start })
-	return i < len(r) && r[i][0] <= start && r[i][1] >= end
-}
-
-func (r *ranges) add(start, end int64) {
-	if start >= end {
-		return
-	}
-	s := *r
-	// The ranges that touch [start, end) are s[i:j].
-	i := sort.Search(len(s), func(i int) bool { return s[i][1] >= start })
-	j := i
-	for j < len(s) && s[j][0] <= end {
-		start, end = min(start, s[j][0]), max(end, s[j][1])
-		j++
-	}
-	s = append(s[:i], append([][2]int64{{start, end}}, s[j:]...)...)
-	*r = s
 }
 
 // writeFileSynced writes data to dir/name through a temporary file, synced

@@ -1,0 +1,9 @@
+package depot
+
+// SetSegmentBytes sets the fetch segment size for a test and returns what
+// restores it.
+func SetSegmentBytes(n int64) func() {
+	old := segmentBytes
+	segmentBytes = n
+	return func() { segmentBytes = old }
+}
