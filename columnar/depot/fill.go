@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/strata-db/strata/columnar"
@@ -330,4 +331,55 @@ func writeFileSynced(dir, name string, data []byte) error {
 		os.Remove(tmp.Name())
 	}
 	return err
+}
+
+// Prefetch fetches in the background every column file of src (a Source
+// Acquire returned) that the depot does not hold: the sort-key columns
+// first, then the others in schema order, one file at a time. A job that
+// reads every column (a mergeout) then finds each file fetched or being
+// fetched instead of fetching it when it opens it, so the fetches overlap
+// its work. Prefetch keeps the container pinned until it is done or ctx
+// ends; a file a reader is filling is shared with it.
+func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
+	s, ok := src.(*source)
+	if !ok || s.d != d {
+		return
+	}
+	e := s.e
+	d.mu.Lock()
+	e.pins++
+	d.mu.Unlock()
+	order := make([]int, 0, len(e.m.Files))
+	if schema, err := e.m.ArrowSchema(); err == nil {
+		if keys, err := e.m.SortKey.Indices(schema); err == nil {
+			order = append(order, keys...)
+		}
+	}
+	for i := range e.m.Files {
+		if !slices.Contains(order, i) {
+			order = append(order, i)
+		}
+	}
+	go func() {
+		defer d.unpin(e)
+		ps := &source{d: d, e: e, ctx: ctx}
+		for _, i := range order {
+			if ctx.Err() != nil {
+				return
+			}
+			fm := &e.m.Files[i]
+			f, err := ps.OpenFile(fm.Name, fm.Size)
+			if err != nil {
+				continue
+			}
+			if ff, ok := f.(*fillFile); ok {
+				for seg := range ff.f.segs {
+					if ff.ensure(seg) != nil {
+						break
+					}
+				}
+			}
+			f.Close()
+		}
+	}()
 }

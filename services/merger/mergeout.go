@@ -85,12 +85,18 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 	m.removeTemp(outDir, m.staleAfter)
 	inputs := make([]columnar.Source, len(job.Inputs))
 	var rowsTotal int64
+	prefetch, stopPrefetch := context.WithCancel(ctx)
+	defer stopPrefetch()
 	for i, in := range job.Inputs {
 		src, release, err := m.input(ctx, job.Table, job.Projection, in.ID)
 		if err != nil {
 			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
 		}
 		defer release()
+		if m.depot != nil {
+			// A mergeout reads every column: fetch them while it merges.
+			m.depot.Prefetch(prefetch, src)
+		}
 		man, err := readManifest(src)
 		if err != nil {
 			// An input gone (ErrNotFound) with no output committed cannot be

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/merger"
@@ -49,6 +50,7 @@ type benchMergeoutConfig struct {
 	repeat      int
 	verbose     bool
 	cpuProfile  string
+	store       string // --store: also read the inputs from this store
 }
 
 // mergeoutCase is one line of the benchmark's output.
@@ -78,6 +80,14 @@ type mergeoutCase struct {
 	Workers            int     `json:"workers"`
 	Passes             int     `json:"passes"`
 	SpilledBytes       int64   `json:"spilled_bytes"`
+	// With --store: how the inputs were read (local, cold or warm), what
+	// was fetched from the store, the inputs' compressed bytes, and the
+	// seconds over those of the local read at the same grant.
+	Read            string  `json:"read"`
+	BlocksFetched   int64   `json:"blocks_fetched"`
+	BytesFetched    int64   `json:"bytes_fetched"`
+	CompressedBytes int64   `json:"compressed_bytes"`
+	LocalRatio      float64 `json:"local_ratio,omitempty"`
 }
 
 func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
@@ -96,12 +106,14 @@ func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
 	repeat := fs.Int("repeat", 1, "run the codec floor and every merge this many times (grants in alternating order) and keep the fastest of each: steadier figures on a busy machine")
 	asJSON := fs.Bool("json", false, "print one JSON object per case and line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (generation, codec floor and merges) to this file")
+	storeURL := fs.String("store", "", "also upload the inputs to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and merge them from there through an empty depot (cold) and again through the same depot (warm), beside the local merge")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
 	}
 	cfg := &benchMergeoutConfig{
 		containers: *containers, rows: *rows, blockRows: *blockRows, parallelism: *parallelism,
 		seed: *seed, dir: *dir, json: *asJSON, cpuProfile: *cpuProfile, repeat: *repeat, verbose: *verbose,
+		store: *storeURL,
 	}
 	for _, w := range strings.Split(*widths, ",") {
 		if strings.TrimSpace(w) == "" {
@@ -189,7 +201,19 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 	for i, m := range mans {
 		dirs[i] = columnar.ContainerDir(data, m.Table, m.Projection, m.ID)
 	}
-	cases := make([]mergeoutCase, len(cfg.grants))
+	reads := []string{readLocal}
+	var bs *benchStore
+	if cfg.store != "" {
+		if bs, err = openBenchStore(ctx, cfg.store, root); err != nil {
+			return nil, err
+		}
+		defer bs.close(context.WithoutCancel(ctx))
+		if err := bs.upload(ctx, data, mans); err != nil {
+			return nil, err
+		}
+		reads = append(reads, readCold, readWarm)
+	}
+	cases := make([]mergeoutCase, len(cfg.grants)*len(reads))
 	floor, floorCPU := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for rep := range cfg.repeat {
 		cpu0 := cputime.Process()
@@ -201,36 +225,46 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 		for j := range cfg.grants {
 			// Alternate the order of the grants between repeats, so that no
 			// grant always runs right after the codec floor's writes.
-			i := j
+			g := j
 			if rep%2 == 1 {
-				i = len(cfg.grants) - 1 - j
+				g = len(cfg.grants) - 1 - j
 			}
-			grant := cfg.grants[i]
-			cpu0 := cputime.Process()
-			st, err := benchMerge(ctx, cfg, dirs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
-			if err != nil {
-				return nil, fmt.Errorf("merge with grant %s: %w", bytesize.Format(grant), err)
-			}
-			cpu := (cputime.Process() - cpu0).Seconds()
-			if rep > 0 {
-				cases[i].CPUSeconds = min(cases[i].CPUSeconds, cpu)
-				if st.Duration.Seconds() >= cases[i].Seconds {
-					continue
+			grant := cfg.grants[g]
+			var warmDepot *depot.Depot
+			for r, read := range reads {
+				i := g*len(reads) + r
+				srcs, done, err := benchInputs(ctx, read, dirs, mans, bs, &warmDepot)
+				if err != nil {
+					return nil, fmt.Errorf("inputs read %s: %w", read, err)
 				}
-			}
-			secs := st.Duration.Seconds()
-			cpuMin := cpu
-			if rep > 0 {
-				cpuMin = cases[i].CPUSeconds
-			}
-			cases[i] = mergeoutCase{
-				Width: width, Containers: cfg.containers, Rows: cfg.rows, TotalRows: st.Rows, BlockRows: cfg.blockRows,
-				GrantBytes: grant, Plan: st.Plan, Seconds: secs, MBPerS: float64(st.BytesIn) / 1e6 / secs,
-				CPUSeconds: cpuMin, BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, EstimatedBytes: st.EstimatedBytes,
-				PredictedSeconds: st.PredictedSeconds, FilesOpened: st.FilesOpened,
-				FilesExpected: int64(cfg.containers) * int64(width), BlocksDecompressed: st.BlocksDecompressed,
-				BlocksTotal: st.BlocksTotal, ComparisonsPerRow: st.ComparisonsPerRow, Workers: st.Workers,
-				Passes: st.Passes, SpilledBytes: st.SpilledBytes,
+				cpu0 := cputime.Process()
+				st, err := benchMerge(ctx, cfg, srcs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
+				cpu := (cputime.Process() - cpu0).Seconds()
+				done()
+				if err != nil {
+					return nil, fmt.Errorf("merge with grant %s, inputs read %s: %w", bytesize.Format(grant), read, err)
+				}
+				if rep > 0 {
+					cases[i].CPUSeconds = min(cases[i].CPUSeconds, cpu)
+					if st.Duration.Seconds() >= cases[i].Seconds {
+						continue
+					}
+				}
+				secs := st.Duration.Seconds()
+				cpuMin := cpu
+				if rep > 0 {
+					cpuMin = cases[i].CPUSeconds
+				}
+				cases[i] = mergeoutCase{
+					Width: width, Containers: cfg.containers, Rows: cfg.rows, TotalRows: st.Rows, BlockRows: cfg.blockRows,
+					GrantBytes: grant, Plan: st.Plan, Seconds: secs, MBPerS: float64(st.BytesIn) / 1e6 / secs,
+					CPUSeconds: cpuMin, BytesIn: st.BytesIn, PeakBytes: st.PeakBytes, EstimatedBytes: st.EstimatedBytes,
+					PredictedSeconds: st.PredictedSeconds, FilesOpened: st.FilesOpened,
+					FilesExpected: int64(cfg.containers) * int64(width), BlocksDecompressed: st.BlocksDecompressed,
+					BlocksTotal: st.BlocksTotal, ComparisonsPerRow: st.ComparisonsPerRow, Workers: st.Workers,
+					Passes: st.Passes, SpilledBytes: st.SpilledBytes,
+					Read: read, BlocksFetched: st.BlocksFetched, BytesFetched: st.BytesFetched, CompressedBytes: compressedBytes(mans),
+				}
 			}
 		}
 	}
@@ -238,12 +272,48 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 		cases[i].CodecFloorSeconds = floor.Seconds()
 		cases[i].CodecFloorCPU = floorCPU.Seconds()
 		cases[i].FloorRatio = cases[i].Seconds / floor.Seconds()
+		if bs != nil {
+			cases[i].LocalRatio = cases[i].Seconds / cases[i-i%len(reads)].Seconds
+		}
 	}
 	return cases, nil
 }
 
+// benchInputs returns the inputs of one merge as read says they are read,
+// and what ends their use: the directories; or the store through a new
+// depot, which *warm keeps; or through *warm.
+func benchInputs(ctx context.Context, read string, dirs []string, mans []*columnar.Manifest, bs *benchStore, warm **depot.Depot) ([]columnar.Source, func(), error) {
+	switch read {
+	case readCold:
+		d, remove, err := bs.newDepot()
+		if err != nil {
+			return nil, nil, err
+		}
+		*warm = d
+		srcs, release, err := acquireAll(ctx, d, mans, true)
+		if err != nil {
+			remove()
+			return nil, nil, err
+		}
+		return srcs, release, nil
+	case readWarm:
+		d := *warm
+		srcs, release, err := acquireAll(ctx, d, mans, true)
+		if err != nil {
+			return nil, nil, err
+		}
+		return srcs, func() { release(); d.Close(); os.RemoveAll(d.Dir().Path()) }, nil
+	default:
+		srcs := make([]columnar.Source, len(dirs))
+		for i, d := range dirs {
+			srcs[i] = columnar.DirSource(d)
+		}
+		return srcs, func() {}, nil
+	}
+}
+
 // benchMerge runs one merge into outDir and removes the output.
-func benchMerge(ctx context.Context, cfg *benchMergeoutConfig, dirs []string, outDir, tmp string, grant int64) (*merger.Stats, error) {
+func benchMerge(ctx context.Context, cfg *benchMergeoutConfig, inputs []columnar.Source, outDir, tmp string, grant int64) (*merger.Stats, error) {
 	opts := merger.Options{
 		Grant: grant, BlockRows: cfg.blockRows, Compression: cfg.compression,
 		TempDir: tmp, Parallelism: cfg.parallelism,
@@ -251,7 +321,7 @@ func benchMerge(ctx context.Context, cfg *benchMergeoutConfig, dirs []string, ou
 	if cfg.verbose {
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	st, err := merger.Merge(ctx, dirs, outDir, opts)
+	st, err := merger.MergeSources(ctx, inputs, outDir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -363,14 +433,18 @@ func (cw *caseWriter) write(c mergeoutCase) error {
 		return cw.enc.Encode(c)
 	}
 	if cw.rows == 0 {
-		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tplan\tworkers\tseconds\tpredicted s\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\testimate\tfiles\tblocks\tcmp/row\t")
+		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tread\tplan\tworkers\tseconds\tx local\tpredicted s\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\testimate\tfiles\tblocks\tfetched\tfetched/compressed\tcmp/row\t")
 	}
 	cw.rows++
-	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%d\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d/%d\t%d/%d\t%.2f\t\n",
-		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Plan, c.Workers, c.Seconds, c.PredictedSeconds, c.MBPerS,
+	fetched := 0.0
+	if c.CompressedBytes > 0 {
+		fetched = float64(c.BytesFetched) / float64(c.CompressedBytes)
+	}
+	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d/%d\t%d/%d\t%s\t%.3f\t%.2f\t\n",
+		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Read, c.Plan, c.Workers, c.Seconds, c.LocalRatio, c.PredictedSeconds, c.MBPerS,
 		c.CodecFloorSeconds, c.FloorRatio, c.CPUSeconds, c.CodecFloorCPU, bytesize.Format(c.PeakBytes), bytesize.Format(c.EstimatedBytes),
 		c.FilesOpened, c.FilesExpected,
-		c.BlocksDecompressed, c.BlocksTotal, c.ComparisonsPerRow)
+		c.BlocksDecompressed, c.BlocksTotal, bytesize.Format(c.BytesFetched), fetched, c.ComparisonsPerRow)
 	return err
 }
 

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/depot"
+	"github.com/strata-db/strata/columnar/store"
+)
+
+// The benchmarks' --store: the generated containers are uploaded to a
+// store and read back from it, beside the local run of the same case.
+
+// How a benchmark case read its inputs.
+const (
+	readLocal = "local" // from the data directory
+	readCold  = "cold"  // from the store through an empty depot
+	readWarm  = "warm"  // through the depot the cold run filled
+)
+
+// benchStore is a store a benchmark uploads its inputs to, under a key
+// prefix of its own that it removes at the end.
+type benchStore struct {
+	st  store.Store
+	tmp string // parent of the depots
+}
+
+// openBenchStore opens rawURL with a fresh prefix below the one it names
+// (strata-bench-<random>/), so runs do not see each other's containers.
+func openBenchStore(ctx context.Context, rawURL, tmp string) (*benchStore, error) {
+	var b [6]byte
+	rand.Read(b[:])
+	run := "strata-bench-" + hex.EncodeToString(b[:])
+	u := rawURL
+	if strings.Contains(rawURL, "://") {
+		parsed, err := url.Parse(rawURL)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --store: %v", errUsage, err)
+		}
+		parsed.Path = path.Join("/", parsed.Path, run)
+		u = parsed.String()
+	} else {
+		u = filepath.Join(rawURL, run)
+	}
+	st, err := store.Open(ctx, u)
+	if err != nil {
+		return nil, fmt.Errorf("--store: %w", err)
+	}
+	return &benchStore{st: st, tmp: tmp}, nil
+}
+
+// upload puts the committed containers of mans, under data, into the
+// store.
+func (b *benchStore) upload(ctx context.Context, data string, mans []*columnar.Manifest) error {
+	for _, m := range mans {
+		if _, err := store.Upload(ctx, b.st, columnar.ContainerDir(data, m.Table, m.Projection, m.ID), m.Table, m.Projection, m.ID); err != nil {
+			return fmt.Errorf("upload to %s: %w", b.st, err)
+		}
+	}
+	return nil
+}
+
+// newDepot returns an empty depot over the store, and what removes it.
+func (b *benchStore) newDepot() (*depot.Depot, func(), error) {
+	dir, err := os.MkdirTemp(b.tmp, "depot-")
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err := depot.Open(dir, b.st, depot.Options{})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return d, func() { d.Close(); os.RemoveAll(dir) }, nil
+}
+
+// acquireAll returns the depot's sources of the containers of mans and
+// what releases them; with prefetch, the depot fetches each one's files in
+// the background (as the merger does for its inputs).
+func acquireAll(ctx context.Context, d *depot.Depot, mans []*columnar.Manifest, prefetch bool) ([]columnar.Source, func(), error) {
+	srcs := make([]columnar.Source, 0, len(mans))
+	ctx, cancel := context.WithCancel(ctx)
+	releases := []func(){cancel}
+	release := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for _, m := range mans {
+		src, rel, err := d.Acquire(ctx, m.Table, m.Projection, m.ID)
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+		srcs = append(srcs, src)
+		releases = append(releases, rel)
+		if prefetch {
+			d.Prefetch(ctx, src)
+		}
+	}
+	return srcs, release, nil
+}
+
+// close removes everything the benchmark put in the store.
+func (b *benchStore) close(ctx context.Context) error {
+	err := b.st.DeletePrefix(ctx, "")
+	if cerr := b.st.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// compressedBytes is the bytes of the column files of mans.
+func compressedBytes(mans []*columnar.Manifest) int64 {
+	var n int64
+	for _, m := range mans {
+		n += m.CompressedBytes()
+	}
+	return n
+}
