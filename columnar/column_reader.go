@@ -48,12 +48,11 @@ type ColumnReader struct {
 
 // readAhead is a block read in the background into buf.
 type readAhead struct {
-	block   int
-	buf     *memory.Buffer
-	done    chan struct{}
-	n       int
-	fetched bool
-	err     error
+	block int
+	buf   *memory.Buffer
+	done  chan struct{}
+	n     int
+	err   error
 }
 
 func openColumnReader(c *Container, col int) (*ColumnReader, error) {
@@ -74,11 +73,7 @@ func openColumnReader(c *Container, col int) (*ColumnReader, error) {
 		return nil, corruptf(c.dir, fm.Name, NoBlock, nil, "file is %d bytes, manifest says %d", f.Size(), fm.Size)
 	}
 	header := make([]byte, fm.HeaderLen)
-	n, fetched, err := f.ReadRange(header, 0)
-	if fetched && s != nil {
-		s.BytesFetched.Add(int64(n))
-	}
-	if err != nil {
+	if _, err := f.ReadAt(header, 0); err != nil {
 		f.Close()
 		return nil, corruptf(c.dir, fm.Name, NoBlock, err, "read header")
 	}
@@ -148,17 +143,16 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	borrowed := r.c.m.Compression != CompressionNone.String()
 	var buf *memory.Buffer
 	var n int
-	var fetched bool
 	var err error
 	if a := r.takeAhead(i); a != nil {
-		buf, n, fetched, err = a.buf, a.n, a.fetched, a.err
+		buf, n, err = a.buf, a.n, a.err
 		if borrowed {
 			r.spare, r.scratch = r.scratch, buf
 		}
 	} else {
 		buf = r.buffer(borrowed)
 		buf.Resize(int(b.Length))
-		n, fetched, err = r.f.ReadRange(buf.Bytes(), b.Offset)
+		n, err = r.f.ReadAt(buf.Bytes(), b.Offset)
 	}
 	if !borrowed {
 		defer buf.Release()
@@ -166,10 +160,6 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	if s := r.stats; s != nil {
 		s.BlocksRead.Add(1)
 		s.BytesRead.Add(int64(n))
-		if fetched {
-			s.BlocksFetched.Add(1)
-			s.BytesFetched.Add(int64(n))
-		}
 	}
 	if err != nil {
 		return nil, r.corrupt(i, err, "read %d bytes at offset %d", b.Length, b.Offset)
@@ -232,7 +222,7 @@ func (r *ColumnReader) readAhead(i int, borrowed bool) {
 	r.ahead = a
 	go func() {
 		defer close(a.done)
-		a.n, a.fetched, a.err = r.f.ReadRange(buf.Bytes(), b.Offset)
+		a.n, a.err = r.f.ReadAt(buf.Bytes(), b.Offset)
 	}()
 }
 

@@ -3,9 +3,11 @@ package columnar
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // A Source is where the files of one committed container are read from:
@@ -28,10 +30,8 @@ type Source interface {
 
 // File is an open column file of a Source.
 type File interface {
-	// ReadRange reads len(p) bytes at off, as io.ReaderAt does; fetched
-	// reports whether they came from a remote store rather than a local
-	// file.
-	ReadRange(p []byte, off int64) (n int, fetched bool, err error)
+	// ReadAt reads len(p) bytes at off.
+	io.ReaderAt
 	// Local reports whether reading length bytes at off would be served
 	// from this host, with no request to a remote store. A reader reads
 	// ahead only what is not local.
@@ -84,11 +84,8 @@ func OpenLocalFile(path string) (*LocalFile, error) {
 	return &LocalFile{f: f, size: st.Size()}, nil
 }
 
-// ReadRange reads len(p) bytes at off; fetched is always false.
-func (l *LocalFile) ReadRange(p []byte, off int64) (int, bool, error) {
-	n, err := l.f.ReadAt(p, off)
-	return n, false, err
-}
+// ReadAt reads len(p) bytes at off.
+func (l *LocalFile) ReadAt(p []byte, off int64) (int, error) { return l.f.ReadAt(p, off) }
 
 // Local is always true.
 func (l *LocalFile) Local(off, length int64) bool { return true }
@@ -98,3 +95,45 @@ func (l *LocalFile) Size() int64 { return l.size }
 
 // Close closes the file.
 func (l *LocalFile) Close() error { return l.f.Close() }
+
+// A FetchCounter is a Source that reads from a remote store and counts
+// what it fetched for its reader: the blocks (wholly within the ranges
+// fetched) and the bytes. The engines report the sum over their inputs
+// as blocks_fetched and bytes_fetched.
+type FetchCounter interface {
+	Fetched() (blocks, bytes int64)
+}
+
+// Fetched sums Fetched over the sources that count.
+func Fetched(srcs []Source) (blocks, bytes int64) {
+	for _, s := range srcs {
+		if fc, ok := s.(FetchCounter); ok {
+			b, n := fc.Fetched()
+			blocks += b
+			bytes += n
+		}
+	}
+	return blocks, bytes
+}
+
+// FetchCounts are a FetchCounter's counters, safe for concurrent use.
+type FetchCounts struct {
+	blocks, bytes atomic.Int64
+}
+
+// Add counts the range [start, end) of file fm as fetched.
+func (c *FetchCounts) Add(fm *FileMeta, start, end int64) {
+	c.bytes.Add(end - start)
+	var n int64
+	if fm != nil {
+		for _, b := range fm.Blocks {
+			if b.Offset >= start && b.Offset+b.Length <= end {
+				n++
+			}
+		}
+	}
+	c.blocks.Add(n)
+}
+
+// Fetched returns the blocks and bytes counted.
+func (c *FetchCounts) Fetched() (blocks, bytes int64) { return c.blocks.Load(), c.bytes.Load() }

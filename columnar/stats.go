@@ -9,8 +9,6 @@ type IOStats struct {
 	BlocksRead         atomic.Int64 // blocks read from disk (checksummed)
 	BlocksDecompressed atomic.Int64 // blocks decoded into Arrow arrays
 	BytesRead          atomic.Int64 // bytes read from column files
-	BlocksFetched      atomic.Int64 // of BlocksRead, blocks fetched from a remote store
-	BytesFetched       atomic.Int64 // bytes fetched from a remote store (blocks and headers)
 	BlocksWritten      atomic.Int64 // blocks written
 	BytesWritten       atomic.Int64 // bytes written to column files
 	RawBytesRead       atomic.Int64 // uncompressed Arrow bytes of the blocks decoded

@@ -57,8 +57,7 @@ func MergeSources(ctx context.Context, inputs []columnar.Source, output string, 
 	m.stats.PeakBytes = m.budget.Peak()
 	m.stats.FilesOpened = m.io.FilesOpened.Load()
 	m.stats.BlocksDecompressed = m.io.BlocksDecompressed.Load()
-	m.stats.BlocksFetched = m.io.BlocksFetched.Load()
-	m.stats.BytesFetched = m.io.BytesFetched.Load()
+	m.stats.BlocksFetched, m.stats.BytesFetched = columnar.Fetched(inputs)
 	if m.stats.Rows > 0 {
 		m.stats.ComparisonsPerRow = float64(m.stats.Comparisons) / float64(m.stats.Rows)
 	}

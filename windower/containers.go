@@ -17,7 +17,7 @@ import (
 // sizing memory per row, and loading them into memory when they fit.
 
 // openInputs opens the containers of srcs and checks they share a schema.
-func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator, stats *columnar.IOStats) ([]*columnar.Container, *arrow.Schema, error) {
+func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator) ([]*columnar.Container, *arrow.Schema, error) {
 	if len(srcs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no input containers", ErrInvalidQuery)
 	}
@@ -25,7 +25,7 @@ func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator, stats 
 	var schema *arrow.Schema
 	for _, src := range srcs {
 		d := src.String()
-		c, err := columnar.OpenSource(src, columnar.OpenOptions{Allocator: mem, Stats: stats, Logger: o.Logger})
+		c, err := columnar.OpenSource(src, columnar.OpenOptions{Allocator: mem, Logger: o.Logger})
 		if err != nil {
 			return nil, nil, fmt.Errorf("windower: open input: %w", err)
 		}

@@ -100,21 +100,19 @@ func RunSources(ctx context.Context, q *messages.WindowQuery, srcs []columnar.So
 	if err != nil {
 		return nil, err
 	}
-	var inputIO columnar.IOStats
-	res, err := run(ctx, q, srcs, o, &inputIO)
+	res, err := run(ctx, q, srcs, o)
 	if err != nil {
 		return nil, err
 	}
-	res.stats.BlocksFetched = inputIO.BlocksFetched.Load()
-	res.stats.BytesFetched = inputIO.BytesFetched.Load()
+	res.stats.BlocksFetched, res.stats.BytesFetched = columnar.Fetched(srcs)
 	return res, nil
 }
 
-func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o Options, inputIO *columnar.IOStats) (*Result, error) {
+func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o Options) (*Result, error) {
 	// Block buffers are recycled while the input loads in memory.
 	mem := newRecycler(o.Budget)
 	defer mem.drain()
-	cs, schema, err := openInputs(srcs, &o, mem, inputIO)
+	cs, schema, err := openInputs(srcs, &o, mem)
 	if err != nil {
 		return nil, err
 	}

@@ -281,7 +281,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 			return nil, nil, e.err
 		}
 		d.hits.Add(1)
-		return &source{d: d, e: e, ctx: ctx}, d.releaser(e), nil
+		return &source{d: d, e: e, ctx: ctx, counts: new(columnar.FetchCounts)}, d.releaser(e), nil
 	}
 	e = &entry{table: table, projection: projection, id: id, dir: dir, pins: 1, ready: make(chan struct{})}
 	d.entries[k] = e
@@ -303,7 +303,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 		d.unpin(e)
 		return nil, nil, err
 	}
-	return &source{d: d, e: e, ctx: ctx}, d.releaser(e), nil
+	return &source{d: d, e: e, ctx: ctx, counts: new(columnar.FetchCounts)}, d.releaser(e), nil
 }
 
 // fetchManifest returns the entry of a container the depot does not hold:

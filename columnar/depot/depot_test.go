@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/depot"
@@ -39,12 +40,11 @@ func bucket(t *testing.T, n int) (store.Store, []*columnar.Manifest) {
 	return st, ms
 }
 
-// readAll reads every block of every column of src and returns the IO
-// figures of the read.
-func readAll(t *testing.T, src columnar.Source) *columnar.IOStats {
+// readAll reads every block of every column of src and returns what src
+// fetched for it.
+func readAll(t *testing.T, src columnar.Source) (blocks, bytes int64) {
 	t.Helper()
-	var io columnar.IOStats
-	c, err := columnar.OpenSource(src, columnar.OpenOptions{Stats: &io})
+	c, err := columnar.OpenSource(src, columnar.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func readAll(t *testing.T, src columnar.Source) *columnar.IOStats {
 			t.Fatal(err)
 		}
 	}
-	return &io
+	return columnar.Fetched([]columnar.Source{src})
 }
 
 func TestAcquireFetchesOnceThenHits(t *testing.T) {
@@ -111,14 +111,14 @@ func TestAcquireFetchesOnceThenHits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	io := readAll(t, src)
+	gotBlocks, gotBytes := readAll(t, src)
 	m := ms[0]
 	blocks := int64(len(m.Files) * len(m.Blocks))
-	if got := io.BlocksFetched.Load(); got != blocks {
-		t.Errorf("first read fetched %d blocks, want %d", got, blocks)
+	if gotBlocks != blocks {
+		t.Errorf("first read fetched %d blocks, want %d", gotBlocks, blocks)
 	}
-	if got := io.BytesFetched.Load(); got > m.CompressedBytes() || got < m.CompressedBytes()*95/100 {
-		t.Errorf("first read fetched %d bytes of a container of %d", got, m.CompressedBytes())
+	if gotBytes != m.CompressedBytes() {
+		t.Errorf("first read fetched %d bytes of a container of %d", gotBytes, m.CompressedBytes())
 	}
 	s = d.Stats()
 	if s.FilesFetched != int64(len(m.Files)) || s.BytesFetched < m.CompressedBytes() || s.BytesFetched > m.CompressedBytes()+8192 {
@@ -134,8 +134,8 @@ func TestAcquireFetchesOnceThenHits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if io := readAll(t, src); io.BlocksFetched.Load() != 0 || io.BytesFetched.Load() != 0 {
-		t.Errorf("second read fetched %d blocks, %d bytes", io.BlocksFetched.Load(), io.BytesFetched.Load())
+	if b, n := readAll(t, src); b != 0 || n != 0 {
+		t.Errorf("second read fetched %d blocks, %d bytes", b, n)
 	}
 	release()
 	if s2 := d.Stats(); s2.BytesFetched != s.BytesFetched {
@@ -452,5 +452,48 @@ func copyContainer(t *testing.T, src, dst, id string) {
 		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Prefetch fetches every file once, counted for the source it was given,
+// while a reader reads the same files; the container stays pinned until
+// it is done.
+func TestPrefetch(t *testing.T) {
+	defer depot.SetSegmentBytes(1)() // many segments: prefetch and reader interleave
+	st, ms := bucket(t, 1)
+	d, err := depot.Open(t.TempDir(), st, depot.Options{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	m := ms[0]
+	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Prefetch(t.Context(), src)
+	readAll(t, src)
+	release()
+	deadline := time.Now().Add(10 * time.Second)
+	for d.Stats().FilesFetched < int64(len(m.Files)) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s := d.Stats()
+	if s.FilesFetched != int64(len(m.Files)) {
+		t.Fatalf("after prefetch and a read: %+v, want %d files", s, len(m.Files))
+	}
+	if blocks, bytes := columnar.Fetched([]columnar.Source{src}); bytes != m.CompressedBytes() || blocks != int64(len(m.Files)*len(m.Blocks)) {
+		t.Errorf("source counted %d blocks %d bytes; want every block once, %d bytes", blocks, bytes, m.CompressedBytes())
+	}
+	if s.BytesFetched > m.CompressedBytes()+8192 {
+		t.Errorf("depot fetched %d bytes for a container of %d", s.BytesFetched, m.CompressedBytes())
+	}
+	// Unpinned by both, the container is evicted (the limit is 1 byte).
+	deadline = time.Now().Add(10 * time.Second)
+	for d.Stats().Containers != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := d.Stats(); s.Containers != 0 || s.Evictions != 1 {
+		t.Errorf("after release: %+v, want the container evicted", s)
 	}
 }

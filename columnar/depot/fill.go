@@ -21,12 +21,17 @@ const fillSuffix = ".fill-"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// source is the columnar.Source of an acquired container.
+// source is the columnar.Source of an acquired container; counts are
+// what was fetched for it (by its readers and its Prefetch).
 type source struct {
-	d   *Depot
-	e   *entry
-	ctx context.Context
+	d      *Depot
+	e      *entry
+	ctx    context.Context
+	counts *columnar.FetchCounts
 }
+
+// Fetched returns the blocks and bytes fetched from the store for s.
+func (s *source) Fetched() (blocks, bytes int64) { return s.counts.Fetched() }
 
 func (s *source) String() string { return s.e.dir }
 
@@ -42,23 +47,37 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 	d, e := s.d, s.e
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e.present[name] {
-		return columnar.OpenLocalFile(filepath.Join(e.dir, name))
-	}
-	f := e.fills[name]
-	if f == nil {
-		tmp, err := os.CreateTemp(e.dir, "."+name+fillSuffix+"*")
-		if err != nil {
-			return nil, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
+	for {
+		if e.present[name] {
+			return columnar.OpenLocalFile(filepath.Join(e.dir, name))
 		}
-		f = &fill{
-			d: d, e: e, fm: fm, tmp: tmp, segs: segments(fm),
-			key: store.ContainerPrefix(e.table, e.projection, e.id) + name,
+		f := e.fills[name]
+		if f == nil {
+			tmp, err := os.CreateTemp(e.dir, "."+name+fillSuffix+"*")
+			if err != nil {
+				return nil, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
+			}
+			f = &fill{
+				d: d, e: e, fm: fm, tmp: tmp, segs: segments(fm),
+				key:       store.ContainerPrefix(e.table, e.projection, e.id) + name,
+				completed: make(chan struct{}),
+			}
+			e.fills[name] = f
 		}
-		e.fills[name] = f
+		if !f.completing {
+			f.refs++
+			return &fillFile{f: f, ctx: s.ctx, counts: s.counts}, nil
+		}
+		// Its last reader is making it the file: wait, then read that.
+		d.mu.Unlock()
+		select {
+		case <-f.completed:
+		case <-s.ctx.Done():
+			d.mu.Lock()
+			return nil, s.ctx.Err()
+		}
+		d.mu.Lock()
 	}
-	f.refs++
-	return &fillFile{f: f, ctx: s.ctx}, nil
 }
 
 func (e *entry) fileMeta(name string) *columnar.FileMeta {
@@ -88,8 +107,12 @@ type fill struct {
 	key  string
 	tmp  *os.File
 	segs []segment
-	// refs counts open fillFiles; guarded by Depot.mu.
-	refs int
+	// refs counts open fillFiles, and completing is set once the last
+	// has closed; guarded by Depot.mu. completed is closed when the fill
+	// is the file or is dropped.
+	refs       int
+	completing bool
+	completed  chan struct{}
 
 	mu sync.Mutex // guards segs[i].state and .done
 }
@@ -143,29 +166,28 @@ func segments(fm *columnar.FileMeta) []segment {
 type fillFile struct {
 	f      *fill
 	ctx    context.Context
+	counts *columnar.FetchCounts
 	closed bool
 }
 
-// ReadRange reads from the fill's file once the segments that hold the
+// ReadAt reads from the fill's file once the segments that hold the
 // range are there, fetching those that are not (and waiting for those
-// another reader is fetching). Every read of a fill is of bytes fetched
-// from the store for it, so fetched is true.
-func (ff *fillFile) ReadRange(p []byte, off int64) (int, bool, error) {
+// another reader is fetching).
+func (ff *fillFile) ReadAt(p []byte, off int64) (int, error) {
 	f := ff.f
 	end := off + int64(len(p))
 	if off < 0 || end > f.fm.Size {
-		return 0, false, fmt.Errorf("read %s: range [%d, %d) outside its %d bytes", f.key, off, end, f.fm.Size)
+		return 0, fmt.Errorf("read %s: range [%d, %d) outside its %d bytes", f.key, off, end, f.fm.Size)
 	}
 	for i := range f.segs {
 		if f.segs[i].end <= off || f.segs[i].start >= end {
 			continue
 		}
 		if err := ff.ensure(i); err != nil {
-			return 0, true, err
+			return 0, err
 		}
 	}
-	n, err := f.tmp.ReadAt(p, off)
-	return n, true, err
+	return f.tmp.ReadAt(p, off)
 }
 
 // ensure returns once segment i is in the fill's file.
@@ -220,6 +242,7 @@ func (ff *fillFile) fetch(start, end int64) error {
 	if n != end-start {
 		return fmt.Errorf("depot: fetch %s: %d of %d bytes at offset %d: object shorter than its manifest says", f.key, n, end-start, start)
 	}
+	ff.counts.Add(f.fm, start, end)
 	return nil
 }
 
@@ -253,25 +276,31 @@ func (ff *fillFile) Close() error {
 	f.refs--
 	last := f.refs == 0
 	if last {
-		delete(e.fills, f.fm.Name)
+		f.completing = true
 	}
 	d.mu.Unlock()
 	if !last {
 		return nil
 	}
 	err := f.complete()
+	if err != nil {
+		f.tmp.Close()
+		os.Remove(f.tmp.Name())
+	}
+	d.mu.Lock()
+	delete(e.fills, f.fm.Name)
 	if err == nil {
-		d.mu.Lock()
 		e.present[f.fm.Name] = true
 		e.size += f.fm.Size
 		d.used += f.fm.Size
 		d.evict()
-		d.mu.Unlock()
+	}
+	d.mu.Unlock()
+	close(f.completed)
+	if err == nil {
 		d.filesFetched.Add(1)
 		return nil
 	}
-	f.tmp.Close()
-	os.Remove(f.tmp.Name())
 	if !errors.Is(err, errIncomplete) {
 		d.log.Warn("depot: keep fetched file", "file", filepath.Join(e.dir, f.fm.Name), "err", err)
 	}
@@ -362,7 +391,7 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 	}
 	go func() {
 		defer d.unpin(e)
-		ps := &source{d: d, e: e, ctx: ctx}
+		ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
 		for _, i := range order {
 			if ctx.Err() != nil {
 				return

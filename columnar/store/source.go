@@ -18,7 +18,9 @@ type Source struct {
 	st       Store
 	name     string // store URL and container key, for errors
 	prefix   string // key prefix of the container's files
+	m        *columnar.Manifest
 	manifest []byte
+	counts   columnar.FetchCounts
 }
 
 var _ columnar.Source = (*Source)(nil)
@@ -37,10 +39,14 @@ func OpenSource(ctx context.Context, st Store, table, projection, id string) (*S
 		st:       st,
 		name:     st.String() + "/" + Join(table, projection, id),
 		prefix:   ContainerPrefix(table, projection, id),
+		m:        m,
 		manifest: data,
 	}
 	return s, m, nil
 }
+
+// Fetched returns the blocks and bytes read through s.
+func (s *Source) Fetched() (blocks, bytes int64) { return s.counts.Fetched() }
 
 func (s *Source) String() string { return s.name }
 
@@ -54,15 +60,23 @@ func (s *Source) OpenFile(name string, size int64) (columnar.File, error) {
 	if err := checkKey(name, false); err != nil {
 		return nil, fmt.Errorf("open %s/%s: %w", s.name, name, err)
 	}
-	return &RemoteFile{ctx: s.ctx, st: s.st, key: s.prefix + name, size: size}, nil
+	f := &RemoteFile{ctx: s.ctx, st: s.st, key: s.prefix + name, size: size, counts: &s.counts}
+	for i := range s.m.Files {
+		if s.m.Files[i].Name == name {
+			f.fm = &s.m.Files[i]
+		}
+	}
+	return f, nil
 }
 
 // RemoteFile is an object of a store read by ranges, as a columnar.File.
 type RemoteFile struct {
-	ctx  context.Context
-	st   Store
-	key  string
-	size int64
+	ctx    context.Context
+	st     Store
+	key    string
+	size   int64
+	fm     *columnar.FileMeta    // to count blocks; nil counts none
+	counts *columnar.FetchCounts // nil counts nothing
 }
 
 // NewRemoteFile returns the object at key, size bytes long, read by
@@ -71,15 +85,14 @@ func NewRemoteFile(ctx context.Context, st Store, key string, size int64) *Remot
 	return &RemoteFile{ctx: ctx, st: st, key: key, size: size}
 }
 
-// ReadRange reads len(p) bytes at off with one ranged GET; fetched is
-// true whenever a request was made.
-func (f *RemoteFile) ReadRange(p []byte, off int64) (int, bool, error) {
+// ReadAt reads len(p) bytes at off with one ranged GET.
+func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > f.size {
-		return 0, false, fmt.Errorf("read %s from %s: range [%d, %d) outside its %d bytes", f.key, f.st, off, off+int64(len(p)), f.size)
+		return 0, fmt.Errorf("read %s from %s: range [%d, %d) outside its %d bytes", f.key, f.st, off, off+int64(len(p)), f.size)
 	}
 	r, err := f.st.NewRangeReader(f.ctx, f.key, off, int64(len(p)))
 	if err != nil {
-		return 0, true, err
+		return 0, err
 	}
 	defer r.Close()
 	n, err := io.ReadFull(r, p)
@@ -88,7 +101,10 @@ func (f *RemoteFile) ReadRange(p []byte, off int64) (int, bool, error) {
 	} else if err != nil {
 		err = fmt.Errorf("read %s from %s: %w", f.key, f.st, err)
 	}
-	return n, true, err
+	if err == nil && f.counts != nil {
+		f.counts.Add(f.fm, off, off+int64(n))
+	}
+	return n, err
 }
 
 // Local is always false: every read is a request.
