@@ -428,8 +428,8 @@ func TestRestore(t *testing.T) {
 	}
 	// An empty prefix names the archives it holds.
 	_, err = walarchive.Restore(context.Background(), st, "", t.TempDir())
-	if err == nil || !strings.Contains(err.Error(), "wal/") {
-		t.Fatalf("restore from the store's root: %v, want one naming wal/", err)
+	if err == nil || !strings.Contains(err.Error(), prefix) {
+		t.Fatalf("restore from the store's root: %v, want one naming %s", err, prefix)
 	}
 }
 

@@ -76,8 +76,8 @@ func Restore(ctx context.Context, st store.Store, prefix, dir string) (RestoreRe
 		name := strings.TrimPrefix(o.Key, prefix)
 		if _, ok := walwriter.ParseSegmentName(name); ok {
 			segs = append(segs, o)
-		} else if i := strings.Index(name, "/"); i > 0 {
-			others[prefix+name[:i+1]] = true
+		} else if i := strings.LastIndex(name, "/"); i > 0 && isSegmentName(name[i+1:]) {
+			others[prefix+name[:i+1]] = true // an archive deeper down
 		}
 	}
 	if len(segs) == 0 {
@@ -88,7 +88,7 @@ func Restore(ctx context.Context, st store.Store, prefix, dir string) (RestoreRe
 				ps = append(ps, p)
 			}
 			sort.Strings(ps)
-			msg += fmt.Sprintf(" (it holds %s: name one of them)", strings.Join(ps, ", "))
+			msg += fmt.Sprintf(" (archives under it: %s; give one as the prefix)", strings.Join(ps, ", "))
 		}
 		return rep, errors.New(msg)
 	}
