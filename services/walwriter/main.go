@@ -22,8 +22,8 @@
 // most the segment being written plus the upload queue behind. A store
 // that cannot be reached is logged and retried with backoff, and
 // strata_wal_archive_lag_segments grows; appends do not wait for it.
-// `strata wal restore --from URL/PREFIX DIR` makes a WAL directory of the
-// copy.
+// `strata wal restore --from URL --prefix wal/HOST/ DIR` makes a WAL
+// directory of the copy.
 //
 // Usage:
 //

@@ -307,7 +307,8 @@ func (a *Archiver) archiveSegment(ctx context.Context, s walwriter.SegmentFile, 
 		}
 		if !same {
 			a.failures.Add(1)
-			return fmt.Errorf("walarchive: %s in %s is not a copy of segment %s of %s: the prefix holds another WAL's archive; give each WAL a prefix of its own",
+			return fmt.Errorf("walarchive: %s in %s differs from segment %s of %s: the prefix holds another WAL's archive (give each WAL a prefix of its own), "+
+				"or the segment was repaired since it was archived; the archived copy is left as it is and nothing more is uploaded",
 				key, a.st, s.Name, a.wal.Dir())
 		}
 		if r >= s.Size {

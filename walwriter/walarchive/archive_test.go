@@ -498,3 +498,61 @@ func TestArchiveRefusesAnotherWALsPrefix(t *testing.T) {
 		t.Fatalf("archiving a second WAL to the prefix of another: %v", err)
 	}
 }
+
+// A failed fsync makes the WAL cut segments back and start again; the
+// archive, made meanwhile, still restores to exactly the WAL's records.
+func TestArchiveAcrossWriteFailures(t *testing.T) {
+	srv := s3test.Start(t, "strata")
+	st := openStore(t, srv.URL)
+	dir := t.TempDir()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	faults := &walwriter.Faults{Sync: func(seg string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[seg]++
+		// The first sync of every third segment fails.
+		if seen[seg] == 1 && len(seen)%3 == 0 {
+			return errors.New("I/O error (test)")
+		}
+		return nil
+	}}
+	opts := walwriter.Options{Tables: []walwriter.Table{orders}, SegmentSize: 128 << 10, MaxRowBytes: 4096, Faults: faults, RetryBackoff: 20 * time.Millisecond}
+	w, err := walwriter.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := walarchive.Start(w, st, walarchive.Options{Prefix: prefix, MinBackoff: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, "a-", 4000)
+	if s := w.Stats(); s.WriteFailures == 0 {
+		t.Fatalf("no write failed: %+v", s)
+	}
+	a.Close()
+	w.Close()
+	opts.Faults = nil
+	if w, err = walwriter.Open(dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if a, err = walarchive.Start(w, st, walarchive.Options{Prefix: prefix}); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := records(t, dir)
+	if len(want) != 4000 {
+		t.Fatalf("%d records in the WAL, want 4000", len(want))
+	}
+	dst := t.TempDir()
+	if _, err := walarchive.Restore(context.Background(), st, prefix, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, dst); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored %d records, want the WAL's %d", len(got), len(want))
+	}
+}

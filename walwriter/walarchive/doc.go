@@ -36,9 +36,10 @@
 // segment it continues from, so the archived copy may be longer with the
 // same records. The first bytes of both must be equal; a shorter archived
 // copy is replaced, a longer one kept. Different bytes mean the prefix holds
-// another WAL's archive: the archiver uploads nothing more and logs why
-// (give each WAL a prefix of its own). It never deletes anything from the
-// bucket.
+// another WAL's archive, or the segment was repaired (cut) after it was
+// archived: the archiver leaves the archived copy, uploads nothing more and
+// logs why (give each WAL a prefix of its own). It never deletes anything
+// from the bucket.
 //
 // # Restoring
 //
