@@ -61,6 +61,12 @@ func ReadCheckpoint(dir string) (LSN, error) {
 	if err != nil {
 		return 0, fmt.Errorf("walwriter: read checkpoint file: %w", err)
 	}
+	return ParseCheckpointFile(b)
+}
+
+// ParseCheckpointFile returns the checkpoint LSN of the contents of a
+// checkpoint file, or a *CorruptError naming CheckpointFile.
+func ParseCheckpointFile(b []byte) (LSN, error) {
 	if len(b) != checkpointSize+4 || string(b[:8]) != checkpointMagic ||
 		binary.LittleEndian.Uint32(b[checkpointSize:]) != crc32.Checksum(b[:checkpointSize], castagnoli) {
 		return 0, &CorruptError{Segment: CheckpointFile, Reason: "bad checkpoint file"}
@@ -72,8 +78,9 @@ func ReadCheckpoint(dir string) (LSN, error) {
 }
 
 // RemoveObsoleteSegments deletes the segments whose records all precede the
-// last checkpoint and returns their names. Replay from the checkpoint does
-// not need them. The dedup window rebuilt on the next Open shrinks to what
+// last checkpoint and returns their names, except those the guard set by
+// SetRemoveGuard keeps (segments not yet archived). Replay from the
+// checkpoint does not need them. The dedup window rebuilt on the next Open shrinks to what
 // remains.
 func (w *WAL) RemoveObsoleteSegments() ([]string, error) {
 	ckpt, err := ReadCheckpoint(w.dir)
@@ -85,9 +92,17 @@ func (w *WAL) RemoveObsoleteSegments() ([]string, error) {
 		return nil, err
 	}
 	var removed []string
+	keep := func(string) bool { return false }
+	if g := w.removeGuard.Load(); g != nil {
+		keep = *g
+	}
 	for i := 0; i+1 < len(segs); i++ {
 		if segs[i+1].First > ckpt {
 			break
+		}
+		if keep(segs[i].Name) {
+			w.log.Info("keeping segment before checkpoint: not archived yet", "segment", segs[i].Name)
+			continue
 		}
 		if err := os.Remove(filepath.Join(w.dir, segs[i].Name)); err != nil {
 			return removed, fmt.Errorf("walwriter: remove segment %s: %w", segs[i].Name, err)

@@ -187,12 +187,19 @@ func (w *WAL) syncLoop() {
 				w.fail(fmt.Errorf("%w: %w", ErrFailed, err))
 			} else {
 				w.stats.checkpointLSN.Store(uint64(it.checkpoint))
+				w.notifyChanged()
 			}
 		}
 		if it.closeAfter {
 			if cerr := it.file.Close(); cerr != nil && err == nil {
 				err = fmt.Errorf("%w: close segment %s: %w", ErrFailed, it.segName, cerr)
 				w.fail(err)
+			}
+			if err == nil {
+				// Its last batch is durable and nothing more is written to
+				// it: the segment is sealed.
+				first, _ := parseSegmentName(it.segName)
+				w.seal(first)
 			}
 		}
 		if it.buf != nil {

@@ -91,6 +91,8 @@ func (w *WAL) recover() error {
 			w.dedup.add(e.id, w.dedup.hash(e.id), e.lsn)
 		}
 	}
+	// Appends continue in a new segment: every one on disk is final.
+	w.seal(segs[len(segs)-1].First)
 	w.stats.lastLSN.Store(uint64(w.nextLSN - 1))
 	w.log.Info("recovered WAL", "segments", len(segs), "next_lsn", w.nextLSN, "dedup_ids", w.dedup.len())
 	return nil

@@ -82,6 +82,15 @@ type WAL struct {
 
 	stats    statCounters
 	requests sync.Pool // of *request, recycled once their callback has run
+
+	// sealedThrough is the first LSN of the newest sealed segment: every
+	// segment whose first LSN is at most it is sealed (see Segments). It
+	// only grows. changed is signalled, never blocking, when it grows or
+	// the checkpoint file is replaced; removeGuard, if set, vetoes
+	// RemoveObsoleteSegments (SetRemoveGuard).
+	sealedThrough atomic.Uint64
+	changed       chan struct{}
+	removeGuard   atomic.Pointer[func(segment string) bool]
 }
 
 type request struct {
@@ -109,6 +118,7 @@ func Open(dir string, opts Options) (*WAL, error) {
 		opts:     opts,
 		log:      opts.Logger.With("wal", dir),
 		wake:     make(chan struct{}, 1),
+		changed:  make(chan struct{}, 1),
 		closing:  make(chan struct{}),
 		done:     make(chan struct{}),
 		// One item being synced, one queued: encoding overlaps syncing.

@@ -2,7 +2,8 @@
 // store shared between hosts (--store URL, and for workers --depot DIR
 // --depot-size SIZE), opens what they name, and exports a depot's counters
 // as metrics. With no --store a service uses its data directory alone, as
-// it always has.
+// it always has. The walwriter's --store names where its WAL is archived
+// instead (RegisterWALArchive).
 package storeflags
 
 import (
@@ -39,6 +40,13 @@ func (f *Flags) Register(fs *flag.FlagSet, worker bool) {
 		fs.StringVar(&f.Depot, "depot", "", "with --store: local cache of containers (default: DATA/depot)")
 		fs.StringVar(&f.DepotSize, "depot-size", DefaultDepotSize, "with --store: bytes the depot keeps once no job reads them")
 	}
+}
+
+// RegisterWALArchive adds --store to fs for the walwriter, where it names
+// the store that the WAL's sealed segments and checkpoint are copied to
+// (package walarchive).
+func (f *Flags) RegisterWALArchive(fs *flag.FlagSet) {
+	fs.StringVar(&f.Store, "store", "", "copy the WAL's sealed segments and checkpoint to this store, its disaster copy: s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR (default: no copy)")
 }
 
 // OpenStore opens --store; nil without one.

@@ -57,3 +57,27 @@ func TestDepotFlagsAndMetrics(t *testing.T) {
 		t.Error("--depot-size lots: no error")
 	}
 }
+
+func TestWALArchiveStore(t *testing.T) {
+	var f Flags
+	fs := flag.NewFlagSet("walwriter", flag.ContinueOnError)
+	f.RegisterWALArchive(fs)
+	if fs.Lookup("depot") != nil {
+		t.Error("the walwriter has a --depot flag")
+	}
+	if st, err := f.OpenStore(t.Context()); st != nil || err != nil {
+		t.Fatalf("without --store: %v, %v", st, err)
+	}
+	if err := fs.Parse([]string{"--store", "file://" + t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.OpenStore(t.Context())
+	if err != nil || st == nil {
+		t.Fatalf("--store file://DIR: %v, %v", st, err)
+	}
+	st.Close()
+	f.Store = "ftp://x"
+	if _, err := f.OpenStore(t.Context()); err == nil {
+		t.Error("--store ftp://x: no error")
+	}
+}

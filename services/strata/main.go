@@ -7,7 +7,8 @@
 //
 //	strata COMMAND [SUBCOMMAND] [ARGUMENTS] [flags]
 //
-// Run `strata help` for the list of commands, `strata COMMAND -h` for a
+// Run `strata help` for the list of commands, `strata GROUP -h` for a
+// group's subcommands (`strata wal -h`), `strata COMMAND -h` for a
 // command's flags (on stdout), `strata --version` for the version. Flags
 // may sit before, between or after the arguments; "--" ends them. Every
 // flag --some-name is also the environment variable STRATA_SOME_NAME.
@@ -60,6 +61,42 @@ func register(c command) {
 	commands[c.name] = c
 }
 
+// groups holds what `strata GROUP -h` prints above the list of a command
+// group's subcommands ("wal": the wal dump, verify, ... commands).
+var groups = map[string]string{}
+
+func registerGroup(name, doc string) { groups[name] = doc }
+
+// isGroup reports whether name is the first word of some command.
+func isGroup(name string) bool {
+	for n := range commands {
+		if strings.HasPrefix(n, name+" ") {
+			return true
+		}
+	}
+	return false
+}
+
+// groupUsage prints the subcommands of group to w.
+func groupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "usage: strata %s SUBCOMMAND [ARGUMENTS] [flags]\n", group)
+	if doc := groups[group]; doc != "" {
+		fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(doc))
+	}
+	fmt.Fprintln(w, "\nsubcommands:")
+	var names []string
+	for n := range commands {
+		if strings.HasPrefix(n, group+" ") {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-20s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nRun `strata %s SUBCOMMAND -h` for a subcommand's flags.\n", group)
+}
+
 // errUsage marks an error the user fixes by changing the command line:
 // strata exits 2 on it, and 1 on any other failure.
 var errUsage = service.ErrUsage
@@ -106,6 +143,18 @@ func dispatch(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "strata %s: %v\n", name, err)
 		}
 		return code
+	}
+	if isGroup(args[0]) {
+		// strata wal -h lists the wal subcommands.
+		if len(args) == 2 && (args[1] == "-h" || args[1] == "-help" || args[1] == "--help") {
+			groupUsage(os.Stdout, args[0])
+			return 0
+		}
+		if len(args) > 1 {
+			fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n", strings.Join(args[:2], " "))
+		}
+		groupUsage(os.Stderr, args[0])
+		return 2
 	}
 	fmt.Fprintf(os.Stderr, "strata: unknown command %q\n\n", strings.Join(args[:min(2, len(args))], " "))
 	usage(os.Stderr)

@@ -10,13 +10,79 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/walwriter"
+	"github.com/strata-db/strata/walwriter/walarchive"
 )
 
 func init() {
 	register(command{name: "wal dump", summary: "print the records of a WAL directory", run: runWALDump})
 	register(command{name: "wal verify", summary: "check every record of a WAL directory", run: runWALVerify})
 	register(command{name: "wal repair", summary: "cut damaged WAL segments at the damage, keeping the rest as .broken files", run: runWALRepair})
+	register(command{name: "wal restore", summary: "make a WAL directory of the walwriter's archive in a store (--from URL)", run: runWALRestore})
+	registerGroup("wal", walGroupDoc)
+}
+
+const walGroupDoc = `
+The walwriter's write-ahead log is a directory of segment files and a
+CHECKPOINT file (see package walwriter). These commands read, check and
+mend one; stop the walwriter before repair.
+
+Archive: a walwriter started with --store URL copies each sealed segment
+(one no longer written) and each new checkpoint to the store under
+--archive-prefix (default wal/HOST/), in the background. The copy lags the
+WAL by the segment being written plus the uploads queued; a store outage
+delays it and never the WAL. To recover a lost disk:
+
+  strata wal restore --from URL --prefix wal/HOST/ DIR
+  walwriter --wal DIR ...`
+
+func runWALRestore(ctx context.Context, args []string) error {
+	cmd := newCmdLine("wal restore", "usage: strata wal restore --from URL [--prefix wal/HOST/] DIR [flags]\n\n"+
+		"Downloads the WAL archive a walwriter made (--store, --archive-prefix) into DIR, a new or empty\n"+
+		"directory, and reads it end to end. Each file is written under a temporary name, synced and\n"+
+		"renamed; the checkpoint last. A damaged object fails the restore and is named.")
+	fs := cmd.fs
+	from := fs.String("from", "", "the store holding the archive: s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR (the walwriter's --store)")
+	prefix := fs.String("prefix", "", "key prefix of the archive in the store, the walwriter's --archive-prefix (wal/HOST/ unless set); default: the store's root")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	dir, err := cmd.parseArg(args, "want one WAL directory to restore into")
+	if err != nil {
+		return err
+	}
+	if *from == "" {
+		return cmd.usageError("--from URL is required")
+	}
+	p := *prefix
+	if p != "" && !strings.HasSuffix(p, "/") {
+		p += "/"
+	}
+	st, err := store.Open(ctx, *from)
+	if err != nil {
+		return fmt.Errorf("--from: %w", err)
+	}
+	defer st.Close()
+	rep, err := walarchive.Restore(ctx, st, p, dir)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		b, err := json.Marshal(rep)
+		if err != nil {
+			return err
+		}
+		fmt.Println(string(b))
+		return nil
+	}
+	w := rep.WAL
+	fmt.Printf("restored %d segments, %d bytes, into %s\n", rep.Segments, rep.Bytes, dir)
+	fmt.Printf("records %d (full images %d, deltas %d), checkpoints %d, LSNs %d..%d, checkpoint file LSN %d\n",
+		w.Records, w.FullImages, w.Deltas, w.Checkpoints, w.FirstLSN, w.LastLSN, w.CheckpointLSN)
+	for _, g := range w.Gaps {
+		fmt.Printf("gap: %s\n", g)
+	}
+	fmt.Println("ok")
+	return nil
 }
 
 // errRepaired is returned when wal repair cut something: like fsck, the

@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/columnar/store/s3test"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
+	"github.com/strata-db/strata/walwriter/walarchive"
 )
 
 func TestWALVerifyAndDump(t *testing.T) {
@@ -159,5 +163,71 @@ func TestWALRepair(t *testing.T) {
 	}
 	if err := runWALRepair(ctx, []string{dir, "--json"}); err != nil {
 		t.Fatalf("second repair: %v", err)
+	}
+}
+
+// strata wal restore makes a WAL directory of a walwriter's archive in a
+// bucket, and refuses a directory that holds a WAL.
+func TestWALRestore(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t, "strata")
+	st, err := store.Open(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dir := t.TempDir()
+	tbl := walwriter.Table{Name: "t", Columns: []messages.RowType{messages.RowInt64, messages.RowText}}
+	opts := walwriter.Options{Tables: []walwriter.Table{tbl}, SegmentSize: 128 << 10}
+	w, err := walwriter.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		v := binary.BigEndian.AppendUint64(nil, uint64(i)^1<<63)
+		text := []byte(strings.Repeat(fmt.Sprint(i, "-"), 60))
+		if _, err := w.Append(ctx, walwriter.Update{EventID: fmt.Sprint("e-", i), Table: "t", Key: []byte{byte(i % 7)}, Row: walwriter.Row{v, text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if w, err = walwriter.Open(dir, opts); err != nil { // seals the last segment
+		t.Fatal(err)
+	}
+	a, err := walarchive.Start(w, st, walarchive.Options{Prefix: "wal/db1/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	w.Close()
+
+	dst := filepath.Join(t.TempDir(), "restored")
+	code, out, errText := run(t, "wal", "restore", "--from", srv.URL, "--prefix", "wal/db1", dst)
+	if code != 0 || !strings.Contains(out, "restored ") || !strings.Contains(out, "LSNs 1..500") || !strings.HasSuffix(out, "ok\n") {
+		t.Fatalf("wal restore: exit %d, stdout:\n%s\nstderr:\n%s", code, out, errText)
+	}
+	if code, out, _ := run(t, "wal", "verify", dst); code != 0 || !strings.Contains(out, "records 500") {
+		t.Fatalf("wal verify of the restored WAL: exit %d:\n%s", code, out)
+	}
+	code, _, errText = run(t, "wal", "restore", "--from", srv.URL, "--prefix", "wal/db1/", dst)
+	if code != 1 || !strings.Contains(errText, "holds a WAL") {
+		t.Fatalf("wal restore into a WAL directory: exit %d, stderr:\n%s", code, errText)
+	}
+	code, _, errText = run(t, "wal", "restore", "--from", srv.URL, t.TempDir())
+	if code != 1 || !strings.Contains(errText, "wal/db1/") {
+		t.Fatalf("wal restore from the bucket's root: exit %d, stderr:\n%s", code, errText)
+	}
+	if code, _, errText := run(t, "wal", "restore", t.TempDir()); code != 2 || !strings.Contains(errText, "--from") {
+		t.Fatalf("wal restore without --from: exit %d, stderr:\n%s", code, errText)
+	}
+	code, out, _ = run(t, "wal", "--help")
+	if code != 0 || !strings.Contains(out, "wal restore") || !strings.Contains(out, "--archive-prefix") {
+		t.Fatalf("wal --help: exit %d:\n%s", code, out)
+	}
+	if code, _, errText := run(t, "wal", "nonsense"); code != 2 || !strings.Contains(errText, "unknown command") {
+		t.Fatalf("wal nonsense: exit %d, stderr:\n%s", code, errText)
 	}
 }

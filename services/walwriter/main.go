@@ -15,9 +15,19 @@
 // WAL segment stops it at start with the segment and offset: run
 // `strata wal repair DIR`.
 //
+// With --store URL the walwriter copies each sealed WAL segment and each
+// new checkpoint file to that store, under --archive-prefix (default
+// wal/<host name>/), in the background (package walarchive): the local
+// WAL stays the durable write path, the bucket is its disaster copy, at
+// most the segment being written plus the upload queue behind. A store
+// that cannot be reached is logged and retried with backoff, and
+// strata_wal_archive_lag_segments grows; appends do not wait for it.
+// `strata wal restore --from URL --prefix wal/HOST/ DIR` makes a WAL
+// directory of the copy.
+//
 // Usage:
 //
-//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104]
+//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104] [--store URL [--archive-prefix wal/NAME/]]
 //
 // Every flag has an environment variable: --wal is STRATA_WAL.
 package main
@@ -25,13 +35,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/storeflags"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
+	"github.com/strata-db/strata/walwriter/walarchive"
 )
 
 // drainTimeout bounds each step of a stop that needs the NATS server.
@@ -48,6 +63,9 @@ func run(args []string) error {
 	inFlight := fs.Int("in-flight", 4096, "events taken from NATS before their records are durable (the group-commit batch)")
 	batchWindow := fs.Duration("batch-window", 0, "wait this long to fill a group commit (0: commit what is queued when the last sync ends)")
 	noDelta := fs.Bool("no-delta", false, "log every update as a full row image")
+	var sf storeflags.Flags
+	sf.RegisterWALArchive(fs)
+	archivePrefix := fs.String("archive-prefix", "", "with --store: key prefix of the WAL's archive in the store (default: wal/HOST/)")
 	if err := b.Start(args); err != nil {
 		return err
 	}
@@ -75,6 +93,11 @@ func run(args []string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	arch, closeArchive, err := startArchive(ctx, &sf, *archivePrefix, wal, log)
+	if err != nil {
+		return err
+	}
+	defer closeArchive()
 	if err := b.Connect(ctx); err != nil {
 		return err
 	}
@@ -92,6 +115,9 @@ func run(args []string) error {
 		failed:   m.failed,
 	}
 	m.register(r.Registry(), wal, a)
+	if arch != nil {
+		registerArchiveMetrics(r.Registry(), arch)
+	}
 
 	r.AddCheck("wal", a.health)
 	ackWait := cons.CachedInfo().Config.AckWait
@@ -123,5 +149,42 @@ func run(args []string) error {
 	if ferr := nc.FlushTimeout(drainTimeout); ferr != nil {
 		log.Warn("flush acknowledgements", "err", ferr)
 	}
+	if arch != nil {
+		// What is sealed and queued goes up now if the store answers
+		// quickly; else on the next start.
+		sctx, scancel := context.WithTimeout(context.Background(), drainTimeout)
+		if serr := arch.Sync(sctx); serr != nil {
+			log.Warn("WAL archive not caught up at stop; the next start uploads the rest", "err", serr, "lag_segments", arch.Stats().LagSegments)
+		}
+		scancel()
+	}
 	return err
+}
+
+// startArchive starts archiving wal to --store under prefix (default
+// wal/HOST/) and returns the archiver and what stops it and closes the
+// store; without --store, nil and a no-op.
+func startArchive(ctx context.Context, sf *storeflags.Flags, prefix string, wal *walwriter.WAL, log *slog.Logger) (*walarchive.Archiver, func(), error) {
+	st, err := sf.OpenStore(ctx)
+	if err != nil || st == nil {
+		return nil, func() {}, err
+	}
+	if prefix == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			st.Close()
+			return nil, nil, fmt.Errorf("--archive-prefix: none given and no host name to default to: %v", err)
+		}
+		prefix = "wal/" + host + "/"
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	arch, err := walarchive.Start(wal, st, walarchive.Options{Prefix: prefix, Logger: log})
+	if err != nil {
+		st.Close()
+		return nil, nil, fmt.Errorf("--archive-prefix: %w", err)
+	}
+	log.Info("archiving the WAL", "store", st.String(), "prefix", prefix)
+	return arch, func() { arch.Close(); st.Close() }, nil
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/walwriter"
+	"github.com/strata-db/strata/walwriter/walarchive"
 )
 
 // metrics are the walwriter's own metrics; the WAL's counters are read at
@@ -91,4 +92,23 @@ func (c *walCollector) Collect(ch chan<- prometheus.Metric) {
 	}{{c.records, s.Records}, {c.deltas, s.Deltas}, {c.bytes, s.Bytes}, {c.fullBytes, s.FullImageBytes}, {c.fsyncs, s.Fsyncs}, {c.dups, s.Duplicates}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
+}
+
+// registerArchiveMetrics exports the counters of the WAL's archiver on reg.
+func registerArchiveMetrics(reg prometheus.Registerer, a *walarchive.Archiver) {
+	cl := prometheus.Labels{"service": "walwriter"}
+	counter := func(name, help string, v func(walarchive.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return v(a.Stats()) })
+	}
+	gauge := func(name, help string, v func(walarchive.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return v(a.Stats()) })
+	}
+	reg.MustRegister(
+		counter("strata_wal_archived_segments_total", "Sealed WAL segments uploaded to the store.", func(s walarchive.Stats) float64 { return float64(s.Segments) }),
+		counter("strata_wal_archived_bytes_total", "Bytes of WAL segments uploaded to the store.", func(s walarchive.Stats) float64 { return float64(s.Bytes) }),
+		counter("strata_wal_archived_checkpoints_total", "WAL checkpoint files uploaded to the store.", func(s walarchive.Stats) float64 { return float64(s.Checkpoints) }),
+		counter("strata_wal_archive_failures_total", "Failed listings and uploads of the WAL archive (each retried).", func(s walarchive.Stats) float64 { return float64(s.Failures) }),
+		gauge("strata_wal_archive_lag_segments", "Sealed WAL segments not yet in the store.", func(s walarchive.Stats) float64 { return float64(s.LagSegments) }),
+		gauge("strata_wal_archive_lag_bytes", "Bytes of sealed WAL segments not yet in the store.", func(s walarchive.Stats) float64 { return float64(s.LagBytes) }),
+	)
 }

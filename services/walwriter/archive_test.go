@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/columnar/store/s3test"
+	"github.com/strata-db/strata/internal/service/metricstest"
+	"github.com/strata-db/strata/internal/storeflags"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/walwriter"
+)
+
+// With --store the walwriter archives sealed segments under wal/HOST/ and
+// exports how far the archive is.
+func TestArchiveFlagsAndMetrics(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	tbl := walwriter.Table{Name: "t", Columns: []messages.RowType{messages.RowInt64, messages.RowText}}
+	w, err := walwriter.Open(t.TempDir(), walwriter.Options{Tables: []walwriter.Table{tbl}, SegmentSize: 128 << 10, DisableDelta: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	arch, stop, err := startArchive(ctx, &storeflags.Flags{}, "", w, log)
+	if arch != nil || err != nil {
+		t.Fatalf("without --store: archiver %v, %v", arch, err)
+	}
+	stop()
+
+	srv := s3test.Start(t, "strata")
+	arch, stop, err = startArchive(ctx, &storeflags.Flags{Store: srv.URL}, "", w, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	for i := range 600 {
+		row := walwriter.Row{binary.BigEndian.AppendUint64(nil, uint64(i)^1<<63), []byte(strings.Repeat(fmt.Sprint(i), 200))}
+		if _, err := w.Append(ctx, walwriter.Update{EventID: fmt.Sprint("e-", i), Table: "t", Key: []byte(fmt.Sprint(i % 10)), Row: row}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := arch.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sealed int
+	var bytes int64
+	for _, s := range segs {
+		if s.Sealed {
+			sealed++
+			bytes += s.Size
+		}
+	}
+	if sealed < 2 {
+		t.Fatalf("%d sealed segments, want several", sealed)
+	}
+
+	reg := prometheus.NewRegistry()
+	registerArchiveMetrics(reg, arch)
+	fams := metricstest.Check(t, reg, "walwriter", map[string]dto.MetricType{
+		"strata_wal_archived_segments_total":    dto.MetricType_COUNTER,
+		"strata_wal_archived_bytes_total":       dto.MetricType_COUNTER,
+		"strata_wal_archived_checkpoints_total": dto.MetricType_COUNTER,
+		"strata_wal_archive_failures_total":     dto.MetricType_COUNTER,
+		"strata_wal_archive_lag_segments":       dto.MetricType_GAUGE,
+		"strata_wal_archive_lag_bytes":          dto.MetricType_GAUGE,
+	})
+	if v := metricstest.Value(fams, "strata_wal_archived_segments_total"); v != float64(sealed) {
+		t.Errorf("strata_wal_archived_segments_total = %v, want the %d sealed segments", v, sealed)
+	}
+	if v := metricstest.Value(fams, "strata_wal_archived_bytes_total"); v != float64(bytes) {
+		t.Errorf("strata_wal_archived_bytes_total = %v, want %d", v, bytes)
+	}
+	if v := metricstest.Value(fams, "strata_wal_archive_lag_segments"); v != 0 {
+		t.Errorf("strata_wal_archive_lag_segments = %v after a sync", v)
+	}
+
+	host, _ := os.Hostname()
+	st, err := store.Open(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	objs, err := st.List(ctx, "wal/"+host+"/")
+	if err != nil || len(objs) != sealed {
+		t.Fatalf("under wal/%s/: %d objects, %v; want %d", host, len(objs), err, sealed)
+	}
+}
