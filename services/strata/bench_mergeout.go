@@ -187,7 +187,7 @@ func runBenchMergeout(ctx context.Context, args []string, stdout io.Writer) erro
 
 // benchWidth generates the inputs of one width, measures the codec floor,
 // and merges them under every grant.
-func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, width int) ([]mergeoutCase, error) {
+func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, width int) (_ []mergeoutCase, err error) {
 	data := filepath.Join(root, fmt.Sprintf("w%d", width))
 	defer os.RemoveAll(data)
 	mans, err := columnar.Generate(data, columnar.GenOptions{
@@ -207,7 +207,11 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 		if bs, err = openBenchStore(ctx, cfg.store, root); err != nil {
 			return nil, err
 		}
-		defer bs.close(context.WithoutCancel(ctx))
+		defer func() {
+			if cerr := bs.close(context.WithoutCancel(ctx)); err == nil {
+				err = cerr
+			}
+		}()
 		if err := bs.upload(ctx, data, mans); err != nil {
 			return nil, err
 		}

@@ -31,6 +31,9 @@ const (
 type benchStore struct {
 	st  store.Store
 	tmp string // parent of the depots
+	// depot is the one a cold run filled, for the warm run after it.
+	depot       *depot.Depot
+	removeDepot func()
 }
 
 // openBenchStore opens rawURL with a fresh prefix below the one it names
@@ -109,13 +112,31 @@ func acquireAll(ctx context.Context, d *depot.Depot, mans []*columnar.Manifest, 
 	return srcs, release, nil
 }
 
-// close removes everything the benchmark put in the store.
+// close removes everything the benchmark put in the store, and its depot.
 func (b *benchStore) close(ctx context.Context) error {
-	err := b.st.DeletePrefix(ctx, "")
+	if b.removeDepot != nil {
+		b.removeDepot()
+		b.depot, b.removeDepot = nil, nil
+	}
+	// The store is opened at the run's own prefix: every table under it
+	// is the benchmark's.
+	objs, err := b.st.List(ctx, "")
+	done := map[string]bool{}
+	for _, o := range objs {
+		table, _, ok := strings.Cut(o.Key, "/")
+		if !ok || done[table] || err != nil {
+			continue
+		}
+		done[table] = true
+		err = b.st.DeletePrefix(ctx, table+"/")
+	}
 	if cerr := b.st.Close(); err == nil {
 		err = cerr
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("remove the benchmark's containers from the store: %w", err)
+	}
+	return nil
 }
 
 // compressedBytes is the bytes of the column files of mans.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/windower"
@@ -48,6 +49,14 @@ type windowResult struct {
 	Mallocs            uint64  `json:"mallocs"`
 	Runs               int     `json:"runs"`    // the figures are of the run of median CPU time
 	Threads            int     `json:"threads"` // windower.Options.Threads
+	// With --store: how the input was read (local, cold or warm), what was
+	// fetched from the store, the input's compressed bytes, and the
+	// seconds over those of the local read of the same query.
+	Read            string  `json:"read"`
+	BlocksFetched   int64   `json:"blocks_fetched"`
+	BytesFetched    int64   `json:"bytes_fetched"`
+	CompressedBytes int64   `json:"compressed_bytes"`
+	LocalRatio      float64 `json:"local_ratio,omitempty"`
 }
 
 type benchWindowConfig struct {
@@ -60,6 +69,7 @@ type benchWindowConfig struct {
 	cpuProfile    string
 	repeat        int
 	threads       int
+	store         string
 }
 
 func parseBenchWindow(args []string) (*benchWindowConfig, error) {
@@ -75,6 +85,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	repeat := fs.Int("repeat", 1, "run each case this many times in the process and report the run of median CPU time (the first run of a fresh process also pays for growing its heap)")
 	threads := fs.Int("threads", 0, "threads each query is evaluated on (default: GOMAXPROCS)")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (with more than one case, to this file.<case>)")
+	storeURL := fs.String("store", "", "also upload each table to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and run each query from there through an empty depot (cold) and again through the same depot (warm), beside the local run")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
 	}
@@ -91,7 +102,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	if *threads == 0 {
 		*threads = runtime.GOMAXPROCS(0)
 	}
-	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads}, nil
+	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads, store: *storeURL}, nil
 }
 
 func runBenchWindow(ctx context.Context, args []string) error {
@@ -127,42 +138,101 @@ func runBenchWindow(ctx context.Context, args []string) error {
 				profile += "." + q.Name // one profile per case
 			}
 		}
-		var runs []windowResult
-		for k := 0; k < cfg.repeat; k++ {
-			p := profile
-			if k != cfg.repeat/2 {
-				p = "" // profile one run: the middle one
-			}
-			r, err := runWindowCase(ctx, q, containerDir, grant, cfg.threads, filepath.Join(dir, "tmp"), p)
-			if err != nil {
+		reads := []string{readLocal}
+		var bs *benchStore
+		var mans []*columnar.Manifest
+		if cfg.store != "" {
+			if bs, mans, err = tables.uploaded(ctx, cfg.store, containerDir); err != nil {
 				return fmt.Errorf("%s: %w", q.Name, err)
 			}
-			runs = append(runs, r)
+			reads = append(reads, readCold, readWarm)
 		}
-		slices.SortFunc(runs, func(a, b windowResult) int { return cmp.Compare(a.CPUSeconds, b.CPUSeconds) })
-		r := runs[len(runs)/2]
-		r.Runs = cfg.repeat
-		results = append(results, r)
-		if cfg.json {
-			b, _ := json.Marshal(r)
-			fmt.Println(string(b))
+		var local float64
+		for _, read := range reads {
+			var runs []windowResult
+			for k := 0; k < cfg.repeat; k++ {
+				p := profile
+				if k != cfg.repeat/2 || read != readLocal {
+					p = "" // profile one run: the middle one of the local read
+				}
+				r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cfg.threads, filepath.Join(dir, "tmp"), p)
+				if err != nil {
+					return fmt.Errorf("%s, input read %s: %w", q.Name, read, err)
+				}
+				runs = append(runs, r)
+			}
+			slices.SortFunc(runs, func(a, b windowResult) int { return cmp.Compare(a.CPUSeconds, b.CPUSeconds) })
+			r := runs[len(runs)/2]
+			r.Runs = cfg.repeat
+			if read == readLocal {
+				local = r.Seconds
+			}
+			if bs != nil {
+				r.LocalRatio = r.Seconds / local
+			}
+			results = append(results, r)
+			if cfg.json {
+				b, _ := json.Marshal(r)
+				fmt.Println(string(b))
+			}
 		}
+	}
+	if err := tables.close(ctx); err != nil {
+		return err
 	}
 	if !cfg.json {
 		tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "name\trows\tpartitions\tsorted\tthreads\tms\tcpu ms\tMrows/s\tpeak MiB\tspilled MiB\tallocs/partition\t")
+		if cfg.store == "" {
+			fmt.Fprintln(tw, "name\trows\tpartitions\tsorted\tthreads\tms\tcpu ms\tMrows/s\tpeak MiB\tspilled MiB\tallocs/partition\t")
+		} else {
+			fmt.Fprintln(tw, "name\trows\tpartitions\tsorted\tthreads\tms\tcpu ms\tMrows/s\tpeak MiB\tspilled MiB\tallocs/partition\tread\tx local\tfetched MiB\tblocks fetched\t")
+		}
 		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t\n", r.Name, r.Rows, r.Partitions, r.SortedInput, r.Threads,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t%.4f\t", r.Name, r.Rows, r.Partitions, r.SortedInput, r.Threads,
 				r.Seconds*1e3, r.CPUSeconds*1e3, r.RowsPerS/1e6, float64(r.PeakBytes)/(1<<20), float64(r.SpilledBytes)/(1<<20), r.AllocsPerPartition)
+			if cfg.store != "" {
+				fmt.Fprintf(tw, "%s\t%.2f\t%.1f\t%d\t", r.Read, r.LocalRatio, float64(r.BytesFetched)/(1<<20), r.BlocksFetched)
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 	}
 	return nil
 }
 
+// runWindowRead runs one case with its input read as read says: from
+// containerDir, or from the store bs holds it in through a new depot
+// (cold) and then that depot again (warm).
+func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, threads int, tmp, profile string) (windowResult, error) {
+	if read == readLocal {
+		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), grant, threads, tmp, profile)
+		r.Read = read
+		return r, err
+	}
+	d := bs.depot
+	if read == readCold || d == nil {
+		if d != nil {
+			bs.removeDepot()
+		}
+		var err error
+		if d, bs.removeDepot, err = bs.newDepot(); err != nil {
+			return windowResult{}, err
+		}
+		bs.depot = d
+	}
+	srcs, release, err := acquireAll(ctx, d, mans, false)
+	if err != nil {
+		return windowResult{}, err
+	}
+	defer release()
+	r, err := runWindowCase(ctx, c, srcs[0], grant, threads, tmp, profile)
+	r.Read, r.CompressedBytes = read, compressedBytes(mans)
+	return r, err
+}
+
 // runWindowCase runs one case; with profile set, it writes a CPU profile
 // of the timed section (the run and reading its result) there.
-func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string, grant int64, threads int, tmp, profile string) (windowResult, error) {
+func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, grant int64, threads int, tmp, profile string) (windowResult, error) {
 	sql := c.Text()
 	q, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -188,7 +258,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 	}
 	cpu0 := cputime.Process()
 	start := time.Now()
-	res, err := windower.Run(ctx, q, []string{containerDir}, windower.Options{Grant: grant, TempDir: tmp, Threads: threads})
+	res, err := windower.RunSources(ctx, q, []columnar.Source{input}, windower.Options{Grant: grant, TempDir: tmp, Threads: threads})
 	if err != nil {
 		return windowResult{}, err
 	}
@@ -218,6 +288,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 		Seconds: elapsed.Seconds(), CPUSeconds: cpu.Seconds(), RowsPerS: float64(rows) / elapsed.Seconds(),
 		PeakBytes: st.PeakBytes, GrantBytes: grant, SpilledBytes: st.SpilledBytes,
 		Mallocs: after.Mallocs - before.Mallocs, Threads: threads,
+		BlocksFetched: st.BlocksFetched, BytesFetched: st.BytesFetched,
 	}
 	if st.Partitions > 0 {
 		r.AllocsPerPartition = float64(r.Mallocs) / float64(st.Partitions)
@@ -228,9 +299,48 @@ func runWindowCase(ctx context.Context, c windowbench.Query, containerDir string
 // windowTables writes the suite's tables as containers under dir, each
 // table of each size once: a --dir of an earlier run keeps them.
 type windowTables struct {
-	dir  string
-	seed uint64
-	data *windowbench.Table // the rows last generated
+	dir    string
+	seed   uint64
+	data   *windowbench.Table     // the rows last generated
+	stores map[string]*benchStore // with --store: of each container uploaded
+}
+
+// uploaded returns the store holding the container at dir, uploading it
+// to a store of its own (a fresh prefix of rawURL) the first time.
+func (t *windowTables) uploaded(ctx context.Context, rawURL, dir string) (*benchStore, []*columnar.Manifest, error) {
+	m, err := columnar.ReadManifest(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	mans := []*columnar.Manifest{m}
+	if bs := t.stores[dir]; bs != nil {
+		return bs, mans, nil
+	}
+	bs, err := openBenchStore(ctx, rawURL, t.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := store.Upload(ctx, bs.st, dir, m.Table, m.Projection, m.ID); err != nil {
+		bs.close(ctx)
+		return nil, nil, fmt.Errorf("upload to %s: %w", bs.st, err)
+	}
+	if t.stores == nil {
+		t.stores = map[string]*benchStore{}
+	}
+	t.stores[dir] = bs
+	return bs, mans, nil
+}
+
+// close removes what the benchmark put in stores.
+func (t *windowTables) close(ctx context.Context) error {
+	var first error
+	for _, bs := range t.stores {
+		if err := bs.close(context.WithoutCancel(ctx)); err != nil && first == nil {
+			first = err
+		}
+	}
+	t.stores = nil
+	return first
 }
 
 // container returns the container of table (windowbench.TableByID,
