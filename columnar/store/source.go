@@ -34,6 +34,10 @@ func OpenSource(ctx context.Context, st Store, table, projection, id string) (*S
 	if err != nil {
 		return nil, nil, err
 	}
+	if m.Table != table || m.Projection != projection || m.ID != id {
+		return nil, nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: columnar.ManifestName, Block: columnar.NoBlock,
+			Reason: fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID)}
+	}
 	s := &Source{
 		ctx:      ctx,
 		st:       st,
