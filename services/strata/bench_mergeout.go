@@ -106,7 +106,7 @@ func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
 	repeat := fs.Int("repeat", 1, "run the codec floor and every merge this many times (grants in alternating order) and keep the fastest of each: steadier figures on a busy machine")
 	asJSON := fs.Bool("json", false, "print one JSON object per case and line")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (generation, codec floor and merges) to this file")
-	storeURL := fs.String("store", "", "also upload the inputs to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and merge them from there through an empty depot (cold) and again through the same depot (warm), beside the local merge")
+	storeURL := fs.String("store", "", "also upload the inputs to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and merge them from there by ranges with no depot (direct), through an empty depot (cold) and again through the same depot (warm), beside the local merge")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 		if err := bs.upload(ctx, data, mans); err != nil {
 			return nil, err
 		}
-		reads = append(reads, readCold, readWarm)
+		reads = append(reads, readDirect, readCold, readWarm)
 	}
 	cases := make([]mergeoutCase, len(cfg.grants)*len(reads))
 	floor, floorCPU := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
@@ -288,6 +288,9 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 // depot, which *warm keeps; or through *warm.
 func benchInputs(ctx context.Context, read string, dirs []string, mans []*columnar.Manifest, bs *benchStore, warm **depot.Depot) ([]columnar.Source, func(), error) {
 	switch read {
+	case readDirect:
+		srcs, err := bs.directSources(ctx, mans)
+		return srcs, func() {}, err
 	case readCold:
 		d, remove, err := bs.newDepot()
 		if err != nil {

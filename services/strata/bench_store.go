@@ -21,9 +21,10 @@ import (
 
 // How a benchmark case read its inputs.
 const (
-	readLocal = "local" // from the data directory
-	readCold  = "cold"  // from the store through an empty depot
-	readWarm  = "warm"  // through the depot the cold run filled
+	readLocal  = "local"  // from the data directory
+	readDirect = "direct" // from the store by ranges, with no depot
+	readCold   = "cold"   // from the store through an empty depot
+	readWarm   = "warm"   // through the depot the cold run filled
 )
 
 // benchStore is a store a benchmark uploads its inputs to, under a key
@@ -146,4 +147,18 @@ func compressedBytes(mans []*columnar.Manifest) int64 {
 		n += m.CompressedBytes()
 	}
 	return n
+}
+
+// directSources returns the store's sources of the containers of mans,
+// read by ranges with no depot.
+func (b *benchStore) directSources(ctx context.Context, mans []*columnar.Manifest) ([]columnar.Source, error) {
+	srcs := make([]columnar.Source, len(mans))
+	for i, m := range mans {
+		src, _, err := store.OpenSource(ctx, b.st, m.Table, m.Projection, m.ID)
+		if err != nil {
+			return nil, err
+		}
+		srcs[i] = src
+	}
+	return srcs, nil
 }

@@ -85,7 +85,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	repeat := fs.Int("repeat", 1, "run each case this many times in the process and report the run of median CPU time (the first run of a fresh process also pays for growing its heap)")
 	threads := fs.Int("threads", 0, "threads each query is evaluated on (default: GOMAXPROCS)")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (with more than one case, to this file.<case>)")
-	storeURL := fs.String("store", "", "also upload each table to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and run each query from there through an empty depot (cold) and again through the same depot (warm), beside the local run")
+	storeURL := fs.String("store", "", "also upload each table to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and run each query from there by ranges with no depot (direct), through an empty depot (cold) and again through the same depot (warm), beside the local run")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
 	}
@@ -145,7 +145,7 @@ func runBenchWindow(ctx context.Context, args []string) error {
 			if bs, mans, err = tables.uploaded(ctx, cfg.store, containerDir); err != nil {
 				return fmt.Errorf("%s: %w", q.Name, err)
 			}
-			reads = append(reads, readCold, readWarm)
+			reads = append(reads, readDirect, readCold, readWarm)
 		}
 		var local float64
 		for _, read := range reads {
@@ -207,6 +207,15 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 	if read == readLocal {
 		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), grant, threads, tmp, profile)
 		r.Read = read
+		return r, err
+	}
+	if read == readDirect {
+		srcs, err := bs.directSources(ctx, mans)
+		if err != nil {
+			return windowResult{}, err
+		}
+		r, err := runWindowCase(ctx, c, srcs[0], grant, threads, tmp, profile)
+		r.Read, r.CompressedBytes = read, compressedBytes(mans)
 		return r, err
 	}
 	d := bs.depot
