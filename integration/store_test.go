@@ -20,7 +20,7 @@ import (
 // loads into the bucket, the merger merges, the windower runs a query;
 // the merged container and the window result equal the local reference,
 // the retired inputs are deleted from the bucket, and an upload a killed
-// worker left without a manifest is swept at the scheduler's restart.
+// worker left without a commit is swept at the scheduler's restart.
 func TestPipelineOverStore(t *testing.T) {
 	for _, b := range []string{"scheduler", "merger", "windower", "strata"} {
 		if !haveBinary(b) {
@@ -109,11 +109,12 @@ func TestPipelineOverStore(t *testing.T) {
 		t.Errorf("windower fetched %v inputs, want 1", n)
 	}
 
-	// A worker killed mid-upload leaves column files and no manifest; the
-	// scheduler's sweep at start removes them, not the live container.
+	// A worker killed mid-upload leaves column files of an attempt and no
+	// commit; the scheduler's sweep at start removes them, not the live
+	// container.
 	src := columnar.ContainerDir(refDir, "t", "p", ref[0].ID)
 	for _, fm := range ref[0].Files[:2] {
-		if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", "c9999")+fm.Name, filepath.Join(src, fm.Name), store.PutOptions{}); err != nil {
+		if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", "c9999")+"a0000000000000001/"+fm.Name, filepath.Join(src, fm.Name), store.PutOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
