@@ -51,7 +51,9 @@ func (s *Scheduler) collectDead(ctx context.Context, table, projection string) {
 // removeOrphans removes, in the projections the catalog holds, directories
 // it does not name (live, dead, or a pending job's output; bodies are the
 // pending jobs', by ID) that are older than the grace period: what a
-// crashed load, merge or writer left.
+// crashed load, merge or writer left. Inside the containers it names, it
+// removes the uploads older than the grace period that no commit names
+// (Storage.RemoveUncommitted).
 func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState, bodies map[string]job) error {
 	if s.opts.Data == nil {
 		return nil
@@ -67,7 +69,16 @@ func (s *Scheduler) removeOrphans(ctx context.Context, states []*ProjectionState
 		}
 		named := st.named(bodies)
 		for _, e := range entries {
-			if named[e.Name()] || named[writerTempOf(e.Name())] {
+			if named[e.Name()] {
+				removed, err := s.opts.Data.RemoveUncommitted(st.Table, st.Projection, e.Name(), cutoff)
+				if err != nil {
+					s.log.Error("remove uncommitted uploads", "table", st.Table, "projection", st.Projection, "container", e.Name(), "err", err)
+				} else if len(removed) > 0 {
+					s.log.Warn("uncommitted uploads removed", "table", st.Table, "projection", st.Projection, "container", e.Name(), "attempts", removed)
+				}
+				continue
+			}
+			if named[writerTempOf(e.Name())] {
 				continue
 			}
 			info, err := e.Info()

@@ -43,6 +43,12 @@ type Storage interface {
 	ReadDir(elems ...string) ([]fs.DirEntry, error)
 	RemoveAll(elems ...string) error
 	RemoveEmpty(elems ...string) error
+	// RemoveUncommitted deletes what uploads of container table/projection/id
+	// left beside its commit, last modified before cutoff, and returns the
+	// names of what it deleted: in a store, the upload attempts its commit
+	// does not name (a worker killed mid-upload, the loser of two uploads);
+	// a data directory, whose commits are renames, has none.
+	RemoveUncommitted(table, projection, id string, cutoff time.Time) ([]string, error)
 }
 
 // Options configures a Scheduler. Zero values take the defaults.
@@ -54,9 +60,9 @@ type Options struct {
 	Strata StrataOptions
 	// Pools are created in the pools bucket when missing. Default DefaultPools().
 	Pools []messages.PoolConfig
-	// OrphanGrace is how old a directory the catalog does not name must be
-	// before it is removed at start; younger ones may be a load or a
-	// mergeout still writing. Default 1h.
+	// OrphanGrace is how old a directory the catalog does not name, or an
+	// upload no commit names, must be before it is removed at start;
+	// younger ones may be a load or a mergeout still writing. Default 1h.
 	OrphanGrace      time.Duration
 	KeepOperations   int // rows of the operations table kept; default 10000
 	KeepAcquisitions int // rows of the acquisitions table kept; default 10000

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -470,6 +471,16 @@ func TestRestartMidMergeout(t *testing.T) {
 	}
 	if h.exists(orphan) || !h.exists(fresh) {
 		t.Fatalf("orphan removal: old exists=%v, fresh exists=%v; want only the old one gone", h.exists(orphan), h.exists(fresh))
+	}
+	// Inside every named container, uploads older than the grace period
+	// that no commit names are removed; nothing else is looked into.
+	cutoff := t0.Add(-time.Minute).UTC().Format(time.RFC3339)
+	var want []string
+	for _, id := range []string{"c0000", "c0001", "c0002", "c0003", "c0004", "c0005", first.Output} {
+		want = append(want, "t/p/"+id+" "+cutoff)
+	}
+	if got := h.opts.Data.(*rootStorage).uncommitted; !slices.Equal(got, want) {
+		t.Fatalf("uncommitted uploads looked for in %v, want %v", got, want)
 	}
 	// Granted jobs are published again (deduped by job ID downstream); the
 	// queued third stays queued behind the two held grants.

@@ -8,12 +8,16 @@ import (
 	"os"
 	"path"
 	"testing"
+	"time"
 )
 
 // rootStorage is a Storage over an os.Root for the scheduler's tests: a
 // container's manifest.json is a stub naming its table, projection, ID and
 // rows (the real one, columnar.DataDir, is tested in columnar).
-type rootStorage struct{ root *os.Root }
+type rootStorage struct {
+	root        *os.Root
+	uncommitted []string // the RemoveUncommitted calls: "table/projection/id cutoff"
+}
 
 func newRootStorage(t *testing.T, dir string) *rootStorage {
 	r, err := os.OpenRoot(dir)
@@ -66,4 +70,9 @@ func (s *rootStorage) RemoveEmpty(elems ...string) error {
 		return nil // not empty
 	}
 	return nil
+}
+
+func (s *rootStorage) RemoveUncommitted(table, projection, id string, cutoff time.Time) ([]string, error) {
+	s.uncommitted = append(s.uncommitted, path.Join(table, projection, id)+" "+cutoff.UTC().Format(time.RFC3339))
+	return nil, nil
 }

@@ -86,6 +86,7 @@ type Depot struct {
 type entry struct {
 	table, projection, id string
 	dir                   string             // its local directory
+	prefix                string             // key prefix of its files in the store; "" until known
 	m                     *columnar.Manifest // set before ready is closed
 	manifest              []byte             // m's bytes
 	size                  int64              // bytes counted in Depot.used
@@ -293,7 +294,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 		e.err = err
 		delete(d.entries, k)
 	} else {
-		e.m, e.manifest, e.size, e.present, e.fills = got.m, got.manifest, got.size, got.present, got.fills
+		e.m, e.manifest, e.size, e.present, e.fills, e.prefix = got.m, got.manifest, got.size, got.present, got.fills, got.prefix
 		e.elem = d.lru.PushFront(e)
 		d.used += e.size
 	}
@@ -336,7 +337,9 @@ func (d *Depot) fetchManifest(ctx context.Context, table, projection, id, dir st
 	}
 	d.misses.Add(1)
 	d.log.Debug("container manifest fetched", "table", table, "projection", projection, "container", id, "bytes", len(data))
-	return newEntry(table, projection, id, dir, m, data), nil
+	e := newEntry(table, projection, id, dir, m, data)
+	e.prefix = src.Prefix()
+	return e, nil
 }
 
 func (d *Depot) releaser(e *entry) func() {

@@ -46,6 +46,16 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 	}
 	d, e := s.d, s.e
 	d.mu.Lock()
+	present := e.present[name]
+	d.mu.Unlock()
+	if present {
+		return columnar.OpenLocalFile(filepath.Join(e.dir, name))
+	}
+	prefix, err := s.keyPrefix() // a file to fetch: where is it?
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
 		if e.present[name] {
@@ -59,7 +69,7 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 			}
 			f = &fill{
 				d: d, e: e, fm: fm, tmp: tmp, segs: segments(fm),
-				key:       store.ContainerPrefix(e.table, e.projection, e.id) + name,
+				key:       prefix + name,
 				completed: make(chan struct{}),
 			}
 			e.fills[name] = f
@@ -78,6 +88,27 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 		}
 		d.mu.Lock()
 	}
+}
+
+// keyPrefix returns the key prefix of the container's files in the
+// store, reading its commit the first time for a container the depot
+// took in from disk or published itself.
+func (s *source) keyPrefix() (string, error) {
+	d, e := s.d, s.e
+	d.mu.Lock()
+	prefix := e.prefix
+	d.mu.Unlock()
+	if prefix != "" {
+		return prefix, nil
+	}
+	_, prefix, err := store.Committed(s.ctx, d.st, e.table, e.projection, e.id)
+	if err != nil {
+		return "", fmt.Errorf("depot: %w", err)
+	}
+	d.mu.Lock()
+	e.prefix = prefix
+	d.mu.Unlock()
+	return prefix, nil
 }
 
 func (e *entry) fileMeta(name string) *columnar.FileMeta {

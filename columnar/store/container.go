@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/strata-db/strata/columnar"
@@ -20,29 +21,13 @@ func ContainerPrefix(table, projection, id string) string {
 	return Join(table, projection, id) + "/"
 }
 
-// ReadManifest reads and decodes a container's manifest from st. A
-// container with no manifest (never uploaded, or not finished) gives an
-// error wrapping columnar.ErrNotFound.
+// ReadManifest reads and decodes the manifest of a committed container
+// in st (Committed without the prefix). A container with no commit
+// (never uploaded, or not finished) gives an error wrapping
+// columnar.ErrNotFound.
 func ReadManifest(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, error) {
-	m, _, err := readManifest(ctx, st, table, projection, id)
+	m, _, err := Committed(ctx, st, table, projection, id)
 	return m, err
-}
-
-// readManifest is ReadManifest, also returning the manifest's bytes.
-func readManifest(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, []byte, error) {
-	key := ContainerPrefix(table, projection, id) + columnar.ManifestName
-	data, err := ReadAll(ctx, st, key)
-	if errors.Is(err, ErrNotExist) {
-		return nil, nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := columnar.DecodeManifest(data)
-	if err != nil {
-		return nil, nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: columnar.ManifestName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
-	}
-	return m, data, nil
 }
 
 // Check is the cheap check of a committed container in st, as
@@ -50,15 +35,11 @@ func readManifest(ctx context.Context, st Store, table, projection, id string) (
 // this table, projection and ID, and every column file has the manifest's
 // size and header checksum (one ranged read of the header each).
 func Check(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, error) {
-	m, err := ReadManifest(ctx, st, table, projection, id)
+	m, prefix, err := Committed(ctx, st, table, projection, id)
 	if err != nil {
 		return nil, err
 	}
 	where := st.String() + "/" + Join(table, projection, id)
-	if m.Table != table || m.Projection != projection || m.ID != id {
-		return nil, &columnar.CorruptError{Container: where, File: columnar.ManifestName, Block: columnar.NoBlock, Reason: fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID)}
-	}
-	prefix := ContainerPrefix(table, projection, id)
 	for _, fm := range m.Files {
 		corrupt := func(err error, format string, args ...any) error {
 			return &columnar.CorruptError{Container: where, File: fm.Name, Block: columnar.NoBlock, Reason: fmt.Sprintf(format, args...), Err: err}
@@ -96,11 +77,17 @@ func Check(ctx context.Context, st Store, table, projection, id string) (*column
 	return m, nil
 }
 
-// Upload puts the committed container in the local directory dir into st
-// as table/projection/id: its column files first, its manifest last and
-// only if absent. It returns the manifest committed in st. If another
-// upload committed the container first, the error wraps columnar.ErrExists
-// and the manifest returned is that upload's.
+// Upload puts the committed local container in dir into st as
+// table/projection/id. It writes the column files and a copy of the
+// manifest under a prefix of their own, a fresh attempt
+// (<table>/<projection>/<id>/<attempt>/), then commits by putting the
+// object naming the attempt (CommitName), only if absent: the first of two
+// uploads of one container to commit wins, and the loser's files, under
+// its own attempt, never touch the winner's. It returns the manifest
+// committed in st. If another upload committed the container first, the
+// loser's attempt is deleted, the error wraps columnar.ErrExists and the
+// manifest returned is the winner's. An attempt an error leaves behind
+// is deleted when it can be, or else by RemoveUncommitted.
 func Upload(ctx context.Context, st Store, dir, table, projection, id string) (*columnar.Manifest, error) {
 	m, err := columnar.ReadManifest(dir)
 	if err != nil {
@@ -109,33 +96,59 @@ func Upload(ctx context.Context, st Store, dir, table, projection, id string) (*
 	if m.Table != table || m.Projection != projection || m.ID != id {
 		return nil, fmt.Errorf("upload %s: manifest names %s/%s/%s, not %s/%s/%s", dir, m.Table, m.Projection, m.ID, table, projection, id)
 	}
-	if theirs, err := ReadManifest(ctx, st, table, projection, id); err == nil {
+	theirs, err := ReadManifest(ctx, st, table, projection, id)
+	if err == nil {
 		return theirs, fmt.Errorf("upload %s/%s/%s to %s: %w", table, projection, id, st, columnar.ErrExists)
-	} else if !errors.Is(err, columnar.ErrNotFound) {
+	}
+	if !errors.Is(err, columnar.ErrNotFound) {
 		return nil, err
 	}
-	prefix := ContainerPrefix(table, projection, id)
 	for _, fm := range m.Files {
-		if err := checkKey(fm.Name, false); err != nil {
-			return nil, fmt.Errorf("upload %s: file %q: %w", dir, fm.Name, err)
-		}
-		if err := st.Put(ctx, prefix+fm.Name, filepath.Join(dir, fm.Name), PutOptions{}); err != nil {
-			return nil, err
+		if err := checkKey(fm.Name, false); err != nil || strings.Contains(fm.Name, "/") {
+			return nil, fmt.Errorf("upload %s: file %q: %w", dir, fm.Name, ErrInvalidKey)
 		}
 	}
-	err = st.Put(ctx, prefix+columnar.ManifestName, filepath.Join(dir, columnar.ManifestName), PutOptions{IfAbsent: true})
+	attempt, err := newAttempt()
+	if err != nil {
+		return nil, err
+	}
+	prefix := ContainerPrefix(table, projection, id) + attempt + "/"
+	abandon := func(err error) (*columnar.Manifest, error) {
+		// Best effort: what is left is an attempt no commit names, which
+		// the orphan sweep deletes after its grace period.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abandonTimeout)
+		defer cancel()
+		st.DeletePrefix(dctx, prefix)
+		return nil, err
+	}
+	names := make([]string, 0, len(m.Files)+1)
+	for _, fm := range m.Files {
+		names = append(names, fm.Name)
+	}
+	for _, name := range append(names, columnar.ManifestName) {
+		if err := st.Put(ctx, prefix+name, filepath.Join(dir, name), PutOptions{}); err != nil {
+			return abandon(err)
+		}
+	}
+	err = putCommit(ctx, st, table, projection, id, attempt)
 	if errors.Is(err, ErrExists) {
-		theirs, rerr := ReadManifest(ctx, st, table, projection, id)
-		if rerr != nil {
-			return nil, rerr
+		abandon(nil)
+		theirs, err := ReadManifest(ctx, st, table, projection, id)
+		if err != nil {
+			return nil, err
 		}
 		return theirs, fmt.Errorf("upload %s/%s/%s to %s: %w", table, projection, id, st, columnar.ErrExists)
 	}
 	if err != nil {
+		// The commit may have landed: the attempt stays, and a retry
+		// finds it committed.
 		return nil, err
 	}
 	return m, nil
 }
+
+// abandonTimeout bounds the deletion of an attempt that did not commit.
+const abandonTimeout = 10 * time.Second
 
 // Fetch downloads the committed container table/projection/id from st
 // into the local directory dst, which must not exist, with the atomic
@@ -146,14 +159,11 @@ func Upload(ctx context.Context, st Store, dir, table, projection, id string) (*
 // from st. A container not in st wraps columnar.ErrNotFound; a file that
 // fails its checksum gives a *columnar.CorruptError.
 func Fetch(ctx context.Context, st Store, table, projection, id, dst string) (*columnar.Manifest, int64, error) {
-	m, err := ReadManifest(ctx, st, table, projection, id)
+	m, prefix, manifest, err := committed(ctx, st, table, projection, id)
 	if err != nil {
 		return nil, 0, err
 	}
 	where := st.String() + "/" + Join(table, projection, id)
-	if m.Table != table || m.Projection != projection || m.ID != id {
-		return nil, 0, &columnar.CorruptError{Container: where, File: columnar.ManifestName, Block: columnar.NoBlock, Reason: fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID)}
-	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return nil, 0, fmt.Errorf("fetch %s: %w", where, err)
 	}
@@ -167,8 +177,7 @@ func Fetch(ctx context.Context, st Store, table, projection, id, dst string) (*c
 			os.RemoveAll(tmp)
 		}
 	}()
-	prefix := ContainerPrefix(table, projection, id)
-	var fetched int64
+	fetched := int64(len(manifest))
 	for _, fm := range m.Files {
 		if err := checkKey(fm.Name, false); err != nil || filepath.Base(fm.Name) != fm.Name {
 			return nil, fetched, &columnar.CorruptError{Container: where, File: fm.Name, Block: columnar.NoBlock, Reason: "file name", Err: err}
@@ -183,12 +192,7 @@ func Fetch(ctx context.Context, st Store, table, projection, id, dst string) (*c
 			return nil, fetched, err
 		}
 	}
-	data, err := ReadAll(ctx, st, prefix+columnar.ManifestName)
-	if err != nil {
-		return nil, fetched, err
-	}
-	fetched += int64(len(data))
-	if err := writeSynced(filepath.Join(tmp, columnar.ManifestName), data); err != nil {
+	if err := writeSynced(filepath.Join(tmp, columnar.ManifestName), manifest); err != nil {
 		return nil, fetched, fmt.Errorf("fetch %s: %w", where, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
@@ -250,7 +254,9 @@ func writeSynced(path string, data []byte) error {
 	return err
 }
 
-// Remove deletes a container's prefix from st; a missing one is not an error.
+// Remove deletes a container's whole prefix from st (its commit before its
+// attempts where the store deletes in reverse key order); a missing one is
+// not an error.
 func Remove(ctx context.Context, st Store, table, projection, id string) error {
 	return st.DeletePrefix(ctx, ContainerPrefix(table, projection, id))
 }

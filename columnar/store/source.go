@@ -26,23 +26,20 @@ type Source struct {
 var _ columnar.Source = (*Source)(nil)
 
 // OpenSource reads the manifest of the committed container
-// table/projection/id in st and returns the Source of its files. Reads
+// table/projection/id in st (Committed) and returns the Source of its
+// files. Reads
 // made through it use ctx. A container not in st wraps
 // columnar.ErrNotFound.
 func OpenSource(ctx context.Context, st Store, table, projection, id string) (*Source, *columnar.Manifest, error) {
-	m, data, err := readManifest(ctx, st, table, projection, id)
+	m, prefix, data, err := committed(ctx, st, table, projection, id)
 	if err != nil {
 		return nil, nil, err
-	}
-	if m.Table != table || m.Projection != projection || m.ID != id {
-		return nil, nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: columnar.ManifestName, Block: columnar.NoBlock,
-			Reason: fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID)}
 	}
 	s := &Source{
 		ctx:      ctx,
 		st:       st,
 		name:     st.String() + "/" + Join(table, projection, id),
-		prefix:   ContainerPrefix(table, projection, id),
+		prefix:   prefix,
 		m:        m,
 		manifest: data,
 	}
@@ -53,6 +50,10 @@ func OpenSource(ctx context.Context, st Store, table, projection, id string) (*S
 func (s *Source) Fetched() (blocks, bytes int64) { return s.counts.Fetched() }
 
 func (s *Source) String() string { return s.name }
+
+// Prefix is the key prefix of the container's files: its committed
+// attempt's (Committed).
+func (s *Source) Prefix() string { return s.prefix }
 
 // ReadManifest returns the manifest read by OpenSource.
 func (s *Source) ReadManifest() ([]byte, error) { return s.manifest, nil }

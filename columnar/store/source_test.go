@@ -87,7 +87,7 @@ func TestSourceReadsByRanges(t *testing.T) {
 			if err := os.WriteFile(bad, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", m.ID)+fm.Name, bad, store.PutOptions{}); err != nil {
+			if err := st.Put(t.Context(), src.Prefix()+fm.Name, bad, store.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			r, err := remote.OpenColumn(1)

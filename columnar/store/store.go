@@ -16,19 +16,36 @@
 //
 // # Format
 //
-// A container in a store (container.go) has the keys of its directory in
-// a data directory:
+// A container in a store (container.go, commit.go) is the key prefix
+// <table>/<projection>/<id>/. Each upload of it writes under a prefix of
+// its own, an attempt, and commits by naming that attempt:
 //
-//	<table>/<projection>/<id>/col-0000.arrow   column files, uploaded first
-//	<table>/<projection>/<id>/...
-//	<table>/<projection>/<id>/manifest.json    the manifest, uploaded last
+//	<table>/<projection>/<id>/<attempt>/col-0000.arrow   column files, uploaded first
+//	<table>/<projection>/<id>/<attempt>/...
+//	<table>/<projection>/<id>/<attempt>/manifest.json    a copy of the manifest
+//	<table>/<projection>/<id>/commit                     the attempt's name and "\n", put last
 //
-// A container is committed once its manifest is there (put only if absent,
-// where the server supports conditional writes, so the first of two
-// uploads of one container wins) and exists for readers once the catalog
-// names it. Without a manifest its prefix is an unfinished upload, which
-// the scheduler's orphan sweep deletes after the grace period. Deleting a
-// container deletes its prefix <table>/<projection>/<id>/.
+// An attempt's name is "a" and 16 random hex digits, so two uploads of one
+// container (a job redelivered after a lease loss, two workers racing)
+// never write the same key but the commit, which is put only if absent
+// (If-None-Match: * on S3; a hard link in a directory): the first upload
+// to commit wins and the loser's files, however its blocks were laid out,
+// cannot touch the winner's. "a" sorts before "commit", so a deletion in
+// reverse key order removes the commit before the files it names.
+//
+// Readers resolve the commit first (Committed gives the manifest and the
+// prefix that a file's name completes into its key). A commit naming an
+// attempt without a manifest, or holding no attempt name, makes the
+// container corrupt. A container committed once exists for readers once
+// the catalog names it. Attempts no commit names are unfinished or
+// losing uploads: the scheduler's orphan sweep deletes them after the
+// grace period (RemoveUncommitted), and a prefix with no commit at all as
+// a whole. Deleting a container deletes its prefix.
+//
+// The first layout, the files and manifest.json directly under
+// <table>/<projection>/<id>/ with no commit, is still read: it is what a
+// data directory holds, and a data directory is a file:// store as it is;
+// uploads from before attempts were in it too. Nothing writes it any more.
 package store
 
 import (

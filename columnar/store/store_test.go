@@ -222,8 +222,12 @@ func TestContainerUploadFetchCheck(t *testing.T) {
 				t.Errorf("fetch over a container: %v, want ErrExists", err)
 			}
 			// A column file changed in the store: check and fetch say so.
+			_, prefix, err := store.Committed(ctx, st, "t", "p", m.ID)
+			if err != nil || !strings.HasPrefix(prefix, store.ContainerPrefix("t", "p", m.ID)) {
+				t.Fatalf("committed: %q, %v", prefix, err)
+			}
 			bad := writeFile(t, strings.Repeat("x", int(m.Files[1].Size)))
-			if err := st.Put(ctx, store.ContainerPrefix("t", "p", m.ID)+m.Files[1].Name, bad, store.PutOptions{}); err != nil {
+			if err := st.Put(ctx, prefix+m.Files[1].Name, bad, store.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := store.Check(ctx, st, "t", "p", m.ID); !errors.Is(err, columnar.ErrCorrupt) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/strata-db/strata/internal/service"
 )
 
 var units = []string{"strata-scheduler.service", "strata-walwriter.service", "strata-merger@.service", "strata-windower@.service"}
@@ -263,4 +265,53 @@ func exposure(out []byte) float64 {
 		return -1
 	}
 	return v
+}
+
+// strata.env sets STRATA_STORE, empty (containers in the data directory
+// alone) until a deployment names a bucket, and no credentials; the units
+// whose service keeps containers hand it the bucket's credentials file
+// when there is one, and the walwriter, which keeps none, gets nothing.
+func TestUnitsStore(t *testing.T) {
+	if got := service.EnvName("store"); got != "STRATA_STORE" {
+		t.Fatalf("--store is read from %s, not STRATA_STORE", got)
+	}
+	env, err := os.ReadFile("strata.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]string{}
+	for _, l := range strings.Split(string(env), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok && !strings.HasPrefix(l, "#") {
+			set[k] = v
+		}
+	}
+	if v, ok := set["STRATA_STORE"]; !ok || v != "" {
+		t.Errorf("strata.env: STRATA_STORE=%q (set %v); want it set and empty", v, ok)
+	}
+	for k := range set {
+		if strings.HasPrefix(k, "AWS_") {
+			t.Errorf("strata.env sets %s: credentials go to each unit as a credential, not to every service", k)
+		}
+	}
+	creds := []string{
+		"LoadCredential=aws-credentials:/etc/strata/credentials/aws",
+		"Environment=AWS_SHARED_CREDENTIALS_FILE=%d/aws-credentials",
+	}
+	for _, unit := range units {
+		data, err := os.ReadFile(unit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keepsContainers := unit != "strata-walwriter.service"
+		for _, c := range creds {
+			if has := strings.Contains(string(data), "\n"+c+"\n"); has != keepsContainers {
+				t.Errorf("%s: %s present %v, want %v", unit, c, has, keepsContainers)
+			}
+		}
+		// Without the file the unit still starts: the credential falls
+		// back to a file that names no key (the AWS SDK then finds a role).
+		if has := strings.Contains(string(data), "\nSetCredential=aws-credentials:#"); has != keepsContainers {
+			t.Errorf("%s: a fallback for a missing credentials file present %v, want %v", unit, has, keepsContainers)
+		}
+	}
 }

@@ -29,13 +29,21 @@ func (d dataStorage) CheckContainer(table, projection, id string) (int64, int64,
 	return m.Rows, m.CompressedBytes(), nil
 }
 
+// RemoveUncommitted removes nothing: a data directory's containers are
+// committed by renaming a complete directory into place, and what a
+// writer left beside one is a directory of its own, swept as an orphan.
+func (d dataStorage) RemoveUncommitted(table, projection, id string, cutoff time.Time) ([]string, error) {
+	return nil, nil
+}
+
 // storeTimeout bounds one call of bucketStorage: the scheduler's Storage
 // interface has no context.
 const storeTimeout = 2 * time.Minute
 
 // bucketStorage is the scheduler's view of a store (--store): containers
 // are key prefixes <table>/<projection>/<id>/, listed as the directories of
-// a data directory, with the newest modification time under each.
+// a data directory, with the newest modification time under each; inside
+// one, the upload attempts (columnar/store package doc).
 type bucketStorage struct{ st store.Store }
 
 func (b bucketStorage) ctx() (context.Context, context.CancelFunc) {
@@ -90,6 +98,14 @@ func (b bucketStorage) RemoveAll(elems ...string) error {
 	ctx, cancel := b.ctx()
 	defer cancel()
 	return b.st.DeletePrefix(ctx, store.Join(elems...)+"/")
+}
+
+// RemoveUncommitted deletes the container's upload attempts that its
+// commit does not name and that are older than cutoff.
+func (b bucketStorage) RemoveUncommitted(table, projection, id string, cutoff time.Time) ([]string, error) {
+	ctx, cancel := b.ctx()
+	defer cancel()
+	return store.RemoveUncommitted(ctx, b.st, table, projection, id, cutoff)
 }
 
 // RemoveEmpty does nothing: a bucket has no directories to leave behind.

@@ -30,12 +30,25 @@ func TestBucketStorage(t *testing.T) {
 	if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local, "t", "p", ms[0].ID), "t", "p", ms[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	// An upload cut short: a column file, no manifest.
+	// Uploads cut short: a column file of an attempt, no manifest, no
+	// commit; one of a container of its own, one beside a committed one.
 	m1 := ms[1]
-	if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", m1.ID)+m1.Files[0].Name, columnar.ContainerDir(local, "t", "p", m1.ID)+"/"+m1.Files[0].Name, store.PutOptions{}); err != nil {
-		t.Fatal(err)
+	const attempt = "a00000000000000aa"
+	for _, id := range []string{m1.ID, ms[0].ID} {
+		if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", id)+attempt+"/"+m1.Files[0].Name, columnar.ContainerDir(local, "t", "p", m1.ID)+"/"+m1.Files[0].Name, store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var s scheduler.Storage = bucketStorage{st}
+	if removed, err := s.RemoveUncommitted("t", "p", ms[0].ID, before); err != nil || len(removed) != 0 {
+		t.Errorf("remove uncommitted within the grace period: %v, %v", removed, err)
+	}
+	if removed, err := s.RemoveUncommitted("t", "p", ms[0].ID, time.Now().Add(time.Second)); err != nil || len(removed) != 1 || removed[0] != attempt {
+		t.Errorf("remove uncommitted past the grace period: %v, %v; want [%s]", removed, err, attempt)
+	}
+	if removed, err := (dataStorage{}).RemoveUncommitted("t", "p", ms[0].ID, time.Now()); err != nil || len(removed) != 0 {
+		t.Errorf("a data directory removed %v, %v", removed, err)
+	}
 	rows, bytes, err := s.CheckContainer("t", "p", ms[0].ID)
 	if err != nil || rows != ms[0].Rows || bytes != ms[0].CompressedBytes() {
 		t.Errorf("check = %d rows, %d bytes, %v", rows, bytes, err)

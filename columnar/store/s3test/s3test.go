@@ -1,12 +1,17 @@
 // Package s3test runs an S3 server for tests in the test's own process
 // (gofakes3 with its in-memory backend) behind a real HTTP listener, so the
 // code under test goes through the AWS SDK, HTTP and the S3 protocol as it
-// would against a bucket elsewhere.
+// would against a bucket elsewhere. The server can hold PUTs of chosen
+// keys (HoldPuts), for tests of a writer killed mid-upload.
 package s3test
 
 import (
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"path"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/johannesboyne/gofakes3"
@@ -23,6 +28,19 @@ type Server struct {
 	// reach the server (credentials the server accepts, and no shared
 	// files of the user running the test).
 	Env []string
+
+	t      testing.TB
+	bucket string
+	mu     sync.Mutex
+	hold   *hold // nil: every request is served
+}
+
+// hold is one HoldPuts.
+type hold struct {
+	pattern  string
+	held     chan string
+	released chan struct{}
+	once     sync.Once
 }
 
 // Start starts a server with bucket, closed when the test ends, and sets
@@ -34,27 +52,95 @@ func Start(t testing.TB, bucket string) *Server {
 		t.Fatalf("create bucket %s: %v", bucket, err)
 	}
 	faker := gofakes3.New(backend)
-	hs := httptest.NewServer(faker.Server())
+	s := &Server{t: t, bucket: bucket}
+	hs := httptest.NewServer(s.holding(faker.Server()))
 	t.Cleanup(hs.Close)
-	s := &Server{
-		URL:      fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1", bucket, hs.URL),
-		Endpoint: hs.URL,
-		Env: []string{
-			"AWS_ACCESS_KEY_ID=strata-test",
-			"AWS_SECRET_ACCESS_KEY=strata-test-secret",
-			"AWS_REGION=us-east-1",
-			"AWS_CONFIG_FILE=/dev/null",
-			"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
-			"AWS_EC2_METADATA_DISABLED=true",
-		},
+	t.Cleanup(s.release) // before the close, which waits for held requests
+	s.URL = fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1", bucket, hs.URL)
+	s.Endpoint = hs.URL
+	s.Env = []string{
+		"AWS_ACCESS_KEY_ID=strata-test",
+		"AWS_SECRET_ACCESS_KEY=strata-test-secret",
+		"AWS_REGION=us-east-1",
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		"AWS_EC2_METADATA_DISABLED=true",
 	}
 	for _, kv := range s.Env {
-		for i := 0; i < len(kv); i++ {
-			if kv[i] == '=' {
-				t.Setenv(kv[:i], kv[i+1:])
-				break
-			}
-		}
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
 	}
 	return s
+}
+
+// HoldPuts makes the server hold, from now on, every PUT of an object
+// whose key (relative to the bucket) matches pattern (path.Match): the
+// request is neither read nor answered, and its key is sent on held
+// (buffered; keys past its capacity are not sent). release ends the hold:
+// the held PUTs are answered 503 Service Unavailable without being
+// stored, as by a server that lost them, and later ones (a live client's
+// retry) are served. release may be called more than
+// once; it is called when the test ends. One hold at a time: a second
+// HoldPuts releases the first.
+func (s *Server) HoldPuts(pattern string) (held <-chan string, release func()) {
+	s.t.Helper()
+	if _, err := path.Match(pattern, ""); err != nil {
+		s.t.Fatalf("s3test: HoldPuts pattern %q: %v", pattern, err)
+	}
+	h := &hold{pattern: pattern, held: make(chan string, 16), released: make(chan struct{})}
+	s.mu.Lock()
+	old := s.hold
+	s.hold = h
+	s.mu.Unlock()
+	if old != nil {
+		old.end()
+	}
+	return h.held, func() {
+		s.mu.Lock()
+		if s.hold == h {
+			s.hold = nil
+		}
+		s.mu.Unlock()
+		h.end()
+	}
+}
+
+func (h *hold) end() { h.once.Do(func() { close(h.released) }) }
+
+// release ends any hold.
+func (s *Server) release() {
+	s.mu.Lock()
+	h := s.hold
+	s.hold = nil
+	s.mu.Unlock()
+	if h != nil {
+		h.end()
+	}
+}
+
+// holding wraps the S3 handler with the hold of HoldPuts.
+func (s *Server) holding(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			key, ok := strings.CutPrefix(r.URL.Path, "/"+s.bucket+"/")
+			s.mu.Lock()
+			h := s.hold
+			s.mu.Unlock()
+			if ok && h != nil {
+				if m, _ := path.Match(h.pattern, key); m {
+					select {
+					case h.held <- key:
+					default:
+					}
+					select {
+					case <-h.released:
+					case <-r.Context().Done():
+					}
+					http.Error(w, "held by the test, then dropped", http.StatusServiceUnavailable)
+					return
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

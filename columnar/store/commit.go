@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+)
+
+// CommitName is the object under a container's prefix that names its
+// committed upload attempt.
+const CommitName = "commit"
+
+// attemptPrefix begins every attempt name. It sorts before CommitName, so
+// a deletion in reverse key order (the S3 store's DeletePrefix) removes a
+// container's commit before any of its files.
+const attemptPrefix = "a"
+
+// newAttempt returns a fresh attempt name: attemptPrefix and 16 random hex
+// digits.
+func newAttempt() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("attempt name: %w", err)
+	}
+	return attemptPrefix + hex.EncodeToString(b[:]), nil
+}
+
+// validAttempt reports whether name can be an attempt: one clean key
+// element beginning with attemptPrefix.
+func validAttempt(name string) bool {
+	return strings.HasPrefix(name, attemptPrefix) && !strings.Contains(name, "/") && checkKey(name, false) == nil
+}
+
+// Committed resolves container table/projection/id in st: it returns the
+// committed manifest and the key prefix of its files, so that prefix +
+// a file's name (columnar.FileMeta.Name, or columnar.ManifestName) is the
+// file's key. It is the one way to find a committed container's keys;
+// everything that reads a container from a store goes through it.
+//
+// A container with a commit is read from the attempt the commit names
+// (<table>/<projection>/<id>/<attempt>/); one without a commit but with a
+// manifest directly under its prefix is in the first layout and read from
+// there. A container with neither gives an error wrapping
+// columnar.ErrNotFound. A commit that does not name an attempt, an attempt
+// without its manifest, and a manifest that does not decode or names
+// another container give a *columnar.CorruptError.
+func Committed(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, string, error) {
+	m, prefix, _, err := committed(ctx, st, table, projection, id)
+	return m, prefix, err
+}
+
+// committed is Committed that also returns the manifest's bytes.
+func committed(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, string, []byte, error) {
+	base := ContainerPrefix(table, projection, id)
+	where := st.String() + "/" + Join(table, projection, id)
+	corrupt := func(file, reason string, err error) error {
+		return &columnar.CorruptError{Container: where, File: file, Block: columnar.NoBlock, Reason: reason, Err: err}
+	}
+	prefix := base
+	attempt, err := readCommit(ctx, st, table, projection, id)
+	switch {
+	case err == nil:
+		prefix = base + attempt + "/"
+	case !errors.Is(err, ErrNotExist):
+		return nil, "", nil, err
+	}
+	data, err := ReadAll(ctx, st, prefix+columnar.ManifestName)
+	if errors.Is(err, ErrNotExist) {
+		if attempt != "" {
+			return nil, "", nil, corrupt(CommitName, fmt.Sprintf("commit names attempt %s, which has no manifest", attempt), nil)
+		}
+		return nil, "", nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
+	}
+	if err != nil {
+		return nil, "", nil, err
+	}
+	file := strings.TrimPrefix(prefix+columnar.ManifestName, base)
+	m, err := columnar.DecodeManifest(data)
+	if err != nil {
+		return nil, "", nil, corrupt(file, "invalid manifest", err)
+	}
+	if m.Table != table || m.Projection != projection || m.ID != id {
+		return nil, "", nil, corrupt(file, fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID), nil)
+	}
+	return m, prefix, data, nil
+}
+
+// readCommit returns the attempt a container's commit names; a container
+// without a commit gives an error wrapping ErrNotExist.
+func readCommit(ctx context.Context, st Store, table, projection, id string) (string, error) {
+	data, err := ReadAll(ctx, st, ContainerPrefix(table, projection, id)+CommitName)
+	if err != nil {
+		return "", err
+	}
+	attempt := strings.TrimSuffix(string(data), "\n")
+	if !validAttempt(attempt) {
+		return "", &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: CommitName, Block: columnar.NoBlock, Reason: fmt.Sprintf("commit holds %q, not an attempt name", truncate(attempt, 64))}
+	}
+	return attempt, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
+}
+
+// putCommit puts the commit naming attempt, only if the container has
+// none: the step that commits an upload.
+func putCommit(ctx context.Context, st Store, table, projection, id, attempt string) error {
+	f, err := os.CreateTemp("", "strata-commit-")
+	if err != nil {
+		return fmt.Errorf("commit %s/%s/%s: %w", table, projection, id, err)
+	}
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(attempt + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("commit %s/%s/%s: %w", table, projection, id, err)
+	}
+	return st.Put(ctx, ContainerPrefix(table, projection, id)+CommitName, f.Name(), PutOptions{IfAbsent: true})
+}
+
+// RemoveUncommitted deletes the upload attempts of container
+// table/projection/id that its commit does not name (all of them if it
+// has no commit) and whose newest object was modified before cutoff:
+// what a worker killed mid-upload, or the loser of two uploads of one
+// container, left. It returns the attempts deleted. A commit that cannot
+// be read deletes nothing.
+func RemoveUncommitted(ctx context.Context, st Store, table, projection, id string, cutoff time.Time) ([]string, error) {
+	base := ContainerPrefix(table, projection, id)
+	objs, err := st.List(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	attempts := Prefixes(objs, base)
+	if len(attempts) == 0 {
+		return nil, nil
+	}
+	committed, err := readCommit(ctx, st, table, projection, id)
+	if err != nil && !errors.Is(err, ErrNotExist) {
+		return nil, err
+	}
+	var removed []string
+	for _, a := range attempts {
+		if a.Name == committed || !a.Modified.Before(cutoff) {
+			continue
+		}
+		if err := st.DeletePrefix(ctx, base+a.Name+"/"); err != nil {
+			return removed, err
+		}
+		removed = append(removed, a.Name)
+	}
+	return removed, nil
+}
