@@ -218,6 +218,16 @@ func TestPartialReadNotKept(t *testing.T) {
 	if s := d2.Stats(); s.Containers != 1 || s.Bytes != fm.Size+4096 {
 		t.Errorf("reopened: %+v, want one container of %d bytes", s, fm.Size+4096)
 	}
+	// Reading it all fetches the other files (from the attempt its
+	// commit names) and not the one held.
+	src2, release2, err := d2.Acquire(t.Context(), "t", "p", ms[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	if _, bytes := readAll(t, src2); bytes != ms[0].CompressedBytes()-fm.Size {
+		t.Errorf("reopened depot fetched %d bytes, want %d (all but the file held)", bytes, ms[0].CompressedBytes()-fm.Size)
+	}
 }
 
 // A read of an object gone from the store fails with an error naming
