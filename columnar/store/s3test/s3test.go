@@ -3,12 +3,25 @@
 // code under test goes through the AWS SDK, HTTP and the S3 protocol as it
 // would against a bucket elsewhere. The server can hold PUTs of chosen
 // keys (HoldPuts), for tests of a writer killed mid-upload.
+//
+// With STRATA_TEST_S3_URL set to the store URL of a bucket on a real S3
+// server (a SeaweedFS from `make local S3=1`, a MinIO, AWS itself), every
+// test uses that bucket instead, each under a key prefix of its own, with
+// the AWS credentials of the environment; tests that need HoldPuts are
+// skipped:
+//
+//	STRATA_TEST_S3_URL='s3://strata?endpoint=http://127.0.0.1:8333&region=us-east-1' \
+//	AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... go test ./columnar/... ./integration/
 package s3test
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -29,11 +42,15 @@ type Server struct {
 	// files of the user running the test).
 	Env []string
 
-	t      testing.TB
-	bucket string
-	mu     sync.Mutex
-	hold   *hold // nil: every request is served
+	t        testing.TB
+	bucket   string
+	external bool // a server of STRATA_TEST_S3_URL, not ours
+	mu       sync.Mutex
+	hold     *hold // nil: every request is served
 }
+
+// ExternalEnv names the variable that points the tests at a real server.
+const ExternalEnv = "STRATA_TEST_S3_URL"
 
 // hold is one HoldPuts.
 type hold struct {
@@ -47,6 +64,9 @@ type hold struct {
 // the AWS environment variables of Env for this process.
 func Start(t testing.TB, bucket string) *Server {
 	t.Helper()
+	if u := os.Getenv(ExternalEnv); u != "" {
+		return external(t, u)
+	}
 	backend := s3mem.New()
 	if err := backend.CreateBucket(bucket); err != nil {
 		t.Fatalf("create bucket %s: %v", bucket, err)
@@ -84,6 +104,9 @@ func Start(t testing.TB, bucket string) *Server {
 // HoldPuts releases the first.
 func (s *Server) HoldPuts(pattern string) (held <-chan string, release func()) {
 	s.t.Helper()
+	if s.external {
+		s.t.Skipf("s3test: HoldPuts needs the test's own server, not %s", ExternalEnv)
+	}
 	if _, err := path.Match(pattern, ""); err != nil {
 		s.t.Fatalf("s3test: HoldPuts pattern %q: %v", pattern, err)
 	}
@@ -143,4 +166,23 @@ func (s *Server) holding(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// external is Start for the server of STRATA_TEST_S3_URL: its bucket,
+// under a prefix of this test's own (s3://BUCKET/PREFIX/strata-test-<random>).
+func external(t testing.TB, rawURL string) *Server {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "s3" || u.Host == "" {
+		t.Fatalf("s3test: %s=%q: want s3://BUCKET[/PREFIX]?endpoint=...", ExternalEnv, rawURL)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	u.Path = path.Join("/", u.Path, "strata-test-"+hex.EncodeToString(b[:]))
+	s := &Server{t: t, bucket: u.Host, external: true, URL: u.String(), Endpoint: u.Query().Get("endpoint")}
+	for _, k := range []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"} {
+		if v, ok := os.LookupEnv(k); ok {
+			s.Env = append(s.Env, k+"="+v)
+		}
+	}
+	return s
 }
