@@ -40,12 +40,12 @@ func runOps(ctx context.Context, args []string) error {
 // (pool, grant_bytes, target_bytes) and the times as RFC 3339.
 func opsTable(ops []messages.Operation) *table {
 	t := newTable("start", "end", "status", "operation", "table", "projection", "inputs", "rows", "bytes:bytes",
-		"plan", "worker", "deliveries", "duration:duration_seconds", "peak:peak_bytes", "spilled:spilled_bytes", "pool",
+		"plan", "worker", "deliveries", "duration:duration_seconds", "peak:peak_bytes", "spilled:spilled_bytes", "fetched:bytes_fetched", "pool",
 		"grant:grant_bytes", "target:target_bytes", "memory_constrained", "job:job_id", "reason")
 	for _, op := range ops {
 		t.add(timeCell(op.Start), timeCell(op.End), op.Status, op.Operation, op.Table, op.Projection,
 			int64(op.Inputs), op.Rows, sizeCell(op.Bytes), textCell(op.Plan), textCell(op.Worker), int64(op.Deliveries),
-			durationCell(op.Start, op.End), sizeCell(op.PeakBytes), sizeCell(op.SpilledBytes), textCell(op.Grant.Pool),
+			durationCell(op.Start, op.End), sizeCell(op.PeakBytes), sizeCell(op.SpilledBytes), sizeCell(op.BytesFetched), textCell(op.Grant.Pool),
 			sizeCell(op.Grant.Bytes), sizeCell(op.Grant.Target), op.MemoryConstrained, op.JobID, textCell(op.Reason))
 	}
 	return t
