@@ -197,6 +197,7 @@ type JobMetrics struct {
 	rows     prometheus.Counter
 	bytes    prometheus.Counter
 	spilled  prometheus.Counter
+	fetched  prometheus.Counter
 }
 
 // JobResults are the values of strata_jobs_total's result label.
@@ -230,11 +231,14 @@ func NewJobMetrics(reg prometheus.Registerer, service string) *JobMetrics {
 		spilled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_job_spilled_bytes_total", Help: "Bytes the jobs done here spilled to the temporary directory.", ConstLabels: cl,
 		}),
+		fetched: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_job_fetched_bytes_total", Help: "Bytes the jobs done here read from the object store (--store) rather than local disk.", ConstLabels: cl,
+		}),
 	}
 	for _, r := range JobResults {
 		m.jobs.WithLabelValues(r)
 	}
-	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred, m.panics, m.rows, m.bytes, m.spilled)
+	reg.MustRegister(m.jobs, m.running, m.seconds, m.peak, m.deferred, m.panics, m.rows, m.bytes, m.spilled, m.fetched)
 	return m
 }
 
@@ -430,6 +434,7 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 		w.Metrics.rows.Add(float64(max(out.RowsTotal, 0)))
 		w.Metrics.bytes.Add(float64(max(out.Bytes, 0)))
 		w.Metrics.spilled.Add(float64(max(out.SpilledBytes, 0)))
+		w.Metrics.fetched.Add(float64(max(out.BytesFetched, 0)))
 	}
 	w.Metrics.jobs.WithLabelValues(result).Inc()
 	err = run.publishOutcome(msg, w.Heartbeat, messages.EventDone, func(e *messages.JobEvent) {

@@ -141,6 +141,7 @@ var JobWorkerMetrics = map[string]dto.MetricType{
 	"strata_job_rows_total":          dto.MetricType_COUNTER,
 	"strata_job_bytes_total":         dto.MetricType_COUNTER,
 	"strata_job_spilled_bytes_total": dto.MetricType_COUNTER,
+	"strata_job_fetched_bytes_total": dto.MetricType_COUNTER,
 	"strata_rejected_messages_total": dto.MetricType_COUNTER,
 }
 
