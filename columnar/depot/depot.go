@@ -5,16 +5,25 @@
 //
 // A job acquires each input container (Acquire) and reads it through the
 // columnar.Source the depot returns. A column file the depot holds is read
-// from local disk; one it does not is read from the store block by block
-// with ranged reads, and each block fetched is also written into a fill
-// file beside it. Once every block and the header of a file have been
-// read, the depot fetches the file's small footer, checks the whole file
-// against the manifest's CRC-32C, syncs it and renames it into place, so
-// the next job reads it locally. A block is fetched once however many
-// readers of the depot read it after the first, and a job whose inputs'
-// files are all in the depot makes no request to the store. A job's
-// output is written into the depot, uploaded (Publish) and kept
+// from local disk; one it does not is fetched from the store into a fill
+// file beside it, in segments of whole blocks of up to 4MiB (one ranged
+// GET each, streamed to disk), each when a reader first reads a block in
+// it: a small file is one request, a large one is fetched as far ahead as
+// its readers read. Readers of one file share its fill; a segment one of
+// them is fetching is waited for by the others, not fetched again. When
+// the last reader closes a fill whose segments are all there, the depot
+// checks the whole file against the manifest's CRC-32C and renames it
+// into place, so the next job reads it locally; a fill read in part is
+// dropped. Prefetch fetches every file of an acquired container in the
+// background, for a job that reads them all (a mergeout). A job whose
+// inputs' files are all in the depot makes no request to the store. A
+// job's output is written into the depot, uploaded (Publish) and kept
 // (write-through).
+//
+// What the depot fetches it does not sync: it is a cache of a store that
+// has the data. A file a crash left damaged is found, because every file
+// Open takes in is checked against the manifest's CRC-32C before its
+// first read, and fetched again.
 //
 // # Format
 //
@@ -25,7 +34,7 @@
 // ".<file>.fill-<random>" in the container's directory; Open removes the
 // fills a crash left and takes the containers it finds into the cache,
 // oldest manifest least recently used, counting the column files that
-// have the manifest's size.
+// have the manifest's size (and checking each before its first read).
 package depot
 
 import (
@@ -90,7 +99,7 @@ type entry struct {
 	m                     *columnar.Manifest // set before ready is closed
 	manifest              []byte             // m's bytes
 	size                  int64              // bytes counted in Depot.used
-	present               map[string]bool    // column files held whole
+	present               map[string]held    // column files held whole
 	fills                 map[string]*fill   // column files being filled
 	pins                  int
 	elem                  *list.Element // nil while the manifest is fetched
@@ -162,7 +171,7 @@ func (d *Depot) scan() error {
 				if err != nil {
 					continue
 				}
-				e, err := d.load(t.Name(), p.Name(), c.Name())
+				e, err := d.load(t.Name(), p.Name(), c.Name(), heldUnchecked)
 				if err != nil {
 					continue // not a container (nor ours to remove)
 				}
@@ -181,9 +190,24 @@ func (d *Depot) scan() error {
 	return nil
 }
 
+// held is the state of a column file the depot holds whole.
+type held uint8
+
+const (
+	// heldUnchecked: found on disk at Open with the manifest's size. The
+	// depot does not sync what it fetches, so a crash may have left it
+	// damaged: it is checked against the manifest's CRC-32C before it is
+	// first read.
+	heldUnchecked held = iota + 1
+	// heldChecked: fetched and checked in this process, or written and
+	// synced by it (an output).
+	heldChecked
+)
+
 // load makes the entry of a container whose manifest is in the depot: the
-// column files of the manifest's size are present, fills are removed.
-func (d *Depot) load(table, projection, id string) (*entry, error) {
+// column files of the manifest's size are present (in state h), fills are
+// removed.
+func (d *Depot) load(table, projection, id string, h held) (*entry, error) {
 	dir, err := d.dir.ContainerDir(table, projection, id)
 	if err != nil {
 		return nil, err
@@ -216,7 +240,7 @@ func (d *Depot) load(table, projection, id string) (*entry, error) {
 			continue
 		}
 		if info, err := de.Info(); err == nil && info.Mode().IsRegular() && info.Size() == want {
-			e.present[name] = true
+			e.present[name] = h
 			e.size += want
 		}
 	}
@@ -226,7 +250,7 @@ func (d *Depot) load(table, projection, id string) (*entry, error) {
 func newEntry(table, projection, id, dir string, m *columnar.Manifest, data []byte) *entry {
 	return &entry{
 		table: table, projection: projection, id: id, dir: dir, m: m, manifest: data,
-		size: manifestAllowance, present: map[string]bool{}, fills: map[string]*fill{},
+		size: manifestAllowance, present: map[string]held{}, fills: map[string]*fill{},
 	}
 }
 
@@ -312,7 +336,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 // wrote, not yet taken in) is taken as it is; else the manifest is fetched
 // from the store and written there.
 func (d *Depot) fetchManifest(ctx context.Context, table, projection, id, dir string) (*entry, error) {
-	if e, err := d.load(table, projection, id); err == nil {
+	if e, err := d.load(table, projection, id, heldChecked); err == nil {
 		d.hits.Add(1)
 		return e, nil
 	}
@@ -407,7 +431,7 @@ func (d *Depot) Publish(ctx context.Context, table, projection, id string) (*col
 	k := key(table, projection, id)
 	if _, ok := d.entries[k]; !ok {
 		d.mu.Unlock()
-		e, err := d.load(table, projection, id)
+		e, err := d.load(table, projection, id, heldChecked)
 		if err != nil {
 			return m, fmt.Errorf("depot: keep published %s: %w", dir, err)
 		}

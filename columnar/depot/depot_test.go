@@ -507,3 +507,49 @@ func TestPrefetch(t *testing.T) {
 		t.Errorf("after release: %+v, want the container evicted", s)
 	}
 }
+
+// A file a crash left damaged in the depot (the depot does not sync what
+// it fetches) is found before it is read, removed and fetched again.
+func TestDamagedFileAtOpenFetchedAgain(t *testing.T) {
+	st, ms := bucket(t, 1)
+	dir := t.TempDir()
+	d, err := depot.Open(dir, st, depot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readAll(t, src)
+	release()
+	d.Close()
+	// Damage column 1 in place, keeping its size.
+	fm := m.Files[1]
+	path := filepath.Join(dir, "t", "p", m.ID, fm.Name)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[fm.Blocks[0].Offset+5] ^= 0x55
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d2, err := depot.Open(dir, st, depot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d2.Close()
+	src2, release2, err := d2.Acquire(t.Context(), "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release2()
+	if _, bytes := readAll(t, src2); bytes != fm.Size {
+		t.Errorf("reopened depot fetched %d bytes, want the damaged file's %d", bytes, fm.Size)
+	}
+	if err := columnar.Verify(src2.String()); err != nil {
+		t.Errorf("depot's copy after the refetch: %v", err)
+	}
+}

@@ -46,9 +46,12 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 	}
 	d, e := s.d, s.e
 	d.mu.Lock()
-	present := e.present[name]
+	h := e.present[name]
 	d.mu.Unlock()
-	if present {
+	if h == heldUnchecked {
+		h = s.check(fm)
+	}
+	if h == heldChecked {
 		return columnar.OpenLocalFile(filepath.Join(e.dir, name))
 	}
 	prefix, err := s.keyPrefix() // a file to fetch: where is it?
@@ -58,7 +61,7 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		if e.present[name] {
+		if e.present[name] == heldChecked {
 			return columnar.OpenLocalFile(filepath.Join(e.dir, name))
 		}
 		f := e.fills[name]
@@ -88,6 +91,37 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 		}
 		d.mu.Lock()
 	}
+}
+
+// check reads a file found on disk at Open whole and compares it with the
+// manifest's CRC-32C: a match is heldChecked from now on; a mismatch (what
+// a crash can leave of a file never synced) is removed, to be fetched
+// again, and 0 is returned.
+func (s *source) check(fm *columnar.FileMeta) held {
+	d, e := s.d, s.e
+	path := filepath.Join(e.dir, fm.Name)
+	ok := false
+	if f, err := os.Open(path); err == nil {
+		h := crc32.New(castagnoli)
+		n, err := io.Copy(h, f)
+		f.Close()
+		ok = err == nil && n == fm.Size && h.Sum32() == fm.CRC
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e.present[fm.Name] != heldUnchecked {
+		return e.present[fm.Name] // another reader checked it first
+	}
+	if ok {
+		e.present[fm.Name] = heldChecked
+		return heldChecked
+	}
+	d.log.Warn("depot: a file found at start does not match its manifest; fetching it again", "file", path)
+	os.Remove(path)
+	delete(e.present, fm.Name)
+	e.size -= fm.Size
+	d.used -= fm.Size
+	return 0
 }
 
 // keyPrefix returns the key prefix of the container's files in the
@@ -130,7 +164,7 @@ var segmentBytes int64 = 4 << 20 // a variable for tests
 // fill is a column file of an entry being fetched, segment by segment,
 // into a temporary file. It is shared by every reader of the file until
 // the last one closes; then, if every segment was fetched, the file is
-// checked, synced and renamed into place.
+// checked and renamed into place.
 type fill struct {
 	d    *Depot
 	e    *entry
@@ -321,7 +355,7 @@ func (ff *fillFile) Close() error {
 	d.mu.Lock()
 	delete(e.fills, f.fm.Name)
 	if err == nil {
-		e.present[f.fm.Name] = true
+		e.present[f.fm.Name] = heldChecked
 		e.size += f.fm.Size
 		d.used += f.fm.Size
 		d.evict()
@@ -343,7 +377,9 @@ func (ff *fillFile) Close() error {
 var errIncomplete = errors.New("not every block was read")
 
 // complete makes the fill the column file: it checks the whole file's
-// CRC-32C, syncs it and renames it into place.
+// CRC-32C and renames it into place. It does not sync it: the depot is a
+// cache, and a file a crash damaged is found by the check of every file
+// taken in at Open before its first read (heldUnchecked).
 func (f *fill) complete() error {
 	f.mu.Lock()
 	for _, s := range f.segs {
@@ -360,9 +396,6 @@ func (f *fill) complete() error {
 	}
 	if got := h.Sum32(); got != fm.CRC {
 		return fmt.Errorf("checksum %08x, manifest says %08x", got, fm.CRC)
-	}
-	if err := f.tmp.Sync(); err != nil {
-		return err
 	}
 	if err := f.tmp.Close(); err != nil {
 		return err
