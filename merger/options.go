@@ -68,13 +68,16 @@ type Stats struct {
 	FilesOpened int64 `json:"files_opened"`
 	// BlocksDecompressed counts blocks decoded; BlocksTotal is the blocks
 	// (column files x blocks) of every container the merge read.
-	BlocksDecompressed int64         `json:"blocks_decompressed"`
-	BlocksTotal        int64         `json:"blocks_total"`
-	Comparisons        int64         `json:"comparisons"`
-	ComparisonsPerRow  float64       `json:"comparisons_per_row"`
-	Passes             int           `json:"passes"` // merge levels: 1 unless Plan is passes
-	Workers            int           `json:"workers"`
-	RowSourceBytes     int64         `json:"row_source_bytes"`
-	SpilledBytes       int64         `json:"spilled_bytes"` // row-source bytes written to disk
-	Duration           time.Duration `json:"duration_ns"`
+	BlocksDecompressed int64   `json:"blocks_decompressed"`
+	BlocksTotal        int64   `json:"blocks_total"`
+	Comparisons        int64   `json:"comparisons"`
+	ComparisonsPerRow  float64 `json:"comparisons_per_row"`
+	Passes             int     `json:"passes"` // merge levels: 1 unless Plan is passes
+	Workers            int     `json:"workers"`
+	// Overlapped reports that the key merge ran beside the gathers (a
+	// vertical plan whose gathers follow the key merge's selection vector).
+	Overlapped     bool          `json:"overlapped"`
+	RowSourceBytes int64         `json:"row_source_bytes"`
+	SpilledBytes   int64         `json:"spilled_bytes"` // row-source bytes written to disk
+	Duration       time.Duration `json:"duration_ns"`
 }
