@@ -25,7 +25,7 @@ func overlapAlways(t *testing.T) {
 // TestMergeOverlapped: with the key merge beside the gathers the output is
 // the reference merge and byte for byte what the key merge before the
 // gathers writes, under grants down to the smallest the planner takes, and
-// the peak never passes the grant.
+// the peak never passes the estimate nor the grant.
 func TestMergeOverlapped(t *testing.T) {
 	rng := rand.New(rand.NewPCG(51, 52))
 	for _, tc := range []struct{ k, rows, blockRows int }{
@@ -46,6 +46,9 @@ func TestMergeOverlapped(t *testing.T) {
 				continue
 			}
 			overlapped++
+			if st.PeakBytes > st.EstimatedBytes {
+				t.Errorf("k=%d, grant %d: peak %d above the estimate %d", tc.k, grant, st.PeakBytes, st.EstimatedBytes)
+			}
 			if overlapped > 3 {
 				continue
 			}
