@@ -225,7 +225,9 @@ func makePlanWithin(in planInput) (plan, error) {
 // candidates lists the single-level plans for in: every group size (from
 // one column per pass to every column in one pass per worker), number of
 // workers, row source in memory or spilled, and shared selection vector or
-// not, each with its memory and predicted seconds.
+// not (and, for a vertical plan with a shared one, filled by the key merge
+// beside the gathers or before them), each with its memory and predicted
+// seconds.
 func candidates(in planInput) []plan {
 	var rest []int
 	for c, col := range in.columns {
