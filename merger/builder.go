@@ -293,6 +293,18 @@ type binaryBuilder struct {
 	offsets *memory.Buffer
 	data    *memory.Buffer
 	size    int // bytes of data used
+	// last is the bytes of data of the last full block: the next block's
+	// data buffer starts at about that size instead of growing to it by
+	// doubling, which copies the bytes gathered so far at every step.
+	last int
+}
+
+// newData allocates the data buffer of an output block.
+func (b *binaryBuilder) newData() {
+	b.data = memory.NewResizableBuffer(b.mem)
+	if b.last > 0 {
+		b.data.Resize(b.last + b.last/16)
+	}
 }
 
 func (b *binaryBuilder) appendRun(src *blockView, start, n int) error {
@@ -300,7 +312,7 @@ func (b *binaryBuilder) appendRun(src *blockView, start, n int) error {
 		b.offsets = memory.NewResizableBuffer(b.mem)
 		b.offsets.Resize((b.capRows + 1) * 4)
 		arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
-		b.data = memory.NewResizableBuffer(b.mem)
+		b.newData()
 	}
 	if b.n+n > b.capRows {
 		return fmt.Errorf("%w: builder overflow: %d+%d rows > %d", ErrInternal, b.n, n, b.capRows)
@@ -339,6 +351,9 @@ func (b *binaryBuilder) finish() arrow.Array {
 	resizeOut(offsets, (n+1)*4, n < b.capRows)
 	resizeOut(data, b.size, n < b.capRows)
 	bits, nulls := b.take()
+	if n == b.capRows {
+		b.last = b.size
+	}
 	b.offsets, b.data, b.size = nil, nil, 0
 	return makeArray(b.dtype, n, []*memory.Buffer{bits, offsets, data}, nulls)
 }

@@ -17,26 +17,35 @@
 //   - vertical: more groups than workers (down to one column each), handed
 //     to the workers as they finish the previous one; a finished column's
 //     last block, footer and fsync run beside the next pass, or after the
-//     last one when the columns' tails fit.
+//     last one when the columns' tails fit. A vertical plan may overlap the
+//     key merge with the gathers: the key merge then also fills a selection
+//     vector of every row (the input of each output row) and publishes it
+//     once per output block, all workers but one gather columns from the
+//     rows published so far, one block behind it, and the last worker joins
+//     them when the key merge is done. The memory of that phase (the key
+//     merge, its stream, the selection vector and the early gathers) is
+//     part of the plan's estimate; Stats.Overlapped reports it.
 //   - passes: even one column of all K inputs does not fit. Groups of
 //     consecutive inputs are merged into intermediate containers (in
 //     Options.TempDir), which are then merged, until one container remains.
 //
 // The planner lists every single-level plan (columns per pass, workers, the
 // row source in memory or spilled, the row source expanded once into a
-// selection vector every pass shares or expanded by each pass) with its
-// memory, keeps those that fit the grant, and picks the one its cost model
-// predicts fastest, not the largest: a merge decodes and encodes the same
-// bytes whatever the plan, so what the model weighs is the passes over the
-// row source, the spill I/O, the gathers running at once, and the cache. A
-// gather holds one decoded block of each input and consumes them at 1/K of
-// the output's pace, so the blocks of the columns gathered at once are its
-// working set; once that outgrows the last-level cache, every decoded byte
-// goes out to memory and back. That is why a wide horizontal merge is slower
-// than a vertical one even when it fits. A larger grant only adds plans to
-// choose from and a plan's prediction does not depend on the grant, so more
-// memory never picks a plan predicted slower. Stats.EstimatedBytes is the
-// chosen plan's memory estimate, Stats.PredictedSeconds its prediction.
+// selection vector every pass shares, filled by the key merge as it runs, or
+// expanded by each pass) with its memory, keeps those that fit the grant,
+// and picks the one its cost model predicts fastest, not the largest: a
+// merge decodes and encodes the same bytes whatever the plan, so what the
+// model weighs is the passes over the row source, the spill I/O, the gathers
+// running at once, the key merge run before the gathers or beside them, and
+// the cache. A gather holds one decoded block of each input and consumes
+// them at 1/K of the output's pace, so the blocks of the columns gathered at
+// once are its working set; once that outgrows the last-level cache, every
+// decoded byte goes out to memory and back. That is why a wide horizontal
+// merge is slower than a vertical one even when it fits. A larger grant only
+// adds plans to choose from and a plan's prediction does not depend on the
+// grant, so more memory never picks a plan predicted slower.
+// Stats.EstimatedBytes is the chosen plan's memory estimate,
+// Stats.PredictedSeconds its prediction.
 //
 // In every plan each input column file is opened once per level and each of
 // its blocks decoded once: a gather holds one block per input, moves on when

@@ -127,12 +127,13 @@ func (m *merge) run(inputs []columnar.Source, output string) error {
 		return err
 	}
 	m.stats.Plan = p.kind
+	m.stats.Overlapped = p.overlap
 	m.stats.EstimatedBytes = p.estimate
 	m.stats.PredictedSeconds = p.seconds
 	m.opts.Logger.Info("mergeout plan", "plan", p.kind, "inputs", len(ins), "rows", rows, "columns", len(costs),
 		"grant", m.opts.Grant, "key_phase_bytes", p.keyPhase, "gather_phase_bytes", p.gatherPhase,
 		"estimated_bytes", p.estimate, "predicted_seconds", p.seconds, "workers", p.workers, "groups", len(p.groups),
-		"shared_sel", p.sharedSel, "row_source_in_memory", p.rowSourceMem > 0, "fan_in", p.fanIn)
+		"shared_sel", p.sharedSel, "overlap", p.overlap, "row_source_in_memory", p.rowSourceMem > 0, "fan_in", p.fanIn)
 	total := rows * int64(len(costs))
 	if p.kind == PlanPasses {
 		// Every level writes every row once more.
@@ -294,8 +295,37 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 		return nil
 	}
 
+	var rest []int
+	for c := range ins[0].c.Schema().NumFields() {
+		if !slices.Contains(keyIdx, c) {
+			rest = append(rest, c)
+		}
+	}
+	if p.overlap {
+		if err := m.keysBesideGathers(ins, keyIdx, rest, p, blockRows, w, emit); err != nil {
+			return err
+		}
+	} else if err := m.keysThenGathers(ins, keyIdx, rest, p, blockRows, w, emit); err != nil {
+		return err
+	}
+	if err := m.ctx.Err(); err != nil {
+		return err
+	}
+	man, err := w.Commit()
+	if err != nil {
+		return fmt.Errorf("merger: %w", err)
+	}
+	// With passes the last call is the final level: BytesOut is its output.
+	m.stats.BytesOut = man.CompressedBytes()
+	return nil
+}
+
+// keysThenGathers runs the key merge, then the gathers of the columns cols
+// over the row-source stream it wrote.
+func (m *merge) keysThenGathers(ins []input, keyIdx, cols []int, p plan, blockRows int, w *columnar.Writer,
+	emit func(int, arrow.Array) error) error {
 	keyStart := time.Now()
-	rs, err := m.mergeKeys(ins, keyIdx, blockRows, p, w, emit)
+	rs, err := m.mergeKeys(m.ctx, ins, keyIdx, blockRows, p, w, nil, emit)
 	if err != nil {
 		return err
 	}
@@ -312,26 +342,80 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 			return fmt.Errorf("merger: %w", err)
 		}
 	}
-	var rest []int
-	for c := range ins[0].c.Schema().NumFields() {
-		if !slices.Contains(keyIdx, c) {
-			rest = append(rest, c)
-		}
-	}
-	if err := m.gatherAll(ins, rest, rs, p, blockRows, w, emit); err != nil {
+	if err := m.gatherAll(m.ctx, ins, cols, rs, p, blockRows, w, nil, emit); err != nil {
 		return err
 	}
-	m.opts.Logger.Debug("gather done", "columns", len(rest), "workers", p.workers, "finishers", p.finishers,
+	m.opts.Logger.Debug("gather done", "columns", len(cols), "workers", p.workers, "finishers", p.finishers,
 		"defer_finish", p.deferFinish, "elapsed", time.Since(gatherStart))
-	if err := m.ctx.Err(); err != nil {
+	return nil
+}
+
+// keysBesideGathers runs the key merge and the gathers of the columns cols
+// at once (the overlapped plan): the key merge fills a selection vector of
+// every row, and all the plan's workers but one gather columns from the
+// part filled so far, one output block behind it; the last worker joins
+// them once the key merge is done. The row-source stream is still written
+// (its size is reported) and dropped after the key merge.
+func (m *merge) keysBesideGathers(ins []input, keyIdx, cols []int, p plan, blockRows int, w *columnar.Writer,
+	emit func(int, arrow.Array) error) error {
+	var rows int64
+	for _, in := range ins {
+		rows += in.c.Rows()
+	}
+	need := 2 * rows
+	if err := m.budget.Reserve(need); err != nil {
+		return fmt.Errorf("merger: selection vector of %d rows: %w", rows, err)
+	}
+	defer m.budget.Release(need)
+	ls := newLiveSel(rows)
+	ctx, cancel := context.WithCancel(m.ctx)
+	defer cancel()
+	keysDone := make(chan struct{})
+	gathered := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		err := m.gatherAll(ctx, ins, cols, &rowSource{inputs: len(ins), rows: rows, live: ls}, p, blockRows, w, keysDone, emit)
+		if err != nil {
+			cancel() // stop the key merge
+		}
+		gathered <- err
+	}()
+	rs, err := m.mergeKeys(ctx, ins, keyIdx, blockRows, p, w, ls, emit)
+	if err == nil && ls.n != len(ls.sel) {
+		rs.Close()
+		err = fmt.Errorf("%w: the key columns hold %d rows, the inputs' manifests %d", ErrMismatch, ls.n, len(ls.sel))
+	}
+	if err != nil {
+		// Stop the gathers before waking them, so that none reports the
+		// rows missing as an error of its own.
+		cancel()
+		ls.close()
+		close(keysDone)
+		gerr := <-gathered
+		if gerr != nil && !errors.Is(gerr, context.Canceled) && errors.Is(err, context.Canceled) && m.ctx.Err() == nil {
+			return gerr // a gather failed and stopped the key merge
+		}
 		return err
 	}
-	man, err := w.Commit()
-	if err != nil {
+	ls.close()
+	m.opts.Logger.Debug("key merge done", "rows", rs.rows, "runs", rs.runs, "row_source_bytes", rs.size,
+		"spilled", rs.spilled, "elapsed", time.Since(start), "in_use", m.budget.InUse(), "overlapped", true)
+	m.stats.RowSourceBytes = rs.size
+	if rs.spilled {
+		m.stats.SpilledBytes = rs.size
+	}
+	if err := rs.Close(); err != nil {
+		cancel()
+		close(keysDone)
+		<-gathered
 		return fmt.Errorf("merger: %w", err)
 	}
-	// With passes the last call is the final level: BytesOut is its output.
-	m.stats.BytesOut = man.CompressedBytes()
+	close(keysDone)
+	if err := <-gathered; err != nil {
+		return err
+	}
+	m.opts.Logger.Debug("gather done", "columns", len(cols), "workers", p.workers, "finishers", p.finishers,
+		"defer_finish", p.deferFinish, "elapsed", time.Since(start))
 	return nil
 }
 
@@ -356,8 +440,11 @@ func epochsOf(ins []input) [2]uint64 {
 
 // mergeKeys runs the key merge: it writes the output's key columns and
 // returns the row-source stream.
-func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *columnar.Writer,
-	emit func(int, arrow.Array) error) (_ *rowSource, err error) {
+// With live non-nil it also fills live, publishing it once per output
+// block, for the gathers that run beside it; it checks ctx rather than the
+// merge's context, so that a failed gather stops it.
+func (m *merge) mergeKeys(ctx context.Context, ins []input, keyIdx []int, blockRows int, p plan, w *columnar.Writer,
+	live *liveSel, emit func(int, arrow.Array) error) (_ *rowSource, err error) {
 	schema := ins[0].c.Schema()
 	enc, err := columnar.NewKeyEncoder(schema, ins[0].c.SortKey())
 	if err != nil {
@@ -432,7 +519,7 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 	}
 	for n := 0; ; n++ {
 		if n%1024 == 0 {
-			if err := m.ctx.Err(); err != nil {
+			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
@@ -457,9 +544,17 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 		if err := rsw.append(input, int64(cnt)); err != nil {
 			return nil, err
 		}
+		if live != nil {
+			if err := live.append(input, cnt); err != nil {
+				return nil, err
+			}
+		}
 		if builders[0].len() == blockRows {
 			if err := flush(); err != nil {
 				return nil, err
+			}
+			if live != nil {
+				live.publish()
 			}
 		}
 	}
@@ -479,8 +574,11 @@ func (m *merge) mergeKeys(ins []input, keyIdx []int, blockRows int, p plan, w *c
 // time per worker, each group in one pass over the row source: horizontal
 // plans have one group per worker, vertical plans hand groups to workers as
 // they finish the previous one.
-func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockRows int, w *columnar.Writer,
-	emit func(int, arrow.Array) error) error {
+//
+// With keysDone non-nil the key merge is still running (rs.live): all
+// workers but one start at once, the last once keysDone is closed.
+func (m *merge) gatherAll(parent context.Context, ins []input, cols []int, rs *rowSource, p plan, blockRows int,
+	w *columnar.Writer, keysDone <-chan struct{}, emit func(int, arrow.Array) error) error {
 	if len(cols) == 0 {
 		return nil
 	}
@@ -494,8 +592,12 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 	}
 	workers := max(1, min(p.workers, len(groups)))
 	m.stats.Workers = workers
-	ctx, cancel := context.WithCancel(m.ctx)
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
+	early := workers
+	if keysDone != nil {
+		early = max(1, workers-1)
+	}
 	work := make(chan []int)
 	errs := make(chan error, 2*workers+len(cols))
 	fail := func(err error) {
@@ -507,11 +609,18 @@ func (m *merge) gatherAll(ins []input, cols []int, rs *rowSource, p plan, blockR
 	finishing := make(chan struct{}, max(1, p.finishers))
 	var finishers sync.WaitGroup
 	var wg sync.WaitGroup
-	for range workers {
+	for i := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer m.recoverTo(fail)
+			if i >= early {
+				select {
+				case <-keysDone:
+				case <-ctx.Done():
+					return
+				}
+			}
 			for g := range work {
 				if err := m.gatherGroup(ctx, ins, g, rs, blockRows, emit); err != nil {
 					fail(err)
@@ -706,8 +815,13 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 		}
 		gathers = append(gathers, g)
 	}
-	if rs.sel != nil {
-		if err := gatherShared(ctx, gathers, rs.sel, blockRows); err != nil {
+	if rs.sel != nil || rs.live != nil {
+		if rs.live != nil {
+			err = gatherLive(ctx, gathers, rs.live, blockRows)
+		} else {
+			err = gatherShared(ctx, gathers, rs.sel, blockRows)
+		}
+		if err != nil {
 			return err
 		}
 		for _, g := range gathers {

@@ -70,16 +70,20 @@ type Stats struct {
 	// (column files x blocks) of every container the merge read.
 	BlocksDecompressed int64 `json:"blocks_decompressed"`
 	BlocksTotal        int64 `json:"blocks_total"`
-	// BlocksFetched and BytesFetched count the blocks and bytes (blocks
-	// and file headers) read from an object store rather than local disk:
-	// 0 for inputs in directories or wholly in a worker's depot.
-	BlocksFetched     int64         `json:"blocks_fetched"`
-	BytesFetched      int64         `json:"bytes_fetched"`
-	Comparisons       int64         `json:"comparisons"`
-	ComparisonsPerRow float64       `json:"comparisons_per_row"`
-	Passes            int           `json:"passes"` // merge levels: 1 unless Plan is passes
-	Workers           int           `json:"workers"`
-	RowSourceBytes    int64         `json:"row_source_bytes"`
-	SpilledBytes      int64         `json:"spilled_bytes"` // row-source bytes written to disk
-	Duration          time.Duration `json:"duration_ns"`
+	// BlocksFetched and BytesFetched count the blocks and bytes its
+	// inputs' Sources fetched from an object store for it
+	// (columnar.FetchCounter): 0 for inputs in directories or wholly in a
+	// worker's depot.
+	BlocksFetched     int64   `json:"blocks_fetched"`
+	BytesFetched      int64   `json:"bytes_fetched"`
+	Comparisons       int64   `json:"comparisons"`
+	ComparisonsPerRow float64 `json:"comparisons_per_row"`
+	Passes            int     `json:"passes"` // merge levels: 1 unless Plan is passes
+	Workers           int     `json:"workers"`
+	// Overlapped reports that the key merge ran beside the gathers (a
+	// vertical plan whose gathers follow the key merge's selection vector).
+	Overlapped     bool          `json:"overlapped"`
+	RowSourceBytes int64         `json:"row_source_bytes"`
+	SpilledBytes   int64         `json:"spilled_bytes"` // row-source bytes written to disk
+	Duration       time.Duration `json:"duration_ns"`
 }

@@ -82,10 +82,13 @@ type plan struct {
 	// groups are the non-key columns (positions in the schema), one pass
 	// over the row source each: every column of a group is gathered in the
 	// same pass. A horizontal plan has one group per worker.
-	groups       [][]int
-	finishers    int   // columns finished (last block, footer, fsync) at once
-	deferFinish  bool  // finish every column after the last gather rather than beside the gathers
-	sharedSel    bool  // expand the row source once into a selection vector every gather shares
+	groups      [][]int
+	finishers   int  // columns finished (last block, footer, fsync) at once
+	deferFinish bool // finish every column after the last gather rather than beside the gathers
+	sharedSel   bool // expand the row source once into a selection vector every gather shares
+	// overlap runs the key merge beside the gathers: it fills the shared
+	// selection vector while all workers but one gather from it.
+	overlap      bool
 	fanIn        int   // passes: inputs merged per intermediate container
 	rowSourceMem int64 // bytes the row-source stream may hold in memory before spilling
 	keyPhase     int64 // memory of the key merge
@@ -179,6 +182,14 @@ const (
 	costPassFixed       = 20e-6  // setting up a pass: buffers, its gathers, handing it to a worker
 )
 
+// minOverlapSeconds is the shortest key merge the model lets gathers
+// overlap: a pass beside the key merge saves at most part of the key
+// merge's time, and below a few scheduler time slices that is lost to the
+// waits of a gather one block behind the key merge and the goroutines
+// started for it. (A shorter one is predicted as if run before the gathers,
+// so the plan without overlap, which needs less memory, wins.)
+var minOverlapSeconds = 10e-3
+
 // cacheBytes is the last-level cache the gathers running at once share.
 var cacheBytes int64 = 16 << 20
 
@@ -214,7 +225,9 @@ func makePlanWithin(in planInput) (plan, error) {
 // candidates lists the single-level plans for in: every group size (from
 // one column per pass to every column in one pass per worker), number of
 // workers, row source in memory or spilled, and shared selection vector or
-// not, each with its memory and predicted seconds.
+// not (and, for a vertical plan with a shared one, filled by the key merge
+// beside the gathers or before them), each with its memory and predicted
+// seconds.
 func candidates(in planInput) []plan {
 	var rest []int
 	for c, col := range in.columns {
@@ -278,11 +291,19 @@ func candidates(in planInput) []plan {
 				if horizontal && !inMemory {
 					continue
 				}
-				for _, shared := range []bool{false, true} {
+				for _, sel := range []struct{ shared, overlap bool }{{false, false}, {true, false}, {true, true}} {
+					shared := sel.shared
 					if shared && (in.inputs > maxSelInputs || in.rows == 0) {
 						continue
 					}
-					p := plan{kind: PlanVertical, workers: w, groups: groups, sharedSel: shared, keyPhase: keyPhase}
+					// Overlapping needs a worker beside the key merge and
+					// more groups than workers (a horizontal plan's worker
+					// would wait for the whole key merge), and the row
+					// source in memory.
+					if sel.overlap && (horizontal || w < 2 || len(groups) <= w || !inMemory) {
+						continue
+					}
+					p := plan{kind: PlanVertical, workers: w, groups: groups, sharedSel: shared, overlap: sel.overlap, keyPhase: keyPhase}
 					if horizontal {
 						p.kind = PlanHorizontal
 					}
@@ -301,7 +322,20 @@ func candidates(in planInput) []plan {
 						readers = int64(min(w, len(groups))) * readerCost(inMemory, in.inputs)
 					}
 					p.gatherPhase = kept + running + readers
-					if !finishing(&p, in, kept, runningOut, max(keyPhase+p.rowSourceMem, expand)) {
+					before := max(keyPhase+p.rowSourceMem, expand)
+					if sel.overlap {
+						// The key merge, its stream, the selection vector
+						// and the gathers of all workers but one, with the
+						// output blocks they leave waiting (or, when
+						// finishing is deferred, the tails).
+						var early, earlyOut int64
+						for _, i := range order[:min(w-1, len(order))] {
+							early += mem[i]
+							earlyOut += outs[i]
+						}
+						before = keyPhase + p.rowSourceMem + kept + early + max(earlyOut, in.tails)
+					}
+					if !finishing(&p, in, kept, runningOut, before) {
 						continue
 					}
 					p.seconds = predictSeconds(in, p)
@@ -411,7 +445,7 @@ func predictSeconds(in planInput, p plan) float64 {
 			keyCols++
 		}
 	}
-	// The key merge runs alone, before the gathers.
+	// The key merge runs before the gathers (or beside them: overlap).
 	serial := keyRaw*(costCodecPerByte+costMovePerByte) + rows*keyCols*costKeyPerRow
 	rs := float64(in.rowSource)
 	if p.rowSourceMem == 0 {
@@ -461,6 +495,12 @@ func predictSeconds(in planInput, p plan) float64 {
 	// keeps a plan's prediction the same whatever the grant.)
 	resident := max(p.keyPhase+p.rowSourceMem, p.gatherPhase)
 	work += float64(max(0, resident-cacheBytes)) * costResidentPerByte
+	if p.overlap && serial >= minOverlapSeconds {
+		// All workers but one gather while the key merge runs; the work
+		// left after it is spread over every worker. The gathers cannot
+		// finish before the key merge has given them every row.
+		return math.Max(serial, (serial+work)/math.Max(1, running))
+	}
 	return serial + work/math.Max(1, running)
 }
 

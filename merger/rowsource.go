@@ -261,6 +261,7 @@ type rowSource struct {
 	res         reserver
 	sel         []uint16 // the whole stream as one selection vector, after expand
 	selReserved int64
+	live        *liveSel // instead of the stream: the selection vector the key merge is filling
 }
 
 // expand decodes the whole stream into s.sel, the input of every row, and

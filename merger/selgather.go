@@ -209,7 +209,7 @@ func (b *binaryBuilder) appendSel(sel []uint16, pos, lens []int, views []blockVi
 		b.offsets = memory.NewResizableBuffer(b.mem)
 		b.offsets.Resize((b.capRows + 1) * 4)
 		arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
-		b.data = memory.NewResizableBuffer(b.mem)
+		b.newData()
 	}
 	var bits []byte
 	if withBits || b.bits != nil {
