@@ -11,10 +11,11 @@ import (
 
 // System names as they appear in tables and charts.
 const (
-	sysStrata   = "strata"
-	sysDuck1    = "DuckDB 1 thread"
-	sysDuckAll  = "DuckDB all cores"
-	sysPostgres = "PostgreSQL"
+	sysStrata    = "strata"           // windower with one thread
+	sysStrataAll = "strata all cores" // windower with Threads = runtime.NumCPU()
+	sysDuck1     = "DuckDB 1 thread"
+	sysDuckAll   = "DuckDB all cores"
+	sysPostgres  = "PostgreSQL"
 )
 
 // peers are the systems strata is compared with, probed once per run. A
