@@ -99,7 +99,7 @@ func (r *report) renderStore(b *bytes.Buffer) {
 	p("**warm** through the depot the cold run filled, which fetches nothing. ")
 	p("A mergeout (`merger.MergeSources`) asks the depot to `Prefetch` every column file of its inputs, so the fetches overlap the merge; ")
 	p("a window query (`windower.RunSources`, all cores) does not, as it reads only the columns it needs. ")
-	p("Times run from acquiring the inputs to the last output row (a mergeout's output committed); %s each way, a fresh depot for each cold run. ", plural(s.Repeats, "run", "runs, the fastest kept,"))
+	p("Times run from acquiring the inputs to the last output row (a mergeout's output committed). %s each way, a fresh depot for each cold run. ", runsText(s.Repeats))
 	p("The S3 server is %s: it shares the machine's %d cores with strata, ", s.Server, r.Machine.Cores)
 	p("so its request handling and copying compete with the job it serves, and no network latency is in the figures.\n\n")
 	p("| case | inputs | compressed | grant | read | seconds | x local | fetched | fetched / compressed | blocks fetched | peak |\n")
