@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -161,14 +162,30 @@ type storeInput struct {
 	dir, table, projection, id string
 }
 
-// upload puts the inputs into the store.
+// upload puts the inputs into the store, a few containers at a time (an
+// upload waits on the server's replies more than it computes).
 func upload(ctx context.Context, st store.Store, ins []storeInput) error {
-	for _, in := range ins {
-		if _, err := store.Upload(ctx, st, in.dir, in.table, in.projection, in.id); err != nil {
-			return fmt.Errorf("upload %s: %w", in.dir, err)
-		}
+	errs := make([]error, len(ins))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(4, len(ins)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				in := ins[i]
+				if _, err := store.Upload(ctx, st, in.dir, in.table, in.projection, in.id); err != nil {
+					errs[i] = fmt.Errorf("upload %s: %w", in.dir, err)
+				}
+			}
+		}()
 	}
-	return nil
+	for i := range ins {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // storeRun is one run of a case over its inputs; it returns the fetched
