@@ -9,8 +9,8 @@
 // Four suites run:
 //
 //   - windows: the window query suite of the windower issue, on strata
-//     (one thread and all cores), DuckDB (one thread and all cores) and PostgreSQL 15, with every query's
-//     result compared across the systems;
+//     and DuckDB (each with one thread and with all cores) and PostgreSQL
+//     15, with every query's result compared across the systems;
 //   - mergeout: strata's merger at several memory grants and table widths
 //     against DuckDB re-sorting the same inputs (as Parquet) under the same
 //     memory_limit, and against the codec floor (decompress every input block
