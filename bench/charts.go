@@ -179,7 +179,11 @@ func drawWindowChart(s *windowSuite, path string) error {
 			series[sys] = append(series[sys], r.Times[sys].Seconds) // 0 when skipped or failed
 		}
 	}
-	if err := addGroupedBars(p, s.Systems, series, 11, nil, true); err != nil {
+	width := 11 * vg.Inch
+	if len(names)*len(s.Systems) > 50 {
+		width = 14 * vg.Inch
+	}
+	if err := addGroupedBars(p, s.Systems, series, barPoints(width, len(names), len(s.Systems)), nil, true); err != nil {
 		return err
 	}
 	p.NominalX(names...)
@@ -188,7 +192,18 @@ func drawWindowChart(s *windowSuite, path string) error {
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.X.Tick.Label.YAlign = draw.YCenter
 	p.Legend.Left = false
-	return p.Save(11*vg.Inch, 5.5*vg.Inch, path)
+	return p.Save(width, 5.5*vg.Inch, path)
+}
+
+// barPoints is the width of each bar of groups groups of bars bars side by
+// side in a chart width wide: 11 points, or narrower so that the groups
+// stay apart (a fifth of each group's room is the gap between groups).
+func barPoints(width vg.Length, groups, bars int) float64 {
+	room := (width - 1.2*vg.Inch).Points() // less the axis and its labels
+	if groups == 0 || bars == 0 {
+		return 11
+	}
+	return math.Min(11, 0.8*room/float64(groups*bars))
 }
 
 // drawScalingChart: grouped bars, one group per query, one bar per thread
@@ -214,7 +229,7 @@ func drawScalingChart(s *windowSuite, path string) error {
 		}
 	}
 	p := newPlot(fmt.Sprintf("strata's window queries over %s rows by thread count: seconds (log scale, lower is better)", formatCount(s.Rows)), "", "seconds")
-	if err := addGroupedBars(p, systems, series, 11, labels, true); err != nil {
+	if err := addGroupedBars(p, systems, series, barPoints(11*vg.Inch, len(s.Results), len(systems)), labels, true); err != nil {
 		return err
 	}
 	names := make([]string, len(s.Results))
