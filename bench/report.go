@@ -231,7 +231,7 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 			p("| windows (strata alone): Q0 presorted with %s partitions within 1.3x of Q0 with one | %s | %s |\n", formatCount(w.Rows), formatRatio(rt), met(rt <= 1.3))
 		}
 		if rt := ratio(byName["q0_presorted"], byName["q0_one_partition_distinct"]); rt > 0 {
-			p("| windows (strata alone): Q0 within 1.3x of q0_one_partition_distinct (presorted Q0, %s partitions, against one partition beside the same column) | %s | %s |\n",
+			p("| windows (strata alone): Q0 within 1.3x of q0_one_partition_distinct (Q0 presorted, %s partitions; one partition beside the same column) | %s | %s |\n",
 				formatCount(w.Rows), formatRatio(rt), met(rt <= 1.3))
 		}
 		r.renderScalingTarget(b)
