@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -18,11 +19,14 @@ const (
 	chartMergeout = "mergeout.png"
 	chartWindows  = "windows.png"
 	chartWAL      = "wal.png"
+	chartScaling  = "windows_threads.png"
+	chartStore    = "store.png"
 )
 
 // systemColors keeps each system one color in every chart.
 var systemColors = map[string]color.Color{
 	sysStrata:             color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	sysStrataAll:          color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
 	sysDuck1:              color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	sysDuckAll:            color.RGBA{R: 0xff, G: 0xbb, B: 0x78, A: 0xff},
 	sysPostgres:           color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
@@ -55,6 +59,8 @@ func drawCharts(rep *report, dir string) ([]string, error) {
 		{chartWindows, rep.Windows != nil, func(p string) error { return drawWindowChart(rep.Windows, p) }},
 		{chartMergeout, rep.Mergeout != nil, func(p string) error { return drawMergeoutChart(rep.Mergeout, p) }},
 		{chartWAL, rep.WAL != nil, func(p string) error { return drawWALChart(rep.WAL, p) }},
+		{chartScaling, rep.Windows != nil && len(rep.Windows.StrataThreads) > 1, func(p string) error { return drawScalingChart(rep.Windows, p) }},
+		{chartStore, rep.Store != nil && len(rep.Store.Cases) > 0, func(p string) error { return drawStoreChart(rep.Store, p) }},
 	}
 	for _, d := range draws {
 		path := filepath.Join(dir, d.name)
@@ -173,7 +179,11 @@ func drawWindowChart(s *windowSuite, path string) error {
 			series[sys] = append(series[sys], r.Times[sys].Seconds) // 0 when skipped or failed
 		}
 	}
-	if err := addGroupedBars(p, s.Systems, series, 11, nil, true); err != nil {
+	width := 11 * vg.Inch
+	if len(names)*len(s.Systems) > 50 {
+		width = 14 * vg.Inch
+	}
+	if err := addGroupedBars(p, s.Systems, series, barPoints(width, len(names), len(s.Systems)), nil, true); err != nil {
 		return err
 	}
 	p.NominalX(names...)
@@ -182,7 +192,66 @@ func drawWindowChart(s *windowSuite, path string) error {
 	p.X.Tick.Label.XAlign = draw.XRight
 	p.X.Tick.Label.YAlign = draw.YCenter
 	p.Legend.Left = false
+	return p.Save(width, 5.5*vg.Inch, path)
+}
+
+// barPoints is the width of each bar of groups groups of bars bars side by
+// side in a chart width wide: 11 points, or narrower so that the groups
+// stay apart (a fifth of each group's room is the gap between groups).
+func barPoints(width vg.Length, groups, bars int) float64 {
+	room := (width - 1.2*vg.Inch).Points() // less the axis and its labels
+	if groups == 0 || bars == 0 {
+		return 11
+	}
+	return math.Min(11, 0.8*room/float64(groups*bars))
+}
+
+// drawScalingChart: grouped bars, one group per query, one bar per thread
+// count strata ran with.
+func drawScalingChart(s *windowSuite, path string) error {
+	type run struct {
+		name    string
+		threads int
+	}
+	var runs []run
+	for name, t := range s.StrataThreads {
+		runs = append(runs, run{name, t})
+	}
+	slices.SortFunc(runs, func(a, b run) int { return a.threads - b.threads })
+	systems := make([]string, len(runs))
+	labels := map[string]string{}
+	series := map[string]plotter.Values{}
+	for i, r := range runs {
+		systems[i] = r.name
+		labels[r.name] = fmt.Sprintf("strata, %s", plural(r.threads, "thread", "threads"))
+		for _, q := range s.Results {
+			series[r.name] = append(series[r.name], q.Times[r.name].Seconds) // 0 when skipped or failed
+		}
+	}
+	p := newPlot(fmt.Sprintf("strata's window queries over %s rows by thread count: seconds (log scale, lower is better)", formatCount(s.Rows)), "", "seconds")
+	if err := addGroupedBars(p, systems, series, barPoints(11*vg.Inch, len(s.Results), len(systems)), labels, true); err != nil {
+		return err
+	}
+	names := make([]string, len(s.Results))
+	for i, r := range s.Results {
+		names[i] = r.Query.Name
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YCenter
+	p.Legend.Left = false
 	return p.Save(11*vg.Inch, 5.5*vg.Inch, path)
+}
+
+// seriesColor is sys's color, or for a series without one (strata at a
+// thread count other than one and all cores) one of widthColors.
+func seriesColor(sys string, i int) color.Color {
+	if c, ok := systemColors[sys]; ok {
+		return c
+	}
+	return widthColors[i%len(widthColors)]
 }
 
 // drawWALChart: grouped bars, one group per workload, one bar per system.
@@ -244,7 +313,7 @@ func addGroupedBars(p *plot.Plot, systems []string, series map[string]plotter.Va
 			return err
 		}
 		bars.LineStyle.Width = 0
-		bars.Color = systemColors[sys]
+		bars.Color = seriesColor(sys, i)
 		bars.Offset = vg.Length(float64(i)-(n-1)/2) * w
 		if logY {
 			base := make(plotter.Values, len(vals))

@@ -4,19 +4,22 @@
 //
 // Usage (from the bench directory):
 //
-//	go run . [--quick] [--out DIR] [--only windows,mergeout,wal]
+//	go run . [--quick] [--out DIR] [--only windows,mergeout,wal,store] [--threads 1,2]
 //
-// Three suites run:
+// Four suites run:
 //
-//   - windows: the window query suite of the windower issue, on strata,
-//     DuckDB (one thread and all cores) and PostgreSQL 15, with every query's
-//     result compared across the systems;
+//   - windows: the window query suite of the windower issue, on strata
+//     and DuckDB (each with one thread and with all cores) and PostgreSQL
+//     15, with every query's result compared across the systems;
 //   - mergeout: strata's merger at several memory grants and table widths
 //     against DuckDB re-sorting the same inputs (as Parquet) under the same
 //     memory_limit, and against the codec floor (decompress every input block
 //     and compress the output, with no merge);
 //   - wal: bytes of write-ahead log per UPDATE for strata's walwriter and for
-//     PostgreSQL on the same update workloads.
+//     PostgreSQL on the same update workloads;
+//   - store: strata alone, a few mergeout and window cases with their
+//     inputs read from local directories and from an S3 server in this
+//     process through a depot, cold and warm.
 //
 // A peer that cannot run here (DuckDB fails to open, PostgreSQL binaries
 // missing) is reported as skipped; no figure is ever made up. The bench is its
@@ -64,10 +67,11 @@ type options struct {
 	profile  string   // directory for CPU profiles of strata's runs
 	commit   string   // label of the strata version measured, when git cannot tell
 	widths   []int    // mergeout widths instead of the mode's
+	threads  []int    // windower thread counts besides 1 and runtime.NumCPU()
 	logger   *slog.Logger
 }
 
-var allSuites = []string{"windows", "mergeout", "wal"}
+var allSuites = []string{"windows", "mergeout", "wal", "store"}
 
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -84,6 +88,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of strata's mergeout cases and window queries to this directory")
 	fs.StringVar(&o.commit, "commit", "", "the strata commit measured (default: from git)")
 	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
+	threads := fs.String("threads", "", "windower thread counts of strata's window runs, comma-separated (always with 1 and the core count)")
 	widths := fs.String("widths", "", "mergeout table widths, comma-separated (default: 100,200,400; 50,100 with --quick)")
 	verbose := fs.Bool("v", false, "debug logging")
 	if err := fs.Parse(args); err != nil {
@@ -111,6 +116,16 @@ func parseOptions(args []string) (options, error) {
 			return o, fmt.Errorf("--widths: %q is not a width of at least 2 columns", w)
 		}
 		o.widths = append(o.widths, n)
+	}
+	for _, t := range strings.Split(*threads, ",") {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		n, err := strconv.Atoi(t)
+		if err != nil || n < 1 || n > 64 {
+			return o, fmt.Errorf("--threads: %q is not a thread count from 1 to 64", t)
+		}
+		o.threads = append(o.threads, n)
 	}
 	level := slog.LevelInfo
 	if *verbose {
@@ -146,6 +161,7 @@ func run(ctx context.Context, args []string) error {
 	if len(o.widths) > 0 {
 		sz.MergeWidths = o.widths
 	}
+	sz.Threads = o.threads
 	log := o.logger
 
 	if err := os.RemoveAll(o.outDir); err != nil {
@@ -194,6 +210,8 @@ func run(ctx context.Context, args []string) error {
 			rep.Mergeout, err = runMergeoutSuite(ctx, log, sz, dir, peers)
 		case "wal":
 			rep.WAL, err = runWALSuite(ctx, log, sz, dir, peers)
+		case "store":
+			rep.Store, err = runStoreSuite(ctx, log, sz, dir)
 		}
 		if err != nil {
 			return fmt.Errorf("suite %s: %w", s, err)
@@ -254,6 +272,13 @@ func commandLine(o options) string {
 			ws[i] = strconv.Itoa(w)
 		}
 		b.WriteString(" --widths " + strings.Join(ws, ","))
+	}
+	if len(o.threads) > 0 {
+		ts := make([]string, len(o.threads))
+		for i, t := range o.threads {
+			ts[i] = strconv.Itoa(t)
+		}
+		b.WriteString(" --threads " + strings.Join(ts, ","))
 	}
 	return b.String()
 }

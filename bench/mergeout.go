@@ -66,7 +66,7 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 	mw := mergeWidth{Width: width}
 	table := mergeTable{width: width, containers: sz.MergeContainers, rows: sz.MergeRows, seed: uint64(width)}
 	start := time.Now()
-	inputs, parquets, err := makeMergeInputs(table, wdir, &mw)
+	inputs, parquets, err := makeMergeInputs(table, wdir, &mw, true)
 	if err != nil {
 		mw.InputErr = err.Error()
 		log.Error("mergeout inputs", "width", width, "err", err)
@@ -120,11 +120,19 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 	return mw
 }
 
-// makeMergeInputs writes the K inputs twice: as strata containers and as
-// Parquet files with the same rows, for DuckDB. Inputs are written by a few
-// goroutines at once: a container commit syncs every column file, so the
-// writing waits on the disk far more than it computes.
-func makeMergeInputs(t mergeTable, wdir string, mw *mergeWidth) (containers, parquets []string, err error) {
+// The names of the mergeout inputs: table, projection, and container i's ID.
+const (
+	mergeTableName  = "wide"
+	mergeProjection = "by_k"
+)
+
+func mergeContainerID(i int) string { return fmt.Sprintf("c%04d", i) }
+
+// makeMergeInputs writes the K inputs as strata containers and, with
+// withParquet, as Parquet files with the same rows, for DuckDB. Inputs are
+// written by a few goroutines at once: a container commit syncs every
+// column file, so the writing waits on the disk far more than it computes.
+func makeMergeInputs(t mergeTable, wdir string, mw *mergeWidth, withParquet bool) (containers, parquets []string, err error) {
 	data := filepath.Join(wdir, "data")
 	pqDir := filepath.Join(wdir, "parquet")
 	if err := os.MkdirAll(pqDir, 0o755); err != nil {
@@ -144,14 +152,16 @@ func makeMergeInputs(t mergeTable, wdir string, mw *mergeWidth) (containers, par
 			defer wg.Done()
 			for i := range next {
 				rec := t.input(memory.DefaultAllocator, i)
-				id := fmt.Sprintf("c%04d", i)
-				containers[i] = columnar.ContainerDir(data, "wide", "by_k", id)
+				id := mergeContainerID(i)
+				containers[i] = columnar.ContainerDir(data, mergeTableName, mergeProjection, id)
 				parquets[i] = filepath.Join(pqDir, id+".parquet")
 				raw[i] = uncompressedBytes(rec)
-				m, err := writeContainer(containers[i], "wide", "by_k", id, key, rec)
+				m, err := writeContainer(containers[i], mergeTableName, mergeProjection, id, key, rec)
 				if err == nil {
 					disk[i] = m.CompressedBytes()
-					err = writeParquetRecord(parquets[i], rec)
+					if withParquet {
+						err = writeParquetRecord(parquets[i], rec)
+					}
 				}
 				rec.Release()
 				if err != nil {

@@ -11,10 +11,11 @@ import (
 
 // System names as they appear in tables and charts.
 const (
-	sysStrata   = "strata"
-	sysDuck1    = "DuckDB 1 thread"
-	sysDuckAll  = "DuckDB all cores"
-	sysPostgres = "PostgreSQL"
+	sysStrata    = "strata"           // windower with one thread
+	sysStrataAll = "strata all cores" // windower with Threads = runtime.NumCPU()
+	sysDuck1     = "DuckDB 1 thread"
+	sysDuckAll   = "DuckDB all cores"
+	sysPostgres  = "PostgreSQL"
 )
 
 // peers are the systems strata is compared with, probed once per run. A
@@ -95,7 +96,7 @@ type peerInfo struct {
 }
 
 func (p *peers) describe(ctx context.Context) []peerInfo {
-	out := []peerInfo{{Name: sysStrata, Version: strataVersion(ctx), Settings: "in process: windower single-threaded; merger gathering columns on all cores; walwriter with group commit"}}
+	out := []peerInfo{{Name: sysStrata, Version: strataVersion(ctx), Settings: "in process: windower with one thread and with all cores; merger gathering columns on all cores; walwriter with group commit; the store suite against an S3 server (gofakes3) in process"}}
 	duck := peerInfo{Name: "DuckDB", Version: p.duckVersion, Skipped: p.duckSkip,
 		Settings: "in-memory database; threads = 1 and = all cores; memory_limit = the grant in the mergeout suite"}
 	if duck.Version != "" {

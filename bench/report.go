@@ -24,6 +24,7 @@ type report struct {
 	Windows           *windowSuite
 	Mergeout          *mergeSuite
 	WAL               *walSuite
+	Store             *storeSuite       // absent in results of runs before the store suite
 	Charts            map[string]string // chart file name -> path relative to the report
 }
 
@@ -47,6 +48,18 @@ func (r *report) failures() int {
 		for _, c := range r.WAL.Cases {
 			if c.Strata.Err != "" {
 				n++
+			}
+		}
+	}
+	if r.Store != nil {
+		for _, c := range r.Store.Cases {
+			if c.Err != "" {
+				n++
+			}
+			for _, rd := range c.Reads {
+				if rd.Time.Err != "" {
+					n++
+				}
 			}
 		}
 	}
@@ -146,6 +159,9 @@ func (r *report) render(b *bytes.Buffer) {
 	if r.WAL != nil {
 		r.renderWAL(b)
 	}
+	if r.Store != nil {
+		r.renderStore(b)
+	}
 }
 
 // renderTargets compares the figures with the ones the issues set.
@@ -172,6 +188,19 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 		}
 		p("| windows: every query >= 3x faster than DuckDB with one thread | %s | %s |\n", worstRatio(minD, worstD, missing), met(minD >= 3 && missing == 0))
 		p("| windows: every query >= 10x faster than PostgreSQL 15 | %s | %s |\n", worstRatio(minP, worstP, missing), met(minP >= 10 && missing == 0))
+		if slices.Contains(w.Systems, sysStrataAll) {
+			minA, worstA, missingA := math.Inf(1), "", 0
+			for _, q := range w.Results {
+				d := ratio(q.Times[sysDuckAll], q.Times[sysStrataAll])
+				if d == 0 {
+					missingA++
+				} else if d < minA {
+					minA, worstA = d, q.Query.Name
+				}
+			}
+			p("| windows: every query >= 3x faster than DuckDB with all cores, strata on all cores | %s | %s |\n",
+				worstRatio(minA, worstA, missingA), met(minA >= 3 && missingA == 0))
+		}
 		bad, checked, uncompared := 0, 0, 0
 		for _, q := range w.Results {
 			for _, c := range q.Checks {
@@ -180,14 +209,14 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 					bad++
 				}
 			}
-			if len(q.Checks) < 3 {
+			if !comparedWithPeers(q.Checks) {
 				uncompared++
 			}
 		}
 		detail := fmt.Sprintf("%d of %d comparisons identical", checked-bad, checked)
 		verdict := met(bad == 0 && checked > 0)
 		if uncompared > 0 {
-			detail += fmt.Sprintf("; %s compared on fewer than three systems (a system skipped, failed or was stopped at the time limit)", plural(uncompared, "query", "queries"))
+			detail += fmt.Sprintf("; %s not compared with both DuckDB and PostgreSQL (a system skipped, failed or was stopped at the time limit)", plural(uncompared, "query", "queries"))
 			if bad == 0 && checked > 0 {
 				verdict = "partly"
 			}
@@ -201,6 +230,11 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 		if rt := ratio(byName["q0_presorted"], byName["q0_one_partition"]); rt > 0 {
 			p("| windows (strata alone): Q0 presorted with %s partitions within 1.3x of Q0 with one | %s | %s |\n", formatCount(w.Rows), formatRatio(rt), met(rt <= 1.3))
 		}
+		if rt := ratio(byName["q0_presorted"], byName["q0_one_partition_distinct"]); rt > 0 {
+			p("| windows (strata alone): Q0 within 1.3x of q0_one_partition_distinct (Q0 presorted, %s partitions; one partition beside the same column) | %s | %s |\n",
+				formatCount(w.Rows), formatRatio(rt), met(rt <= 1.3))
+		}
+		r.renderScalingTarget(b)
 		if rt := ratio(byName["min_rows10000"], byName["min_rows10"]); rt > 0 {
 			p("| windows (strata alone): sliding min over 10000 rows within 1.5x of over 10 rows | %s | %s |\n", formatRatio(rt), met(rt <= 1.5))
 		}
@@ -264,6 +298,9 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 			}
 		}
 	}
+	if r.Store != nil {
+		r.renderStoreTargets(b)
+	}
 	p("\n")
 }
 
@@ -290,8 +327,13 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 	for _, s := range w.Systems {
 		p("%s s | ", s)
 	}
-	p("DuckDB 1 thread / strata | PostgreSQL / strata | results |\n|")
-	for range len(w.Systems) + 4 {
+	allCores := slices.Contains(w.Systems, sysStrataAll)
+	p("DuckDB 1 thread / strata | ")
+	if allCores {
+		p("DuckDB all cores / strata all cores | ")
+	}
+	p("PostgreSQL / strata | results |\n|")
+	for range len(w.Systems) + 4 + btoi(allCores) {
 		p(" --- |")
 	}
 	p("\n")
@@ -304,8 +346,11 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 		if n := q.Times[sysStrata].Note; n != "" {
 			notes = append(notes, fmt.Sprintf("`%s`: %s", q.Query.Name, n))
 		}
-		p("%s | %s | %s |\n", ratioText(q.Times[sysDuck1], q.Times[sysStrata]),
-			ratioText(q.Times[sysPostgres], q.Times[sysStrata]), checksCell(q.Checks))
+		p("%s | ", ratioText(q.Times[sysDuck1], q.Times[sysStrata]))
+		if allCores {
+			p("%s | ", ratioText(q.Times[sysDuckAll], q.Times[sysStrataAll]))
+		}
+		p("%s | %s |\n", ratioText(q.Times[sysPostgres], q.Times[sysStrata]), checksCell(q.Checks))
 	}
 	p("\n")
 	if len(notes) > 0 {
@@ -313,6 +358,10 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 	}
 	if path, ok := r.Charts[chartWindows]; ok {
 		p("![window query seconds per system](%s)\n\n", path)
+	}
+	if path, ok := r.Charts[chartScaling]; ok {
+		p("strata's seconds per query at each thread count it ran with (`--threads` adds counts):\n\n")
+		p("![strata window query seconds by thread count](%s)\n\n", path)
 	}
 	p("<details><summary>The queries</summary>\n\n")
 	for _, q := range w.Results {
@@ -511,6 +560,67 @@ func (r *report) renderWALBreakdown(b *bytes.Buffer) {
 		p("\n")
 	}
 	p("\n")
+}
+
+// scalingQueries are the queries the scaling target holds strata's
+// all-cores runs to.
+var scalingQueries = []string{"rownum_rank", "sum_rows10", "lag_lead"}
+
+// renderScalingTarget: strata on all cores against strata on one thread.
+func (r *report) renderScalingTarget(b *bytes.Buffer) {
+	w := r.Windows
+	cores := w.StrataThreads[sysStrataAll]
+	if cores < 2 {
+		return // not measured, or a one-core machine: nothing to scale to
+	}
+	need := 0.8 * float64(cores)
+	var got []string
+	ok := true
+	for _, name := range scalingQueries {
+		var q *windowResult
+		for i := range w.Results {
+			if w.Results[i].Query.Name == name {
+				q = &w.Results[i]
+			}
+		}
+		if q == nil {
+			continue
+		}
+		sp := ratio(q.Times[sysStrata], q.Times[sysStrataAll])
+		if sp == 0 {
+			got = append(got, name+" not measured")
+			ok = false
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %s", name, formatRatio(sp)))
+		ok = ok && sp >= need
+	}
+	if len(got) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "| windows (strata alone): all cores / one thread >= 0.8 x cores on %s | %s (need %s on %d cores) | %s |\n",
+		strings.Join(scalingQueries, ", "), strings.Join(got, ", "), formatRatio(need), cores, met(ok))
+}
+
+// comparedWithPeers reports whether a query's result was compared with
+// both DuckDB's and PostgreSQL's.
+func comparedWithPeers(checks []resultCheck) bool {
+	var own, duck, pg bool
+	for _, c := range checks {
+		for _, s := range []string{c.A, c.B} {
+			own = own || s == sysStrata || s == sysStrataAll
+			duck = duck || s == sysDuckAll || s == sysDuck1
+			pg = pg || s == sysPostgres
+		}
+	}
+	return own && duck && pg
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func plural(n int, one, many string) string {

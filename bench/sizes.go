@@ -10,12 +10,26 @@ type sizes struct {
 	Repeats      int           // timed runs per query and system; the fastest counts
 	QueryLimit   time.Duration // a query running longer is stopped and reported as "> limit"
 
+	// Threads are the windower thread counts strata's window runs use
+	// besides one and runtime.NumCPU() (--threads).
+	Threads []int `json:",omitempty"`
+
 	// Mergeout.
 	MergeWidths     []int   // table widths (columns)
 	MergeContainers int     // K inputs per merge
 	MergeRows       int     // rows per input container
 	MergeGrants     []int64 // memory grants in bytes
 	MergeRepeats    int
+
+	// Store: mergeout widths of StoreContainers inputs of StoreRows rows
+	// merged within StoreGrant, and window queries over StoreWindowRows,
+	// read locally and from an object store.
+	StoreWidths     []int `json:",omitempty"`
+	StoreContainers int   `json:",omitempty"`
+	StoreRows       int   `json:",omitempty"`
+	StoreGrant      int64 `json:",omitempty"`
+	StoreWindowRows int   `json:",omitempty"`
+	StoreRepeats    int   `json:",omitempty"`
 
 	// WAL.
 	WALRows    int // rows in the table being updated
@@ -45,6 +59,12 @@ func sizesFor(quick bool) sizes {
 		MergeRepeats:    2,
 		WALRows:         100_000,
 		WALUpdates:      100_000,
+		StoreWidths:     []int{100, 400},
+		StoreContainers: 32,
+		StoreRows:       8192,
+		StoreGrant:      32 * mib,
+		StoreWindowRows: 1_000_000,
+		StoreRepeats:    2,
 	}
 	if quick {
 		s.WindowRows = 200_000
@@ -57,6 +77,9 @@ func sizesFor(quick bool) sizes {
 		s.MergeRepeats = 3
 		s.WALRows = 20_000
 		s.WALUpdates = 20_000
+		s.StoreWidths = []int{50, 100}
+		s.StoreRows = 2048
+		s.StoreWindowRows = 200_000
 	}
 	return s
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -58,19 +59,19 @@ func newStrataWindows(_ context.Context, log *slog.Logger, dir string, data *win
 	return s, nil
 }
 
-func (s *strataWindows) run(ctx context.Context, q windowQuery) (*windower.Result, error) {
+func (s *strataWindows) run(ctx context.Context, q windowQuery, threads int) (*windower.Result, error) {
 	wq, err := sqlparse.Parse(q.Text())
 	if err != nil {
 		return nil, err
 	}
 	return windower.Run(ctx, wq, s.dirs[q.Table], windower.Options{
-		Grant: strataWindowGrant, TempDir: s.tmp, Logger: s.log.With("component", "windower"),
+		Grant: strataWindowGrant, TempDir: s.tmp, Threads: threads, Logger: s.log.With("component", "windower"),
 	})
 }
 
 // timed evaluates the query and consumes every result batch.
-func (s *strataWindows) timed(ctx context.Context, q windowQuery) error {
-	res, err := s.run(ctx, q)
+func (s *strataWindows) timed(ctx context.Context, q windowQuery, threads int) error {
+	res, err := s.run(ctx, q, threads)
 	if err != nil {
 		return err
 	}
@@ -110,8 +111,8 @@ func (s *strataWindows) note(q windowQuery) string {
 	return n
 }
 
-func (s *strataWindows) fetch(ctx context.Context, q windowQuery) (*resultSet, error) {
-	res, err := s.run(ctx, q)
+func (s *strataWindows) fetch(ctx context.Context, q windowQuery, threads int) (*resultSet, error) {
+	res, err := s.run(ctx, q, threads)
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +142,9 @@ func (s *strataWindows) fetch(ctx context.Context, q windowQuery) (*resultSet, e
 
 func (s *strataWindows) describe() string {
 	return fmt.Sprintf("strata reads the table from containers on disk (one per projection, LZ4, in the page cache), "+
-		"parses the SQL with its PostgreSQL-grammar parser and runs `windower.Run` single-threaded with a %s grant.",
-		formatBytes(strataWindowGrant))
+		"parses the SQL with its PostgreSQL-grammar parser and runs `windower.Run` with a %s grant, "+
+		"with `Threads` = 1 (%s) and `Threads` = %d, the machine's cores (%s).",
+		formatBytes(strataWindowGrant), sysStrata, runtime.NumCPU(), sysStrataAll)
 }
 
 func (s *strataWindows) Close() {}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,10 @@ type windowSuite struct {
 	Systems      []string
 	Results      []windowResult
 	Notes        []string
+	// StrataThreads maps each strata system of Systems to the
+	// windower.Options.Threads it ran with (absent in results of runs
+	// before strata was timed at several thread counts).
+	StrataThreads map[string]int `json:",omitempty"`
 }
 
 // windowResult is one query's figures and the result checks.
@@ -54,16 +59,30 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 
 	var runners []windowRunner
 
-	// strata.
+	// strata, at each thread count: one thread, all cores, and any other
+	// count --threads asks for. The one-thread and all-cores runs fetch
+	// their results for the checks, so the parallel evaluation is checked
+	// against the peers too.
 	sw, err := newStrataWindows(ctx, log, filepath.Join(dir, "strata"), data)
-	if err != nil {
-		runners = append(runners, windowRunner{name: sysStrata, skip: err.Error()})
-	} else {
-		defer sw.Close()
-		timed := func(ctx context.Context, q windowQuery) error {
-			return profiled(sz.ProfileDir, "window-"+q.Name, func() error { return sw.timed(ctx, q) })
+	suite.StrataThreads = map[string]int{}
+	for _, threads := range strataThreadCounts(sz.Threads) {
+		name := strataSystem(threads)
+		suite.StrataThreads[name] = threads
+		if err != nil {
+			runners = append(runners, windowRunner{name: name, skip: err.Error()})
+			continue
 		}
-		runners = append(runners, windowRunner{name: sysStrata, timed: timed, fetch: sw.fetch, note: sw.note})
+		timed := func(ctx context.Context, q windowQuery) error {
+			return profiled(sz.ProfileDir, fmt.Sprintf("window-%s-t%d", q.Name, threads), func() error { return sw.timed(ctx, q, threads) })
+		}
+		r := windowRunner{name: name, timed: timed, note: sw.note}
+		if threads == 1 || threads == runtime.NumCPU() {
+			r.fetch = func(ctx context.Context, q windowQuery) (*resultSet, error) { return sw.fetch(ctx, q, threads) }
+		}
+		runners = append(runners, r)
+	}
+	if err == nil {
+		defer sw.Close()
 		suite.Notes = append(suite.Notes, sw.describe())
 	}
 
@@ -133,6 +152,31 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 		}
 	}
 	return suite, nil
+}
+
+// strataThreadCounts is the thread counts strata runs the window suite
+// with: one and runtime.NumCPU() always, with the others asked for, in
+// increasing order.
+func strataThreadCounts(asked []int) []int {
+	counts := []int{1, runtime.NumCPU()}
+	for _, t := range asked {
+		if t > 0 {
+			counts = append(counts, t)
+		}
+	}
+	slices.Sort(counts)
+	return slices.Compact(counts)
+}
+
+// strataSystem names strata run with threads goroutines.
+func strataSystem(threads int) string {
+	switch threads {
+	case 1:
+		return sysStrata
+	case runtime.NumCPU():
+		return sysStrataAll
+	}
+	return fmt.Sprintf("strata %d threads", threads)
 }
 
 func timeWindowQuery(ctx context.Context, r windowRunner, q windowQuery, runs int, limit time.Duration) measure {
