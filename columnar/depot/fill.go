@@ -439,9 +439,6 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 		return
 	}
 	e := s.e
-	d.mu.Lock()
-	e.pins++
-	d.mu.Unlock()
 	order := make([]int, 0, len(e.m.Files))
 	if schema, err := e.m.ArrowSchema(); err == nil {
 		if keys, err := e.m.SortKey.Indices(schema); err == nil {
@@ -452,6 +449,15 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 		if !slices.Contains(order, i) {
 			order = append(order, i)
 		}
+	}
+	d.mu.Lock()
+	order = slices.DeleteFunc(order, func(i int) bool { return e.present[e.m.Files[i].Name] != 0 })
+	if len(order) > 0 {
+		e.pins++
+	}
+	d.mu.Unlock()
+	if len(order) == 0 {
+		return // all held: a warm depot
 	}
 	go func() {
 		defer d.unpin(e)
