@@ -65,7 +65,8 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 	if err := ev.budget.Reserve(extra); err != nil {
 		return nil, nil, false
 	}
-	defer ev.budget.Release(extra)
+	held := extra
+	defer func() { ev.budget.Release(held) }()
 
 	bucket := make([]uint16, n)
 	ranges := splitRows(n, t)
@@ -80,6 +81,27 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		}
 		counts[r] = c
 	})
+	// A bucket of more than half again its share (one partition, or a few,
+	// hold most rows) would sort on one goroutine while the others wait:
+	// sort contiguous ranges of the rows and merge them instead.
+	largest := 0
+	for b := 0; b < t; b++ {
+		rows := 0
+		for r := range counts {
+			rows += counts[r][b]
+		}
+		largest = max(largest, rows)
+	}
+	if int64(largest)*int64(2*t) > int64(3*n) {
+		ev.budget.Release(held)
+		held = 0
+		bucket, counts = nil, nil
+		perm, ok := ev.parallelSortRuns(gk.keys, n, t)
+		if !ok || perm == nil || !oneWordKey(gk.keys[0].v) {
+			return perm, nil, ok
+		}
+		return perm, gatherParallel(gk.keys[0].v, perm, t), true
+	}
 	// Offsets of (range, bucket) in rows, bucket-major: a stable scatter.
 	starts := make([]int, t+1)
 	offsets := make([][]int, len(ranges))
@@ -451,4 +473,120 @@ func mergeRuns(words []uint64, rows []int32, lo, mid, hi int, dw []uint64, dr []
 // integer-like key without NULLs.
 func oneWordKey(v *vector) bool {
 	return v.kind != kindFloat && v.kind != kindString && v.nulls == nil
+}
+
+// parallelSortRuns returns the permutation sortPerm gives for keys of
+// any types (nil: the rows are in order): t contiguous ranges of the rows
+// are sorted on their own goroutines with the single-thread sorter, then
+// merged pairwise in rounds by compareRows, the earlier run first among
+// equal rows, which keeps the sort stable. Each merge is cut at co-ranks
+// into pieces of about n/t rows merged on their own goroutines, so every
+// round uses all the threads. It serves a group without PARTITION BY
+// whose keys are not one integer-like key (parallelSortKey), and a group
+// whose partitions hash into buckets too uneven for parallelSortPerm.
+// It reports false, having reserved nothing, when the grant does not
+// hold the buffers: the caller sorts on one thread.
+func (ev *evaluation) parallelSortRuns(keys []sortedKey, n, t int) ([]int32, bool) {
+	if inOrder(keys, n) {
+		return nil, true
+	}
+	// Beyond what sortedGroup reserves for the single-thread sort: each
+	// run's sorter scratch (keys, their second buffer, index scratch and
+	// NULL flags) and the merge's second permutation.
+	extra := int64(n) * (8 + 8 + 4 + 8 + 4)
+	if err := ev.budget.Reserve(extra); err != nil {
+		return nil, false
+	}
+	defer ev.budget.Release(extra)
+	perm := make([]int32, n)
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		run := make([]sortedKey, len(keys))
+		for k, key := range keys {
+			run[k] = sortedKey{v: key.v.slice(lo, hi), desc: key.desc, nullsFirst: key.nullsFirst}
+		}
+		var s sorter
+		mine := perm[lo:hi:hi]
+		local := s.sortPerm(run, hi-lo, mine)
+		switch {
+		case local == nil:
+			for i := range mine {
+				mine[i] = int32(lo + i)
+			}
+		default:
+			copy(mine, local) // a no-op: sortPerm sorts mine in place
+			for i := range mine {
+				mine[i] += int32(lo)
+			}
+		}
+	})
+	less := func(a, b int32) bool { return compareRows(keys, int(a), int(b)) < 0 }
+	buf := make([]int32, n)
+	type piece struct{ a, b, out [2]int } // rows a and b of the runs merged into out
+	for len(ranges) > 1 {
+		var next [][2]int
+		var pieces []piece
+		for k := 0; k < len(ranges); k += 2 {
+			if k+1 == len(ranges) {
+				r := ranges[k]
+				next = append(next, r)
+				pieces = append(pieces, piece{a: r, b: [2]int{r[1], r[1]}, out: r})
+				continue
+			}
+			lo, mid, hi := ranges[k][0], ranges[k][1], ranges[k+1][1]
+			next = append(next, [2]int{lo, hi})
+			a, b := perm[lo:mid], perm[mid:hi]
+			parts := max(1, (t*(hi-lo)+n-1)/n)
+			ia, ib := 0, 0
+			for p := 1; p <= parts; p++ {
+				k := (hi - lo) * p / parts
+				i := coRank(a, b, k, less)
+				pieces = append(pieces, piece{a: [2]int{lo + ia, lo + i}, b: [2]int{mid + ib, mid + k - i}, out: [2]int{lo + ia + ib, lo + k}})
+				ia, ib = i, k-i
+			}
+		}
+		src, dst := perm, buf
+		parallelFor(len(pieces), func(j int) {
+			pc := pieces[j]
+			mergeRows(src[pc.a[0]:pc.a[1]], src[pc.b[0]:pc.b[1]], dst[pc.out[0]:pc.out[1]], less)
+		})
+		perm, buf = buf, perm
+		ranges = next
+	}
+	return perm, true
+}
+
+// coRank returns how many of the first k rows of the stable merge of the
+// sorted runs a and b (a first among equal rows) come from a.
+func coRank(a, b []int32, k int, less func(x, y int32) bool) int {
+	lo, hi := max(0, k-len(b)), min(k, len(a))
+	for lo < hi {
+		i := int(uint(lo+hi) >> 1)
+		// a[i] is among the first k when it does not follow b[k-i-1].
+		if !less(b[k-i-1], a[i]) {
+			lo = i + 1
+		} else {
+			hi = i
+		}
+	}
+	return lo
+}
+
+// mergeRows merges the sorted runs a and b into out (len(a)+len(b)
+// rows), a first among equal rows.
+func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
+	i, j, o := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if less(b[j], a[i]) {
+			out[o] = b[j]
+			j++
+		} else {
+			out[o] = a[i]
+			i++
+		}
+		o++
+	}
+	o += copy(out[o:], a[i:])
+	copy(out[o:], b[j:])
 }

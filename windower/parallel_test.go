@@ -196,3 +196,64 @@ func TestParallelSortKey(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelSortRuns checks the range-parallel sort and merge of keys
+// of any types against the single-thread sort: the same permutation, for
+// NULLs first and last, DESC, -0 and NaN, strings and several keys.
+func TestParallelSortRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for it := 0; it < 300; it++ {
+		n := 2 + rng.IntN(4000)
+		distinct := 1 + rng.IntN(n)
+		in := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n), nulls: make([]bool, n)}
+		fl := &vector{kind: kindFloat, typ: arrow.PrimitiveTypes.Float64, floats: make([]float64, n)}
+		str := &vector{kind: kindString, typ: arrow.BinaryTypes.String, strs: make([]string, n), nulls: make([]bool, n)}
+		specials := []float64{0, negZero(), nan(), 1.5, -2, math.Inf(1)}
+		for i := 0; i < n; i++ {
+			in.ints[i] = int64(rng.IntN(distinct)) - int64(distinct/3)
+			in.nulls[i] = rng.IntN(8) == 0
+			fl.floats[i] = specials[rng.IntN(len(specials))]
+			str.strs[i] = string(rune('a'+rng.IntN(4))) + string(rune('a'+rng.IntN(distinct%7+1)))
+			str.nulls[i] = rng.IntN(9) == 0
+		}
+		if it%3 == 0 {
+			in.nulls = nil
+		}
+		var vs []*vector
+		switch it % 5 {
+		case 0:
+			vs = []*vector{str}
+		case 1:
+			vs = []*vector{fl}
+		case 2:
+			vs = []*vector{in, str}
+		case 3:
+			vs = []*vector{str, fl, in}
+		case 4:
+			vs = []*vector{in}
+		}
+		var keys []sortedKey
+		for _, v := range vs {
+			keys = append(keys, sortedKey{v: v, desc: rng.IntN(2) == 0, nullsFirst: rng.IntN(2) == 0})
+		}
+		var s sorter
+		want := s.sortPerm(keys, n, nil)
+		threads := 2 + rng.IntN(7)
+		ev := &evaluation{o: Options{Threads: threads}, budget: newTestBudget()}
+		got, ok := ev.parallelSortRuns(keys, n, threads)
+		if !ok {
+			t.Fatalf("iteration %d: refused", it)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n %d, %d distinct, %d threads): permutations differ", it, n, distinct, threads)
+		}
+		if ev.budget.InUse() != 0 {
+			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
+		}
+	}
+	ev := &evaluation{o: Options{Threads: 4}, budget: newTestBudgetOf(64)}
+	v := &vector{kind: kindString, strs: []string{"c", "a", "b", "a", "c"}}
+	if _, ok := ev.parallelSortRuns([]sortedKey{{v: v}}, 5, 4); ok {
+		t.Fatal("a 64-byte budget held the parallel sort's buffers")
+	}
+}
