@@ -590,3 +590,183 @@ func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
 	o += copy(out[o:], a[i:])
 	copy(out[o:], b[j:])
 }
+
+// Evaluation in ranges of rows: a partition larger than a thread's share
+// is cut into ranges evaluated on their own goroutines. A call can be
+// (splittable) when its value at a row follows from the row's frame, its
+// peer group or its position alone, given the partition's bounds and the
+// peer groups that are numbered over all the rows first: row_number,
+// rank, dense_rank, percent_rank, cume_dist, ntile, lag, lead, the value
+// functions, count(*) over the whole partition, and count, sum, avg, min
+// and max over sliding frames (which start each range afresh at its
+// first row's frame; the integer sums are exact, the deque's front
+// depends only on the frame's rows). A running aggregate (a frame from
+// UNBOUNDED PRECEDING) starts a range from a carry: the aggregate of the
+// partition's rows before the range's first frame end. For count,
+// integer sums and averages, min and max, each range's share of the
+// carry is aggregated on its own goroutine and the shares are combined in
+// row order (exact: 128-bit sums; the first of equal extremes is kept);
+// float sums and averages fold the rows before each range in row order
+// on one goroutine, so every float addition happens in the single-thread
+// order. Frames with RANGE offsets (their bounds are found by cursors
+// that only move forward), EXCLUDE or float sums over sliding frames (a
+// segment tree over the whole partition), and the other aggregates over
+// the whole partition, are evaluated by whole partitions.
+
+// rangeCarry is a running aggregate's state over rows [ps, end) of the
+// partition a range starts in.
+type rangeCarry struct {
+	st  aggState
+	end int
+}
+
+// splittable reports whether the call can be evaluated over a range of
+// a partition's rows by itself, and whether it then needs a carry (a
+// running aggregate). It follows evalAggregate's choice of algorithm.
+func (cs *callState) splittable(hasOrder bool) (ok, carry bool) {
+	c := cs.c
+	f := &c.frame
+	if f.mode == modeRange && (offsetBound(f.start) || offsetBound(f.end)) {
+		return false, false
+	}
+	if !c.fn.isAggregate() {
+		return true, false
+	}
+	a := &cs.agg
+	switch {
+	case f.wholePartition(hasOrder):
+		return a.fn == fnCount && a.incl == nil, false
+	case f.exclude != excludeNoOthers || (!a.invertible() && (a.fn == fnSum || a.fn == fnAvg) && f.start.kind != boundUnboundedPreceding):
+		return false, false // a segment tree
+	case f.start.kind == boundUnboundedPreceding:
+		return true, true
+	}
+	return true, false // a deque or a sliding aggregate
+}
+
+func offsetBound(b bound) bool { return b.kind == boundPreceding || b.kind == boundFollowing }
+
+// evalRows evaluates the calls of g.calls at indexes calls (splittable)
+// over about g.threads equal ranges of the rows, one goroutine per
+// range, and marks in overflow the calls whose sum overflowed.
+func (g *groupEval) evalRows(starts []int32, calls []int, overflow []bool) {
+	ranges := splitRows(g.n, g.threads)
+	carries := make([][]rangeCarry, len(calls))
+	for j, k := range calls {
+		if _, carry := g.calls[k].splittable(g.hasOrder); carry {
+			carries[j] = g.calls[k].rangeCarries(&g.part, starts, ranges)
+		}
+	}
+	flags := make([][]bool, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		p := g.part // shares the peer groups, read only
+		lo, hi := ranges[r][0], ranges[r][1]
+		first := partitionOf(starts, lo)
+		flags[r] = make([]bool, len(calls))
+		for j, k := range calls {
+			w := g.calls[k].worker()
+			if carries[j] != nil {
+				w.carry = carries[j][r]
+			}
+			for q := first; int(starts[q]) < hi; q++ {
+				p.set(int(starts[q]), int(starts[q+1]))
+				p.lo, p.hi = max(p.ps, lo), min(p.pe, hi)
+				w.eval(&p)
+			}
+			flags[r][j] = w.agg.overflow
+		}
+	})
+	for r := range flags {
+		for j, k := range calls {
+			overflow[k] = overflow[k] || flags[r][j]
+		}
+	}
+}
+
+// partitionOf returns the partition (an index into starts) that holds row i.
+func partitionOf(starts []int32, i int) int {
+	q, found := slices.BinarySearch(starts, int32(i))
+	if !found {
+		q--
+	}
+	return q
+}
+
+// rangeCarries returns, for each range that starts inside a partition,
+// the running aggregate of the partition's rows up to the range's first
+// frame end (or its first row, if that is earlier); ranges that start a
+// partition get none.
+func (cs *callState) rangeCarries(part *partition, starts []int32, ranges [][2]int) []rangeCarry {
+	out := make([]rangeCarry, len(ranges))
+	from := make([]int, len(ranges)) // rows [from, out[r].end) fold into range r's carry
+	chained := make([]bool, len(ranges))
+	need := make([]bool, len(ranges))
+	p := *part
+	fr := framer{f: cs.fr.f, key: cs.fr.key}
+	for r := 1; r < len(ranges); r++ {
+		lo := ranges[r][0]
+		q := partitionOf(starts, lo)
+		ps := int(starts[q])
+		if ps == lo {
+			continue
+		}
+		p.set(ps, int(starts[q+1]))
+		fr.reset(&p)
+		_, e := fr.bounds(lo)
+		need[r] = true
+		out[r].end = min(lo, e)
+		from[r] = ps
+		if need[r-1] && ranges[r-1][0] > ps {
+			// The previous range starts in the same partition: its carry
+			// is the start of this one.
+			from[r], chained[r] = out[r-1].end, true
+		}
+	}
+	a := &cs.agg
+	if a.kind == kindFloat && (a.fn == fnSum || a.fn == fnAvg) {
+		// In row order on one goroutine: float additions do not reorder.
+		for r := range out {
+			if !need[r] {
+				continue
+			}
+			st := &out[r].st
+			if chained[r] {
+				*st = out[r-1].st
+			} else {
+				st.reset()
+			}
+			for i := from[r]; i < out[r].end; i++ {
+				if a.included(i) {
+					a.add(st, i)
+				}
+			}
+		}
+		return out
+	}
+	share := make([]aggState, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		st := &share[r]
+		st.reset()
+		if !need[r] {
+			return
+		}
+		for i := from[r]; i < out[r].end; i++ {
+			if a.included(i) {
+				a.add(st, i)
+			}
+		}
+	})
+	for r := range out {
+		if !need[r] {
+			continue
+		}
+		st := &out[r].st
+		if chained[r] {
+			*st = out[r-1].st
+		} else {
+			st.reset()
+		}
+		a.merge(st, &share[r])
+	}
+	return out
+}
