@@ -18,11 +18,19 @@ import (
 // in the order the stable single-thread sort gives it; merging the
 // buckets' partitions by key yields that sort's permutation exactly.
 //
-// The evaluation: the sorted rows are cut at partition starts into
-// ranges of about n/threads rows, and each range is evaluated on its own
-// goroutine with its own copy of every call's state. Each writes only
-// its rows of the outputs, so the result is the single-thread one bit
-// for bit.
+// A group without PARTITION BY, or whose buckets are uneven (one
+// partition dominates), sorts contiguous ranges of its rows instead and
+// merges them: parallelSortKey for one integer-like key, parallelSortRuns
+// for any keys.
+//
+// The evaluation: the calls that can be evaluated over a range of a
+// partition's rows by themselves (splittable) are evaluated over ranges
+// of about n/threads rows cut anywhere, partitions included, running
+// aggregates starting from a carry (evalRows, rangeCarries); the other
+// calls over ranges of whole partitions cut at partition starts. Each
+// range is evaluated on its own goroutine with its own copy of every
+// call's state. Each writes only its rows of the outputs, so the result
+// is the single-thread one bit for bit.
 
 // maxThreads bounds the goroutines of one evaluation.
 const maxThreads = 64
@@ -45,9 +53,9 @@ func (ev *evaluation) threadsFor(n int) int {
 // (nil: the rows are in order), sorting t hash buckets of the rows on t
 // goroutines, and the first key's values in that order when it is an
 // integer-like key without NULLs (else nil), as decodeFirstKey has them.
-// It reports false, having reserved nothing, when the
-// grant does not hold the buckets' buffers: the caller sorts on one
-// thread.
+// When the buckets are uneven it sorts with parallelSortRuns instead. It
+// reports false, having reserved nothing, when the grant does not hold
+// the buffers: the caller sorts on one thread.
 func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, bool) {
 	if inOrder(gk.keys, n) {
 		return nil, nil, true
@@ -661,17 +669,31 @@ func (g *groupEval) evalRows(starts []int32, calls []int, overflow []bool) {
 	parallelFor(len(ranges), func(r int) {
 		p := g.part // shares the peer groups, read only
 		lo, hi := ranges[r][0], ranges[r][1]
-		first := partitionOf(starts, lo)
+		first, last := partitionOf(starts, lo), partitionOf(starts, hi-1)
 		flags[r] = make([]bool, len(calls))
 		for j, k := range calls {
 			w := g.calls[k].worker()
 			if carries[j] != nil {
-				w.carry = carries[j][r]
+				w.carry = carries[j][r] // for a first piece that starts inside its partition
 			}
-			for q := first; int(starts[q]) < hi; q++ {
+			piece := func(q int) {
 				p.set(int(starts[q]), int(starts[q+1]))
 				p.lo, p.hi = max(p.ps, lo), min(p.pe, hi)
 				w.eval(&p)
+			}
+			// The partitions [a, b) lie in the range whole; the first
+			// and last may be pieces of larger ones.
+			a, b := first, last+1
+			if int(starts[first]) < lo {
+				piece(first)
+				a = first + 1
+			}
+			if b > a && int(starts[last+1]) > hi {
+				piece(last)
+				b = last
+			}
+			if a < b {
+				w.evalAll(&p, starts[a:b+1])
 			}
 			flags[r][j] = w.agg.overflow
 		}
