@@ -73,23 +73,23 @@
 // the calls whose value at a row follows from its position, its peer
 // group (numbered over all the rows first) or its frame alone:
 // row_number, rank, dense_rank, percent_rank, cume_dist, ntile, lag,
-// lead, first_value, last_value, nth_value, count(*) over the whole
-// partition, and count, sum, avg, min and max over sliding frames (ROWS
-// or GROUPS offsets, RANGE to CURRENT ROW), each range starting afresh at
-// its first row's frame. A running aggregate (a frame from UNBOUNDED
-// PRECEDING) starts a range that begins inside a partition from a carry,
-// the aggregate of the partition's rows before the range's first frame
-// end: count, integer sum and avg, min and max aggregate each range's
-// share on its own goroutine and combine the shares in row order
-// (exactly: 128-bit sums, the first of equal extremes); float sums and
-// averages fold the rows before each range in row order on one
-// goroutine, so every addition is the single-thread one. The other calls
-// (frames with RANGE offsets, whose bounds come from cursors that only
-// move forward; EXCLUDE and float sums over sliding frames, a segment
-// tree over the partition; the other aggregates over the whole
-// partition) are evaluated in ranges cut at partition starts, so a
-// single partition runs them on one thread. Results of groups before the
-// last are put back in input order on all the threads.
+// lead, first_value, last_value, nth_value, and count, sum, avg, min and
+// max over sliding frames (ROWS or GROUPS offsets, RANGE to CURRENT ROW),
+// each range starting afresh at its first row's frame. Aggregates over a
+// frame from UNBOUNDED PRECEDING start a range that begins inside a
+// partition from a carry: a running aggregate from the aggregate of the
+// partition's rows before the range's first frame end, an aggregate over
+// the whole partition from the partition's aggregate. Count, integer sum
+// and avg, min and max aggregate each range's share of a carry on its own
+// goroutine and combine the shares in row order (exactly: 128-bit sums,
+// the first of equal extremes); float sums and averages fold the rows of
+// a carry in row order on one goroutine, so every addition is the
+// single-thread one. The other calls (frames with RANGE offsets, whose
+// bounds come from cursors that only move forward; EXCLUDE and float sums
+// over sliding frames, a segment tree over the partition) are evaluated
+// in ranges cut at partition starts, so a single partition runs them on
+// one thread. Results of groups before the last are put back in input
+// order on all the threads.
 //
 // # Memory and spilling
 //

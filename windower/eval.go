@@ -18,9 +18,9 @@ type callState struct {
 	deq   deque
 	tree  segTree
 	state aggState
-	// carry is the state a running aggregate starts from when it
-	// evaluates a range of a partition that does not start at the
-	// partition's first row (parallel.go).
+	// carry is the state an aggregate over a frame from UNBOUNDED
+	// PRECEDING starts from when it evaluates a piece of a partition
+	// rather than all of it (parallel.go).
 	carry rangeCarry
 }
 
@@ -342,10 +342,14 @@ func (cs *callState) aggregateWhole(p *partition) {
 		}
 		return
 	}
-	st.reset()
-	for r := ps; r < pe; r++ {
-		if a.included(r) {
-			a.add(st, r)
+	if p.lo > ps || p.hi < pe {
+		*st = cs.carry.st // a piece of the partition: its aggregate, carried (parallel.go)
+	} else {
+		st.reset()
+		for r := ps; r < pe; r++ {
+			if a.included(r) {
+				a.add(st, r)
+			}
 		}
 	}
 	for i := p.lo; i < p.hi; i++ {

@@ -599,57 +599,72 @@ func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
 	copy(out[o:], b[j:])
 }
 
-// Evaluation in ranges of rows: a partition larger than a thread's share
-// is cut into ranges evaluated on their own goroutines. A call can be
-// (splittable) when its value at a row follows from the row's frame, its
-// peer group or its position alone, given the partition's bounds and the
-// peer groups that are numbered over all the rows first: row_number,
-// rank, dense_rank, percent_rank, cume_dist, ntile, lag, lead, the value
-// functions, count(*) over the whole partition, and count, sum, avg, min
-// and max over sliding frames (which start each range afresh at its
-// first row's frame; the integer sums are exact, the deque's front
-// depends only on the frame's rows). A running aggregate (a frame from
-// UNBOUNDED PRECEDING) starts a range from a carry: the aggregate of the
-// partition's rows before the range's first frame end. For count,
-// integer sums and averages, min and max, each range's share of the
-// carry is aggregated on its own goroutine and the shares are combined in
-// row order (exact: 128-bit sums; the first of equal extremes is kept);
-// float sums and averages fold the rows before each range in row order
-// on one goroutine, so every float addition happens in the single-thread
-// order. Frames with RANGE offsets (their bounds are found by cursors
-// that only move forward), EXCLUDE or float sums over sliding frames (a
-// segment tree over the whole partition), and the other aggregates over
-// the whole partition, are evaluated by whole partitions.
+// Evaluation in ranges of rows: the rows are cut into ranges of about
+// n/threads rows wherever the cuts fall in a partition, each evaluated
+// on its own goroutine, for the calls that can be (splittable): those
+// whose value at a row follows from its frame, its peer group or its
+// position alone, given the partition's bounds and the peer groups that
+// are numbered over all the rows first: row_number, rank, dense_rank,
+// percent_rank, cume_dist, ntile, lag, lead, the value functions, and
+// count, sum, avg, min and max over sliding frames (which start each
+// range afresh at its first row's frame; the integer sums are exact, the
+// deque's front depends only on the frame's rows). Aggregates over a
+// frame from UNBOUNDED PRECEDING evaluate a piece of a partition from a
+// carry: a running aggregate from the aggregate of the partition's rows
+// before the range's first frame end (rangeCarries), an aggregate over
+// the whole partition from the partition's aggregate (wholeCarries).
+// For count, integer sums and averages, min and max, each range's share
+// of a carry is aggregated on its own goroutine and the shares are
+// combined in row order (exact: 128-bit sums; the first of equal
+// extremes is kept); float sums and averages fold a carry's rows in row
+// order on one goroutine, so every float addition happens in the
+// single-thread order. Frames with RANGE offsets (their bounds are found
+// by cursors that only move forward), EXCLUDE and float sums over
+// sliding frames (a segment tree over the whole partition) are evaluated
+// by whole partitions.
 
-// rangeCarry is a running aggregate's state over rows [ps, end) of the
-// partition a range starts in.
+// rangeCarry is an aggregate's state a piece of a partition starts
+// from: over rows [ps, end) of the partition (a running aggregate) or
+// over the whole partition.
 type rangeCarry struct {
 	st  aggState
 	end int
 }
 
+// carryKind is what a splittable call needs to evaluate a piece of a
+// partition beyond the piece's rows.
+type carryKind uint8
+
+const (
+	carryNone    carryKind = iota
+	carryRunning           // the aggregate of the rows before the piece's first frame end
+	carryWhole             // the aggregate of the whole partition
+)
+
 // splittable reports whether the call can be evaluated over a range of
-// a partition's rows by itself, and whether it then needs a carry (a
-// running aggregate). It follows evalAggregate's choice of algorithm.
-func (cs *callState) splittable(hasOrder bool) (ok, carry bool) {
+// a partition's rows by itself, and what carry it then needs. It follows
+// evalAggregate's choice of algorithm.
+func (cs *callState) splittable(hasOrder bool) (bool, carryKind) {
 	c := cs.c
 	f := &c.frame
 	if f.mode == modeRange && (offsetBound(f.start) || offsetBound(f.end)) {
-		return false, false
+		return false, carryNone
 	}
 	if !c.fn.isAggregate() {
-		return true, false
+		return true, carryNone
 	}
 	a := &cs.agg
 	switch {
+	case f.wholePartition(hasOrder) && a.fn == fnCount && a.incl == nil:
+		return true, carryNone // the row count
 	case f.wholePartition(hasOrder):
-		return a.fn == fnCount && a.incl == nil, false
+		return true, carryWhole
 	case f.exclude != excludeNoOthers || (!a.invertible() && (a.fn == fnSum || a.fn == fnAvg) && f.start.kind != boundUnboundedPreceding):
-		return false, false // a segment tree
+		return false, carryNone // a segment tree
 	case f.start.kind == boundUnboundedPreceding:
-		return true, true
+		return true, carryRunning
 	}
-	return true, false // a deque or a sliding aggregate
+	return true, carryNone // a deque or a sliding aggregate
 }
 
 func offsetBound(b bound) bool { return b.kind == boundPreceding || b.kind == boundFollowing }
@@ -659,10 +674,16 @@ func offsetBound(b bound) bool { return b.kind == boundPreceding || b.kind == bo
 // range, and marks in overflow the calls whose sum overflowed.
 func (g *groupEval) evalRows(starts []int32, calls []int, overflow []bool) {
 	ranges := splitRows(g.n, g.threads)
-	carries := make([][]rangeCarry, len(calls))
+	// The carries of each call for the first and the last piece of each
+	// range (nil: none needed).
+	firstCarry := make([][]rangeCarry, len(calls))
+	lastCarry := make([][]rangeCarry, len(calls))
 	for j, k := range calls {
-		if _, carry := g.calls[k].splittable(g.hasOrder); carry {
-			carries[j] = g.calls[k].rangeCarries(&g.part, starts, ranges)
+		switch _, carry := g.calls[k].splittable(g.hasOrder); carry {
+		case carryRunning:
+			firstCarry[j] = g.calls[k].rangeCarries(&g.part, starts, ranges)
+		case carryWhole:
+			firstCarry[j], lastCarry[j] = g.calls[k].wholeCarries(starts, ranges)
 		}
 	}
 	flags := make([][]bool, len(ranges))
@@ -673,9 +694,6 @@ func (g *groupEval) evalRows(starts []int32, calls []int, overflow []bool) {
 		flags[r] = make([]bool, len(calls))
 		for j, k := range calls {
 			w := g.calls[k].worker()
-			if carries[j] != nil {
-				w.carry = carries[j][r] // for a first piece that starts inside its partition
-			}
 			piece := func(q int) {
 				p.set(int(starts[q]), int(starts[q+1]))
 				p.lo, p.hi = max(p.ps, lo), min(p.pe, hi)
@@ -685,10 +703,16 @@ func (g *groupEval) evalRows(starts []int32, calls []int, overflow []bool) {
 			// and last may be pieces of larger ones.
 			a, b := first, last+1
 			if int(starts[first]) < lo {
+				if firstCarry[j] != nil {
+					w.carry = firstCarry[j][r]
+				}
 				piece(first)
 				a = first + 1
 			}
 			if b > a && int(starts[last+1]) > hi {
+				if lastCarry[j] != nil {
+					w.carry = lastCarry[j][r]
+				}
 				piece(last)
 				b = last
 			}
@@ -791,4 +815,79 @@ func (cs *callState) rangeCarries(part *partition, starts []int32, ranges [][2]i
 		a.merge(st, &share[r])
 	}
 	return out
+}
+
+// wholeCarries returns, for each range, the aggregate of the whole
+// partition its first piece and its last piece are cut from (zero where
+// the piece is a whole partition). Each cut partition is aggregated in
+// shares, one per range it spans, on their own goroutines, combined in
+// row order; float sums and averages fold each cut partition in row
+// order on one goroutine.
+func (cs *callState) wholeCarries(starts []int32, ranges [][2]int) (first, last []rangeCarry) {
+	a := &cs.agg
+	sequential := a.kind == kindFloat && (a.fn == fnSum || a.fn == fnAvg)
+	// The cut partitions, each with the ranges it spans.
+	type cut struct{ q, r0, r1 int }
+	var cuts []cut
+	for r := 1; r < len(ranges); r++ {
+		lo := ranges[r][0]
+		q := partitionOf(starts, lo)
+		if int(starts[q]) == lo {
+			continue
+		}
+		if len(cuts) > 0 && cuts[len(cuts)-1].q == q {
+			cuts[len(cuts)-1].r1 = r
+			continue
+		}
+		cuts = append(cuts, cut{q: q, r0: r - 1, r1: r})
+	}
+	// One task per share: rows [lo, hi) into shares[task].
+	type task struct {
+		c      int // index into cuts
+		lo, hi int
+	}
+	var tasks []task
+	for ci, c := range cuts {
+		ps, pe := int(starts[c.q]), int(starts[c.q+1])
+		if sequential {
+			tasks = append(tasks, task{c: ci, lo: ps, hi: pe})
+			continue
+		}
+		for r := c.r0; r <= c.r1; r++ {
+			tasks = append(tasks, task{c: ci, lo: max(ps, ranges[r][0]), hi: min(pe, ranges[r][1])})
+		}
+	}
+	shares := make([]aggState, len(tasks))
+	parallelFor(len(tasks), func(k int) {
+		st := &shares[k]
+		st.reset()
+		for i := tasks[k].lo; i < tasks[k].hi; i++ {
+			if a.included(i) {
+				a.add(st, i)
+			}
+		}
+	})
+	totals := make([]aggState, len(cuts))
+	for ci := range totals {
+		totals[ci].reset()
+	}
+	for k, tk := range tasks { // in row order within each cut partition
+		if sequential {
+			totals[tk.c] = shares[k]
+		} else {
+			a.merge(&totals[tk.c], &shares[k])
+		}
+	}
+	first, last = make([]rangeCarry, len(ranges)), make([]rangeCarry, len(ranges))
+	for ci, c := range cuts {
+		for r := c.r0; r <= c.r1; r++ {
+			if r > c.r0 {
+				first[r].st = totals[ci]
+			}
+			if r < c.r1 {
+				last[r].st = totals[ci]
+			}
+		}
+	}
+	return first, last
 }

@@ -262,7 +262,7 @@ func TestParallelSortRuns(t *testing.T) {
 // onePartitionCalls are window calls over one partition (or a dominant
 // one) that the parallel paths cut into ranges of rows, and some that
 // they evaluate by whole partitions (RANGE offsets, EXCLUDE, float sums
-// over sliding frames, aggregates over the whole partition).
+// over sliding frames).
 func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messages.WindowCall {
 	rows := func(s, e string, so, eo int64) *messages.Frame {
 		f := &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: s}, End: messages.FrameBound{Kind: e}}
@@ -279,6 +279,7 @@ func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messa
 	)
 	sliding := rows(pre, fol, 3, 2)
 	running := rows(up, cur, 0, 0)
+	whole := rows(up, uf, 0, 0)
 	filter := []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(2)}}}
 	calls := []*messages.WindowCall{
 		{Func: "row_number"}, {Func: "rank"}, {Func: "dense_rank"}, {Func: "percent_rank"}, {Func: "cume_dist"},
@@ -297,7 +298,10 @@ func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messa
 		{Func: "sum", Args: []*messages.Expr{col("f")}, Frame: running}, {Func: "avg", Args: []*messages.Expr{col("f")}, Frame: rows(up, fol, 0, 3)},
 		{Func: "avg", Args: []*messages.Expr{col("x")}, Frame: rows(up, pre, 0, 2)},
 		{Func: "min", Args: []*messages.Expr{col("s")}, Frame: running}, {Func: "max", Args: []*messages.Expr{col("f")}, Frame: rows(up, fol, 0, 2)},
-		{Func: "count", Star: true, Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: up}, End: messages.FrameBound{Kind: uf}}},
+		{Func: "count", Star: true, Frame: whole},
+		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: whole}, {Func: "min", Args: []*messages.Expr{col("s")}, Frame: whole},
+		{Func: "count", Args: []*messages.Expr{col("f")}, Frame: whole, Filter: filter}, {Func: "sum", Args: []*messages.Expr{col("f")}, Frame: whole},
+		{Func: "avg", Args: []*messages.Expr{col("f")}, Frame: whole}, {Func: "max", Args: []*messages.Expr{col("f")}, Frame: whole},
 		// The default frame: RANGE from UNBOUNDED PRECEDING to the current
 		// row's last peer.
 		{Func: "sum", Args: []*messages.Expr{col("x")}}, {Func: "sum", Args: []*messages.Expr{col("f")}}, {Func: "max", Args: []*messages.Expr{col("x")}},
@@ -307,7 +311,6 @@ func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messa
 		{Func: "sum", Args: []*messages.Expr{col("f")}, Frame: sliding},
 		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: pre, Offset: &messages.Value{Int: i64(2)}},
 			End: messages.FrameBound{Kind: fol, Offset: &messages.Value{Int: i64(2)}}, Exclude: messages.ExcludeCurrentRow}},
-		{Func: "avg", Args: []*messages.Expr{col("f")}, Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: up}, End: messages.FrameBound{Kind: uf}}},
 	}
 	if len(order) == 1 && order[0].Expr.Column == "x" {
 		calls = append(calls, &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameRange,
