@@ -2,13 +2,17 @@ package windower
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 )
@@ -396,5 +400,71 @@ func TestParallelOnePartitionSmallGrant(t *testing.T) {
 	}
 	if gotPeak > b.Limit() {
 		t.Fatalf("peak %d bytes over the %d-byte grant", gotPeak, b.Limit())
+	}
+}
+
+// TestParallelOnePartitionOverflow checks that an integer sum that
+// overflows in one range of a partition cut into ranges is the error it
+// is on one thread, and that a running sum of large values that cancel
+// out, carried into later ranges, is the one-thread sum.
+func TestParallelOnePartitionOverflow(t *testing.T) {
+	parallelSmall(t)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	build := func(xs []int64) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
+		defer b.Release()
+		for i, x := range xs {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			b.Field(1).(*array.Int64Builder).Append(x)
+		}
+		return b.NewRecordBatch()
+	}
+	const n = 400
+	big := make([]int64, n) // the running sum passes MaxInt64 at row 300
+	wobble := make([]int64, n)
+	for i := range big {
+		big[i] = 1
+		wobble[i] = 1
+	}
+	big[300] = math.MaxInt64
+	wobble[100], wobble[101] = math.MaxInt64, -math.MaxInt64 // id 101 comes first: no sum overflows
+	for _, c := range []struct {
+		name     string
+		xs       []int64
+		frame    *messages.Frame
+		overflow bool
+	}{
+		{"running", big, nil, true},
+		{"sliding", big, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}},
+			End: messages.FrameBound{Kind: messages.BoundCurrentRow}}, true},
+		{"whole", big, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+			End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}}, true},
+		{"running, cancelling", wobble, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+			End: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}}}, false},
+	} {
+		rec := build(c.xs)
+		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")},
+			{Alias: "s", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, OrderBy: []messages.SortItem{{Expr: *col("id"), Desc: true}}, Frame: c.frame}}}}
+		var want []string
+		for _, threads := range []int{1, 2, 3, 4} {
+			res, err := RunRecords(context.Background(), q, schema, []arrow.RecordBatch{rec}, Options{Threads: threads})
+			if c.overflow {
+				if !errors.Is(err, ErrOverflow) || !strings.Contains(err.Error(), `"s"`) {
+					t.Fatalf("%s, threads %d: %v, want the overflow of select item s", c.name, threads, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s, threads %d: %v", c.name, threads, err)
+			}
+			rows := drain(t, res)
+			res.Close()
+			if want == nil {
+				want = rows
+			} else if !slices.Equal(rows, want) {
+				t.Fatalf("%s, threads %d: other rows than one thread", c.name, threads)
+			}
+		}
+		rec.Release()
 	}
 }
