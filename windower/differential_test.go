@@ -376,7 +376,9 @@ func TestDifferential(t *testing.T) {
 			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", len(calls)), Window: w})
 		}
 		var first []string
-		for _, threads := range threadCounts {
+		// One thread, then 2, 3 or 4: ranges of one partition cut at
+		// other rows.
+		for _, threads := range []int{1, 2 + it%3} {
 			res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Threads: threads})
 			if err != nil {
 				overflow := false
@@ -411,7 +413,7 @@ func TestDifferential(t *testing.T) {
 			if first == nil {
 				first = rows
 			} else if !slices.Equal(rows, first) {
-				t.Fatalf("iteration %d: threads %d returned other rows or another order than threads %d", it, threads, threadCounts[0])
+				t.Fatalf("iteration %d: threads %d returned other rows or another order than one thread", it, threads)
 			}
 		}
 		rec.Release()

@@ -45,23 +45,51 @@
 //
 // A run uses up to Options.Threads goroutines (default GOMAXPROCS), which
 // share its grant. Loading input in memory decodes each column on a
-// goroutine of its own. A window group with PARTITION BY over at least
-// 16Ki rows is sorted in parallel: rows are hash-partitioned on the
+// goroutine of its own. A window group over at least 16Ki rows is sorted
+// and evaluated in parallel, and its gathers into sorted order are split
+// by rows. The result is the single-thread result, row for row and in the
+// same order.
+//
+// The sort. With PARTITION BY, rows are hash-partitioned on the
 // partition key into one bucket per thread (each bucket keeps its rows'
 // input order), each bucket is sorted on its own goroutine, and the
 // buckets' partitions are merged by key, which is exactly the
-// single-thread sort's stable permutation. Then the sorted rows are cut
-// at partition starts into ranges of about n/threads rows, each evaluated
-// on its own goroutine with its own state, and gathers into sorted order
-// are split by rows. The result is the single-thread result, row for row
-// and in the same order. The parallel sort's buffers are reserved from
-// the grant first; when they do not fit, the group sorts on one thread.
-// A group without PARTITION BY whose one ORDER BY key is integer-like
-// without NULLs (timestamps, dates, integers) sorts contiguous ranges of
-// its rows on their own goroutines and merges them pairwise, the earlier
-// range first among equal keys (stable); other such groups sort on one
-// thread. A single partition is evaluated on one thread. Results of
-// groups before the last are put back in input order on all the threads.
+// single-thread sort's stable permutation. A group without PARTITION BY
+// whose one ORDER BY key is integer-like without NULLs (timestamps,
+// dates, integers) sorts contiguous ranges of its rows on their own
+// goroutines and merges them pairwise, the earlier range first among
+// equal keys (stable). Any other group without PARTITION BY, and a group
+// whose hash buckets are uneven (one holds more than half again its
+// share: one partition or a few hold most rows), sorts contiguous ranges
+// of its rows with the single-thread sorter on their own goroutines and
+// merges them pairwise by comparing rows, the earlier range first among
+// equal rows, each merge cut at co-ranks into pieces of about n/threads
+// rows so that every round uses all the threads: again the single-thread
+// permutation. A parallel sort's buffers are reserved from the grant
+// first; when they do not fit, the group sorts on one thread.
+//
+// The evaluation. The sorted rows are cut into ranges of about n/threads
+// rows, one goroutine each, wherever the cuts fall in a partition, for
+// the calls whose value at a row follows from its position, its peer
+// group (numbered over all the rows first) or its frame alone:
+// row_number, rank, dense_rank, percent_rank, cume_dist, ntile, lag,
+// lead, first_value, last_value, nth_value, and count, sum, avg, min and
+// max over sliding frames (ROWS or GROUPS offsets, RANGE to CURRENT ROW),
+// each range starting afresh at its first row's frame. Aggregates over a
+// frame from UNBOUNDED PRECEDING start a range that begins inside a
+// partition from a carry: a running aggregate from the aggregate of the
+// partition's rows before the range's first frame end, an aggregate over
+// the whole partition from the partition's aggregate. Count, integer sum
+// and avg, min and max aggregate each range's share of a carry on its own
+// goroutine and combine the shares in row order (exactly: 128-bit sums,
+// the first of equal extremes); float sums and averages fold the rows of
+// a carry in row order on one goroutine, so every addition is the
+// single-thread one. The other calls (frames with RANGE offsets, whose
+// bounds come from cursors that only move forward; EXCLUDE and float sums
+// over sliding frames, a segment tree over the partition) are evaluated
+// in ranges cut at partition starts, so a single partition runs them on
+// one thread. Results of groups before the last are put back in input
+// order on all the threads.
 //
 // # Memory and spilling
 //

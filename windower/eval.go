@@ -18,6 +18,10 @@ type callState struct {
 	deq   deque
 	tree  segTree
 	state aggState
+	// carry is the state an aggregate over a frame from UNBOUNDED
+	// PRECEDING starts from when it evaluates a piece of a partition
+	// rather than all of it (parallel.go).
+	carry rangeCarry
 }
 
 // groupEval evaluates the calls of one window group over rows that are
@@ -54,40 +58,69 @@ func (g *groupEval) evalPartitions() error {
 	if g.hasOrder {
 		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], grow(p.groupOf, g.n), p.groupStart[:0])
 	}
-	if cuts := cutPartitions(starts, g.threads); len(cuts) > 2 {
-		return g.evalParallel(starts, cuts)
+	if g.threads <= 1 {
+		for _, cs := range g.calls {
+			cs.evalAll(p, starts)
+			if cs.agg.overflow {
+				return overflowError(cs.c)
+			}
+		}
+		return nil
 	}
-	for _, cs := range g.calls {
-		cs.evalAll(p, starts)
-		if cs.agg.overflow {
+	// On several goroutines: the calls a range of a partition can be
+	// evaluated by itself in ranges of rows (a partition may be cut), the
+	// others in ranges of whole partitions.
+	overflow := make([]bool, len(g.calls))
+	var byRows, byPartitions []int
+	for k, cs := range g.calls {
+		if ok, _ := cs.splittable(g.hasOrder); ok {
+			byRows = append(byRows, k)
+		} else {
+			byPartitions = append(byPartitions, k)
+		}
+	}
+	if len(byRows) > 0 {
+		g.evalRows(starts, byRows, overflow)
+	}
+	if len(byPartitions) > 0 {
+		if cuts := cutPartitions(starts, g.threads); len(cuts) > 2 {
+			g.evalParallel(starts, cuts, byPartitions, overflow)
+		} else {
+			for _, k := range byPartitions {
+				cs := g.calls[k]
+				cs.evalAll(p, starts)
+				overflow[k] = cs.agg.overflow
+			}
+		}
+	}
+	for k, cs := range g.calls {
+		if overflow[k] {
 			return overflowError(cs.c)
 		}
 	}
 	return nil
 }
 
-// evalParallel evaluates every call over the ranges of partitions cuts
-// delimits (cutPartitions), one goroutine per range.
-func (g *groupEval) evalParallel(starts []int32, cuts []int) error {
-	overflow := make([][]bool, len(cuts)-1)
+// evalParallel evaluates the calls of g.calls at indexes calls over the
+// ranges of partitions cuts delimits (cutPartitions), one goroutine per
+// range, and marks in overflow the calls whose sum overflowed.
+func (g *groupEval) evalParallel(starts []int32, cuts []int, calls []int, overflow []bool) {
+	flags := make([][]bool, len(cuts)-1)
 	parallelFor(len(cuts)-1, func(r int) {
 		p := g.part // shares the peer groups, read only
 		mine := starts[cuts[r] : cuts[r+1]+1]
-		overflow[r] = make([]bool, len(g.calls))
-		for k, cs := range g.calls {
-			w := cs.worker()
+		flags[r] = make([]bool, len(calls))
+		for j, k := range calls {
+			w := g.calls[k].worker()
 			w.evalAll(&p, mine)
-			overflow[r][k] = w.agg.overflow
+			flags[r][j] = w.agg.overflow
 		}
 	})
-	for k, cs := range g.calls {
-		for r := range overflow {
-			if overflow[r][k] {
-				return overflowError(cs.c)
-			}
+	for r := range flags {
+		for j, k := range calls {
+			overflow[k] = overflow[k] || flags[r][j]
 		}
 	}
-	return nil
 }
 
 func overflowError(c *call) error {
@@ -128,22 +161,22 @@ func (cs *callState) evalAll(p *partition, starts []int32) {
 func (cs *callState) eval(p *partition) { functions[cs.c.fn].eval(cs, p) }
 
 func (cs *callState) evalRowNumber(p *partition) {
-	o := cs.out.ints[p.ps:p.pe]
-	for k := range o {
-		o[k] = int64(k + 1)
+	o := cs.out.ints
+	for i := p.lo; i < p.hi; i++ {
+		o[i] = int64(i - p.ps + 1)
 	}
 }
 
 func (cs *callState) evalRank(p *partition) {
 	out := cs.out
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		out.ints[i] = int64(p.peerStart(i) - p.ps + 1)
 	}
 }
 
 func (cs *callState) evalDenseRank(p *partition) {
 	out := cs.out
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		out.ints[i] = int64(p.group(i) + 1)
 	}
 }
@@ -152,7 +185,7 @@ func (cs *callState) evalPercentRank(p *partition) {
 	out := cs.out
 	ps, pe := p.ps, p.pe
 	n := pe - ps
-	for i := ps; i < pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		if n <= 1 {
 			out.floats[i] = 0
 		} else {
@@ -165,7 +198,7 @@ func (cs *callState) evalCumeDist(p *partition) {
 	out := cs.out
 	ps, pe := p.ps, p.pe
 	n := pe - ps
-	for i := ps; i < pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		out.floats[i] = float64(p.peerEnd(i)-ps) / float64(n)
 	}
 }
@@ -175,7 +208,7 @@ func (cs *callState) evalNtile(p *partition) {
 	out := cs.out
 	ps, pe := p.ps, p.pe
 	if c.argNil {
-		for i := ps; i < pe; i++ {
+		for i := p.lo; i < p.hi; i++ {
 			out.nulls[i] = true
 		}
 		return
@@ -185,7 +218,7 @@ func (cs *callState) evalNtile(p *partition) {
 	q := int64(n) / buckets
 	rem := int64(n) % buckets
 	big := rem * (q + 1) // rows in the larger buckets
-	for i := ps; i < pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		k := int64(i - ps)
 		if k < big || q == 0 {
 			out.ints[i] = k/(q+1) + 1
@@ -220,7 +253,7 @@ func (cs *callState) evalShift(p *partition) {
 	if c.fn == fnLag {
 		off = -off
 	}
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		if c.argNil {
 			out.nulls[i] = true
 			continue
@@ -250,7 +283,7 @@ func (cs *callState) evalValue(p *partition) {
 	c := cs.c
 	fr := &cs.fr
 	fr.reset(p)
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		s, e := fr.bounds(i)
 		pc := framePieces(&c.frame, p, i, s, e)
 		r := -1
@@ -303,19 +336,23 @@ func (cs *callState) aggregateWhole(p *partition) {
 	ps, pe := p.ps, p.pe
 	if a.fn == fnCount && a.incl == nil {
 		cnt := int64(pe - ps)
-		o := out.ints[ps:pe]
+		o := out.ints[p.lo:p.hi]
 		for k := range o {
 			o[k] = cnt
 		}
 		return
 	}
-	st.reset()
-	for r := ps; r < pe; r++ {
-		if a.included(r) {
-			a.add(st, r)
+	if p.lo > ps || p.hi < pe {
+		*st = cs.carry.st // a piece of the partition: its aggregate, carried (parallel.go)
+	} else {
+		st.reset()
+		for r := ps; r < pe; r++ {
+			if a.included(r) {
+				a.add(st, r)
+			}
 		}
 	}
-	for i := ps; i < pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		a.write(out, i, st)
 	}
 }
@@ -326,7 +363,7 @@ func (cs *callState) aggregateTree(p *partition) {
 	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
 	f := &cs.c.frame
 	cs.tree.build(a, p.ps, p.pe)
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		s, e := fr.bounds(i)
 		pc := framePieces(f, p, i, s, e)
 		st.reset()
@@ -342,7 +379,12 @@ func (cs *callState) aggregateRunning(p *partition) {
 	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
 	st.reset()
 	end := p.ps
-	for i := p.ps; i < p.pe; i++ {
+	if p.lo > p.ps {
+		// A range of the partition: start from the carried aggregate
+		// of the rows before carry.end (parallel.go).
+		*st, end = cs.carry.st, cs.carry.end
+	}
+	for i := p.lo; i < p.hi; i++ {
 		_, e := fr.bounds(i)
 		for ; end < e; end++ {
 			if a.included(end) {
@@ -353,12 +395,24 @@ func (cs *callState) aggregateRunning(p *partition) {
 	}
 }
 
+// frameRows returns how many rows the frames of rows [p.lo, p.hi) span:
+// the most a deque over them holds.
+func (cs *callState) frameRows(p *partition) int {
+	if p.lo == p.ps && p.hi == p.pe {
+		return p.pe - p.ps
+	}
+	// A range of the partition: its frames are stateless (splittable).
+	s, _ := cs.fr.bounds(p.lo)
+	_, e := cs.fr.bounds(p.hi - 1)
+	return max(e-s, 0)
+}
+
 // aggregateExtremum: sliding min/max with a monotonic deque.
 func (cs *callState) aggregateExtremum(p *partition) {
 	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
-	cs.deq.reset(p.pe - p.ps)
+	cs.deq.reset(cs.frameRows(p))
 	end := p.ps
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		s, e := fr.bounds(i)
 		if end < s {
 			end = s
@@ -383,7 +437,7 @@ func (cs *callState) aggregateSliding(p *partition) {
 	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
 	st.reset()
 	lo, hi := p.ps, p.ps // rows [lo, hi) are in st
-	for i := p.ps; i < p.pe; i++ {
+	for i := p.lo; i < p.hi; i++ {
 		s, e := fr.bounds(i)
 		if s >= hi {
 			st.reset()

@@ -146,12 +146,16 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	threads := ev.threadsFor(n)
 	parallel := false
 	var firstSorted *vector // the first key in sorted order, from the parallel sort
-	if !sortedInput && threads > 1 && len(g.partition) > 0 {
+	if !sortedInput && threads > 1 && len(gk.keys) > 0 {
 		ev.s.sorted = nil // no first key from the sorter
-		perm, firstSorted, parallel = ev.parallelSortPerm(gk, n, threads)
-	} else if !sortedInput && threads > 1 && len(gk.keys) == 1 && oneWordKey(gk.keys[0].v) {
-		ev.s.sorted = nil
-		perm, firstSorted, parallel = ev.parallelSortKey(gk.keys[0], n, threads)
+		switch {
+		case len(g.partition) > 0:
+			perm, firstSorted, parallel = ev.parallelSortPerm(gk, n, threads)
+		case len(gk.keys) == 1 && oneWordKey(gk.keys[0].v):
+			perm, firstSorted, parallel = ev.parallelSortKey(gk.keys[0], n, threads)
+		default:
+			perm, parallel = ev.parallelSortRuns(gk.keys, n, threads)
+		}
 	}
 	if !sortedInput && !parallel {
 		perm = ev.s.sortPerm(gk.keys, n, nil)

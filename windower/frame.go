@@ -8,7 +8,11 @@ package windower
 // input (groupOf, groupStart are shared by all partitions); g0 is the
 // first group of this partition.
 type partition struct {
-	ps, pe   int
+	ps, pe int
+	// lo, hi are the rows [lo, hi) of the partition to evaluate: all of
+	// it, or a range of it when one partition is evaluated on several
+	// goroutines (parallel.go).
+	lo, hi   int
 	hasOrder bool
 	// groupOf[i] is row i's peer group; groupStart[g] is the first row of
 	// group g, and groupStart[last group + 1] is the number of rows.
@@ -18,9 +22,10 @@ type partition struct {
 	ngroups    int
 }
 
-// set makes p describe rows [ps, pe).
+// set makes p describe rows [ps, pe), all of them to evaluate.
 func (p *partition) set(ps, pe int) {
 	p.ps, p.pe = ps, pe
+	p.lo, p.hi = ps, pe
 	if !p.hasOrder {
 		p.ngroups = 1
 		return

@@ -18,11 +18,19 @@ import (
 // in the order the stable single-thread sort gives it; merging the
 // buckets' partitions by key yields that sort's permutation exactly.
 //
-// The evaluation: the sorted rows are cut at partition starts into
-// ranges of about n/threads rows, and each range is evaluated on its own
-// goroutine with its own copy of every call's state. Each writes only
-// its rows of the outputs, so the result is the single-thread one bit
-// for bit.
+// A group without PARTITION BY, or whose buckets are uneven (one
+// partition dominates), sorts contiguous ranges of its rows instead and
+// merges them: parallelSortKey for one integer-like key, parallelSortRuns
+// for any keys.
+//
+// The evaluation: the calls that can be evaluated over a range of a
+// partition's rows by themselves (splittable) are evaluated over ranges
+// of about n/threads rows cut anywhere, partitions included, running
+// aggregates starting from a carry (evalRows, rangeCarries); the other
+// calls over ranges of whole partitions cut at partition starts. Each
+// range is evaluated on its own goroutine with its own copy of every
+// call's state. Each writes only its rows of the outputs, so the result
+// is the single-thread one bit for bit.
 
 // maxThreads bounds the goroutines of one evaluation.
 const maxThreads = 64
@@ -45,9 +53,9 @@ func (ev *evaluation) threadsFor(n int) int {
 // (nil: the rows are in order), sorting t hash buckets of the rows on t
 // goroutines, and the first key's values in that order when it is an
 // integer-like key without NULLs (else nil), as decodeFirstKey has them.
-// It reports false, having reserved nothing, when the
-// grant does not hold the buckets' buffers: the caller sorts on one
-// thread.
+// When the buckets are uneven it sorts with parallelSortRuns instead. It
+// reports false, having reserved nothing, when the grant does not hold
+// the buffers: the caller sorts on one thread.
 func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, bool) {
 	if inOrder(gk.keys, n) {
 		return nil, nil, true
@@ -65,7 +73,8 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 	if err := ev.budget.Reserve(extra); err != nil {
 		return nil, nil, false
 	}
-	defer ev.budget.Release(extra)
+	held := extra
+	defer func() { ev.budget.Release(held) }()
 
 	bucket := make([]uint16, n)
 	ranges := splitRows(n, t)
@@ -80,6 +89,27 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		}
 		counts[r] = c
 	})
+	// A bucket of more than half again its share (one partition, or a few,
+	// hold most rows) would sort on one goroutine while the others wait:
+	// sort contiguous ranges of the rows and merge them instead.
+	largest := 0
+	for b := 0; b < t; b++ {
+		rows := 0
+		for r := range counts {
+			rows += counts[r][b]
+		}
+		largest = max(largest, rows)
+	}
+	if int64(largest)*int64(2*t) > int64(3*n) {
+		ev.budget.Release(held)
+		held = 0
+		bucket, counts = nil, nil
+		perm, ok := ev.parallelSortRuns(gk.keys, n, t)
+		if !ok || perm == nil || !oneWordKey(gk.keys[0].v) {
+			return perm, nil, ok
+		}
+		return perm, gatherParallel(gk.keys[0].v, perm, t), true
+	}
 	// Offsets of (range, bucket) in rows, bucket-major: a stable scatter.
 	starts := make([]int, t+1)
 	offsets := make([][]int, len(ranges))
@@ -451,4 +481,413 @@ func mergeRuns(words []uint64, rows []int32, lo, mid, hi int, dw []uint64, dr []
 // integer-like key without NULLs.
 func oneWordKey(v *vector) bool {
 	return v.kind != kindFloat && v.kind != kindString && v.nulls == nil
+}
+
+// parallelSortRuns returns the permutation sortPerm gives for keys of
+// any types (nil: the rows are in order): t contiguous ranges of the rows
+// are sorted on their own goroutines with the single-thread sorter, then
+// merged pairwise in rounds by compareRows, the earlier run first among
+// equal rows, which keeps the sort stable. Each merge is cut at co-ranks
+// into pieces of about n/t rows merged on their own goroutines, so every
+// round uses all the threads. It serves a group without PARTITION BY
+// whose keys are not one integer-like key (parallelSortKey), and a group
+// whose partitions hash into buckets too uneven for parallelSortPerm.
+// It reports false, having reserved nothing, when the grant does not
+// hold the buffers: the caller sorts on one thread.
+func (ev *evaluation) parallelSortRuns(keys []sortedKey, n, t int) ([]int32, bool) {
+	if inOrder(keys, n) {
+		return nil, true
+	}
+	// Beyond what sortedGroup reserves for the single-thread sort: each
+	// run's sorter scratch (keys, their second buffer, index scratch and
+	// NULL flags) and the merge's second permutation.
+	extra := int64(n) * (8 + 8 + 4 + 8 + 4)
+	if err := ev.budget.Reserve(extra); err != nil {
+		return nil, false
+	}
+	defer ev.budget.Release(extra)
+	perm := make([]int32, n)
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		run := make([]sortedKey, len(keys))
+		for k, key := range keys {
+			run[k] = sortedKey{v: key.v.slice(lo, hi), desc: key.desc, nullsFirst: key.nullsFirst}
+		}
+		var s sorter
+		mine := perm[lo:hi:hi]
+		local := s.sortPerm(run, hi-lo, mine)
+		switch {
+		case local == nil:
+			for i := range mine {
+				mine[i] = int32(lo + i)
+			}
+		default:
+			copy(mine, local) // a no-op: sortPerm sorts mine in place
+			for i := range mine {
+				mine[i] += int32(lo)
+			}
+		}
+	})
+	less := func(a, b int32) bool { return compareRows(keys, int(a), int(b)) < 0 }
+	buf := make([]int32, n)
+	type piece struct{ a, b, out [2]int } // rows a and b of the runs merged into out
+	for len(ranges) > 1 {
+		var next [][2]int
+		var pieces []piece
+		for k := 0; k < len(ranges); k += 2 {
+			if k+1 == len(ranges) {
+				r := ranges[k]
+				next = append(next, r)
+				pieces = append(pieces, piece{a: r, b: [2]int{r[1], r[1]}, out: r})
+				continue
+			}
+			lo, mid, hi := ranges[k][0], ranges[k][1], ranges[k+1][1]
+			next = append(next, [2]int{lo, hi})
+			a, b := perm[lo:mid], perm[mid:hi]
+			parts := max(1, (t*(hi-lo)+n-1)/n)
+			ia, ib := 0, 0
+			for p := 1; p <= parts; p++ {
+				k := (hi - lo) * p / parts
+				i := coRank(a, b, k, less)
+				pieces = append(pieces, piece{a: [2]int{lo + ia, lo + i}, b: [2]int{mid + ib, mid + k - i}, out: [2]int{lo + ia + ib, lo + k}})
+				ia, ib = i, k-i
+			}
+		}
+		src, dst := perm, buf
+		parallelFor(len(pieces), func(j int) {
+			pc := pieces[j]
+			mergeRows(src[pc.a[0]:pc.a[1]], src[pc.b[0]:pc.b[1]], dst[pc.out[0]:pc.out[1]], less)
+		})
+		perm, buf = buf, perm
+		ranges = next
+	}
+	return perm, true
+}
+
+// coRank returns how many of the first k rows of the stable merge of the
+// sorted runs a and b (a first among equal rows) come from a.
+func coRank(a, b []int32, k int, less func(x, y int32) bool) int {
+	lo, hi := max(0, k-len(b)), min(k, len(a))
+	for lo < hi {
+		i := int(uint(lo+hi) >> 1)
+		// a[i] is among the first k when it does not follow b[k-i-1].
+		if !less(b[k-i-1], a[i]) {
+			lo = i + 1
+		} else {
+			hi = i
+		}
+	}
+	return lo
+}
+
+// mergeRows merges the sorted runs a and b into out (len(a)+len(b)
+// rows), a first among equal rows.
+func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
+	i, j, o := 0, 0, 0
+	for i < len(a) && j < len(b) {
+		if less(b[j], a[i]) {
+			out[o] = b[j]
+			j++
+		} else {
+			out[o] = a[i]
+			i++
+		}
+		o++
+	}
+	o += copy(out[o:], a[i:])
+	copy(out[o:], b[j:])
+}
+
+// Evaluation in ranges of rows: the rows are cut into ranges of about
+// n/threads rows wherever the cuts fall in a partition, each evaluated
+// on its own goroutine, for the calls that can be (splittable): those
+// whose value at a row follows from its frame, its peer group or its
+// position alone, given the partition's bounds and the peer groups that
+// are numbered over all the rows first: row_number, rank, dense_rank,
+// percent_rank, cume_dist, ntile, lag, lead, the value functions, and
+// count, sum, avg, min and max over sliding frames (which start each
+// range afresh at its first row's frame; the integer sums are exact, the
+// deque's front depends only on the frame's rows). Aggregates over a
+// frame from UNBOUNDED PRECEDING evaluate a piece of a partition from a
+// carry: a running aggregate from the aggregate of the partition's rows
+// before the range's first frame end (rangeCarries), an aggregate over
+// the whole partition from the partition's aggregate (wholeCarries).
+// For count, integer sums and averages, min and max, each range's share
+// of a carry is aggregated on its own goroutine and the shares are
+// combined in row order (exact: 128-bit sums; the first of equal
+// extremes is kept); float sums and averages fold a carry's rows in row
+// order on one goroutine, so every float addition happens in the
+// single-thread order. Frames with RANGE offsets (their bounds are found
+// by cursors that only move forward), EXCLUDE and float sums over
+// sliding frames (a segment tree over the whole partition) are evaluated
+// by whole partitions.
+
+// rangeCarry is an aggregate's state a piece of a partition starts
+// from: over rows [ps, end) of the partition (a running aggregate) or
+// over the whole partition.
+type rangeCarry struct {
+	st  aggState
+	end int
+}
+
+// carryKind is what a splittable call needs to evaluate a piece of a
+// partition beyond the piece's rows.
+type carryKind uint8
+
+const (
+	carryNone    carryKind = iota
+	carryRunning           // the aggregate of the rows before the piece's first frame end
+	carryWhole             // the aggregate of the whole partition
+)
+
+// splittable reports whether the call can be evaluated over a range of
+// a partition's rows by itself, and what carry it then needs. It follows
+// evalAggregate's choice of algorithm.
+func (cs *callState) splittable(hasOrder bool) (bool, carryKind) {
+	c := cs.c
+	f := &c.frame
+	if f.mode == modeRange && (offsetBound(f.start) || offsetBound(f.end)) {
+		return false, carryNone
+	}
+	if !c.fn.isAggregate() {
+		return true, carryNone
+	}
+	a := &cs.agg
+	switch {
+	case f.wholePartition(hasOrder) && a.fn == fnCount && a.incl == nil:
+		return true, carryNone // the row count
+	case f.wholePartition(hasOrder):
+		return true, carryWhole
+	case f.exclude != excludeNoOthers || (!a.invertible() && (a.fn == fnSum || a.fn == fnAvg) && f.start.kind != boundUnboundedPreceding):
+		return false, carryNone // a segment tree
+	case f.start.kind == boundUnboundedPreceding:
+		return true, carryRunning
+	}
+	return true, carryNone // a deque or a sliding aggregate
+}
+
+func offsetBound(b bound) bool { return b.kind == boundPreceding || b.kind == boundFollowing }
+
+// evalRows evaluates the calls of g.calls at indexes calls (splittable)
+// over about g.threads equal ranges of the rows, one goroutine per
+// range, and marks in overflow the calls whose sum overflowed.
+func (g *groupEval) evalRows(starts []int32, calls []int, overflow []bool) {
+	ranges := splitRows(g.n, g.threads)
+	// The carries of each call for the first and the last piece of each
+	// range (nil: none needed).
+	firstCarry := make([][]rangeCarry, len(calls))
+	lastCarry := make([][]rangeCarry, len(calls))
+	for j, k := range calls {
+		switch _, carry := g.calls[k].splittable(g.hasOrder); carry {
+		case carryRunning:
+			firstCarry[j] = g.calls[k].rangeCarries(&g.part, starts, ranges)
+		case carryWhole:
+			firstCarry[j], lastCarry[j] = g.calls[k].wholeCarries(starts, ranges)
+		}
+	}
+	flags := make([][]bool, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		p := g.part // shares the peer groups, read only
+		lo, hi := ranges[r][0], ranges[r][1]
+		first, last := partitionOf(starts, lo), partitionOf(starts, hi-1)
+		flags[r] = make([]bool, len(calls))
+		for j, k := range calls {
+			w := g.calls[k].worker()
+			piece := func(q int) {
+				p.set(int(starts[q]), int(starts[q+1]))
+				p.lo, p.hi = max(p.ps, lo), min(p.pe, hi)
+				w.eval(&p)
+			}
+			// The partitions [a, b) lie in the range whole; the first
+			// and last may be pieces of larger ones.
+			a, b := first, last+1
+			if int(starts[first]) < lo {
+				if firstCarry[j] != nil {
+					w.carry = firstCarry[j][r]
+				}
+				piece(first)
+				a = first + 1
+			}
+			if b > a && int(starts[last+1]) > hi {
+				if lastCarry[j] != nil {
+					w.carry = lastCarry[j][r]
+				}
+				piece(last)
+				b = last
+			}
+			if a < b {
+				w.evalAll(&p, starts[a:b+1])
+			}
+			flags[r][j] = w.agg.overflow
+		}
+	})
+	for r := range flags {
+		for j, k := range calls {
+			overflow[k] = overflow[k] || flags[r][j]
+		}
+	}
+}
+
+// partitionOf returns the partition (an index into starts) that holds row i.
+func partitionOf(starts []int32, i int) int {
+	q, found := slices.BinarySearch(starts, int32(i))
+	if !found {
+		q--
+	}
+	return q
+}
+
+// rangeCarries returns, for each range that starts inside a partition,
+// the running aggregate of the partition's rows up to the range's first
+// frame end (or its first row, if that is earlier); ranges that start a
+// partition get none.
+func (cs *callState) rangeCarries(part *partition, starts []int32, ranges [][2]int) []rangeCarry {
+	out := make([]rangeCarry, len(ranges))
+	from := make([]int, len(ranges)) // rows [from, out[r].end) fold into range r's carry
+	chained := make([]bool, len(ranges))
+	need := make([]bool, len(ranges))
+	p := *part
+	fr := framer{f: cs.fr.f, key: cs.fr.key}
+	for r := 1; r < len(ranges); r++ {
+		lo := ranges[r][0]
+		q := partitionOf(starts, lo)
+		ps := int(starts[q])
+		if ps == lo {
+			continue
+		}
+		p.set(ps, int(starts[q+1]))
+		fr.reset(&p)
+		_, e := fr.bounds(lo)
+		need[r] = true
+		out[r].end = min(lo, e)
+		from[r] = ps
+		if need[r-1] && ranges[r-1][0] > ps {
+			// The previous range starts in the same partition: its carry
+			// is the start of this one.
+			from[r], chained[r] = out[r-1].end, true
+		}
+	}
+	a := &cs.agg
+	if a.kind == kindFloat && (a.fn == fnSum || a.fn == fnAvg) {
+		// In row order on one goroutine: float additions do not reorder.
+		for r := range out {
+			if !need[r] {
+				continue
+			}
+			st := &out[r].st
+			if chained[r] {
+				*st = out[r-1].st
+			} else {
+				st.reset()
+			}
+			for i := from[r]; i < out[r].end; i++ {
+				if a.included(i) {
+					a.add(st, i)
+				}
+			}
+		}
+		return out
+	}
+	share := make([]aggState, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		st := &share[r]
+		st.reset()
+		if !need[r] {
+			return
+		}
+		for i := from[r]; i < out[r].end; i++ {
+			if a.included(i) {
+				a.add(st, i)
+			}
+		}
+	})
+	for r := range out {
+		if !need[r] {
+			continue
+		}
+		st := &out[r].st
+		if chained[r] {
+			*st = out[r-1].st
+		} else {
+			st.reset()
+		}
+		a.merge(st, &share[r])
+	}
+	return out
+}
+
+// wholeCarries returns, for each range, the aggregate of the whole
+// partition its first piece and its last piece are cut from (zero where
+// the piece is a whole partition). Each cut partition is aggregated in
+// shares, one per range it spans, on their own goroutines, combined in
+// row order; float sums and averages fold each cut partition in row
+// order on one goroutine.
+func (cs *callState) wholeCarries(starts []int32, ranges [][2]int) (first, last []rangeCarry) {
+	a := &cs.agg
+	sequential := a.kind == kindFloat && (a.fn == fnSum || a.fn == fnAvg)
+	// The cut partitions, each with the ranges it spans.
+	type cut struct{ q, r0, r1 int }
+	var cuts []cut
+	for r := 1; r < len(ranges); r++ {
+		lo := ranges[r][0]
+		q := partitionOf(starts, lo)
+		if int(starts[q]) == lo {
+			continue
+		}
+		if len(cuts) > 0 && cuts[len(cuts)-1].q == q {
+			cuts[len(cuts)-1].r1 = r
+			continue
+		}
+		cuts = append(cuts, cut{q: q, r0: r - 1, r1: r})
+	}
+	// One task per share: rows [lo, hi) into shares[task].
+	type task struct {
+		c      int // index into cuts
+		lo, hi int
+	}
+	var tasks []task
+	for ci, c := range cuts {
+		ps, pe := int(starts[c.q]), int(starts[c.q+1])
+		if sequential {
+			tasks = append(tasks, task{c: ci, lo: ps, hi: pe})
+			continue
+		}
+		for r := c.r0; r <= c.r1; r++ {
+			tasks = append(tasks, task{c: ci, lo: max(ps, ranges[r][0]), hi: min(pe, ranges[r][1])})
+		}
+	}
+	shares := make([]aggState, len(tasks))
+	parallelFor(len(tasks), func(k int) {
+		st := &shares[k]
+		st.reset()
+		for i := tasks[k].lo; i < tasks[k].hi; i++ {
+			if a.included(i) {
+				a.add(st, i)
+			}
+		}
+	})
+	totals := make([]aggState, len(cuts))
+	for ci := range totals {
+		totals[ci].reset()
+	}
+	for k, tk := range tasks { // in row order within each cut partition
+		if sequential {
+			totals[tk.c] = shares[k]
+		} else {
+			a.merge(&totals[tk.c], &shares[k])
+		}
+	}
+	first, last = make([]rangeCarry, len(ranges)), make([]rangeCarry, len(ranges))
+	for ci, c := range cuts {
+		for r := c.r0; r <= c.r1; r++ {
+			if r > c.r0 {
+				first[r].st = totals[ci]
+			}
+			if r < c.r1 {
+				last[r].st = totals[ci]
+			}
+		}
+	}
+	return first, last
 }

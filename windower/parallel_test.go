@@ -2,12 +2,17 @@ package windower
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 )
@@ -194,5 +199,272 @@ func TestParallelSortKey(t *testing.T) {
 		if ev.budget.InUse() != 0 {
 			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
 		}
+	}
+}
+
+// TestParallelSortRuns checks the range-parallel sort and merge of keys
+// of any types against the single-thread sort: the same permutation, for
+// NULLs first and last, DESC, -0 and NaN, strings and several keys.
+func TestParallelSortRuns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for it := 0; it < 300; it++ {
+		n := 2 + rng.IntN(4000)
+		distinct := 1 + rng.IntN(n)
+		in := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n), nulls: make([]bool, n)}
+		fl := &vector{kind: kindFloat, typ: arrow.PrimitiveTypes.Float64, floats: make([]float64, n)}
+		str := &vector{kind: kindString, typ: arrow.BinaryTypes.String, strs: make([]string, n), nulls: make([]bool, n)}
+		specials := []float64{0, negZero(), nan(), 1.5, -2, math.Inf(1)}
+		for i := 0; i < n; i++ {
+			in.ints[i] = int64(rng.IntN(distinct)) - int64(distinct/3)
+			in.nulls[i] = rng.IntN(8) == 0
+			fl.floats[i] = specials[rng.IntN(len(specials))]
+			str.strs[i] = string(rune('a'+rng.IntN(4))) + string(rune('a'+rng.IntN(distinct%7+1)))
+			str.nulls[i] = rng.IntN(9) == 0
+		}
+		if it%3 == 0 {
+			in.nulls = nil
+		}
+		var vs []*vector
+		switch it % 5 {
+		case 0:
+			vs = []*vector{str}
+		case 1:
+			vs = []*vector{fl}
+		case 2:
+			vs = []*vector{in, str}
+		case 3:
+			vs = []*vector{str, fl, in}
+		case 4:
+			vs = []*vector{in}
+		}
+		var keys []sortedKey
+		for _, v := range vs {
+			keys = append(keys, sortedKey{v: v, desc: rng.IntN(2) == 0, nullsFirst: rng.IntN(2) == 0})
+		}
+		var s sorter
+		want := s.sortPerm(keys, n, nil)
+		threads := 2 + rng.IntN(7)
+		ev := &evaluation{o: Options{Threads: threads}, budget: newTestBudget()}
+		got, ok := ev.parallelSortRuns(keys, n, threads)
+		if !ok {
+			t.Fatalf("iteration %d: refused", it)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n %d, %d distinct, %d threads): permutations differ", it, n, distinct, threads)
+		}
+		if ev.budget.InUse() != 0 {
+			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
+		}
+	}
+	ev := &evaluation{o: Options{Threads: 4}, budget: newTestBudgetOf(64)}
+	v := &vector{kind: kindString, strs: []string{"c", "a", "b", "a", "c"}}
+	if _, ok := ev.parallelSortRuns([]sortedKey{{v: v}}, 5, 4); ok {
+		t.Fatal("a 64-byte budget held the parallel sort's buffers")
+	}
+}
+
+// onePartitionCalls are window calls over one partition (or a dominant
+// one) that the parallel paths cut into ranges of rows, and some that
+// they evaluate by whole partitions (RANGE offsets, EXCLUDE, float sums
+// over sliding frames).
+func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messages.WindowCall {
+	rows := func(s, e string, so, eo int64) *messages.Frame {
+		f := &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: s}, End: messages.FrameBound{Kind: e}}
+		if s == messages.BoundPreceding || s == messages.BoundFollowing {
+			f.Start.Offset = &messages.Value{Int: i64(so)}
+		}
+		if e == messages.BoundPreceding || e == messages.BoundFollowing {
+			f.End.Offset = &messages.Value{Int: i64(eo)}
+		}
+		return f
+	}
+	const (
+		up, pre, cur, fol, uf = messages.BoundUnboundedPreceding, messages.BoundPreceding, messages.BoundCurrentRow, messages.BoundFollowing, messages.BoundUnboundedFollowing
+	)
+	sliding := rows(pre, fol, 3, 2)
+	running := rows(up, cur, 0, 0)
+	whole := rows(up, uf, 0, 0)
+	filter := []messages.Predicate{{Left: messages.Expr{Column: "x"}, Op: ">", Right: &messages.Value{Int: i64(2)}}}
+	calls := []*messages.WindowCall{
+		{Func: "row_number"}, {Func: "rank"}, {Func: "dense_rank"}, {Func: "percent_rank"}, {Func: "cume_dist"},
+		{Func: "ntile", Args: []*messages.Expr{cint(7)}},
+		{Func: "lag", Args: []*messages.Expr{col("x")}}, {Func: "lead", Args: []*messages.Expr{col("x"), cint(2), cint(99)}},
+		{Func: "lag", Args: []*messages.Expr{col("s"), cint(3)}}, {Func: "lead", Args: []*messages.Expr{col("f"), cint(-1)}},
+		{Func: "first_value", Args: []*messages.Expr{col("s")}, Frame: sliding},
+		{Func: "last_value", Args: []*messages.Expr{col("f")}, Frame: rows(cur, fol, 0, 5)},
+		{Func: "nth_value", Args: []*messages.Expr{col("x"), cint(2)}, Frame: running},
+		{Func: "count", Star: true, Frame: sliding}, {Func: "count", Args: []*messages.Expr{col("x")}, Frame: rows(pre, pre, 4, 1)},
+		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: sliding}, {Func: "avg", Args: []*messages.Expr{col("x")}, Frame: rows(pre, cur, 10, 0)},
+		{Func: "min", Args: []*messages.Expr{col("x")}, Frame: sliding}, {Func: "max", Args: []*messages.Expr{col("s")}, Frame: rows(cur, fol, 0, 6)},
+		{Func: "min", Args: []*messages.Expr{col("f")}, Frame: rows(pre, fol, 1, 1)},
+		{Func: "count", Star: true, Frame: running}, {Func: "count", Args: []*messages.Expr{col("s")}, Frame: running},
+		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: running}, {Func: "sum", Args: []*messages.Expr{col("x")}, Frame: running, Filter: filter},
+		{Func: "sum", Args: []*messages.Expr{col("f")}, Frame: running}, {Func: "avg", Args: []*messages.Expr{col("f")}, Frame: rows(up, fol, 0, 3)},
+		{Func: "avg", Args: []*messages.Expr{col("x")}, Frame: rows(up, pre, 0, 2)},
+		{Func: "min", Args: []*messages.Expr{col("s")}, Frame: running}, {Func: "max", Args: []*messages.Expr{col("f")}, Frame: rows(up, fol, 0, 2)},
+		{Func: "count", Star: true, Frame: whole},
+		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: whole}, {Func: "min", Args: []*messages.Expr{col("s")}, Frame: whole},
+		{Func: "count", Args: []*messages.Expr{col("f")}, Frame: whole, Filter: filter}, {Func: "sum", Args: []*messages.Expr{col("f")}, Frame: whole},
+		{Func: "avg", Args: []*messages.Expr{col("f")}, Frame: whole}, {Func: "max", Args: []*messages.Expr{col("f")}, Frame: whole},
+		// The default frame: RANGE from UNBOUNDED PRECEDING to the current
+		// row's last peer.
+		{Func: "sum", Args: []*messages.Expr{col("x")}}, {Func: "sum", Args: []*messages.Expr{col("f")}}, {Func: "max", Args: []*messages.Expr{col("x")}},
+		{Func: "count", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameGroups,
+			Start: messages.FrameBound{Kind: pre, Offset: &messages.Value{Int: i64(1)}}, End: messages.FrameBound{Kind: fol, Offset: &messages.Value{Int: i64(1)}}}},
+		// By whole partitions.
+		{Func: "sum", Args: []*messages.Expr{col("f")}, Frame: sliding},
+		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: pre, Offset: &messages.Value{Int: i64(2)}},
+			End: messages.FrameBound{Kind: fol, Offset: &messages.Value{Int: i64(2)}}, Exclude: messages.ExcludeCurrentRow}},
+	}
+	if len(order) == 1 && order[0].Expr.Column == "x" {
+		calls = append(calls, &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameRange,
+			Start: messages.FrameBound{Kind: pre, Offset: &messages.Value{Int: i64(2)}}, End: messages.FrameBound{Kind: cur}}})
+	}
+	for _, c := range calls {
+		c.OrderBy, c.PartitionBy = order, part
+	}
+	return calls
+}
+
+// TestParallelOnePartition runs the calls over one partition (no
+// PARTITION BY, or a partition that holds half the rows) with 1 to 4
+// threads, ordered by strings, several keys, DESC and NULLS FIRST with
+// ties and NULLs, and checks every run returns the same rows.
+func TestParallelOnePartition(t *testing.T) {
+	parallelSmall(t)
+	old := threadCounts
+	threadCounts = []int{1, 2, 3, 4}
+	t.Cleanup(func() { threadCounts = old })
+	rng := rand.New(rand.NewPCG(13, 14))
+	orders := [][]messages.SortItem{
+		{{Expr: *col("s")}},
+		{{Expr: *col("x"), Desc: true, NullsFirst: true}, {Expr: *col("s")}},
+		{{Expr: *col("f")}, {Expr: *col("t"), Desc: true}},
+		{{Expr: *col("x")}},
+		{{Expr: *col("c"), NullsFirst: true}},
+		{{Expr: *col("s"), Desc: true}, {Expr: *col("id")}},
+	}
+	for _, n := range []int{5, 150, 1001} {
+		_, rec := randomTable(rng, n)
+		for oi, order := range orders {
+			for _, part := range [][]messages.Expr{nil, {{Column: "g"}}} {
+				calls := onePartitionCalls(order, part)
+				q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}}}
+				for k, w := range calls {
+					q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", k), Window: w})
+				}
+				if oi%2 == 1 {
+					q.OrderBy = []messages.SortItem{{Expr: *col("id")}} // results back in input order
+				}
+				runThreads(t, Options{Grant: 64 << 20}, func(o Options) (*Result, error) {
+					return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
+				})
+			}
+		}
+		rec.Release()
+	}
+}
+
+// TestParallelOnePartitionSmallGrant checks that a grant that holds the
+// single-thread run but not the parallel sort's buffers sorts on one
+// thread, with the same rows, within the grant.
+func TestParallelOnePartitionSmallGrant(t *testing.T) {
+	parallelSmall(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	const n = 20000
+	_, rec := randomTable(rng, n)
+	defer rec.Release()
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")},
+		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", OrderBy: []messages.SortItem{{Expr: *col("s")}, {Expr: *col("x"), Desc: true}}}},
+		{Alias: "sum", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, OrderBy: []messages.SortItem{{Expr: *col("s")}, {Expr: *col("x"), Desc: true}}}}}}
+	run := func(threads int, b *columnar.Budget) ([]string, int64) {
+		res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{Budget: b, Threads: threads})
+		if err != nil {
+			t.Fatalf("threads %d: %v", threads, err)
+		}
+		defer res.Close()
+		return drain(t, res), res.Stats().PeakBytes
+	}
+	want, peak := run(1, newTestBudget())
+	// Room for the single-thread run and less than the parallel sort's
+	// buffers (32 bytes a row); the ballast keeps the grant above MinGrant.
+	room := peak + 8*n
+	ballast := max(0, MinGrant-room)
+	b := columnar.NewBudget(room+ballast, nil)
+	if err := b.Reserve(ballast); err != nil {
+		t.Fatal(err)
+	}
+	got, gotPeak := run(4, b)
+	if !slices.Equal(got, want) {
+		t.Fatal("4 threads within a small grant returned other rows than 1 thread")
+	}
+	if gotPeak > b.Limit() {
+		t.Fatalf("peak %d bytes over the %d-byte grant", gotPeak, b.Limit())
+	}
+}
+
+// TestParallelOnePartitionOverflow checks that an integer sum that
+// overflows in one range of a partition cut into ranges is the error it
+// is on one thread, and that a running sum of large values that cancel
+// out, carried into later ranges, is the one-thread sum.
+func TestParallelOnePartitionOverflow(t *testing.T) {
+	parallelSmall(t)
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "x", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	build := func(xs []int64) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
+		defer b.Release()
+		for i, x := range xs {
+			b.Field(0).(*array.Int64Builder).Append(int64(i))
+			b.Field(1).(*array.Int64Builder).Append(x)
+		}
+		return b.NewRecordBatch()
+	}
+	const n = 400
+	big := make([]int64, n) // the running sum passes MaxInt64 at row 300
+	wobble := make([]int64, n)
+	for i := range big {
+		big[i] = 1
+		wobble[i] = 1
+	}
+	big[300] = math.MaxInt64
+	wobble[100], wobble[101] = math.MaxInt64, -math.MaxInt64 // id 101 comes first: no sum overflows
+	for _, c := range []struct {
+		name     string
+		xs       []int64
+		frame    *messages.Frame
+		overflow bool
+	}{
+		{"running", big, nil, true},
+		{"sliding", big, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}},
+			End: messages.FrameBound{Kind: messages.BoundCurrentRow}}, true},
+		{"whole", big, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+			End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}}, true},
+		{"running, cancelling", wobble, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+			End: messages.FrameBound{Kind: messages.BoundPreceding, Offset: &messages.Value{Int: i64(2)}}}, false},
+	} {
+		rec := build(c.xs)
+		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")},
+			{Alias: "s", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, OrderBy: []messages.SortItem{{Expr: *col("id"), Desc: true}}, Frame: c.frame}}}}
+		var want []string
+		for _, threads := range []int{1, 2, 3, 4} {
+			res, err := RunRecords(context.Background(), q, schema, []arrow.RecordBatch{rec}, Options{Threads: threads})
+			if c.overflow {
+				if !errors.Is(err, ErrOverflow) || !strings.Contains(err.Error(), `"s"`) {
+					t.Fatalf("%s, threads %d: %v, want the overflow of select item s", c.name, threads, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s, threads %d: %v", c.name, threads, err)
+			}
+			rows := drain(t, res)
+			res.Close()
+			if want == nil {
+				want = rows
+			} else if !slices.Equal(rows, want) {
+				t.Fatalf("%s, threads %d: other rows than one thread", c.name, threads)
+			}
+		}
+		rec.Release()
 	}
 }
