@@ -44,13 +44,9 @@ func OpenSource(src Source, opts OpenOptions) (*Container, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	dir := src.String()
-	data, err := src.ReadManifest()
+	m, err := ReadSourceManifest(src)
 	if err != nil {
 		return nil, err
-	}
-	m, err := DecodeManifest(data)
-	if err != nil {
-		return nil, corruptf(dir, ManifestName, NoBlock, err, "invalid manifest")
 	}
 	schema, err := m.ArrowSchema()
 	if err != nil {
@@ -66,17 +62,7 @@ func OpenSource(src Source, opts OpenOptions) (*Container, error) {
 }
 
 // ReadManifest reads and validates dir/manifest.json.
-func ReadManifest(dir string) (*Manifest, error) {
-	data, err := DirSource(dir).ReadManifest()
-	if err != nil {
-		return nil, err
-	}
-	m, err := DecodeManifest(data)
-	if err != nil {
-		return nil, corruptf(dir, ManifestName, NoBlock, err, "invalid manifest")
-	}
-	return m, nil
-}
+func ReadManifest(dir string) (*Manifest, error) { return ReadSourceManifest(DirSource(dir)) }
 
 // Manifest returns the container's manifest. Callers must not modify it.
 func (c *Container) Manifest() *Manifest { return c.m }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // List returns the IDs of the committed containers of a projection under
@@ -57,7 +59,7 @@ func Remove(dir string) error {
 		}
 		return fmt.Errorf("remove container %s: %w", dir, err)
 	}
-	if err := syncDir(parent); err != nil {
+	if err := fsutil.SyncDir(parent); err != nil {
 		return fmt.Errorf("remove container %s: %w", dir, err)
 	}
 	if err := os.RemoveAll(tmp); err != nil {

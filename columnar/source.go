@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync/atomic"
 )
 
@@ -62,6 +63,29 @@ func (d DirSource) ReadManifest() ([]byte, error) {
 // OpenFile opens DIR/name.
 func (d DirSource) OpenFile(name string, _ int64) (File, error) {
 	return OpenLocalFile(filepath.Join(string(d), name))
+}
+
+// DirSources returns the DirSource of each directory.
+func DirSources(dirs []string) []Source {
+	srcs := make([]Source, len(dirs))
+	for i, d := range dirs {
+		srcs[i] = DirSource(d)
+	}
+	return srcs
+}
+
+// ReadSourceManifest reads and decodes src's manifest. A container without
+// one gives an error wrapping ErrNotFound; a bad one a *CorruptError.
+func ReadSourceManifest(src Source) (*Manifest, error) {
+	data, err := src.ReadManifest()
+	if err != nil {
+		return nil, err
+	}
+	m, err := DecodeManifest(data)
+	if err != nil {
+		return nil, corruptf(src.String(), ManifestName, NoBlock, err, "invalid manifest")
+	}
+	return m, nil
 }
 
 // LocalFile is a File on this host's filesystem.
@@ -124,13 +148,16 @@ type FetchCounts struct {
 // Add counts the range [start, end) of file fm as fetched.
 func (c *FetchCounts) Add(fm *FileMeta, start, end int64) {
 	c.bytes.Add(end - start)
+	if fm == nil {
+		return
+	}
+	// Blocks are in offset order: count from the first at or after start.
 	var n int64
-	if fm != nil {
-		for _, b := range fm.Blocks {
-			if b.Offset >= start && b.Offset+b.Length <= end {
-				n++
-			}
+	for i := sort.Search(len(fm.Blocks), func(i int) bool { return fm.Blocks[i].Offset >= start }); i < len(fm.Blocks); i++ {
+		if b := fm.Blocks[i]; b.Offset+b.Length > end {
+			break
 		}
+		n++
 	}
 	c.blocks.Add(n)
 }

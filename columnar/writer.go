@@ -12,6 +12,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // WriterOptions configures Create.
@@ -276,7 +278,7 @@ func (w *Writer) commit() (*Manifest, error) {
 		return nil, err
 	}
 	if sync {
-		if err := syncDir(w.tmp); err != nil {
+		if err := fsutil.SyncDir(w.tmp); err != nil {
 			return nil, err
 		}
 	}
@@ -287,7 +289,7 @@ func (w *Writer) commit() (*Manifest, error) {
 		return nil, fmt.Errorf("rename into place: %w", err)
 	}
 	if sync {
-		if err := syncDir(filepath.Dir(w.dir)); err != nil {
+		if err := fsutil.SyncDir(filepath.Dir(w.dir)); err != nil {
 			return nil, err
 		}
 	}
@@ -369,21 +371,6 @@ func writeFile(path string, data []byte, sync bool) error {
 		return fmt.Errorf("sync %s: %w", filepath.Base(path), err)
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }
 
 // checkBlockOrder checks, from the blocks' first and last keys, that the

@@ -23,11 +23,7 @@ import (
 // with equal keys keep input order. On error nothing is left at output or in
 // opts.TempDir, and the inputs are untouched.
 func Merge(ctx context.Context, inputs []string, output string, opts Options) (*Stats, error) {
-	srcs := make([]columnar.Source, len(inputs))
-	for i, d := range inputs {
-		srcs[i] = columnar.DirSource(d)
-	}
-	return MergeSources(ctx, srcs, output, opts)
+	return MergeSources(ctx, columnar.DirSources(inputs), output, opts)
 }
 
 // MergeSources is Merge of containers read from any columnar.Source: a

@@ -20,12 +20,7 @@ import (
 // passes, vertical and horizontal); through a depot, a second
 // merge fetches nothing.
 func TestMergeFromStore(t *testing.T) {
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := s3test.Start(t, "strata").Store(t)
 	rng := rand.New(rand.NewPCG(11, 12))
 	dirs := makeInputs(t, t.TempDir(), rng, 6, 3000, 500, 256)
 	var blocks int64

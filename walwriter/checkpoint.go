@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // CheckpointFile is the name of the checkpoint file in a WAL directory.
@@ -43,7 +45,7 @@ func writeCheckpointFile(dir string, lsn LSN) error {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = fsutil.SyncDir(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: write checkpoint file: %v", ErrFailed, err)
@@ -110,7 +112,7 @@ func (w *WAL) RemoveObsoleteSegments() ([]string, error) {
 		removed = append(removed, segs[i].Name)
 	}
 	if len(removed) > 0 {
-		if err := syncDir(w.dir); err != nil {
+		if err := fsutil.SyncDir(w.dir); err != nil {
 			return removed, fmt.Errorf("walwriter: %w", err)
 		}
 		w.log.Info("removed segments before checkpoint", "checkpoint", ckpt, "segments", len(removed))

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // Commit pipeline. The encoder goroutine (encodeLoop) takes batches of
@@ -419,7 +421,7 @@ func (w *WAL) reopenAfterFailure() error {
 		}
 	}
 	if removed {
-		if err := syncDir(w.dir); err != nil {
+		if err := fsutil.SyncDir(w.dir); err != nil {
 			return fmt.Errorf("walwriter: %w", err)
 		}
 	}

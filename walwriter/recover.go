@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // recover brings the directory to a clean state before appends resume:
@@ -62,7 +64,7 @@ func (w *WAL) recover() error {
 		if err := os.Remove(filepath.Join(w.dir, last.Name)); err != nil {
 			return fmt.Errorf("walwriter: remove empty segment %s: %w", last.Name, err)
 		}
-		if err := syncDir(w.dir); err != nil {
+		if err := fsutil.SyncDir(w.dir); err != nil {
 			return fmt.Errorf("walwriter: %w", err)
 		}
 		w.log.Info("removed empty segment", "segment", last.Name)
@@ -258,7 +260,7 @@ func saveBroken(dir, seg string, tail []byte) (string, error) {
 		f.Close()
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = fsutil.SyncDir(dir)
 	}
 	if err != nil {
 		return "", fmt.Errorf("walwriter: sync %s: %w", name, err)

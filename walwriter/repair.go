@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // RepairCut is one cut Repair made, or would make in a dry run.
@@ -151,7 +153,7 @@ func setAsideSegment(dir, name string) (string, error) {
 	if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, broken)); err != nil {
 		return "", fmt.Errorf("walwriter: repair: set aside segment %s: %w", name, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return "", fmt.Errorf("walwriter: repair: %w", err)
 	}
 	return broken, nil

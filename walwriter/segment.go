@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 const (
@@ -108,21 +110,9 @@ func createSegment(dir string, first LSN, size int64) (*os.File, error) {
 	if err := os.Rename(tmp, final); err != nil {
 		return fail("rename", err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("walwriter: create segment %s: %w", name, err)
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }

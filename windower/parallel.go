@@ -769,18 +769,24 @@ func (cs *callState) rangeCarries(part *partition, starts []int32, ranges [][2]i
 		}
 	}
 	a := &cs.agg
+	// start returns range r's state set to what it carries in: the state
+	// the previous range ended with, or nothing.
+	start := func(r int) *aggState {
+		st := &out[r].st
+		if chained[r] {
+			*st = out[r-1].st
+		} else {
+			st.reset()
+		}
+		return st
+	}
 	if a.kind == kindFloat && (a.fn == fnSum || a.fn == fnAvg) {
 		// In row order on one goroutine: float additions do not reorder.
 		for r := range out {
 			if !need[r] {
 				continue
 			}
-			st := &out[r].st
-			if chained[r] {
-				*st = out[r-1].st
-			} else {
-				st.reset()
-			}
+			st := start(r)
 			for i := from[r]; i < out[r].end; i++ {
 				if a.included(i) {
 					a.add(st, i)
@@ -806,13 +812,7 @@ func (cs *callState) rangeCarries(part *partition, starts []int32, ranges [][2]i
 		if !need[r] {
 			continue
 		}
-		st := &out[r].st
-		if chained[r] {
-			*st = out[r-1].st
-		} else {
-			st.reset()
-		}
-		a.merge(st, &share[r])
+		a.merge(start(r), &share[r])
 	}
 	return out
 }

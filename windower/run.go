@@ -86,11 +86,7 @@ type Stats struct {
 // q.Table) within the grant in opts. The query is checked against the
 // containers' schema before any data is read.
 func Run(ctx context.Context, q *messages.WindowQuery, dirs []string, opts Options) (*Result, error) {
-	srcs := make([]columnar.Source, len(dirs))
-	for i, d := range dirs {
-		srcs[i] = columnar.DirSource(d)
-	}
-	return RunSources(ctx, q, srcs, opts)
+	return RunSources(ctx, q, columnar.DirSources(dirs), opts)
 }
 
 // RunSources is Run over containers read from any columnar.Source: a

@@ -18,12 +18,7 @@ import (
 // spilling, fetches each block of the columns it reads once, and keeps
 // within its grant.
 func TestRunFromStore(t *testing.T) {
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := s3test.Start(t, "strata").Store(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var dirs []string
 	for i := range 3 {
@@ -58,6 +53,7 @@ func TestRunFromStore(t *testing.T) {
 		}()
 		srcs := make([]columnar.Source, len(dirs))
 		for i, d := range dirs {
+			var err error
 			if srcs[i], _, err = store.OpenSource(t.Context(), st, "t", "p", filepath.Base(d)); err != nil {
 				t.Fatal(err)
 			}

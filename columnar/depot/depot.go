@@ -31,10 +31,11 @@
 // columnar's container format), except that a container there may hold
 // only some of its column files: its manifest.json is always there, and
 // each column file is there whole or not at all. A fill in progress is
-// ".<file>.fill-<random>" in the container's directory; Open removes the
-// fills a crash left and takes the containers it finds into the cache,
-// oldest manifest least recently used, counting the column files that
-// have the manifest's size (and checking each before its first read).
+// ".<file>.fill-<random>" in the container's directory, a manifest being
+// written ".manifest.json.tmp-<random>"; Open removes the ones a crash
+// left and takes the containers it finds into the cache, oldest manifest
+// least recently used, counting the column files that have the manifest's
+// size (and checking each before its first read).
 package depot
 
 import (
@@ -52,6 +53,7 @@ import (
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // Options configure a Depot.
@@ -231,7 +233,7 @@ func (d *Depot) load(table, projection, id string, h held) (*entry, error) {
 	}
 	for _, de := range ents {
 		name := de.Name()
-		if strings.HasPrefix(name, ".") && strings.Contains(name, fillSuffix) {
+		if strings.HasPrefix(name, ".") && (strings.Contains(name, fillSuffix) || strings.Contains(name, fsutil.TempMarker)) {
 			os.Remove(filepath.Join(dir, name))
 			continue
 		}
@@ -356,7 +358,7 @@ func (d *Depot) fetchManifest(ctx context.Context, table, projection, id, dir st
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("depot: %w", err)
 	}
-	if err := writeFileSynced(dir, columnar.ManifestName, data); err != nil {
+	if err := fsutil.WriteFile(filepath.Join(dir, columnar.ManifestName), data); err != nil {
 		return nil, fmt.Errorf("depot: %w", err)
 	}
 	d.misses.Add(1)

@@ -21,12 +21,7 @@ import (
 // their manifests.
 func bucket(t *testing.T, n int) (store.Store, []*columnar.Manifest) {
 	t.Helper()
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := s3test.Start(t, "strata").Store(t)
 	local := t.TempDir()
 	ms, err := columnar.Generate(local, columnar.GenOptions{Table: "t", Projection: "p", Columns: 3, Containers: n, RowsPerContainer: 2000, BlockRows: 500, Seed: 7})
 	if err != nil {

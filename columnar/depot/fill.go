@@ -403,29 +403,6 @@ func (f *fill) complete() error {
 	return os.Rename(f.tmp.Name(), filepath.Join(f.e.dir, fm.Name))
 }
 
-// writeFileSynced writes data to dir/name through a temporary file, synced
-// and renamed into place.
-func writeFileSynced(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+name+fillSuffix+"*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
-}
-
 // Prefetch fetches in the background every column file of src (a Source
 // Acquire returned) that the depot does not hold: the sort-key columns
 // first, then the others in schema order, one file at a time. A job that

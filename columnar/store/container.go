@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -192,7 +193,7 @@ func Fetch(ctx context.Context, st Store, table, projection, id, dst string) (*c
 			return nil, fetched, err
 		}
 	}
-	if err := writeSynced(filepath.Join(tmp, columnar.ManifestName), manifest); err != nil {
+	if err := fsutil.WriteFile(filepath.Join(tmp, columnar.ManifestName), manifest); err != nil {
 		return nil, fetched, fmt.Errorf("fetch %s: %w", where, err)
 	}
 	if err := os.Rename(tmp, dst); err != nil {
@@ -237,21 +238,6 @@ func fetchFile(ctx context.Context, st Store, key, path string, size int64, crc 
 		return n, &columnar.CorruptError{Block: columnar.NoBlock, Reason: fmt.Sprintf("checksum %08x, manifest says %08x", got, crc)}
 	}
 	return n, nil
-}
-
-func writeSynced(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Remove deletes a container's whole prefix from st (its commit before its

@@ -97,7 +97,7 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 			// A mergeout reads every column: fetch them while it merges.
 			m.depot.Prefetch(prefetch, src)
 		}
-		man, err := readManifest(src)
+		man, err := columnar.ReadSourceManifest(src)
 		if err != nil {
 			// An input gone (ErrNotFound) with no output committed cannot be
 			// merged by any retry: that error is permanent.
@@ -153,19 +153,6 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		BlocksFetched: stats.BlocksFetched,
 		BytesFetched:  stats.BytesFetched,
 	}, nil
-}
-
-// readManifest decodes the manifest of src.
-func readManifest(src columnar.Source) (*columnar.Manifest, error) {
-	data, err := src.ReadManifest()
-	if err != nil {
-		return nil, err
-	}
-	m, err := columnar.DecodeManifest(data)
-	if err != nil {
-		return nil, &columnar.CorruptError{Container: src.String(), File: columnar.ManifestName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
-	}
-	return m, nil
 }
 
 // existing reports a committed output container. A directory at the

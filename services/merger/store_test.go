@@ -20,12 +20,7 @@ import (
 func storeJob(t *testing.T) (newWorker func() *mergeout, st store.Store, m *mergeout) {
 	t.Helper()
 	local, job := testJob(t)
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st = s3test.Start(t, "strata").Store(t)
 	for _, in := range job.Inputs {
 		if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local.dataDir, "t", "p", in.ID), "t", "p", in.ID); err != nil {
 			t.Fatal(err)

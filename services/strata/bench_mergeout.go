@@ -311,11 +311,7 @@ func benchInputs(ctx context.Context, read string, dirs []string, mans []*column
 		}
 		return srcs, func() { release(); d.Close(); os.RemoveAll(d.Dir().Path()) }, nil
 	default:
-		srcs := make([]columnar.Source, len(dirs))
-		for i, d := range dirs {
-			srcs[i] = columnar.DirSource(d)
-		}
-		return srcs, func() {}, nil
+		return columnar.DirSources(dirs), func() {}, nil
 	}
 }
 

@@ -15,12 +15,7 @@ import (
 // depot finds the result in the store and fetches nothing.
 func TestWindowJobThroughStore(t *testing.T) {
 	local, job := testWindowJob(t, "SELECT k0, row_number() OVER (ORDER BY k0) AS rn FROM t")
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := s3test.Start(t, "strata").Store(t)
 	for _, in := range job.Inputs {
 		if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local.dataDir, "t", "p", in.ID), "t", "p", in.ID); err != nil {
 			t.Fatal(err)

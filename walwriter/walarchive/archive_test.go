@@ -96,16 +96,6 @@ func records(t *testing.T, dir string) []record {
 	}
 }
 
-func openStore(t *testing.T, url string) store.Store {
-	t.Helper()
-	st, err := store.Open(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
 // objects returns the archive's objects: name under prefix -> size.
 func objects(t *testing.T, st store.Store, prefix string) map[string]int64 {
 	t.Helper()
@@ -167,7 +157,7 @@ const prefix = "wal/db1/"
 
 func TestArchiveSealedSegmentsAndCheckpoint(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := openStore(t, srv.URL)
+	st := srv.Store(t)
 	dir := t.TempDir()
 	w := openWAL(t, dir)
 	defer w.Close()
@@ -229,7 +219,7 @@ func TestArchiveSealedSegmentsAndCheckpoint(t *testing.T) {
 
 func TestArchiveUploadsMissingOnStart(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := openStore(t, srv.URL)
+	st := srv.Store(t)
 	dir := t.TempDir()
 	w := openWAL(t, dir)
 	a, err := walarchive.Start(w, st, walarchive.Options{Prefix: prefix})
@@ -307,7 +297,7 @@ func (f *flakyStore) NewRangeReader(ctx context.Context, key string, off, n int6
 
 func TestArchiveStoreOutage(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := &flakyStore{Store: openStore(t, srv.URL)}
+	st := &flakyStore{Store: srv.Store(t)}
 	st.down.Store(true)
 	dir := t.TempDir()
 	w := openWAL(t, dir)
@@ -383,7 +373,7 @@ func archiveAll(t *testing.T, st store.Store) (string, []record) {
 
 func TestRestore(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := openStore(t, srv.URL)
+	st := srv.Store(t)
 	_, want := archiveAll(t, st)
 
 	dst := filepath.Join(t.TempDir(), "restored")
@@ -447,7 +437,7 @@ func replaceObject(t *testing.T, st store.Store, key string, data []byte) {
 
 func TestRestoreDamagedObject(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := openStore(t, srv.URL)
+	st := srv.Store(t)
 	dir, _ := archiveAll(t, st)
 	segs, err := walwriter.ListSegments(dir)
 	if err != nil {
@@ -483,7 +473,7 @@ func TestRestoreDamagedObject(t *testing.T) {
 
 func TestArchiveRefusesAnotherWALsPrefix(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := openStore(t, srv.URL)
+	st := srv.Store(t)
 	archiveAll(t, st)
 	dir := t.TempDir()
 	w := openWAL(t, dir)
@@ -503,7 +493,7 @@ func TestArchiveRefusesAnotherWALsPrefix(t *testing.T) {
 // archive, made meanwhile, still restores to exactly the WAL's records.
 func TestArchiveAcrossWriteFailures(t *testing.T) {
 	srv := s3test.Start(t, "strata")
-	st := openStore(t, srv.URL)
+	st := srv.Store(t)
 	dir := t.TempDir()
 	var mu sync.Mutex
 	seen := map[string]int{}

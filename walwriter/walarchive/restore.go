@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/fsutil"
 	"github.com/strata-db/strata/walwriter"
 )
 
@@ -115,16 +116,16 @@ func Restore(ctx context.Context, st store.Store, prefix, dir string) (RestoreRe
 		rep.Segments++
 		rep.Bytes += n
 	}
-	if err := syncDir(dir); err != nil {
+	if err := fsutil.SyncDir(dir); err != nil {
 		return fail(err)
 	}
 	if ckpt != nil {
 		path := filepath.Join(dir, walwriter.CheckpointFile)
-		if err := writeSynced(path, ckpt); err != nil {
+		if err := fsutil.WriteFile(path, ckpt); err != nil {
 			return fail(err)
 		}
 		written = append(written, path)
-		if err := syncDir(dir); err != nil {
+		if err := fsutil.SyncDir(dir); err != nil {
 			return fail(err)
 		}
 		rep.Checkpoint = true
@@ -216,41 +217,4 @@ func download(ctx context.Context, st store.Store, key, path string, size int64)
 		return n, fmt.Errorf("download %s: %w", key, err)
 	}
 	return n, nil
-}
-
-// writeSynced writes data to path under a temporary name, synced, then
-// renamed.
-func writeSynced(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }

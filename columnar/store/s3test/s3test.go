@@ -15,6 +15,7 @@
 package s3test
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -26,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/strata-db/strata/columnar/store"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -91,6 +94,18 @@ func Start(t testing.TB, bucket string) *Server {
 		t.Setenv(k, v)
 	}
 	return s
+}
+
+// Store opens the store of the server's bucket (URL), closed when the
+// test ends.
+func (s *Server) Store(t testing.TB) store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), s.URL)
+	if err != nil {
+		t.Fatalf("s3test: open %s: %v", s.URL, err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // HoldPuts makes the server hold, from now on, every PUT of an object
