@@ -41,6 +41,15 @@
 // the result is in input order; otherwise, without ORDER BY, it is in the
 // last group's (partition, order) order.
 //
+// The hash table's slots hold a partition id and 32 bits of its keys'
+// hash, so a probe compares keys only when the hash bits agree; it starts
+// small and doubles when half full, reserving each growth from the grant.
+// On t threads every row's hash is computed over ranges of rows, then t
+// tables each number the rows whose hash falls in their share of the hash
+// space, in row order, and thread k accumulates and writes its share of
+// the partitions. Whether keys are hashed or sorted does not depend on t:
+// the tables count their partitions together.
+//
 // # Threads
 //
 // A run uses up to Options.Threads goroutines (default GOMAXPROCS), which

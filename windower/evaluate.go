@@ -116,7 +116,7 @@ func (ev *evaluation) where() error {
 // the keys are better sorted.
 func (ev *evaluation) unsortedGroup(g *windowGroup, last bool) (bool, error) {
 	reserve := func(n int64, what string) error { return ev.reserve(n, what) }
-	outs, parts, err := evalUnsortedGroup(g, ev.in, ev.pt, &ev.states, reserve)
+	outs, parts, err := evalUnsortedGroup(g, ev.in, ev.pt, &ev.states, ev.threadsFor(ev.in.n), reserve)
 	if err != nil || outs == nil {
 		return false, err
 	}

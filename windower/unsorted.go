@@ -1,10 +1,14 @@
 package windower
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
 	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -39,51 +43,66 @@ func unsortedGroup(g *windowGroup) bool {
 
 // partitioner numbers the partitions of a group's keys. Its buffers are
 // allocated once per query and reused by every group.
+//
+// Hashed keys are numbered in two steps: every row's key hash, computed
+// over ranges of rows on the group's threads, then one table per thread,
+// each numbering the rows whose hash it owns (tableOf) in row order. The
+// tables share nothing, so they fill in parallel; partition ids are the
+// tables' ids offset by the partitions of the tables before them. On one
+// thread the ids are in order of first appearance.
 type partitioner struct {
-	ids   []int32 // partition of each row
-	dense []int32 // dense table: partition of key - min, -1 for none yet
-	slots []int32 // hash table: partition + 1, 0 for empty
-	first []int32 // first row of each partition (hash path)
-	seed  maphash.Seed
+	ids    []int32  // partition of each row
+	dense  []int32  // dense table: partition of key - min, -1 for none yet
+	hashes []uint64 // hash path: each row's key hash
+	tables []hashTable
+	seed   maphash.Seed
 
-	// The table prepare chose: dense over span slots from key lo, or hashed.
+	// The table prepare chose: dense over span slots from key lo, or hashed
+	// on threads tables.
 	isDense bool
 	span    int64
 	lo      int64
+	threads int
 }
 
 func newPartitioner() *partitioner { return &partitioner{seed: maphash.MakeSeed()} }
 
-// prepare chooses the table for n rows of keys and returns the memory
-// partitionIDs will use.
-func (pt *partitioner) prepare(keys []*vector, n int) int64 {
+// prepare chooses the table for n rows of keys, numbered on up to threads
+// goroutines, and returns the memory partitionIDs will use before any
+// hash table grows (each growth reserves its own).
+func (pt *partitioner) prepare(keys []*vector, n, threads int) int64 {
 	b := int64(n) * 4
+	pt.threads = max(threads, 1)
 	pt.span, pt.lo, pt.isDense = denseRange(keys, n)
 	if pt.isDense {
 		return b + pt.span*4
 	}
-	return b + int64(hashSlots(n))*4 + int64(n)*4
+	// Row hashes, a first row per partition, and the tables at their
+	// first size.
+	return b + int64(n)*(8+4) + int64(pt.threads)*hashMinSlots*8
 }
 
-// partitionIDs returns each row's partition (0, 1, ... in order of first
-// appearance) and the number of partitions, for the keys prepare saw.
-// NULL keys form a partition of their own; float keys compare as
-// compareFloat does (-0 = 0, NaN = NaN).
+// partitionIDs returns each row's partition (0, 1, ... parts-1) and the
+// number of partitions, for the keys prepare saw. NULL keys form a
+// partition of their own; float keys compare as compareFloat does
+// (-0 = 0, NaN = NaN).
 // It reports false, having given up, when hashed keys without a string
 // column turn out to have more than n/hashGiveUp partitions: a radix
 // sort is then cheaper than the table's cache misses.
-func (pt *partitioner) partitionIDs(keys []*vector, n int) ([]int32, int, bool) {
+// A hash table that grows reserves its slots through reserve, which the
+// tables may call at once.
+func (pt *partitioner) partitionIDs(keys []*vector, n int, reserve func(int64) error) ([]int32, int, bool, error) {
 	pt.ids = grow(pt.ids, n)
 	ids := pt.ids[:n]
 	if pt.isDense {
-		return ids, pt.denseIDs(keys[0], pt.lo, int(pt.span), ids), true
+		return ids, pt.denseIDs(keys[0], pt.lo, int(pt.span), ids), true, nil
 	}
 	limit := n
 	if !hasStringKey(keys) {
 		limit = n / hashGiveUp
 	}
-	parts, ok := pt.hashIDs(keys, n, ids, limit)
-	return ids, parts, ok
+	parts, ok, err := pt.hashIDs(keys, n, ids, limit, reserve)
+	return ids, parts, ok, err
 }
 
 // hashGiveUp: numeric keys are hashed while there are at most one
@@ -164,40 +183,155 @@ func (pt *partitioner) denseIDs(v *vector, lo int64, r int, ids []int32) int {
 	return int(parts)
 }
 
-// hashSlots is the open-addressing table size for n rows: a power of two
-// at least twice n, so the load stays at most one half.
-func hashSlots(n int) int {
-	return 1 << bits.Len(uint(2*n))
+// hashMinSlots is the size a hash table starts at.
+const hashMinSlots = 1 << 10
+
+func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, reserve func(int64) error) (int, bool, error) {
+	t := pt.threads
+	if n < parallelMinRows {
+		t = 1
+	}
+	pt.hashes = grow(pt.hashes, n)
+	hashes := pt.hashes[:n]
+	ranges := splitRows(n, t)
+	parallelFor(len(ranges), func(k int) {
+		for r := ranges[k][0]; r < ranges[k][1]; r++ {
+			hashes[r] = pt.hashRow(keys, r)
+		}
+	})
+	for len(pt.tables) < t {
+		pt.tables = append(pt.tables, hashTable{})
+	}
+	tables := pt.tables[:t]
+	// The tables give up together when their partitions exceed limit,
+	// so whether the keys are hashed does not depend on t.
+	var partitions atomic.Int64
+	limit = max(limit, 1)
+	errs := make([]error, t)
+	parallelFor(t, func(k int) {
+		tb := &tables[k]
+		tb.reset(hashes, &partitions, limit, reserve)
+		for r, h := range hashes {
+			if t > 1 && tableOf(h, t) != k {
+				continue
+			}
+			id, err := tb.number(keys, h, r)
+			if err != nil {
+				errs[k] = err
+				return
+			}
+			ids[r] = id
+		}
+	})
+	parts := 0
+	offsets := make([]int32, t)
+	for k := range tables {
+		switch {
+		case errs[k] == errGiveUp:
+			return 0, false, nil
+		case errs[k] != nil:
+			return 0, false, errs[k]
+		}
+		offsets[k] = int32(parts)
+		parts += len(tables[k].first)
+	}
+	if t > 1 {
+		parallelFor(len(ranges), func(k int) {
+			for r := ranges[k][0]; r < ranges[k][1]; r++ {
+				ids[r] += offsets[tableOf(hashes[r], t)]
+			}
+		})
+	}
+	return parts, true, nil
 }
 
-func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int) (int, bool) {
-	size := hashSlots(n)
-	pt.slots = grow(pt.slots, size)
-	slots := pt.slots[:size]
-	clear(slots)
-	pt.first = pt.first[:0]
-	mask := uint64(size - 1)
-	for r := 0; r < n; r++ {
-		h := pt.hashRow(keys, r)
-		for s := h & mask; ; s = (s + 1) & mask {
-			p := slots[s]
-			if p == 0 {
-				if len(pt.first) >= max(limit, 1) {
-					return 0, false
-				}
-				id := int32(len(pt.first))
-				pt.first = append(pt.first, int32(r))
-				slots[s] = id + 1
-				ids[r] = id
-				break
+// errGiveUp stops a hash table that has more partitions than its limit.
+var errGiveUp = errors.New("windower: too many partitions to hash")
+
+// tableOf is the table of t that numbers the rows of hash h: the high 32
+// bits scaled to [0, t), so the tables' slots (the low bits) stay
+// uniform.
+func tableOf(h uint64, t int) int {
+	return int((h >> 32) * uint64(t) >> 32)
+}
+
+// hashTable numbers distinct keys in the order it is given them. It is
+// open addressing with linear probing over slots that each hold a
+// partition id + 1 in the low 32 bits (0: empty) and the high 32 bits of
+// its hash as a tag, so a probe compares keys only when the tags agree.
+// It doubles when half full, rehashing from the rows' hashes.
+type hashTable struct {
+	slots   []uint64
+	first   []int32  // first row of each partition
+	hashes  []uint64 // every row's hash
+	reserve func(int64) error
+
+	// partitions counts the partitions of every table of the numbering;
+	// there may be at most limit.
+	partitions *atomic.Int64
+	limit      int
+}
+
+func (tb *hashTable) reset(hashes []uint64, partitions *atomic.Int64, limit int, reserve func(int64) error) {
+	tb.slots = grow(tb.slots, hashMinSlots)[:hashMinSlots]
+	clear(tb.slots)
+	tb.first = tb.first[:0]
+	tb.hashes, tb.reserve = hashes, reserve
+	tb.partitions, tb.limit = partitions, limit
+}
+
+// number returns the partition of row r, whose keys hash to h, making a
+// new one if no row before it had its keys. It fails with errGiveUp when
+// that would make the tables' partitions more than their limit.
+func (tb *hashTable) number(keys []*vector, h uint64, r int) (int32, error) {
+	mask := uint64(len(tb.slots) - 1)
+	tag := h &^ math.MaxUint32
+	for s := h & mask; ; s = (s + 1) & mask {
+		e := tb.slots[s]
+		if e == 0 {
+			if tb.partitions.Add(1) > int64(tb.limit) {
+				return 0, errGiveUp
 			}
-			if sameRowKeys(keys, int(pt.first[p-1]), r) {
-				ids[r] = p - 1
-				break
+			id := int32(len(tb.first))
+			tb.first = append(tb.first, int32(r))
+			tb.slots[s] = tag | uint64(id+1)
+			if 2*len(tb.first) >= len(tb.slots) {
+				if err := tb.grow(); err != nil {
+					return 0, err
+				}
+			}
+			return id, nil
+		}
+		if e&^math.MaxUint32 == tag {
+			if id := int32(uint32(e)) - 1; sameRowKeys(keys, int(tb.first[id]), r) {
+				return id, nil
 			}
 		}
 	}
-	return len(pt.first), true
+}
+
+// grow doubles the slots and reinserts every partition.
+func (tb *hashTable) grow() error {
+	size := 2 * len(tb.slots)
+	if err := tb.reserve(int64(size-len(tb.slots)) * 8); err != nil {
+		return err
+	}
+	if cap(tb.slots) >= size {
+		tb.slots = tb.slots[:size]
+		clear(tb.slots)
+	} else {
+		tb.slots = make([]uint64, size)
+	}
+	mask := uint64(size - 1)
+	for id, r := range tb.first {
+		h := tb.hashes[r]
+		s := h & mask
+		for tb.slots[s] != 0 {
+			s = (s + 1) & mask
+		}
+		tb.slots[s] = h&^math.MaxUint32 | uint64(id+1)
+	}
+	return nil
 }
 
 // hashRow hashes row r's keys, normalized so equal keys hash equally.
@@ -269,7 +403,13 @@ func sameRowKeys(keys []*vector, a, b int) bool {
 // evalUnsorted evaluates every call of an unsortedGroup over rows in
 // input order: ids gives each row's partition, of which there are parts.
 // states is reused across calls and grown as needed.
-func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState) ([]aggState, error) {
+//
+// On t threads, thread k accumulates the partitions of its share of the
+// ids, reading every row in order and adding those of its partitions (so
+// each partition's rows are added in input order, as on one thread), and
+// writes the results of its share of the rows.
+func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState, t int) ([]aggState, error) {
+	partRanges, rowRanges := splitRows(parts, t), splitRows(len(ids), t)
 	var counts []int64
 	for _, cs := range calls {
 		a := &cs.agg
@@ -277,29 +417,44 @@ func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState)
 		if a.fn == fnCount && a.incl == nil {
 			if counts == nil {
 				counts = make([]int64, parts)
-				for _, id := range ids {
-					counts[id]++
-				}
+				parallelFor(len(partRanges), func(k int) {
+					lo, hi := int32(partRanges[k][0]), int32(partRanges[k][1])
+					for _, id := range ids {
+						if id >= lo && id < hi {
+							counts[id]++
+						}
+					}
+				})
 			}
 			o := out.ints[:len(ids)]
-			for r, id := range ids {
-				o[r] = counts[id]
-			}
+			parallelFor(len(rowRanges), func(k int) {
+				for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
+					o[r] = counts[ids[r]]
+				}
+			})
 			continue
 		}
 		states = grow(states, parts)[:parts]
-		for i := range states {
-			states[i].reset()
-		}
-		for r, id := range ids {
-			if a.included(r) {
-				a.add(&states[id], r)
+		parallelFor(len(partRanges), func(k int) {
+			lo, hi := int32(partRanges[k][0]), int32(partRanges[k][1])
+			for i := lo; i < hi; i++ {
+				states[i].reset()
 			}
-		}
-		for r, id := range ids {
-			a.write(out, r, &states[id])
-		}
-		if a.overflow {
+			for r, id := range ids {
+				if id >= lo && id < hi && a.included(r) {
+					a.add(&states[id], r)
+				}
+			}
+		})
+		overflow := make([]bool, len(rowRanges))
+		parallelFor(len(rowRanges), func(k int) {
+			ak := *a // write sets its own overflow flag
+			for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
+				ak.write(out, r, &states[ids[r]])
+			}
+			overflow[k] = ak.overflow
+		})
+		if slices.Contains(overflow, true) {
 			return states, fmt.Errorf("%w: sum of select item %q", ErrOverflow, cs.c.alias)
 		}
 	}
@@ -310,7 +465,7 @@ func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState)
 // returns its outputs, in input order, by select item, and its number of
 // partitions; or no outputs if the keys are better sorted (see
 // partitionIDs). Its buffers are counted by reserve.
-func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]aggState,
+func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]aggState, threads int,
 	reserve func(int64, string) error) (map[int]*vector, int, error) {
 	n := in.n
 	keys := make([]*vector, len(g.partition))
@@ -321,12 +476,18 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 		}
 		keys[i] = v
 	}
-	if err := reserve(pt.prepare(keys, n), "partition table"); err != nil {
+	if err := reserve(pt.prepare(keys, n, threads), "partition table"); err != nil {
 		return nil, 0, err
 	}
-	ids, parts, ok := pt.partitionIDs(keys, n)
-	if !ok {
-		return nil, 0, nil
+	var mu sync.Mutex
+	reserveSlots := func(b int64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return reserve(b, "partition table")
+	}
+	ids, parts, ok, err := pt.partitionIDs(keys, n, reserveSlots)
+	if err != nil || !ok {
+		return nil, 0, err
 	}
 	if err := reserve(stateBytes(g, parts), "partition states"); err != nil {
 		return nil, 0, err
@@ -345,8 +506,7 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 		calls = append(calls, cs)
 		outs[c.item] = cs.out
 	}
-	var err error
-	*states, err = evalUnsorted(calls, ids, parts, *states)
+	*states, err = evalUnsorted(calls, ids, parts, *states, threads)
 	if err != nil {
 		return nil, 0, err
 	}

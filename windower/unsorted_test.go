@@ -2,13 +2,20 @@ package windower
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
 
@@ -38,14 +45,14 @@ func TestPartitionIDs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pt := newPartitioner()
 			n := len(c.want)
-			if pt.prepare(c.keys, n) <= 0 {
+			if pt.prepare(c.keys, n, 1) <= 0 {
 				t.Errorf("prepare counts no memory")
 			}
 			if pt.isDense != c.dense {
 				t.Errorf("dense table: %v, want %v", pt.isDense, c.dense)
 			}
-			ids, parts, ok := pt.partitionIDs(c.keys, n)
-			if !ok {
+			ids, parts, ok, err := pt.partitionIDs(c.keys, n, noReserve)
+			if err != nil || !ok {
 				t.Fatalf("gave up on %d rows", n)
 			}
 			wantParts := 0
@@ -57,6 +64,108 @@ func TestPartitionIDs(t *testing.T) {
 			}
 			if parts != wantParts {
 				t.Errorf("%d partitions, want %d", parts, wantParts)
+			}
+		})
+	}
+}
+
+func noReserve(int64) error { return nil }
+
+// TestPartitionIDsParallel numbers many partitions of string, integer and
+// two-column keys, with NULLs, on one to four tables: every count of
+// tables must put the same rows together, through the tables' growth.
+func TestPartitionIDsParallel(t *testing.T) {
+	defer func(old int) { parallelMinRows = old }(parallelMinRows)
+	parallelMinRows = 16
+	const n = 50_000
+	r := rand.New(rand.NewPCG(7, 8))
+	strs := &vector{kind: kindString, strs: make([]string, n), nulls: make([]bool, n)}
+	wide := &vector{kind: kindInt, ints: make([]int64, n)}
+	for i := range n {
+		switch u := r.IntN(100); {
+		case u < 5:
+			strs.nulls[i] = true
+		case u < 60:
+			strs.strs[i] = strings.Repeat("k", r.IntN(40)) + strconv.Itoa(r.IntN(3000))
+		default:
+			strs.strs[i] = strconv.Itoa(r.IntN(n))
+		}
+		wide.ints[i] = int64(r.IntN(4000)) << 40 // under the give-up limit, over a table's first size
+	}
+	for _, c := range []struct {
+		name string
+		keys []*vector
+	}{{"string", []*vector{strs}}, {"wide integer", []*vector{wide}}, {"two columns", []*vector{wide, strs}}} {
+		t.Run(c.name, func(t *testing.T) {
+			var want []int32
+			for threads := 1; threads <= 4; threads++ {
+				pt := newPartitioner()
+				pt.prepare(c.keys, n, threads)
+				var reserved atomic.Int64
+				ids, parts, ok, err := pt.partitionIDs(c.keys, n, func(b int64) error { reserved.Add(b); return nil })
+				if err != nil || !ok {
+					t.Fatalf("threads %d: ok %v, %v", threads, ok, err)
+				}
+				if reserved.Load() == 0 {
+					t.Errorf("threads %d: the tables grew without reserving", threads)
+				}
+				if threads == 1 {
+					want = slices.Clone(ids)
+					continue
+				}
+				// The same rows together: a bijection between the ids.
+				fwd, back := map[int32]int32{}, map[int32]int32{}
+				for i, id := range ids {
+					if id < 0 || int(id) >= parts {
+						t.Fatalf("threads %d: row %d in partition %d of %d", threads, i, id, parts)
+					}
+					if w, seen := fwd[id]; seen && w != want[i] {
+						t.Fatalf("threads %d: row %d apart from the rows it was with on one thread", threads, i)
+					}
+					if g, seen := back[want[i]]; seen && g != id {
+						t.Fatalf("threads %d: row %d with rows it was apart from on one thread", threads, i)
+					}
+					fwd[id], back[want[i]] = want[i], id
+				}
+				if len(fwd) != parts {
+					t.Errorf("threads %d: %d partitions, %d used", threads, parts, len(fwd))
+				}
+			}
+		})
+	}
+}
+
+// A hash table that cannot reserve its growth fails the numbering.
+func TestPartitionIDsGrowthReserved(t *testing.T) {
+	const n = 10_000
+	strs := &vector{kind: kindString, strs: make([]string, n)}
+	for i := range strs.strs {
+		strs.strs[i] = strconv.Itoa(i)
+	}
+	keys := []*vector{strs}
+	pt := newPartitioner()
+	pt.prepare(keys, n, 1)
+	full := errors.New("grant exceeded")
+	_, _, _, err := pt.partitionIDs(keys, n, func(int64) error { return full })
+	if !errors.Is(err, full) {
+		t.Fatalf("growth beyond the grant: %v, want %v", err, full)
+	}
+}
+
+// BenchmarkPartitionIDsStrings numbers the suite's string column s (about
+// 178k partitions in a million rows) on one and two tables.
+func BenchmarkPartitionIDsStrings(b *testing.B) {
+	const n = 1 << 20
+	s, null := columnar.GenLabels(n, rand.New(rand.NewPCG(1, 2)))
+	keys := []*vector{{kind: kindString, strs: s, nulls: null}}
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			pt := newPartitioner()
+			for b.Loop() {
+				pt.prepare(keys, n, threads)
+				if _, _, ok, err := pt.partitionIDs(keys, n, noReserve); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
 			}
 		})
 	}
@@ -80,8 +189,8 @@ func TestPartitionIDsGiveUp(t *testing.T) {
 	}
 	pt := newPartitioner()
 	keys := []*vector{{kind: kindInt, ints: xs}}
-	pt.prepare(keys, n)
-	if _, _, ok := pt.partitionIDs(keys, n); ok {
+	pt.prepare(keys, n, 1)
+	if _, _, ok, _ := pt.partitionIDs(keys, n, noReserve); ok {
 		t.Errorf("%d distinct wide integer keys in %d rows were hashed", n, n)
 	}
 	strs := &vector{kind: kindString, strs: make([]string, n)}
@@ -89,8 +198,8 @@ func TestPartitionIDsGiveUp(t *testing.T) {
 		strs.strs[i] = string(rune('A' + i))
 	}
 	keys = []*vector{{kind: kindInt, ints: xs}, strs}
-	pt.prepare(keys, n)
-	if _, parts, ok := pt.partitionIDs(keys, n); !ok || parts != n {
+	pt.prepare(keys, n, 1)
+	if _, parts, ok, _ := pt.partitionIDs(keys, n, noReserve); !ok || parts != n {
 		t.Errorf("string keys: %d partitions, ok %v; want %d, true", parts, ok, n)
 	}
 }
