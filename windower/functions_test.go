@@ -1,6 +1,10 @@
 package windower
 
 import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/strata-db/strata/messages"
@@ -35,5 +39,71 @@ func TestFunctionsMatchWire(t *testing.T) {
 	}
 	if got, want := len(fnByName), int(numFuncs); got != want {
 		t.Errorf("%d names for %d functions: a name is used twice", got, want)
+	}
+}
+
+// divideByConst agrees with Go's / and % (which are PostgreSQL's) on
+// values and divisors around the 32-bit edges of its fast path.
+func TestDivideByConst(t *testing.T) {
+	xs := []int64{0, 1, -1, 2, 7, -7, 999, 1000, 1001, -1001, math.MaxUint32, math.MaxUint32 + 1, -math.MaxUint32,
+		-math.MaxUint32 - 1, math.MaxInt32, math.MinInt32, math.MaxInt64, math.MinInt64, math.MinInt64 + 1, 123456789012}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		xs = append(xs, int64(r.Uint32())-int64(r.Uint32()), int64(r.Uint64()))
+	}
+	for _, c := range []int64{1, 2, 3, 7, 10, 1000, 1 << 20, 1<<31 - 1, 1 << 31, math.MaxUint32, math.MaxUint32 + 1,
+		-2, -3, -1000, -math.MaxUint32, math.MaxInt64, math.MinInt64, math.MinInt64 + 1} {
+		for _, rem := range []bool{false, true} {
+			got := make([]int64, len(xs))
+			divideByConst(xs, c, rem, got)
+			for i, x := range xs {
+				want := x / c
+				if rem {
+					want = x % c
+				}
+				if got[i] != want {
+					t.Fatalf("%d by %d (remainder %v): got %d, want %d", x, c, rem, got[i], want)
+				}
+			}
+		}
+	}
+}
+
+// An integer expression with a constant divisor, addend or factor gives
+// what the same expression gives with the constant as a column: values,
+// NULLs, overflow and division by zero (only where a row is not NULL).
+func TestExprIntConst(t *testing.T) {
+	xs := []int64{0, 5, -5, 1000, -1001, math.MaxInt64, math.MinInt64, 1 << 40, 7}
+	nullsAt := []bool{false, false, false, false, false, false, false, false, true}
+	for _, c := range []int64{0, 1, -1, 2, -3, 1000, math.MaxInt64, math.MinInt64} {
+		for _, op := range []byte{'+', '-', '*', '/', '%'} {
+			for _, withNulls := range []bool{false, true} {
+				a := &vector{kind: kindInt, ints: xs}
+				if withNulls {
+					a.nulls = nullsAt
+				}
+				cols := []*vector{a, broadcast(&vector{kind: kindInt, ints: []int64{c}}, len(xs))}
+				konst := &expr{col: -1, konst: &vector{kind: kindInt, ints: []int64{c}}, kind: kindInt}
+				viaConst := &expr{col: -1, op: op, kind: kindInt, args: [2]*expr{{col: 0, kind: kindInt}, konst}}
+				viaColumn := &expr{col: -1, op: op, kind: kindInt, args: [2]*expr{{col: 0, kind: kindInt}, {col: 1, kind: kindInt}}}
+				got, gotErr := viaConst.eval(cols, len(xs))
+				want, wantErr := viaColumn.eval(cols, len(xs))
+				name := fmt.Sprintf("x %c %d (NULLs %v)", op, c, withNulls)
+				if (gotErr == nil) != (wantErr == nil) {
+					t.Fatalf("%s: error %v, want %v", name, gotErr, wantErr)
+				}
+				if wantErr != nil {
+					if !errors.Is(gotErr, ErrOverflow) && !errors.Is(gotErr, ErrDivisionByZero) {
+						t.Fatalf("%s: error %v, want one like %v", name, gotErr, wantErr)
+					}
+					continue
+				}
+				for i := range xs {
+					if got.isNull(i) != want.isNull(i) || (!want.isNull(i) && got.ints[i] != want.ints[i]) {
+						t.Fatalf("%s: row %d: got %d (NULL %v), want %d (NULL %v)", name, i, got.ints[i], got.isNull(i), want.ints[i], want.isNull(i))
+					}
+				}
+			}
+		}
 	}
 }

@@ -404,10 +404,12 @@ func sameRowKeys(keys []*vector, a, b int) bool {
 // input order: ids gives each row's partition, of which there are parts.
 // states is reused across calls and grown as needed.
 //
-// On t threads, thread k accumulates the partitions of its share of the
-// ids, reading every row in order and adding those of its partitions (so
-// each partition's rows are added in input order, as on one thread), and
-// writes the results of its share of the rows.
+// On t threads, count(*) counts each share of the rows on its own thread
+// and sums the counts. Any other aggregate is accumulated by thread k for
+// its share of the partitions, reading every row in order and adding
+// those of its partitions (so each partition's rows are added in input
+// order, as on one thread). Thread k writes the results of its share of
+// the rows.
 func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState, t int) ([]aggState, error) {
 	partRanges, rowRanges := splitRows(parts, t), splitRows(len(ids), t)
 	var counts []int64
@@ -416,15 +418,7 @@ func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState,
 		out := cs.out
 		if a.fn == fnCount && a.incl == nil {
 			if counts == nil {
-				counts = make([]int64, parts)
-				parallelFor(len(partRanges), func(k int) {
-					lo, hi := int32(partRanges[k][0]), int32(partRanges[k][1])
-					for _, id := range ids {
-						if id >= lo && id < hi {
-							counts[id]++
-						}
-					}
-				})
+				counts = countPartitions(ids, parts, rowRanges)
 			}
 			o := out.ints[:len(ids)]
 			parallelFor(len(rowRanges), func(k int) {
@@ -461,6 +455,29 @@ func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState,
 	return states, nil
 }
 
+// countPartitions returns the rows of each of parts partitions, counted
+// over each range of rows on its own goroutine and summed.
+func countPartitions(ids []int32, parts int, rowRanges [][2]int) []int64 {
+	shares := make([][]int64, len(rowRanges))
+	parallelFor(len(rowRanges), func(k int) {
+		c := make([]int64, parts)
+		for _, id := range ids[rowRanges[k][0]:rowRanges[k][1]] {
+			c[id]++
+		}
+		shares[k] = c
+	})
+	if len(shares) == 0 {
+		return make([]int64, parts)
+	}
+	counts := shares[0]
+	for _, c := range shares[1:] {
+		for i, x := range c {
+			counts[i] += x
+		}
+	}
+	return counts
+}
+
 // evalUnsortedGroup evaluates an unsortedGroup over in-memory input and
 // returns its outputs, in input order, by select item, and its number of
 // partitions; or no outputs if the keys are better sorted (see
@@ -489,7 +506,7 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 	if err != nil || !ok {
 		return nil, 0, err
 	}
-	if err := reserve(stateBytes(g, parts), "partition states"); err != nil {
+	if err := reserve(stateBytes(g, parts, threads), "partition states"); err != nil {
 		return nil, 0, err
 	}
 	identity := func(_ *expr, v *vector) *vector { return v }
@@ -513,14 +530,14 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 	return outs, parts, nil
 }
 
-// stateBytes is the most memory evalUnsorted uses for parts partitions:
-// a count per partition for count(*) without FILTER, an aggregate state
-// per partition for any other call.
-func stateBytes(g *windowGroup, parts int) int64 {
+// stateBytes is the most memory evalUnsorted uses for parts partitions
+// on threads threads: a count per partition and thread for count(*)
+// without FILTER, an aggregate state per partition for any other call.
+func stateBytes(g *windowGroup, parts, threads int) int64 {
 	var counts, states int64
 	for _, c := range g.calls {
 		if c.fn == fnCount && len(c.filter) == 0 {
-			counts = 8
+			counts = 8 * int64(max(threads, 1))
 		}
 		if !(c.fn == fnCount && c.star && len(c.filter) == 0) {
 			states = int64(unsafe.Sizeof(aggState{}))
