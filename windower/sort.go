@@ -409,6 +409,9 @@ func (s *sorter) unpack(src []uint64, perm []int32, lo, idxBits int, high uint64
 // inOrder reports whether rows 0..n-1 are already ordered by keys. On
 // unordered input it usually stops within a few rows.
 func inOrder(keys []sortedKey, n int) bool {
+	if len(keys) == 0 {
+		return true // OVER (): one partition, every row a peer
+	}
 	if len(keys) == 1 && keys[0].v.kind == kindInt && keys[0].v.nulls == nil {
 		x := keys[0].v.ints[:n]
 		if keys[0].desc {
