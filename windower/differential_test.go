@@ -419,3 +419,12 @@ func TestDifferential(t *testing.T) {
 		rec.Release()
 	}
 }
+
+// describeCalls describes every call, one a line.
+func describeCalls(calls []*messages.WindowCall) string {
+	var b strings.Builder
+	for _, w := range calls {
+		b.WriteString(describeCall(w) + "\n")
+	}
+	return b.String()
+}

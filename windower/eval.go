@@ -411,6 +411,10 @@ func (cs *callState) frameRows(p *partition) int {
 func (cs *callState) aggregateExtremum(p *partition) {
 	a, out, st, fr := &cs.agg, cs.out, &cs.state, &cs.fr
 	cs.deq.reset(cs.frameRows(p))
+	if a.kind == kindInt && a.incl == nil {
+		cs.extremumInts(p)
+		return
+	}
 	end := p.ps
 	for i := p.lo; i < p.hi; i++ {
 		s, e := fr.bounds(i)
@@ -430,6 +434,69 @@ func (cs *callState) aggregateExtremum(p *partition) {
 		a.write(out, i, st)
 	}
 }
+
+// extremumInts is aggregateExtremum over integer arguments without NULLs
+// or FILTER, its comparisons inlined. A frame of at most
+// scanFrameRows rows is scanned: branch-free min/max over a few rows
+// beats the deque's unpredictable pops. Over wider frames the deque keeps
+// rows of strictly improving values from back to front, a row pushed
+// dropping the rows behind it that are no better; it is rebuilt from the
+// frame's start after scanned frames.
+func (cs *callState) extremumInts(p *partition) {
+	xs, out, fr, buf := cs.agg.ints, cs.out, &cs.fr, cs.deq.buf
+	isMin := cs.agg.fn == fnMin
+	head, tail := 0, 0
+	end, built := p.ps, true
+	for i := p.lo; i < p.hi; i++ {
+		s, e := fr.bounds(i)
+		if s >= e {
+			out.nulls[i] = true
+			continue
+		}
+		out.nulls[i] = false
+		if e-s <= scanFrameRows {
+			m := xs[s]
+			if isMin {
+				for _, x := range xs[s+1 : e] {
+					m = min(m, x)
+				}
+			} else {
+				for _, x := range xs[s+1 : e] {
+					m = max(m, x)
+				}
+			}
+			out.ints[i] = m
+			built = false
+			continue
+		}
+		if !built {
+			head, tail, end, built = 0, 0, s, true
+		}
+		end = max(end, s)
+		for ; end < e; end++ {
+			x := xs[end]
+			if isMin {
+				for tail > head && xs[buf[tail-1]] >= x {
+					tail--
+				}
+			} else {
+				for tail > head && xs[buf[tail-1]] <= x {
+					tail--
+				}
+			}
+			buf[tail] = int32(end)
+			tail++
+		}
+		for head < tail && int(buf[head]) < s {
+			head++
+		}
+		out.ints[i] = xs[buf[head]]
+	}
+}
+
+// scanFrameRows is the widest frame extremumInts scans rather than keeps
+// a deque for.
+const scanFrameRows = 24
 
 // aggregateSliding: a sliding invertible aggregate adds the rows entering
 // and removes the rows leaving.

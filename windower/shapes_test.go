@@ -294,7 +294,7 @@ func TestShapesDifferential(t *testing.T) {
 				st := res.Stats()
 				res.Close()
 				if s.grant > 0 && st.PeakBytes > s.grant {
-					t.Errorf("%s, threads %d: peak %d bytes over the %d-byte grant", label, threads, st.PeakBytes, s.grant)
+					t.Errorf("%s, threads %d: peak %d bytes over the %d-byte grant\n%s", label, threads, st.PeakBytes, s.grant, describeCalls(calls))
 				}
 				if first == nil {
 					first = rows
