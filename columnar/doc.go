@@ -117,6 +117,10 @@
 //	epochs       [first, last] epochs of the data, as the writer was told
 //	created      RFC 3339 time of the commit
 //
+// A committed manifest never changes, so a process caches the manifests
+// it has decoded by their bytes (manifestcache.go): opening a container
+// again reads its manifest but does not decode the JSON again.
+//
 // A container is read from a Source (source.go): a directory
 // (DirSource; Open), or anything else that can read a file's byte ranges,
 // such as an object store (package store) or a worker's depot (package

@@ -74,14 +74,16 @@ func DirSources(dirs []string) []Source {
 	return srcs
 }
 
-// ReadSourceManifest reads and decodes src's manifest. A container without
-// one gives an error wrapping ErrNotFound; a bad one a *CorruptError.
+// ReadSourceManifest reads and decodes src's manifest (through the
+// process's manifest cache: the caller gets its own copy). A container
+// without one gives an error wrapping ErrNotFound; a bad one a
+// *CorruptError.
 func ReadSourceManifest(src Source) (*Manifest, error) {
 	data, err := src.ReadManifest()
 	if err != nil {
 		return nil, err
 	}
-	m, err := DecodeManifest(data)
+	m, err := manifests.decode(data)
 	if err != nil {
 		return nil, corruptf(src.String(), ManifestName, NoBlock, err, "invalid manifest")
 	}
