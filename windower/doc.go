@@ -41,6 +41,10 @@
 // the result is in input order; otherwise, without ORDER BY, it is in the
 // last group's (partition, order) order.
 //
+// Counts alone (count(*), or of a column without NULLs, no FILTER) over
+// a key with a dense table skip the numbering: each row's result is its
+// key's count, counted by key - min.
+//
 // The hash table's slots hold a partition id and 32 bits of its keys'
 // hash, so a probe compares keys only when the hash bits agree; it starts
 // small and doubles when half full, reserving each growth from the grant.

@@ -496,6 +496,9 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 	if err := reserve(pt.prepare(keys, n, threads), "partition table"); err != nil {
 		return nil, 0, err
 	}
+	if pt.isDense && countsOnly(g, in) {
+		return denseCounts(g, in, keys[0], pt, threads, reserve)
+	}
 	var mu sync.Mutex
 	reserveSlots := func(b int64) error {
 		mu.Lock()
@@ -526,6 +529,93 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 	*states, err = evalUnsorted(calls, ids, parts, *states, threads)
 	if err != nil {
 		return nil, 0, err
+	}
+	return outs, parts, nil
+}
+
+// countsOnly reports whether every call of g counts rows without FILTER:
+// count(*), or count of a column without NULLs.
+func countsOnly(g *windowGroup, in *input) bool {
+	for _, c := range g.calls {
+		if c.fn != fnCount || len(c.filter) > 0 {
+			return false
+		}
+		if !c.star && (len(c.args) != 1 || c.args[0].col < 0 || in.cols[c.args[0].col].nulls != nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// denseCounts evaluates a group of counts (countsOnly) over a key with a
+// dense table (prepare chose it) without numbering the partitions: each
+// thread counts its range of rows by key - min (NULL in the last slot),
+// the counts are summed, and each row's result is its key's count.
+func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, threads int,
+	reserve func(int64, string) error) (map[int]*vector, int, error) {
+	n, span, lo := in.n, int(pt.span), pt.lo
+	rowRanges := splitRows(n, threads)
+	if err := reserve(int64(span)*8*int64(max(len(rowRanges), 1)), "partition counts"); err != nil {
+		return nil, 0, err
+	}
+	slot := func(r int) int {
+		if key.nulls != nil && key.nulls[r] {
+			return span - 1
+		}
+		return int(key.ints[r] - lo)
+	}
+	shares := make([][]int64, len(rowRanges))
+	parallelFor(len(rowRanges), func(k int) {
+		c := make([]int64, span)
+		if key.nulls == nil {
+			for _, x := range key.ints[rowRanges[k][0]:rowRanges[k][1]] {
+				c[x-lo]++
+			}
+		} else {
+			for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
+				c[slot(r)]++
+			}
+		}
+		shares[k] = c
+	})
+	counts := make([]int64, span)
+	if len(shares) > 0 {
+		counts = shares[0]
+		for _, c := range shares[1:] {
+			for i, x := range c {
+				counts[i] += x
+			}
+		}
+	}
+	parts := 0
+	for _, c := range counts {
+		if c > 0 {
+			parts++
+		}
+	}
+	identity := func(_ *expr, v *vector) *vector { return v }
+	outs := make(map[int]*vector, len(g.calls))
+	for _, c := range g.calls {
+		cs, err := newCallState(c, in, n, nil, nil, g, identity)
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := reserve(cs.out.bytes(), "window output"); err != nil {
+			return nil, 0, err
+		}
+		o := cs.out.ints[:n]
+		parallelFor(len(rowRanges), func(k int) {
+			if key.nulls == nil {
+				for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
+					o[r] = counts[key.ints[r]-lo]
+				}
+				return
+			}
+			for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
+				o[r] = counts[slot(r)]
+			}
+		})
+		outs[c.item] = cs.out
 	}
 	return outs, parts, nil
 }
