@@ -270,8 +270,13 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows
 	if len(used) == 0 {
 		return in, nil // count(*) OVER () over no columns
 	}
-	if threads > 1 && len(used) > 1 && rows >= int64(parallelMinRows) {
-		return in, loadColumnsParallel(ctx, p, cs, in, used, threads)
+	if threads > 1 && rows >= int64(parallelMinRows) {
+		if len(used) < threads && budget.Available() >= int64(threads)*maxBlockBytes(cs, used) {
+			return in, loadBlockRanges(ctx, p, cs, in, used, threads)
+		}
+		if len(used) > 1 {
+			return in, loadColumnsParallel(ctx, p, cs, in, used, threads)
+		}
 	}
 	for _, c := range cs {
 		if err := loadBlocks(ctx, p, c, in, used); err != nil {
@@ -312,6 +317,129 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, in *input, 
 		return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 	}
 	return nil
+}
+
+// loadBlockRanges decodes the columns used on threads goroutines when
+// there are fewer columns than threads: each column of each container is
+// cut into ranges of about equal blocks, threads pieces in all at least,
+// and each piece is decoded by one goroutine straight into its rows of the
+// column (the column's storage is sized for every row first). It holds a
+// block per goroutine, which the caller checked the budget has room for.
+// The error is that of the first piece that failed, in row order.
+func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, in *input, used []int, threads int) error {
+	type piece struct {
+		col, c     int
+		b0, b1, at int // blocks [b0, b1) of container c hold rows [at, at+rows)
+		rows       int
+		nulls      []bool
+		payload    int64
+		err        error
+	}
+	per := (threads + len(used) - 1) / len(used) // ranges per column of a container
+	var pieces []piece
+	for _, col := range used {
+		base := 0
+		for ci, c := range cs {
+			m := c.Manifest()
+			nb := len(m.Blocks)
+			for k := 0; k < per && nb > 0; k++ {
+				b0, b1 := k*nb/per, (k+1)*nb/per
+				if b0 == b1 {
+					continue
+				}
+				rows := 0
+				for _, b := range m.Blocks[b0:b1] {
+					rows += b.Rows
+				}
+				pieces = append(pieces, piece{col: col, c: ci, b0: b0, b1: b1, at: base + int(m.Blocks[b0].FirstRow), rows: rows})
+			}
+			base += int(m.Rows)
+		}
+	}
+	for _, col := range used {
+		v := in.cols[col]
+		switch v.kind {
+		case kindFloat:
+			v.floats = v.floats[:in.n]
+		case kindString:
+			v.strs = v.strs[:in.n]
+		default:
+			v.ints = v.ints[:in.n]
+		}
+	}
+	var next atomic.Int32
+	parallelFor(min(threads, len(pieces)), func(int) {
+		for {
+			k := int(next.Add(1)) - 1
+			if k >= len(pieces) {
+				return
+			}
+			pc := &pieces[k]
+			pc.nulls, pc.payload, pc.err = loadPiece(ctx, p, cs[pc.c], in.cols[pc.col], pc.col, pc.b0, pc.b1, pc.at, pc.rows)
+		}
+	})
+	for i := range pieces {
+		if pieces[i].err != nil {
+			return pieces[i].err
+		}
+	}
+	for i := range pieces {
+		pc := &pieces[i]
+		v := in.cols[pc.col]
+		v.payload += pc.payload
+		if pc.nulls != nil {
+			if v.nulls == nil {
+				v.nulls = make([]bool, in.n)
+			}
+			copy(v.nulls[pc.at:], pc.nulls)
+		}
+	}
+	return nil
+}
+
+// loadPiece decodes blocks [b0, b1) of column col of container c into
+// rows [at, at+rows) of v, whose storage already holds every row, and
+// returns the piece's NULLs (nil: none) and string payload bytes.
+func loadPiece(ctx context.Context, p *plan, c *columnar.Container, v *vector, col, b0, b1, at, rows int) ([]bool, int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	name := p.schema.schema.Field(col).Name
+	r, err := c.OpenColumn(col)
+	if err != nil {
+		return nil, 0, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), name, err)
+	}
+	defer r.Close()
+	// Appends to a window of v's storage, exactly as long as the piece,
+	// write the rows in place.
+	sub := &vector{kind: v.kind, typ: v.typ}
+	switch v.kind {
+	case kindFloat:
+		sub.floats = v.floats[at:at:at+rows]
+	case kindString:
+		sub.strs = v.strs[at:at:at+rows]
+	default:
+		sub.ints = v.ints[at:at:at+rows]
+	}
+	for b := b0; b < b1; b++ {
+		arr, err := r.ReadBlock(b)
+		if err != nil {
+			return nil, 0, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), name, err)
+		}
+		if sub.len()+arr.Len() > rows {
+			arr.Release()
+			return nil, 0, fmt.Errorf("windower: read %s column %q: block %d has more rows than the manifest gives", c.Dir(), name, b)
+		}
+		err = sub.appendArrow(arr)
+		arr.Release()
+		if err != nil {
+			return nil, 0, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), name, err)
+		}
+	}
+	if sub.len() != rows {
+		return nil, 0, fmt.Errorf("windower: read %s column %q: blocks %d-%d hold %d rows, the manifest gives %d", c.Dir(), name, b0, b1-1, sub.len(), rows)
+	}
+	return sub.nulls, sub.payload, nil
 }
 
 // loadColumnsParallel decodes the columns used on up to threads

@@ -58,7 +58,9 @@
 //
 // A run uses up to Options.Threads goroutines (default GOMAXPROCS), which
 // share its grant. Loading input in memory decodes each column on a
-// goroutine of its own. A window group over at least 16Ki rows is sorted
+// goroutine of its own, or, with fewer columns than threads (and room in
+// the grant for a block per thread), ranges of each column's blocks on
+// their own goroutines, each written in place into its rows. A window group over at least 16Ki rows is sorted
 // and evaluated in parallel, and its gathers into sorted order are split
 // by rows. The result is the single-thread result, row for row and in the
 // same order.
