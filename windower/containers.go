@@ -415,11 +415,11 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, v *vector, c
 	sub := &vector{kind: v.kind, typ: v.typ}
 	switch v.kind {
 	case kindFloat:
-		sub.floats = v.floats[at:at:at+rows]
+		sub.floats = v.floats[at : at : at+rows]
 	case kindString:
-		sub.strs = v.strs[at:at:at+rows]
+		sub.strs = v.strs[at : at : at+rows]
 	default:
-		sub.ints = v.ints[at:at:at+rows]
+		sub.ints = v.ints[at : at : at+rows]
 	}
 	for b := b0; b < b1; b++ {
 		arr, err := r.ReadBlock(b)
