@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower/sqlparse"
 )
 
 // The differential tests run every query with each of threadCounts and
@@ -466,5 +468,37 @@ func TestParallelOnePartitionOverflow(t *testing.T) {
 			}
 		}
 		rec.Release()
+	}
+}
+
+// TestParallelLoadBlockRanges loads input of fewer columns than threads
+// from several containers of many blocks, each column's blocks decoded in
+// ranges on their own goroutines: every thread count must return the
+// rows of one thread, NULLs and strings included, in the same order (the
+// containers' order: the last group is not sorted).
+func TestParallelLoadBlockRanges(t *testing.T) {
+	parallelSmall(t)
+	old := threadCounts
+	threadCounts = []int{1, 2, 3, 4, 7}
+	t.Cleanup(func() { threadCounts = old })
+	rng := rand.New(rand.NewPCG(31, 32))
+	s := shape{n: 5000, containers: 3, blockRows: 64}
+	ref := shapeTable(rng, s.n)
+	dirs := writeShape(t, filepath.Join(t.TempDir(), "in"), ref, s)
+	for _, sql := range []string{
+		"SELECT id, count(*) OVER (PARTITION BY x) AS n FROM t",
+		"SELECT s, x, count(*) OVER (PARTITION BY s) AS n FROM t",
+		"SELECT id, u, max(x) OVER (PARTITION BY g) AS m FROM t",
+	} {
+		q, err := sqlparse.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := runThreads(t, Options{Grant: 64 << 20}, func(o Options) (*Result, error) {
+			return Run(context.Background(), q, dirs, o)
+		})
+		if len(rows) != s.n {
+			t.Fatalf("%s: %d rows, want %d", sql, len(rows), s.n)
+		}
 	}
 }
