@@ -51,8 +51,9 @@
 // its blocks decoded once: a gather holds one block per input, moves on when
 // the block is used up, and releases it. A gather expands the row-source
 // stream into a selection vector per output block (the input of each row)
-// and moves values with one typed loop per column type, since runs in merges
-// of overlapping inputs are mostly one row long.
+// and moves values with one typed loop per column type, validity bits
+// without a branch and a byte at a time, since runs in merges of
+// overlapping inputs are mostly one row long.
 //
 // A grant below the minimum of the cheapest plan is a *GrantError, returned
 // before any output is written.

@@ -29,6 +29,7 @@ type columnGather struct {
 	pos        []int
 	lens       []int     // rows of each input's current block
 	copier     selCopier // fixed-width columns: the row-at-a-time mover
+	valid      validBits // the validity of each input's current block
 	nullBlocks int       // inputs whose current block has NULLs
 	blocks     []int     // blocks read per input, for errors
 	out        columnBuilder
@@ -47,6 +48,7 @@ func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSou
 		col: col, name: name, srcs: srcs, inputs: inputs,
 		cur: make([]blockView, len(srcs)), pos: make([]int, len(srcs)), lens: make([]int, len(srcs)),
 		blocks: make([]int, len(srcs)), out: b, blockRows: blockRows, emit: emit,
+		valid: newValidBits(len(srcs)),
 	}
 	if fb, ok := b.(*fixedBuilder); ok && len(srcs) <= maxSelInputs {
 		g.copier = newSelCopier(fb.width, len(srcs))
@@ -88,6 +90,7 @@ func (g *columnGather) advance(input int) error {
 		g.cur[input].arr.Release()
 		g.cur[input] = blockView{}
 		g.lens[input], g.pos[input] = 0, 0
+		g.valid.setBlock(input, &g.cur[input])
 		if g.copier != nil {
 			g.copier.setBlock(input, &g.cur[input])
 		}
@@ -110,6 +113,7 @@ func (g *columnGather) advance(input int) error {
 		if g.cur[input].valid != nil {
 			g.nullBlocks++
 		}
+		g.valid.setBlock(input, &g.cur[input])
 		if g.copier != nil {
 			g.copier.setBlock(input, &g.cur[input])
 		}
