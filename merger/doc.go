@@ -61,7 +61,9 @@
 // Every Arrow buffer the merge holds is allocated through a columnar.Budget
 // whose limit is the grant; Go-side buffers (normalized keys, the row-source
 // stream, read buffers) are counted with Budget.Reserve. Stats.PeakBytes is
-// the budget's peak.
+// the budget's peak. A gather keeps the buffers of the output block the
+// writer is done with for its next block (they stay counted while kept) and
+// gives them back when the column is done.
 //
 // Equal keys keep input order: container order first, then row order, so the
 // output equals a stable sort of the inputs concatenated in order.

@@ -33,21 +33,23 @@ type columnGather struct {
 	nullBlocks int       // inputs whose current block has NULLs
 	blocks     []int     // blocks read per input, for errors
 	out        columnBuilder
-	outRows    int // rows in out
+	mem        *recycler // the allocator of out's buffers
+	outRows    int       // rows in out
 	blockRows  int
 	emit       func(col int, arr arrow.Array) error
 }
 
 func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSource, inputs []string,
 	blockRows int, alloc memory.Allocator, emit func(int, arrow.Array) error) (*columnGather, error) {
-	b, err := newColumnBuilder(dtype, alloc, blockRows)
+	mem := newRecycler(alloc)
+	b, err := newColumnBuilder(dtype, mem, blockRows)
 	if err != nil {
 		return nil, err
 	}
 	g := &columnGather{
 		col: col, name: name, srcs: srcs, inputs: inputs,
 		cur: make([]blockView, len(srcs)), pos: make([]int, len(srcs)), lens: make([]int, len(srcs)),
-		blocks: make([]int, len(srcs)), out: b, blockRows: blockRows, emit: emit,
+		blocks: make([]int, len(srcs)), out: b, mem: mem, blockRows: blockRows, emit: emit,
 		valid: newValidBits(len(srcs)),
 	}
 	if fb, ok := b.(*fixedBuilder); ok && len(srcs) <= maxSelInputs {
@@ -173,4 +175,5 @@ func (g *columnGather) release() {
 		}
 	}
 	g.out.release()
+	g.mem.close()
 }
