@@ -51,8 +51,9 @@
 // its blocks decoded once: a gather holds one block per input, moves on when
 // the block is used up, and releases it. A gather expands the row-source
 // stream into a selection vector per output block (the input of each row)
-// and moves values with one typed loop per column type, since runs in merges
-// of overlapping inputs are mostly one row long.
+// and moves values with one typed loop per column type, validity bits
+// without a branch and a byte at a time, since runs in merges of
+// overlapping inputs are mostly one row long.
 //
 // A grant below the minimum of the cheapest plan is a *GrantError, returned
 // before any output is written.
@@ -60,7 +61,9 @@
 // Every Arrow buffer the merge holds is allocated through a columnar.Budget
 // whose limit is the grant; Go-side buffers (normalized keys, the row-source
 // stream, read buffers) are counted with Budget.Reserve. Stats.PeakBytes is
-// the budget's peak.
+// the budget's peak. A gather keeps the buffers of the output block the
+// writer is done with for its next block (they stay counted while kept) and
+// gives them back when the column is done.
 //
 // Equal keys keep input order: container order first, then row order, so the
 // output equals a stable sort of the inputs concatenated in order.

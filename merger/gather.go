@@ -29,24 +29,28 @@ type columnGather struct {
 	pos        []int
 	lens       []int     // rows of each input's current block
 	copier     selCopier // fixed-width columns: the row-at-a-time mover
+	valid      validBits // the validity of each input's current block
 	nullBlocks int       // inputs whose current block has NULLs
 	blocks     []int     // blocks read per input, for errors
 	out        columnBuilder
-	outRows    int // rows in out
+	mem        *recycler // the allocator of out's buffers
+	outRows    int       // rows in out
 	blockRows  int
 	emit       func(col int, arr arrow.Array) error
 }
 
 func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSource, inputs []string,
 	blockRows int, alloc memory.Allocator, emit func(int, arrow.Array) error) (*columnGather, error) {
-	b, err := newColumnBuilder(dtype, alloc, blockRows)
+	mem := newRecycler(alloc)
+	b, err := newColumnBuilder(dtype, mem, blockRows)
 	if err != nil {
 		return nil, err
 	}
 	g := &columnGather{
 		col: col, name: name, srcs: srcs, inputs: inputs,
 		cur: make([]blockView, len(srcs)), pos: make([]int, len(srcs)), lens: make([]int, len(srcs)),
-		blocks: make([]int, len(srcs)), out: b, blockRows: blockRows, emit: emit,
+		blocks: make([]int, len(srcs)), out: b, mem: mem, blockRows: blockRows, emit: emit,
+		valid: newValidBits(len(srcs)),
 	}
 	if fb, ok := b.(*fixedBuilder); ok && len(srcs) <= maxSelInputs {
 		g.copier = newSelCopier(fb.width, len(srcs))
@@ -88,6 +92,7 @@ func (g *columnGather) advance(input int) error {
 		g.cur[input].arr.Release()
 		g.cur[input] = blockView{}
 		g.lens[input], g.pos[input] = 0, 0
+		g.valid.setBlock(input, &g.cur[input])
 		if g.copier != nil {
 			g.copier.setBlock(input, &g.cur[input])
 		}
@@ -110,6 +115,7 @@ func (g *columnGather) advance(input int) error {
 		if g.cur[input].valid != nil {
 			g.nullBlocks++
 		}
+		g.valid.setBlock(input, &g.cur[input])
 		if g.copier != nil {
 			g.copier.setBlock(input, &g.cur[input])
 		}
@@ -169,4 +175,5 @@ func (g *columnGather) release() {
 		}
 	}
 	g.out.release()
+	g.mem.close()
 }

@@ -3,18 +3,24 @@ package merger
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/columnar"
 )
 
 // The row-at-a-time gather. Runs in a merge of overlapping inputs are mostly
 // a single row, so instead of copying run by run, a gather expands the row
 // source into a selection vector (the input of each output row) and moves
 // fixed-width values with one tight typed loop per stretch of rows, stopping
-// only when an input's block runs out.
+// only when an input's block runs out. Validity (and boolean values) are
+// read without a branch, from a bitmap of ones for blocks without NULLs, and
+// written a byte at a time; utf8 and binary values of up to 32 bytes are
+// moved with one or two 16-byte moves instead of a call to memmove.
 
 // maxSelInputs bounds the inputs a selection vector (uint16) can name.
 const maxSelInputs = 1 << 16
@@ -41,9 +47,9 @@ type selCopier interface {
 	setBlock(input int, v *blockView)
 	// copy moves the values of the rows sel names into dst from row dstRow
 	// on, advancing pos; with bits non-nil it also moves validity (from
-	// valid, whose entries are nil for blocks without NULLs). It stops at
-	// the first row whose input's block is used up, returning the rows done.
-	copy(dst []byte, bits []byte, dstRow int, sel []uint16, pos, lens []int, valid []blockView) int
+	// valid). It stops at the first row whose input's block is used up,
+	// returning the rows done.
+	copy(dst []byte, bits []byte, dstRow int, sel []uint16, pos, lens []int, valid *validBits) int
 }
 
 type typedCopier[T fixedWord] struct {
@@ -72,7 +78,7 @@ func (c *typedCopier[T]) setBlock(input int, v *blockView) {
 	c.srcs[input] = castSlice[T](v.values)[v.off : v.off+v.len]
 }
 
-func (c *typedCopier[T]) copy(dst []byte, bits []byte, dstRow int, sel []uint16, pos, lens []int, views []blockView) int {
+func (c *typedCopier[T]) copy(dst []byte, bits []byte, dstRow int, sel []uint16, pos, lens []int, valid *validBits) int {
 	d := castSlice[T](dst)[dstRow:]
 	d = d[:min(len(d), len(sel))]
 	if bits == nil {
@@ -87,23 +93,113 @@ func (c *typedCopier[T]) copy(dst []byte, bits []byte, dstRow int, sel []uint16,
 		}
 		return len(d)
 	}
+	if len(d) == 0 {
+		return 0
+	}
+	w := newBitWriter(bits, dstRow)
 	for i := range d {
 		in := sel[i]
 		p := pos[in]
 		if p == lens[in] {
+			w.flush()
 			return i
 		}
 		d[i] = c.srcs[in][p]
 		pos[in] = p + 1
-		setValidBit(bits, dstRow+i, &views[in], p)
+		w.put(valid.bit(in, p))
 	}
+	w.flush()
 	return len(d)
+}
+
+// allValid is the validity of a block without NULLs of up to 64Ki rows;
+// allValidMax, made on first use, that of any block the columnar reader
+// decodes.
+var (
+	allValid     = onesBitmap(64 << 10)
+	allValidMax  []byte
+	allValidOnce sync.Once
+)
+
+func onesBitmap(rows int) []byte {
+	b := make([]byte, (rows+7)/8)
+	for i := range b {
+		b[i] = 0xff
+	}
+	return b
+}
+
+// validBits is the validity bitmap of each input's current block, with
+// blocks without NULLs pointing at allValid, so that reading a row's bit
+// needs no branch.
+type validBits struct {
+	bits [][]byte
+	off  []int // the block's offset into its bitmap
+}
+
+func newValidBits(inputs int) validBits {
+	return validBits{bits: make([][]byte, inputs), off: make([]int, inputs)}
+}
+
+func (b *validBits) setBlock(input int, v *blockView) {
+	b.off[input] = v.off
+	switch {
+	case v.len == 0:
+		b.bits[input] = nil
+	case v.valid != nil:
+		b.bits[input] = v.valid
+	case v.off+v.len <= 8*len(allValid):
+		b.bits[input] = allValid
+	default:
+		allValidOnce.Do(func() { allValidMax = onesBitmap(columnar.MaxBlockRows) })
+		if v.off+v.len <= 8*len(allValidMax) {
+			b.bits[input] = allValidMax
+		} else {
+			b.bits[input] = onesBitmap(v.off + v.len) // a sliced array beyond any block
+		}
+	}
+}
+
+// bit returns the validity of row p of input's block: 1 valid, 0 NULL.
+func (b *validBits) bit(input uint16, p int) byte {
+	s := b.off[input] + p
+	return b.bits[input][s>>3] >> (s & 7) & 1
+}
+
+// bitWriter writes consecutive bits of a bitmap from a row on, a byte at a
+// time: the bits of the first byte below that row are kept, those of the
+// last byte above the last row written are cleared.
+type bitWriter struct {
+	bits []byte
+	r    int  // the next row
+	acc  byte // the bits of byte r>>3 below r
+}
+
+func newBitWriter(bits []byte, r int) bitWriter {
+	return bitWriter{bits: bits, r: r, acc: bits[r>>3] & (1<<(r&7) - 1)}
+}
+
+// put appends bit (0 or 1).
+func (w *bitWriter) put(bit byte) {
+	w.acc |= bit << (w.r & 7)
+	w.r++
+	if w.r&7 == 0 {
+		w.bits[w.r>>3-1] = w.acc
+		w.acc = 0
+	}
+}
+
+// flush writes the bits of the last, partial byte.
+func (w *bitWriter) flush() {
+	if w.r&7 != 0 {
+		w.bits[w.r>>3] = w.acc
+	}
 }
 
 // selMover is a builder that can gather rows by selection vector: it moves
 // rows until an input's block is used up and returns how many it moved.
 type selMover interface {
-	appendSel(sel []uint16, pos, lens []int, views []blockView, withBits bool) (int, error)
+	appendSel(sel []uint16, pos, lens []int, views []blockView, valid *validBits, withBits bool) (int, error)
 }
 
 // takeSel gathers the rows sel names (one input per output row). sel must
@@ -122,10 +218,10 @@ func (g *columnGather) takeSel(sel []uint16) error {
 			if g.nullBlocks > 0 || b.bits != nil {
 				bits = b.ensureBits()
 			}
-			done = g.copier.copy(b.values.Bytes(), bits, b.n, sel, g.pos, g.lens, g.cur)
+			done = g.copier.copy(b.values.Bytes(), bits, b.n, sel, g.pos, g.lens, &g.valid)
 			b.n += done
 		case selMover:
-			done, err = b.appendSel(sel, g.pos, g.lens, g.cur, g.nullBlocks > 0)
+			done, err = b.appendSel(sel, g.pos, g.lens, g.cur, &g.valid, g.nullBlocks > 0)
 			if err != nil {
 				return fmt.Errorf("column %q: %w", g.name, err)
 			}
@@ -162,85 +258,109 @@ func (g *columnGather) takeSelRuns(sel []uint16) error {
 	return nil
 }
 
-// setValidBit copies the validity of row p of v to bit r of bits.
-func setValidBit(bits []byte, r int, v *blockView, p int) {
-	if v.valid == nil || v.valid[(v.off+p)>>3]&(1<<((v.off+p)&7)) != 0 {
-		bits[r>>3] |= 1 << (r & 7)
-	} else {
-		bits[r>>3] &^= 1 << (r & 7)
-	}
-}
-
-func (b *boolBuilder) appendSel(sel []uint16, pos, lens []int, views []blockView, withBits bool) (int, error) {
+func (b *boolBuilder) appendSel(sel []uint16, pos, lens []int, views []blockView, valid *validBits, withBits bool) (int, error) {
 	if b.values == nil {
 		b.values = memory.NewResizableBuffer(b.mem)
 		b.values.Resize(int(bitutil.BytesForBits(int64(b.capRows))))
 	}
-	var bits []byte
-	if withBits || b.bits != nil {
-		bits = b.ensureBits()
-	}
-	vals := b.values.Bytes()
 	sel = sel[:min(len(sel), b.capRows-b.n)]
+	if len(sel) == 0 {
+		return 0, nil
+	}
+	vals := newBitWriter(b.values.Bytes(), b.n)
+	var bits bitWriter
+	withBits = withBits || b.bits != nil
+	if withBits {
+		bits = newBitWriter(b.ensureBits(), b.n)
+	}
+	done := len(sel)
 	for i, in := range sel {
 		p := pos[in]
 		if p == lens[in] {
-			return i, nil
+			done = i
+			break
 		}
 		v := &views[in]
-		r := b.n
 		s := v.off + p
-		if v.values[s>>3]&(1<<(s&7)) != 0 {
-			vals[r>>3] |= 1 << (r & 7)
-		} else {
-			vals[r>>3] &^= 1 << (r & 7)
-		}
-		if bits != nil {
-			setValidBit(bits, r, v, p)
+		vals.put(v.values[s>>3] >> (s & 7) & 1)
+		if withBits {
+			bits.put(valid.bit(in, p))
 		}
 		pos[in] = p + 1
-		b.n++
 	}
-	return len(sel), nil
+	vals.flush()
+	if withBits {
+		bits.flush()
+	}
+	b.n += done
+	return done, nil
 }
 
-func (b *binaryBuilder) appendSel(sel []uint16, pos, lens []int, views []blockView, withBits bool) (int, error) {
+func (b *binaryBuilder) appendSel(sel []uint16, pos, lens []int, views []blockView, valid *validBits, withBits bool) (int, error) {
 	if b.offsets == nil {
 		b.offsets = memory.NewResizableBuffer(b.mem)
 		b.offsets.Resize((b.capRows + 1) * 4)
 		arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
 		b.newData()
 	}
-	var bits []byte
-	if withBits || b.bits != nil {
-		bits = b.ensureBits()
-	}
-	offs := arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())
-	data := b.data.Bytes()
 	sel = sel[:min(len(sel), b.capRows-b.n)]
+	if len(sel) == 0 {
+		return 0, nil
+	}
+	var bits bitWriter
+	withBits = withBits || b.bits != nil
+	if withBits {
+		bits = newBitWriter(b.ensureBits(), b.n)
+	}
+	offs := arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[b.n+1:]
+	offs = offs[:len(sel)]
+	data := b.data.Bytes()
+	size := b.size
+	done := len(sel)
+	var err error
 	for i, in := range sel {
 		p := pos[in]
 		if p == lens[in] {
-			return i, nil
+			done = i
+			break
 		}
 		v := &views[in]
 		lo, hi := int(v.offsets[p]), int(v.offsets[p+1])
-		if need := b.size + hi - lo; need > len(data) {
+		if need := size + hi - lo; need > len(data) {
 			if need > math.MaxInt32 {
-				return i, fmt.Errorf("%w: a block of %s values exceeds 2GiB", ErrUnsupported, b.dtype)
+				done = i
+				err = fmt.Errorf("%w: a block of %s values exceeds 2GiB", ErrUnsupported, b.dtype)
+				break
 			}
 			b.data.ResizeNoShrink(max(need, 2*len(data), 4096))
 			data = b.data.Bytes()
 		}
-		b.size += copy(data[b.size:], v.data[lo:hi])
-		offs[b.n+1] = int32(b.size)
-		if bits != nil {
-			setValidBit(bits, b.n, v, p)
+		// Most values are short: move them with one or two 16-byte moves
+		// rather than a call to memmove.
+		switch n := hi - lo; {
+		case n <= 16 && lo+16 <= len(v.data) && size+16 <= len(data):
+			// Whatever follows the value is overwritten by the next one
+			// or lies beyond the block's bytes.
+			*(*[16]byte)(data[size:]) = *(*[16]byte)(v.data[lo:])
+		case n >= 16 && n <= 32:
+			*(*[16]byte)(data[size:]) = *(*[16]byte)(v.data[lo:])
+			*(*[16]byte)(data[size+n-16:]) = *(*[16]byte)(v.data[hi-16:])
+		default:
+			copy(data[size:], v.data[lo:hi])
+		}
+		size += hi - lo
+		offs[i] = int32(size)
+		if withBits {
+			bits.put(valid.bit(in, p))
 		}
 		pos[in] = p + 1
-		b.n++
 	}
-	return len(sel), nil
+	if withBits {
+		bits.flush()
+	}
+	b.size = size
+	b.n += done
+	return done, err
 }
 
 // selFiller expands a row-source stream into selection vectors.

@@ -1,0 +1,47 @@
+package merger
+
+import (
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/columnar"
+)
+
+// TestRecyclerAccounting: kept buffers come back zeroed and stay counted by
+// the parent budget until close gives them back.
+func TestRecyclerAccounting(t *testing.T) {
+	budget := columnar.NewBudget(0, memory.DefaultAllocator)
+	r := newRecycler(budget)
+	b := memory.NewResizableBuffer(r)
+	b.Resize(1000)
+	for i := range b.Bytes() {
+		b.Bytes()[i] = 0xaa
+	}
+	held := budget.InUse()
+	b.Release()
+	if budget.InUse() != held {
+		t.Fatalf("in use %d after the free, want %d kept", budget.InUse(), held)
+	}
+	b = memory.NewResizableBuffer(r)
+	b.Resize(990) // fits the kept buffer
+	if budget.InUse() != held {
+		t.Fatalf("in use %d after reuse, want %d", budget.InUse(), held)
+	}
+	for i, v := range b.Buf() {
+		if v != 0 {
+			t.Fatalf("byte %d of a reused buffer is %#x, want 0", i, v)
+		}
+	}
+	c := memory.NewResizableBuffer(r)
+	c.Resize(100) // too small for any kept buffer: a new one
+	if budget.InUse() <= held {
+		t.Fatalf("in use %d after a new allocation, want more than %d", budget.InUse(), held)
+	}
+	b.Release()
+	r.close()
+	c.Release() // after close: straight to the budget
+	if n := budget.InUse(); n != 0 {
+		t.Fatalf("in use %d after close, want 0", n)
+	}
+}
