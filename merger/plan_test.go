@@ -145,7 +145,12 @@ func TestEstimateBoundsPeak(t *testing.T) {
 				ratio := float64(st.EstimatedBytes) / float64(st.PeakBytes)
 				t.Logf("%d columns, grant %d, parallelism %d: plan %s workers %d peak %d estimate %d (%.2fx)",
 					tc.columns, grant, par, st.Plan, st.Workers, st.PeakBytes, st.EstimatedBytes, ratio)
-				if st.PeakBytes > st.EstimatedBytes || ratio > 1.3 {
+				// One worker's peak is the same on every run, so the
+				// estimate must be within 1.3x of it. With two, the peak
+				// depends on how their gathers overlap in time, which the
+				// scheduler decides (on a busy machine they may not overlap
+				// at all): the estimate must bound it.
+				if st.PeakBytes > st.EstimatedBytes || (st.Workers == 1 && ratio > 1.3) {
 					t.Errorf("%d columns, grant %d, parallelism %d: plan %s: estimate %d, peak %d (%.2fx)",
 						tc.columns, grant, par, st.Plan, st.EstimatedBytes, st.PeakBytes, ratio)
 				}
