@@ -394,7 +394,7 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 			}
 		}
 		v = truncate(v, rows)
-		cols[i] = v.toArrow(mem)
+		cols[i] = v.toArrowParallel(mem, ev.threadsFor(n))
 	}
 	return cols, rows, nil
 }
