@@ -44,19 +44,13 @@ type groupEval struct {
 // evalPartitions finds the partitions and peer groups, then evaluates
 // every call over every partition.
 func (g *groupEval) evalPartitions() error {
-	starts := g.starts[:0]
-	for i, c := range g.partChange[:g.n] {
-		if c || i == 0 {
-			starts = append(starts, int32(i))
-		}
-	}
-	starts = append(starts, int32(g.n))
+	starts := flagStarts(g.partChange[:g.n], g.starts, nil, g.threads)
 	g.starts = starts
 	g.partitions += int64(len(starts) - 1)
 	p := &g.part
 	p.hasOrder = g.hasOrder
 	if g.hasOrder {
-		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], grow(p.groupOf, g.n), p.groupStart[:0])
+		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], p.groupOf, p.groupStart, g.threads)
 	}
 	if g.threads <= 1 {
 		for _, cs := range g.calls {
