@@ -181,6 +181,12 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		if err := ev.reserve(cs.out.bytes(), "window output"); err != nil {
 			return err
 		}
+		if a := &cs.agg; (a.fn == fnMin || a.fn == fnMax) && a.kind == kindString && cs.arg != nil {
+			if err := ev.reserve(int64(n)*8, "string prefixes"); err != nil {
+				return err
+			}
+			a.prefixes = stringPrefixes(a.strs, threads)
+		}
 		ge.calls = append(ge.calls, cs)
 		outs[c.item] = cs.out
 	}
