@@ -107,3 +107,29 @@ func TestSortPermComposite(t *testing.T) {
 		}
 	}
 }
+
+// TestSortPermWide checks the packed radix sort of keys of more than two
+// digits over enough rows for the high digit to be sorted first (MSD).
+func TestSortPermWide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	n := 1 << 17
+	for _, spread := range []int64{1 << 14, 1 << 36, 1 << 43} {
+		v := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64}
+		for i := 0; i < n; i++ {
+			v.ints = append(v.ints, rng.Int64N(spread)*1000+1_700_000_000_000_000)
+		}
+		for _, desc := range []bool{false, true} {
+			keys := []sortedKey{{v: v, desc: desc}}
+			var s sorter
+			got := s.sortPerm(keys, n, nil)
+			want := make([]int32, n)
+			for i := range want {
+				want[i] = int32(i)
+			}
+			slices.SortStableFunc(want, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("spread %d, desc=%v: permutation differs from a stable comparison sort", spread, desc)
+			}
+		}
+	}
+}
