@@ -149,12 +149,16 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 			return
 		}
 		mine := rows[lo:hi]
-		keys := make([]sortedKey, len(gk.keys))
-		for k, key := range gk.keys {
-			keys[k] = sortedKey{v: key.v.gather(mine, &vector{}), desc: key.desc, nullsFirst: key.nullsFirst}
-		}
 		var s sorter
-		local := s.sortPerm(keys, hi-lo, nil)
+		local, ok := s.sortRows(gk.keys, mine)
+		var keys []sortedKey
+		if !ok {
+			keys = make([]sortedKey, len(gk.keys))
+			for k, key := range gk.keys {
+				keys[k] = sortedKey{v: key.v.gather(mine, &vector{}), desc: key.desc, nullsFirst: key.nullsFirst}
+			}
+			local = s.sortPerm(keys, hi-lo, nil)
+		}
 		if local != nil {
 			for i, p := range local {
 				local[i] = mine[p]

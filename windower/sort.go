@@ -62,7 +62,7 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 		slices.SortStableFunc(perm, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
 		return perm
 	}
-	if s.sortComposite(keys, n, perm) {
+	if s.sortComposite(keys, n, perm, nil) {
 		return perm
 	}
 	// LSD over the key columns: a stable sort on each column, least
@@ -125,16 +125,43 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 	return perm
 }
 
+// sortRows returns the stable permutation of positions 0..len(rows)-1
+// that orders the rows rows[0], rows[1], ... of keys, reading the keys
+// through rows instead of a gathered copy, and sets sorted as sortPerm
+// does. It reports false, having sorted nothing, where sortComposite
+// does not apply: the caller gathers the rows' keys and calls sortPerm.
+func (s *sorter) sortRows(keys []sortedKey, rows []int32) ([]int32, bool) {
+	n := len(rows)
+	if n < 2 {
+		return nil, false
+	}
+	perm := make([]int32, n)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	if !s.sortComposite(keys, n, perm, rows) {
+		return nil, false
+	}
+	return perm, true
+}
+
 // sortComposite sorts perm (the identity) in one radix sort when there
 // are several keys, none with NULLs, and the bits in which each key's
 // values differ add up, with a row position, to at most 64: each row's
 // word is those bits of every key, the most significant key's highest,
 // so the words' order is the rows' lexicographic order, and the packed
-// radix sort breaks ties by position (stable). It reports false, having
-// changed nothing, when the keys do not fit.
-func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32) bool {
+// radix sort breaks ties by position (stable). Row i's values are the
+// keys' at rows[i] (rows nil: at i). It reports false, having changed
+// nothing, when the keys do not fit.
+func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32, rows []int32) bool {
 	if len(keys) < 2 {
 		return false
+	}
+	row := func(i int) int {
+		if rows == nil {
+			return i
+		}
+		return int(rows[i])
 	}
 	type field struct {
 		lo, width int
@@ -143,20 +170,24 @@ func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32) bool {
 	fields := make([]field, len(keys))
 	total := bits.Len(uint(n - 1))
 	for k, key := range keys {
-		if key.v.nulls != nil {
+		if key.v.nulls != nil || key.v.kind == kindString {
 			return false
 		}
-		first := normalize(key.v, 0, key.desc)
+		first := normalize(key.v, row(0), key.desc)
 		var diff uint64
-		if key.v.kind == kindFloat {
+		switch {
+		case key.v.kind == kindFloat:
 			for i := 0; i < n; i++ {
-				diff |= normalize(key.v, i, key.desc) ^ first
+				diff |= normalize(key.v, row(i), key.desc) ^ first
 			}
-		} else {
-			flip := uint64(1) << 63
-			if key.desc {
-				flip = ^flip
+		case rows != nil:
+			flip := flipOf(key.desc)
+			x := key.v.ints
+			for _, r := range rows {
+				diff |= (uint64(x[r]) ^ flip) ^ first
 			}
+		default:
+			flip := flipOf(key.desc)
 			for _, x := range key.v.ints[:n] {
 				diff |= (uint64(x) ^ flip) ^ first
 			}
@@ -182,18 +213,21 @@ func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32) bool {
 			continue
 		}
 		lo, w, mask := uint(f.lo), uint(f.width), widthMask(f.width)
-		if key.v.kind == kindFloat {
+		flip := flipOf(key.desc)
+		switch {
+		case key.v.kind == kindFloat:
 			for i := range words {
-				words[i] = words[i]<<w | normalize(key.v, i, key.desc)>>lo&mask
+				words[i] = words[i]<<w | normalize(key.v, row(i), key.desc)>>lo&mask
 			}
-			continue
-		}
-		flip := uint64(1) << 63
-		if key.desc {
-			flip = ^flip
-		}
-		for i, x := range key.v.ints[:n] {
-			words[i] = words[i]<<w | (uint64(x)^flip)>>lo&mask
+		case rows != nil:
+			x := key.v.ints
+			for i, r := range rows {
+				words[i] = words[i]<<w | (uint64(x[r])^flip)>>lo&mask
+			}
+		default:
+			for i, x := range key.v.ints[:n] {
+				words[i] = words[i]<<w | (uint64(x)^flip)>>lo&mask
+			}
 		}
 	}
 	s.identity = true
@@ -211,6 +245,15 @@ func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32) bool {
 	}
 	s.sorted = sorted
 	return true
+}
+
+// flipOf is what an integer's bits are XORed with to order them as
+// unsigned words: the sign bit, and every bit for DESC.
+func flipOf(desc bool) uint64 {
+	if desc {
+		return ^(uint64(1) << 63)
+	}
+	return 1 << 63
 }
 
 // widthMask is a mask of the low width bits.
