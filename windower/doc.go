@@ -29,6 +29,12 @@
 //   - everything else (EXCLUDE, float sums over sliding frames): a segment
 //     tree over the partition, O(log n) per row.
 //
+// Arguments are gathered into sorted order once per column, except that
+// lag, lead, first_value, last_value and nth_value read an argument that
+// no key, other call or result column shares through the sort's
+// permutation: they read a row or fewer per row, so a gather would only
+// add a pass.
+//
 // A group with PARTITION BY but no ORDER BY whose calls are all
 // aggregates over the whole partition (count, sum, avg, min, max, FILTER
 // or not) is not sorted: every row is a peer of every other, so its frame

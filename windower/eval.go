@@ -10,14 +10,17 @@ import (
 // callState is one window call's inputs (in the group's sorted order), its
 // output, and the state it keeps across partitions.
 type callState struct {
-	c     *call
-	arg   *vector // first argument, sorted (nil for argument-less functions)
-	agg   aggInput
-	out   *vector
-	fr    framer
-	deq   deque
-	tree  segTree
-	state aggState
+	c   *call
+	arg *vector // first argument, sorted (nil for argument-less functions)
+	// argRows, when not nil, is the sorted order of the rows, and arg is
+	// in input order: copyValue reads sorted row r at arg row argRows[r].
+	argRows []int32
+	agg     aggInput
+	out     *vector
+	fr      framer
+	deq     deque
+	tree    segTree
+	state   aggState
 	// carry is the state an aggregate over a frame from UNBOUNDED
 	// PRECEDING starts from when it evaluates a piece of a partition
 	// rather than all of it (parallel.go).
@@ -225,6 +228,9 @@ func (cs *callState) evalNtile(p *partition) {
 // copyValue sets out[i] to arg[r] (NULL included).
 func (cs *callState) copyValue(i, r int) {
 	a, out := cs.arg, cs.out
+	if cs.argRows != nil {
+		r = int(cs.argRows[r])
+	}
 	if a.isNull(r) {
 		out.nulls[i] = true
 		return

@@ -174,10 +174,15 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	ge.threads = threads
 	outs := map[int]*vector{}
 	for _, c := range g.calls {
-		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, sc.of)
+		of, argRows := sc.of, []int32(nil)
+		if perm != nil && ev.readsArgThroughPerm(g, c, sc) {
+			of, argRows = func(_ *expr, v *vector) *vector { return v }, perm
+		}
+		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, of)
 		if err != nil {
 			return err
 		}
+		cs.argRows = argRows
 		if err := ev.reserve(cs.out.bytes(), "window output"); err != nil {
 			return err
 		}
@@ -203,6 +208,52 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		ev.results[item] = scatter(v, perm, threads)
 	}
 	return nil
+}
+
+// readsArgThroughPerm reports whether call c of group g (sorted by perm)
+// should read its argument in input order through perm rather than
+// gathered into sorted order: a shift or value function (lag, lead,
+// first_value, ...) reads it at one row per row it writes, or fewer, so
+// a gather would read every row once and write them all to read them
+// again. Not when the gathered column is or will be shared: already in
+// sorted order, or also a key, another call's argument or a column of the
+// result.
+func (ev *evaluation) readsArgThroughPerm(g *windowGroup, c *call, sc *sortedColumns) bool {
+	if len(c.args) == 0 {
+		return false
+	}
+	if fam := functions[c.fn].family; fam != famShift && fam != famValue {
+		return false
+	}
+	col := c.args[0].col
+	if col < 0 {
+		return true // an expression: computed for this call alone
+	}
+	if _, ok := sc.cols[col]; ok {
+		return false
+	}
+	uses := 0
+	for _, k := range g.partition {
+		if k.expr.col == col {
+			uses++
+		}
+	}
+	for _, k := range g.order {
+		if k.expr.col == col {
+			uses++
+		}
+	}
+	for _, other := range g.calls {
+		if len(other.args) > 0 && other.args[0].col == col {
+			uses++
+		}
+	}
+	for _, o := range ev.p.outputs {
+		if o.expr != nil && o.expr.col == col {
+			uses++
+		}
+	}
+	return uses == 1
 }
 
 // groupKeys are a group's PARTITION BY and ORDER BY values.

@@ -350,7 +350,7 @@ func cutPartitions(starts []int32, t int) []int {
 // same time: the inputs and output are shared (each copy writes only
 // its partitions' rows), the per-partition state is its own.
 func (cs *callState) worker() *callState {
-	w := &callState{c: cs.c, arg: cs.arg, agg: cs.agg, out: cs.out}
+	w := &callState{c: cs.c, arg: cs.arg, argRows: cs.argRows, agg: cs.agg, out: cs.out}
 	w.agg.overflow = false
 	w.fr = framer{f: cs.fr.f, key: cs.fr.key}
 	return w
