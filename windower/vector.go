@@ -280,26 +280,66 @@ func grow[T any](s []T, n int) []T {
 }
 
 // wrapFixed makes an Arrow array of a fixed-width type over values
-// without copying them; the array keeps the Go memory alive.
-func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n int) arrow.Array {
+// without copying them; the array keeps the Go memory alive. The validity
+// bitmap is built on up to threads goroutines.
+func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int) arrow.Array {
 	var bitmap *memory.Buffer
 	nullN := 0
 	if nulls != nil {
 		bm := make([]byte, bitutil.BytesForBits(int64(n)))
-		for i, null := range nulls[:n] {
-			if null {
-				nullN++
-			} else {
-				bitutil.SetBit(bm, i)
-			}
-		}
-		if nullN > 0 {
+		if nullN = fillValidity(bm, nulls[:n], threads); nullN > 0 {
 			bitmap = memory.NewBufferBytes(bm)
 		}
 	}
 	data := array.NewData(typ, n, []*memory.Buffer{bitmap, memory.NewBufferBytes(values)}, nil, nullN, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
+}
+
+// byteRanges cuts rows 0..n-1 into up to threads ranges that start at
+// multiples of 8 rows, so that each writes whole bytes of a bitmap (one
+// range below parallelMinRows rows).
+func byteRanges(n, threads int) [][2]int {
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := make([][2]int, 0, threads)
+	for k := 0; k < threads; k++ {
+		lo, hi := k*n/threads&^7, (k+1)*n/threads&^7
+		if k == threads-1 {
+			hi = n
+		}
+		if lo < hi {
+			ranges = append(ranges, [2]int{lo, hi})
+		}
+	}
+	return ranges
+}
+
+// fillValidity writes the validity bitmap of nulls into bm (set: not
+// NULL; bm may hold anything) on up to threads goroutines and returns
+// the number of NULLs.
+func fillValidity(bm []byte, nulls []bool, threads int) int {
+	ranges := byteRanges(len(nulls), threads)
+	counts := make([]int, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		clear(bm[lo/8 : (hi+7)/8])
+		c := 0
+		for i, null := range nulls[lo:hi] {
+			if null {
+				c++
+			} else {
+				bitutil.SetBit(bm, lo+i)
+			}
+		}
+		counts[r] = c
+	})
+	nullN := 0
+	for _, c := range counts {
+		nullN += c
+	}
+	return nullN
 }
 
 // toArrow builds an Arrow array of v's type from v.
@@ -322,9 +362,9 @@ func (v *vector) toArrowParallel(mem memory.Allocator, threads int) arrow.Array 
 	}
 	switch v.typ.ID() {
 	case arrow.INT64, arrow.TIMESTAMP:
-		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n)
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n, threads)
 	case arrow.FLOAT64:
-		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n)
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n, threads)
 	case arrow.STRING, arrow.BINARY:
 		if arr := stringArray[int32](v, mem, threads); arr != nil {
 			return arr
@@ -382,32 +422,19 @@ func (v *vector) toArrowParallel(mem memory.Allocator, threads int) arrow.Array 
 // goroutines. It returns nil when the values' bytes overflow O.
 func stringArray[O int32 | int64](v *vector, mem memory.Allocator, threads int) arrow.Array {
 	n := len(v.strs)
-	if threads < 1 || n < parallelMinRows {
-		threads = 1
-	}
-	// Ranges start at multiples of 8 rows, so that each writes whole
-	// bytes of the validity bitmap.
-	ranges := make([][2]int, 0, threads)
-	for k := 0; k < threads; k++ {
-		lo, hi := k*n/threads&^7, (k+1)*n/threads&^7
-		if k == threads-1 {
-			hi = n
-		}
-		if lo < hi {
-			ranges = append(ranges, [2]int{lo, hi})
-		}
-	}
+	ranges := byteRanges(n, threads)
 	sizes := make([]int64, len(ranges)+1) // the bytes of range r, then its offset
 	nulls := make([]int, len(ranges))
 	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
 		var total int64
-		for _, x := range v.strs[ranges[r][0]:ranges[r][1]] {
+		for _, x := range v.strs[lo:hi] {
 			total += int64(len(x))
 		}
 		sizes[r] = total
 		if v.nulls != nil {
 			c := 0
-			for _, null := range v.nulls[ranges[r][0]:ranges[r][1]] {
+			for _, null := range v.nulls[lo:hi] {
 				if null {
 					c++
 				}
