@@ -1,8 +1,10 @@
 package windower
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"strings"
+	"unsafe"
 )
 
 // Aggregate state: count, sum, avg, min and max over a set of rows, and
@@ -30,6 +32,10 @@ type aggInput struct {
 	floats []float64
 	strs   []string
 	incl   []bool // rows that count (non-NULL argument, FILTER true); nil: all
+	// prefixes, when not nil, are the first 8 bytes of each string value,
+	// big-endian, zero-padded (stringPrefixes): min and max compare them
+	// before the strings, whose bytes are scattered in memory.
+	prefixes []uint64
 	// overflow is set when an integer sum did not fit in int64.
 	overflow bool
 }
@@ -86,7 +92,11 @@ func (a *aggInput) better(r, cur int) bool {
 	case kindFloat:
 		c = compareFloat(a.floats[r], a.floats[cur])
 	case kindString:
-		c = strings.Compare(a.strs[r], a.strs[cur])
+		if a.prefixes != nil && a.prefixes[r] != a.prefixes[cur] {
+			c = cmpUint(a.prefixes[r], a.prefixes[cur])
+		} else {
+			c = strings.Compare(a.strs[r], a.strs[cur])
+		}
 	default:
 		c = cmpInt(a.ints[r], a.ints[cur])
 	}
@@ -242,4 +252,43 @@ func (t *segTree) query(a *aggInput, dst *aggState, l, r int) {
 	for k := nr - 1; k >= 0; k-- {
 		a.merge(dst, &t.nodes[right[k]])
 	}
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// stringPrefixes returns the first 8 bytes of each of strs as a
+// big-endian word, zero-padded, on up to threads goroutines. Two strings
+// whose words differ are ordered as their words: they differ in a byte
+// both have, or one ends where the other has a byte above zero, a
+// prefix of it. Equal words say nothing.
+func stringPrefixes(strs []string, threads int) []uint64 {
+	n := len(strs)
+	out := make([]uint64, n)
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := splitRows(n, threads)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		for i, x := range strs[lo:hi] {
+			var w uint64
+			if len(x) >= 8 {
+				w = binary.BigEndian.Uint64(unsafe.Slice(unsafe.StringData(x), 8))
+			} else {
+				for k := 0; k < len(x); k++ {
+					w |= uint64(x[k]) << (56 - 8*k)
+				}
+			}
+			out[lo+i] = w
+		}
+	})
+	return out
 }

@@ -14,7 +14,9 @@
 // Window calls with the same PARTITION BY and ORDER BY form a group that
 // shares one sort. Rows are put in (partition, order) order with a stable
 // LSD radix sort over order-preserving 64-bit keys (comparison sort for
-// strings); input already in that order streams without a sort. Then each
+// strings); keys without NULLs whose varying bits fit one word with the
+// row position are packed into it and sorted once. Input already in that
+// order streams without a sort. Then each
 // partition is evaluated with state that is allocated once per query and
 // reused for every partition, choosing per call the cheapest algorithm for
 // its frame:
@@ -22,9 +24,16 @@
 //   - frame = whole partition: one aggregate per partition;
 //   - frame starting at UNBOUNDED PRECEDING: a running aggregate, O(1) per row;
 //   - sliding frames: count and integer sum/avg add entering and remove
-//     leaving rows; min and max keep a monotonic deque;
+//     leaving rows; min and max keep a monotonic deque (of strings,
+//     comparing each value's first 8 bytes as a word first);
 //   - everything else (EXCLUDE, float sums over sliding frames): a segment
 //     tree over the partition, O(log n) per row.
+//
+// Arguments are gathered into sorted order once per column, except that
+// lag, lead, first_value, last_value and nth_value read an argument that
+// no key, other call or result column shares through the sort's
+// permutation: they read a row or fewer per row, so a gather would only
+// add a pass.
 //
 // A group with PARTITION BY but no ORDER BY whose calls are all
 // aggregates over the whole partition (count, sum, avg, min, max, FILTER
@@ -69,10 +78,11 @@
 // partition key into one bucket per thread (each bucket keeps its rows'
 // input order), each bucket is sorted on its own goroutine, and the
 // buckets' partitions are merged by key, which is exactly the
-// single-thread sort's stable permutation. A group without PARTITION BY
-// whose one ORDER BY key is integer-like without NULLs (timestamps,
-// dates, integers) sorts contiguous ranges of its rows on their own
-// goroutines and merges them pairwise, the earlier range first among
+// single-thread sort's stable permutation (the merge gives where each
+// partition starts, so the keys are not compared again). A group without
+// PARTITION BY whose one ORDER BY key is integer-like without NULLs
+// (timestamps, dates, integers) sorts contiguous ranges of its rows on
+// their own goroutines and merges them pairwise, the earlier range first among
 // equal keys (stable). Any other group without PARTITION BY, and a group
 // whose hash buckets are uneven (one holds more than half again its
 // share: one partition or a few hold most rows), sorts contiguous ranges
@@ -103,8 +113,10 @@
 // bounds come from cursors that only move forward; EXCLUDE and float sums
 // over sliding frames, a segment tree over the partition) are evaluated
 // in ranges cut at partition starts, so a single partition runs them on
-// one thread. Results of groups before the last are put back in input
-// order on all the threads.
+// one thread. Partition and peer group boundaries are found, and string
+// results built (one offsets and one data buffer), in ranges of rows on
+// all the threads, and results of groups before the last are put back in
+// input order on all the threads.
 //
 // # Memory and spilling
 //

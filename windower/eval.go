@@ -10,14 +10,17 @@ import (
 // callState is one window call's inputs (in the group's sorted order), its
 // output, and the state it keeps across partitions.
 type callState struct {
-	c     *call
-	arg   *vector // first argument, sorted (nil for argument-less functions)
-	agg   aggInput
-	out   *vector
-	fr    framer
-	deq   deque
-	tree  segTree
-	state aggState
+	c   *call
+	arg *vector // first argument, sorted (nil for argument-less functions)
+	// argRows, when not nil, is the sorted order of the rows, and arg is
+	// in input order: copyValue reads sorted row r at arg row argRows[r].
+	argRows []int32
+	agg     aggInput
+	out     *vector
+	fr      framer
+	deq     deque
+	tree    segTree
+	state   aggState
 	// carry is the state an aggregate over a frame from UNBOUNDED
 	// PRECEDING starts from when it evaluates a piece of a partition
 	// rather than all of it (parallel.go).
@@ -44,19 +47,13 @@ type groupEval struct {
 // evalPartitions finds the partitions and peer groups, then evaluates
 // every call over every partition.
 func (g *groupEval) evalPartitions() error {
-	starts := g.starts[:0]
-	for i, c := range g.partChange[:g.n] {
-		if c || i == 0 {
-			starts = append(starts, int32(i))
-		}
-	}
-	starts = append(starts, int32(g.n))
+	starts := flagStarts(g.partChange[:g.n], g.starts, nil, g.threads)
 	g.starts = starts
 	g.partitions += int64(len(starts) - 1)
 	p := &g.part
 	p.hasOrder = g.hasOrder
 	if g.hasOrder {
-		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], grow(p.groupOf, g.n), p.groupStart[:0])
+		p.groupOf, p.groupStart = loadGroups(g.peerChange[:g.n], p.groupOf, p.groupStart, g.threads)
 	}
 	if g.threads <= 1 {
 		for _, cs := range g.calls {
@@ -231,6 +228,9 @@ func (cs *callState) evalNtile(p *partition) {
 // copyValue sets out[i] to arg[r] (NULL included).
 func (cs *callState) copyValue(i, r int) {
 	a, out := cs.arg, cs.out
+	if cs.argRows != nil {
+		r = int(cs.argRows[r])
+	}
 	if a.isNull(r) {
 		out.nulls[i] = true
 		return

@@ -146,11 +146,12 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	threads := ev.threadsFor(n)
 	parallel := false
 	var firstSorted *vector // the first key in sorted order, from the parallel sort
+	var partStarts []int32  // the partitions' first rows, from the parallel sort
 	if !sortedInput && threads > 1 && len(gk.keys) > 0 {
 		ev.s.sorted = nil // no first key from the sorter
 		switch {
 		case len(g.partition) > 0:
-			perm, firstSorted, parallel = ev.parallelSortPerm(gk, n, threads)
+			perm, firstSorted, partStarts, parallel = ev.parallelSortPerm(gk, n, threads)
 		case len(gk.keys) == 1 && oneWordKey(gk.keys[0].v):
 			perm, firstSorted, parallel = ev.parallelSortKey(gk.keys[0], n, threads)
 		default:
@@ -169,16 +170,27 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	case perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat:
 		ev.decodeFirstKey(g, gk, sc)
 	}
-	ge, rangeKey := newGroupEval(g, gk, sc, n)
+	ge, rangeKey := newGroupEval(g, gk, sc, n, threads, partStarts)
 	ge.threads = threads
 	outs := map[int]*vector{}
 	for _, c := range g.calls {
-		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, sc.of)
+		of, argRows := sc.of, []int32(nil)
+		if perm != nil && ev.readsArgThroughPerm(g, c, sc) {
+			of, argRows = func(_ *expr, v *vector) *vector { return v }, perm
+		}
+		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, of)
 		if err != nil {
 			return err
 		}
+		cs.argRows = argRows
 		if err := ev.reserve(cs.out.bytes(), "window output"); err != nil {
 			return err
+		}
+		if a := &cs.agg; (a.fn == fnMin || a.fn == fnMax) && a.kind == kindString && cs.arg != nil {
+			if err := ev.reserve(int64(n)*8, "string prefixes"); err != nil {
+				return err
+			}
+			a.prefixes = stringPrefixes(a.strs, threads)
 		}
 		ge.calls = append(ge.calls, cs)
 		outs[c.item] = cs.out
@@ -196,6 +208,52 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		ev.results[item] = scatter(v, perm, threads)
 	}
 	return nil
+}
+
+// readsArgThroughPerm reports whether call c of group g (sorted by perm)
+// should read its argument in input order through perm rather than
+// gathered into sorted order: a shift or value function (lag, lead,
+// first_value, ...) reads it at one row per row it writes, or fewer, so
+// a gather would read every row once and write them all to read them
+// again. Not when the gathered column is or will be shared: already in
+// sorted order, or also a key, another call's argument or a column of the
+// result.
+func (ev *evaluation) readsArgThroughPerm(g *windowGroup, c *call, sc *sortedColumns) bool {
+	if len(c.args) == 0 {
+		return false
+	}
+	if fam := functions[c.fn].family; fam != famShift && fam != famValue {
+		return false
+	}
+	col := c.args[0].col
+	if col < 0 {
+		return true // an expression: computed for this call alone
+	}
+	if _, ok := sc.cols[col]; ok {
+		return false
+	}
+	uses := 0
+	for _, k := range g.partition {
+		if k.expr.col == col {
+			uses++
+		}
+	}
+	for _, k := range g.order {
+		if k.expr.col == col {
+			uses++
+		}
+	}
+	for _, other := range g.calls {
+		if len(other.args) > 0 && other.args[0].col == col {
+			uses++
+		}
+	}
+	for _, o := range ev.p.outputs {
+		if o.expr != nil && o.expr.col == col {
+			uses++
+		}
+	}
+	return uses == 1
 }
 
 // groupKeys are a group's PARTITION BY and ORDER BY values.
@@ -300,29 +358,55 @@ func useFirstKey(g *windowGroup, gk *groupKeys, sc *sortedColumns, sv *vector) {
 }
 
 // newGroupEval marks the partition and peer group starts of the sorted
-// rows; it returns the first ORDER BY key in sorted order (RANGE offsets
-// measure it), or nil.
-func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n int) (*groupEval, *vector) {
-	ge := &groupEval{n: n, hasOrder: len(g.order) > 0, starts: make([]int32, 0, n+1)}
-	ge.partChange = make([]bool, n)
-	for k, v := range gk.part {
-		markChanges(sc.key(gk, k, g.partition[k].expr, v), ge.partChange)
-	}
-	if n > 0 {
-		ge.partChange[0] = true
-	}
-	var rangeKey *vector
-	if ge.hasOrder {
-		ge.peerChange = make([]bool, n)
-		copy(ge.peerChange, ge.partChange)
-		for k, v := range gk.order {
-			sv := sc.key(gk, len(gk.part)+k, g.order[k].expr, v)
-			markChanges(sv, ge.peerChange)
-			if k == 0 {
-				rangeKey = sv
-			}
+// rows (the partitions' from partStarts, their first rows then n, when
+// the sort found them); it returns the first ORDER BY key in sorted order
+// (RANGE offsets measure it), or nil.
+func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads int, partStarts []int32) (*groupEval, *vector) {
+	ge := &groupEval{n: n, hasOrder: len(g.order) > 0}
+	// The keys in sorted order first (gathers run on all the threads),
+	// then the flags in ranges of rows.
+	var part []*vector
+	if partStarts == nil {
+		part = make([]*vector, len(gk.part))
+		for k, v := range gk.part {
+			part[k] = sc.key(gk, k, g.partition[k].expr, v)
 		}
 	}
+	var order []*vector
+	var rangeKey *vector
+	if ge.hasOrder {
+		order = make([]*vector, len(gk.order))
+		for k, v := range gk.order {
+			order[k] = sc.key(gk, len(gk.part)+k, g.order[k].expr, v)
+		}
+		rangeKey = order[0]
+		ge.peerChange = make([]bool, n)
+	}
+	ge.partChange = make([]bool, n)
+	if len(partStarts) > 0 {
+		for _, i := range partStarts[:len(partStarts)-1] {
+			ge.partChange[i] = true
+		}
+	}
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := splitRows(n, threads)
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		for _, v := range part {
+			markChanges(v, ge.partChange, lo, hi)
+		}
+		if lo == 0 {
+			ge.partChange[0] = true
+		}
+		if ge.hasOrder {
+			copy(ge.peerChange[lo:hi], ge.partChange[lo:hi])
+			for _, v := range order {
+				markChanges(v, ge.peerChange, lo, hi)
+			}
+		}
+	})
 	return ge, rangeKey
 }
 
@@ -394,7 +478,7 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 			}
 		}
 		v = truncate(v, rows)
-		cols[i] = v.toArrow(mem)
+		cols[i] = v.toArrowParallel(mem, ev.threadsFor(n))
 	}
 	return cols, rows, nil
 }

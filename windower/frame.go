@@ -68,20 +68,11 @@ func (p *partition) peerEnd(i int) int {
 }
 
 // loadGroups numbers the peer groups of all n rows from peer-change flags
-// (peerChange[i] is true where a group starts, including every partition start).
-func loadGroups(peerChange []bool, groupOf, groupStart []int32) (groups, starts []int32) {
-	n := len(peerChange)
-	g := int32(-1)
-	starts = groupStart[:0]
-	for i := 0; i < n; i++ {
-		if peerChange[i] || i == 0 {
-			g++
-			starts = append(starts, int32(i))
-		}
-		groupOf[i] = g
-	}
-	starts = append(starts, int32(n))
-	return groupOf[:n], starts
+// (peerChange[i] is true where a group starts, including every partition
+// start), on up to threads goroutines.
+func loadGroups(peerChange []bool, groupOf, groupStart []int32, threads int) (groups, starts []int32) {
+	groupOf = grow(groupOf, len(peerChange))
+	return groupOf, flagStarts(peerChange, groupStart, groupOf, threads)
 }
 
 // rangeKey is the single ORDER BY key a RANGE frame with offsets measures

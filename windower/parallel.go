@@ -51,27 +51,29 @@ func (ev *evaluation) threadsFor(n int) int {
 
 // parallelSortPerm returns the permutation sortPerm gives for gk's keys
 // (nil: the rows are in order), sorting t hash buckets of the rows on t
-// goroutines, and the first key's values in that order when it is an
-// integer-like key without NULLs (else nil), as decodeFirstKey has them.
-// When the buckets are uneven it sorts with parallelSortRuns instead. It
-// reports false, having reserved nothing, when the grant does not hold
-// the buffers: the caller sorts on one thread.
-func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, bool) {
+// goroutines, and the first row of each partition in that order, then n
+// (the merge knows where partitions start, so nothing compares the keys
+// again). When the buckets are uneven it sorts with parallelSortRuns
+// instead and returns, in place of the partition starts, the first key's
+// values in that order when it is an integer-like key without NULLs (else
+// nil), as decodeFirstKey has them. It reports false, having reserved
+// nothing, when the grant does not hold the buffers: the caller sorts on
+// one thread.
+func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, []int32, bool) {
 	if inOrder(gk.keys, n) {
-		return nil, nil, true
+		return nil, nil, nil, true
 	}
 	// Beyond what sortedGroup reserves for the single-thread sort
 	// (permutation, keys and their scratch, flags): each row's bucket, the
-	// rows by bucket and in sorted order, the buckets' local permutations,
-	// index scratch and NULL flags, the first key in the buckets' order
-	// and merged (which outlives this call in place of the sorter's keys),
-	// and each bucket's copy of the keys.
-	extra := int64(n) * (2 + 4 + 4 + 4 + 4 + 8 + 8 + 8)
+	// rows by bucket (sorted in place), the buckets' local permutations,
+	// index scratch and NULL flags, the partition starts (which outlive
+	// this call), and each bucket's copy of the keys.
+	extra := int64(n) * (2 + 4 + 4 + 4 + 8 + 4)
 	for _, k := range gk.keys {
 		extra += int64(n) * (kindBytes(k.v.kind) + 1)
 	}
 	if err := ev.budget.Reserve(extra); err != nil {
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	held := extra
 	defer func() { ev.budget.Release(held) }()
@@ -106,9 +108,9 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		bucket, counts = nil, nil
 		perm, ok := ev.parallelSortRuns(gk.keys, n, t)
 		if !ok || perm == nil || !oneWordKey(gk.keys[0].v) {
-			return perm, nil, ok
+			return perm, nil, nil, ok
 		}
-		return perm, gatherParallel(gk.keys[0].v, perm, t), true
+		return perm, gatherParallel(gk.keys[0].v, perm, t), nil, true
 	}
 	// Offsets of (range, bucket) in rows, bucket-major: a stable scatter.
 	starts := make([]int, t+1)
@@ -135,63 +137,54 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		}
 	})
 
-	// Sort each bucket; sorted[starts[b]:starts[b+1]] holds its rows in
-	// order and parts[b] the offsets of its partitions' first rows.
-	sorted := make([]int32, n)
+	// Sort each bucket in place: rows[starts[b]:starts[b+1]] ends as its
+	// rows in order and parts[b] the offsets of its partitions' first rows.
 	parts := make([][]int32, t)
 	np := len(gk.part)
 	first := gk.keys[0].v
-	var firstVals []int64 // the first key in each bucket's order
-	if first.kind != kindFloat && first.kind != kindString && first.nulls == nil {
-		firstVals = make([]int64, n)
-	}
+	oneWord := np == 1 && first.kind != kindFloat && first.kind != kindString && first.nulls == nil
 	parallelFor(t, func(b int) {
 		lo, hi := starts[b], starts[b+1]
 		if lo == hi {
 			return
 		}
 		mine := rows[lo:hi]
-		keys := make([]sortedKey, len(gk.keys))
-		for k, key := range gk.keys {
-			keys[k] = sortedKey{v: key.v.gather(mine, &vector{}), desc: key.desc, nullsFirst: key.nullsFirst}
-		}
 		var s sorter
-		local := s.sortPerm(keys, hi-lo, nil)
-		out := sorted[lo:hi]
-		if local == nil {
-			copy(out, mine)
-		} else {
-			for i, p := range local {
-				out[i] = mine[p]
+		local, ok := s.sortRows(gk.keys, mine)
+		var keys []sortedKey
+		if !ok {
+			keys = make([]sortedKey, len(gk.keys))
+			for k, key := range gk.keys {
+				keys[k] = sortedKey{v: key.v.gather(mine, &vector{}), desc: key.desc, nullsFirst: key.nullsFirst}
 			}
+			local = s.sortPerm(keys, hi-lo, nil)
 		}
-		if firstVals != nil {
-			// The partition key comes first and is ascending.
-			vals := firstVals[lo:hi]
-			switch {
-			case local == nil:
-				copy(vals, keys[0].v.ints)
-			case s.sorted != nil:
-				for i, u := range s.sorted[:hi-lo] {
-					vals[i] = int64(u ^ 1<<63)
-				}
-			default:
-				for i, p := range local {
-					vals[i] = keys[0].v.ints[p]
-				}
+		if local != nil {
+			for i, p := range local {
+				local[i] = mine[p]
 			}
+			copy(mine, local)
 		}
 		ps := []int32{int32(lo)}
-		if firstVals != nil && np == 1 {
-			vals := firstVals[lo:hi]
+		switch {
+		case oneWord && local == nil:
+			// The partition key comes first: its values in order.
+			vals := keys[0].v.ints
 			for i := 1; i < len(vals); i++ {
 				if vals[i] != vals[i-1] {
 					ps = append(ps, int32(lo+i))
 				}
 			}
-		} else {
-			for i := 1; i < len(out); i++ {
-				if !equalRows(gk.part, int(out[i-1]), int(out[i])) {
+		case oneWord && s.sorted != nil:
+			vals := s.sorted[:hi-lo]
+			for i := 1; i < len(vals); i++ {
+				if vals[i] != vals[i-1] {
+					ps = append(ps, int32(lo+i))
+				}
+			}
+		default:
+			for i := 1; i < len(mine); i++ {
+				if !equalRows(gk.part, int(mine[i-1]), int(mine[i])) {
 					ps = append(ps, int32(lo+i))
 				}
 			}
@@ -199,12 +192,10 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		parts[b] = ps
 	})
 
-	// Merge the buckets' partitions by partition key.
-	perm := make([]int32, n)
-	var firstSorted []int64
-	if firstVals != nil {
-		firstSorted = make([]int64, n)
-	}
+	// Merge the buckets' partitions by partition key: find their order,
+	// then copy them into place on all the threads.
+	type piece struct{ from, to, at int }
+	var pieces []piece
 	partKeys := gk.keys[:np]
 	next := make([]int, t) // next partition of each bucket
 	pos = 0
@@ -214,7 +205,7 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 			if next[b] >= len(parts[b]) {
 				continue
 			}
-			if best < 0 || compareRows(partKeys, int(sorted[parts[b][next[b]]]), int(sorted[parts[best][next[best]]])) < 0 {
+			if best < 0 || compareRows(partKeys, int(rows[parts[b][next[b]]]), int(rows[parts[best][next[best]]])) < 0 {
 				best = b
 			}
 		}
@@ -224,15 +215,22 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		if next[best] < len(parts[best]) {
 			pe = int(parts[best][next[best]])
 		}
-		if firstVals != nil {
-			copy(firstSorted[pos:], firstVals[ps:pe])
+		pieces = append(pieces, piece{from: ps, to: pe, at: pos})
+		pos += pe - ps
+	}
+	perm := make([]int32, n)
+	partStarts := make([]int32, len(pieces)+1)
+	for i, pc := range pieces {
+		partStarts[i] = int32(pc.at)
+	}
+	partStarts[len(pieces)] = int32(n)
+	cuts := splitRows(len(pieces), t)
+	parallelFor(len(cuts), func(r int) {
+		for _, pc := range pieces[cuts[r][0]:cuts[r][1]] {
+			copy(perm[pc.at:], rows[pc.from:pc.to])
 		}
-		pos += copy(perm[pos:], sorted[ps:pe])
-	}
-	if firstVals == nil {
-		return perm, nil, true
-	}
-	return perm, &vector{kind: first.kind, typ: first.typ, ints: firstSorted}, true
+	})
+	return perm, nil, partStarts, true
 }
 
 // hashRows sets bucket[i], for rows lo..hi-1, to the bucket of the
@@ -352,7 +350,7 @@ func cutPartitions(starts []int32, t int) []int {
 // same time: the inputs and output are shared (each copy writes only
 // its partitions' rows), the per-partition state is its own.
 func (cs *callState) worker() *callState {
-	w := &callState{c: cs.c, arg: cs.arg, agg: cs.agg, out: cs.out}
+	w := &callState{c: cs.c, arg: cs.arg, argRows: cs.argRows, agg: cs.agg, out: cs.out}
 	w.agg.overflow = false
 	w.fr = framer{f: cs.fr.f, key: cs.fr.key}
 	return w

@@ -116,7 +116,7 @@ func TestParallelSortPerm(t *testing.T) {
 		var s sorter
 		want := s.sortPerm(gk.keys, n, nil)
 		ev := &evaluation{o: Options{Threads: 1 + rng.IntN(6)}, budget: newTestBudget()}
-		got, firstSorted, ok := ev.parallelSortPerm(gk, n, ev.o.Threads)
+		got, firstSorted, partStarts, ok := ev.parallelSortPerm(gk, n, ev.o.Threads)
 		if !ok {
 			t.Fatalf("iteration %d: refused", it)
 		}
@@ -133,8 +133,21 @@ func TestParallelSortPerm(t *testing.T) {
 					t.Fatalf("iteration %d: sorted first key %d at row %d, want %d", it, firstSorted.ints[i], i, first.ints[p])
 				}
 			}
-		} else if want != nil && gk.keys[0].v.kind == kindInt && gk.keys[0].v.nulls == nil {
+		} else if want != nil && partStarts == nil && gk.keys[0].v.kind == kindInt && gk.keys[0].v.nulls == nil {
 			t.Fatalf("iteration %d: no sorted first key", it)
+		}
+		if partStarts != nil {
+			// The partitions start where the sorted keys change.
+			wantStarts := []int32{0}
+			for i := 1; i < n; i++ {
+				if !equalRows(partKeys, int(want[i-1]), int(want[i])) {
+					wantStarts = append(wantStarts, int32(i))
+				}
+			}
+			wantStarts = append(wantStarts, int32(n))
+			if !slices.Equal(partStarts, wantStarts) {
+				t.Fatalf("iteration %d: partition starts %v, want %v", it, partStarts, wantStarts)
+			}
 		}
 		if ev.budget.InUse() != 0 {
 			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
@@ -156,7 +169,7 @@ func TestParallelSmallGrant(t *testing.T) {
 	})
 	ev := &evaluation{o: Options{Threads: 4}, budget: newTestBudgetOf(64)}
 	v := &vector{kind: kindInt, ints: []int64{3, 1, 2, 1, 3}}
-	if _, _, ok := ev.parallelSortPerm(&groupKeys{keys: []sortedKey{{v: v}}, part: []*vector{v}}, 5, 4); ok {
+	if _, _, _, ok := ev.parallelSortPerm(&groupKeys{keys: []sortedKey{{v: v}}, part: []*vector{v}}, 5, 4); ok {
 		t.Fatal("a 64-byte budget held the parallel sort's buffers")
 	}
 }

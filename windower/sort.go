@@ -62,6 +62,9 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 		slices.SortStableFunc(perm, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
 		return perm
 	}
+	if s.sortComposite(keys, n, perm, nil) {
+		return perm
+	}
 	// LSD over the key columns: a stable sort on each column, least
 	// significant first, yields the lexicographic order.
 	s.keys = grow(s.keys, n)
@@ -120,6 +123,145 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 		}
 	}
 	return perm
+}
+
+// sortRows returns the stable permutation of positions 0..len(rows)-1
+// that orders the rows rows[0], rows[1], ... of keys, reading the keys
+// through rows instead of a gathered copy, and sets sorted as sortPerm
+// does. It reports false, having sorted nothing, where sortComposite
+// does not apply: the caller gathers the rows' keys and calls sortPerm.
+func (s *sorter) sortRows(keys []sortedKey, rows []int32) ([]int32, bool) {
+	n := len(rows)
+	if n < 2 {
+		return nil, false
+	}
+	perm := make([]int32, n)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	if !s.sortComposite(keys, n, perm, rows) {
+		return nil, false
+	}
+	return perm, true
+}
+
+// sortComposite sorts perm (the identity) in one radix sort when there
+// are several keys, none with NULLs, and the bits in which each key's
+// values differ add up, with a row position, to at most 64: each row's
+// word is those bits of every key, the most significant key's highest,
+// so the words' order is the rows' lexicographic order, and the packed
+// radix sort breaks ties by position (stable). Row i's values are the
+// keys' at rows[i] (rows nil: at i). It reports false, having changed
+// nothing, when the keys do not fit.
+func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32, rows []int32) bool {
+	if len(keys) < 2 {
+		return false
+	}
+	row := func(i int) int {
+		if rows == nil {
+			return i
+		}
+		return int(rows[i])
+	}
+	type field struct {
+		lo, width int
+		high      uint64 // the bits every value shares
+	}
+	fields := make([]field, len(keys))
+	total := bits.Len(uint(n - 1))
+	for k, key := range keys {
+		if key.v.nulls != nil || key.v.kind == kindString {
+			return false
+		}
+		first := normalize(key.v, row(0), key.desc)
+		var diff uint64
+		switch {
+		case key.v.kind == kindFloat:
+			for i := 0; i < n; i++ {
+				diff |= normalize(key.v, row(i), key.desc) ^ first
+			}
+		case rows != nil:
+			flip := flipOf(key.desc)
+			x := key.v.ints
+			for _, r := range rows {
+				diff |= (uint64(x[r]) ^ flip) ^ first
+			}
+		default:
+			flip := flipOf(key.desc)
+			for _, x := range key.v.ints[:n] {
+				diff |= (uint64(x) ^ flip) ^ first
+			}
+		}
+		f := field{}
+		if diff != 0 {
+			f.lo = bits.TrailingZeros64(diff)
+			f.width = 64 - bits.LeadingZeros64(diff) - f.lo
+		}
+		f.high = first &^ (widthMask(f.width) << uint(f.lo))
+		fields[k] = f
+		total += f.width
+		if total > 64 {
+			return false
+		}
+	}
+	s.keys = grow(s.keys, n)
+	words := s.keys
+	clear(words)
+	for k, key := range keys {
+		f := fields[k]
+		if f.width == 0 {
+			continue
+		}
+		lo, w, mask := uint(f.lo), uint(f.width), widthMask(f.width)
+		flip := flipOf(key.desc)
+		switch {
+		case key.v.kind == kindFloat:
+			for i := range words {
+				words[i] = words[i]<<w | normalize(key.v, row(i), key.desc)>>lo&mask
+			}
+		case rows != nil:
+			x := key.v.ints
+			for i, r := range rows {
+				words[i] = words[i]<<w | (uint64(x[r])^flip)>>lo&mask
+			}
+		default:
+			for i, x := range key.v.ints[:n] {
+				words[i] = words[i]<<w | (uint64(x)^flip)>>lo&mask
+			}
+		}
+	}
+	s.identity = true
+	_, sorted := s.radix(words, perm)
+	s.identity = false
+	// The first key's normalized values in sorted order, from the words.
+	f := fields[0]
+	shift := uint(0)
+	for _, g := range fields[1:] {
+		shift += uint(g.width)
+	}
+	mask := widthMask(f.width)
+	for i, w := range sorted {
+		sorted[i] = f.high | (w>>shift&mask)<<uint(f.lo)
+	}
+	s.sorted = sorted
+	return true
+}
+
+// flipOf is what an integer's bits are XORed with to order them as
+// unsigned words: the sign bit, and every bit for DESC.
+func flipOf(desc bool) uint64 {
+	if desc {
+		return ^(uint64(1) << 63)
+	}
+	return 1 << 63
+}
+
+// widthMask is a mask of the low width bits.
+func widthMask(width int) uint64 {
+	if width >= 64 {
+		return ^uint64(0)
+	}
+	return uint64(1)<<uint(width) - 1
 }
 
 // takeSorted returns the sorted first key's values (see sorted) and

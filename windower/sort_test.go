@@ -76,3 +76,60 @@ func BenchmarkRadix1M(b *testing.B) {
 	}
 	b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
 }
+
+// TestSortPermComposite checks the one-pass sort of several keys packed
+// in a word over enough rows for the two-digit packed radix sort.
+func TestSortPermComposite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	n := 1 << 17
+	g := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64}
+	x := &vector{kind: kindFloat, typ: arrow.PrimitiveTypes.Float64}
+	for i := 0; i < n; i++ {
+		g.ints = append(g.ints, rng.Int64N(1000)-500)
+		x.floats = append(x.floats, float64(rng.IntN(n/4)))
+	}
+	for _, desc := range []bool{false, true} {
+		keys := []sortedKey{{v: g}, {v: x, desc: desc}}
+		var s sorter
+		got := s.sortPerm(keys, n, nil)
+		want := make([]int32, n)
+		for i := range want {
+			want[i] = int32(i)
+		}
+		slices.SortStableFunc(want, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+		if !slices.Equal(got, want) {
+			t.Fatalf("desc=%v: permutation differs from a stable comparison sort", desc)
+		}
+		for i, u := range s.sorted {
+			if int64(u^1<<63) != g.ints[got[i]] {
+				t.Fatalf("desc=%v: sorted first key at %d is %d, want %d", desc, i, int64(u^1<<63), g.ints[got[i]])
+			}
+		}
+	}
+}
+
+// TestSortPermWide checks the packed radix sort of keys of more than two
+// digits over enough rows for the high digit to be sorted first (MSD).
+func TestSortPermWide(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	n := 1 << 17
+	for _, spread := range []int64{1 << 14, 1 << 36, 1 << 43} {
+		v := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64}
+		for i := 0; i < n; i++ {
+			v.ints = append(v.ints, rng.Int64N(spread)*1000+1_700_000_000_000_000)
+		}
+		for _, desc := range []bool{false, true} {
+			keys := []sortedKey{{v: v, desc: desc}}
+			var s sorter
+			got := s.sortPerm(keys, n, nil)
+			want := make([]int32, n)
+			for i := range want {
+				want[i] = int32(i)
+			}
+			slices.SortStableFunc(want, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("spread %d, desc=%v: permutation differs from a stable comparison sort", spread, desc)
+			}
+		}
+	}
+}

@@ -515,7 +515,7 @@ func (s *sortedStream) copyResult(res *Result, from, to int, partPos int64) ([]a
 				shifted[k] = x + partPos
 			}
 			cols[i].Release()
-			cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted))
+			cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted), 1)
 		}
 	}
 	return cols, nil

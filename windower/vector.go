@@ -280,20 +280,14 @@ func grow[T any](s []T, n int) []T {
 }
 
 // wrapFixed makes an Arrow array of a fixed-width type over values
-// without copying them; the array keeps the Go memory alive.
-func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n int) arrow.Array {
+// without copying them; the array keeps the Go memory alive. The validity
+// bitmap is built on up to threads goroutines.
+func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int) arrow.Array {
 	var bitmap *memory.Buffer
 	nullN := 0
 	if nulls != nil {
 		bm := make([]byte, bitutil.BytesForBits(int64(n)))
-		for i, null := range nulls[:n] {
-			if null {
-				nullN++
-			} else {
-				bitutil.SetBit(bm, i)
-			}
-		}
-		if nullN > 0 {
+		if nullN = fillValidity(bm, nulls[:n], threads); nullN > 0 {
 			bitmap = memory.NewBufferBytes(bm)
 		}
 	}
@@ -302,8 +296,58 @@ func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n int) arrow.Arr
 	return array.MakeFromData(data)
 }
 
+// byteRanges cuts rows 0..n-1 into up to threads ranges that start at
+// multiples of 8 rows, so that each writes whole bytes of a bitmap (one
+// range below parallelMinRows rows).
+func byteRanges(n, threads int) [][2]int {
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := make([][2]int, 0, threads)
+	for k := 0; k < threads; k++ {
+		lo, hi := k*n/threads&^7, (k+1)*n/threads&^7
+		if k == threads-1 {
+			hi = n
+		}
+		if lo < hi {
+			ranges = append(ranges, [2]int{lo, hi})
+		}
+	}
+	return ranges
+}
+
+// fillValidity writes the validity bitmap of nulls into bm (set: not
+// NULL; bm may hold anything) on up to threads goroutines and returns
+// the number of NULLs.
+func fillValidity(bm []byte, nulls []bool, threads int) int {
+	ranges := byteRanges(len(nulls), threads)
+	counts := make([]int, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		clear(bm[lo/8 : (hi+7)/8])
+		c := 0
+		for i, null := range nulls[lo:hi] {
+			if null {
+				c++
+			} else {
+				bitutil.SetBit(bm, lo+i)
+			}
+		}
+		counts[r] = c
+	})
+	nullN := 0
+	for _, c := range counts {
+		nullN += c
+	}
+	return nullN
+}
+
 // toArrow builds an Arrow array of v's type from v.
-func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
+func (v *vector) toArrow(mem memory.Allocator) arrow.Array { return v.toArrowParallel(mem, 1) }
+
+// toArrowParallel is toArrow on up to threads goroutines (string columns
+// are filled in ranges of rows).
+func (v *vector) toArrowParallel(mem memory.Allocator, threads int) arrow.Array {
 	n := v.len()
 	valid := func(i int) bool { return v.nulls == nil || !v.nulls[i] }
 	validBytes := func() []bool {
@@ -318,20 +362,20 @@ func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 	}
 	switch v.typ.ID() {
 	case arrow.INT64, arrow.TIMESTAMP:
-		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n)
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n, threads)
 	case arrow.FLOAT64:
-		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n)
-	case arrow.STRING:
-		b := array.NewStringBuilder(mem)
-		defer b.Release()
-		var total int
-		for _, x := range v.strs {
-			total += len(x)
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n, threads)
+	case arrow.STRING, arrow.BINARY:
+		if arr := stringArray[int32](v, mem, threads); arr != nil {
+			return arr
 		}
-		b.Reserve(n) // exact sizes: the builder would grow by doubling
-		b.ReserveData(total)
-		b.AppendValues(v.strs, validBytes())
+		b := array.NewBuilder(mem, v.typ).(*array.BinaryBuilder)
+		defer b.Release()
+		b.Reserve(n)
+		b.AppendStringValues(v.strs, validBytes())
 		return b.NewArray()
+	case arrow.LARGE_STRING, arrow.LARGE_BINARY:
+		return stringArray[int64](v, mem, threads)
 	}
 	b := array.NewBuilder(mem, v.typ)
 	defer b.Release()
@@ -362,10 +406,6 @@ func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 			bb.Append(arrow.Timestamp(v.ints[i]))
 		case *array.Float32Builder:
 			bb.Append(float32(v.floats[i]))
-		case *array.LargeStringBuilder:
-			bb.Append(v.strs[i])
-		case *array.BinaryBuilder:
-			bb.Append([]byte(v.strs[i]))
 		case *array.BooleanBuilder:
 			bb.Append(v.ints[i] != 0)
 		default:
@@ -374,6 +414,83 @@ func (v *vector) toArrow(mem memory.Allocator) arrow.Array {
 		}
 	}
 	return b.NewArray()
+}
+
+// stringArray builds a utf8 or binary array of v's type (offsets of type
+// O) from v.strs: one offsets buffer and one data buffer, from mem and
+// sized from the values, filled in ranges of rows on up to threads
+// goroutines. It returns nil when the values' bytes overflow O.
+func stringArray[O int32 | int64](v *vector, mem memory.Allocator, threads int) arrow.Array {
+	n := len(v.strs)
+	ranges := byteRanges(n, threads)
+	sizes := make([]int64, len(ranges)+1) // the bytes of range r, then its offset
+	nulls := make([]int, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		var total int64
+		for _, x := range v.strs[lo:hi] {
+			total += int64(len(x))
+		}
+		sizes[r] = total
+		if v.nulls != nil {
+			c := 0
+			for _, null := range v.nulls[lo:hi] {
+				if null {
+					c++
+				}
+			}
+			nulls[r] = c
+		}
+	})
+	var total int64
+	nullN := 0
+	for r := range ranges {
+		total, sizes[r] = total+sizes[r], total
+		nullN += nulls[r]
+	}
+	sizes[len(ranges)] = total
+	if int64(O(total)) != total {
+		return nil
+	}
+	width := int(unsafe.Sizeof(O(0)))
+	offsetsBuf := memory.NewResizableBuffer(mem)
+	offsetsBuf.Resize((n + 1) * width)
+	dataBuf := memory.NewResizableBuffer(mem)
+	dataBuf.Resize(int(total))
+	var bitmapBuf *memory.Buffer
+	if nullN > 0 {
+		bitmapBuf = memory.NewResizableBuffer(mem)
+		bitmapBuf.Resize(int(bitutil.BytesForBits(int64(n))))
+	}
+	offsets := unsafe.Slice((*O)(unsafe.Pointer(unsafe.SliceData(offsetsBuf.Bytes()))), n+1)
+	data := dataBuf.Bytes()
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		at := sizes[r]
+		for i, x := range v.strs[lo:hi] {
+			offsets[lo+i] = O(at)
+			at += int64(copy(data[at:], x))
+		}
+		if bitmapBuf != nil {
+			bm := bitmapBuf.Bytes()
+			// Whole bytes: a range starts at a multiple of 8 rows.
+			clear(bm[lo/8 : (hi+7)/8])
+			for i, null := range v.nulls[lo:hi] {
+				if !null {
+					bitutil.SetBit(bm, lo+i)
+				}
+			}
+		}
+	})
+	offsets[n] = O(total)
+	ad := array.NewData(v.typ, n, []*memory.Buffer{bitmapBuf, offsetsBuf, dataBuf}, nil, nullN, 0)
+	for _, b := range []*memory.Buffer{bitmapBuf, offsetsBuf, dataBuf} {
+		if b != nil {
+			b.Release() // the array data holds them
+		}
+	}
+	defer ad.Release()
+	return array.MakeFromData(ad)
 }
 
 // appendWidened appends src to dst, converting each value to dst's wider type.
