@@ -124,6 +124,65 @@ func (p *plan) stringCap(bufRows int) int64 {
 	return int64(bufRows) * perRow / copies
 }
 
+// repeatedStringArgs returns the input columns whose strings a result of
+// p may repeat on many rows (first_value, last_value, nth_value, min and
+// max of strings: a frame's one value on every row of it), all string
+// columns when such an argument is an expression. A result's strings are
+// otherwise at most its input's; these are at most the rows times the
+// argument's longest string.
+func (p *plan) repeatedStringArgs() []int {
+	var cols []int
+	for _, o := range p.outputs {
+		c := o.call
+		if c == nil || c.outKind != kindString || len(c.args) == 0 {
+			continue
+		}
+		switch c.fn {
+		case fnFirstValue, fnLastValue, fnNthValue, fnMin, fnMax:
+		default:
+			continue
+		}
+		if e := c.args[0]; e.col >= 0 {
+			cols = append(cols, e.col)
+			continue
+		}
+		for col, used := range p.usedCols {
+			if used && p.schema.kinds[col] == kindString {
+				cols = append(cols, col)
+			}
+		}
+	}
+	return cols
+}
+
+// longestString is the length of the longest string of rows [from, to)
+// in the columns cols of in.
+func longestString(in *input, cols []int, from, to int) int64 {
+	var most int
+	for _, c := range cols {
+		for _, s := range in.cols[c].strs[from:to] {
+			most = max(most, len(s))
+		}
+	}
+	return int64(most)
+}
+
+// repeatedStringBytes is how many more bytes than memoryPerRow counts the
+// results of p that repeat strings (repeatedStringArgs) may take over the
+// n rows of in: each such result's rows times its argument's longest
+// string, less the input's average the plan counted.
+func (p *plan) repeatedStringBytes(in *input) int64 {
+	var extra int64
+	for _, c := range p.repeatedStringArgs() {
+		counted := int64(0)
+		if p.strBytes != nil {
+			counted = p.strBytes[c]
+		}
+		extra += max(0, int64(in.n)*(longestString(in, []int{c}, 0, in.n)-counted))
+	}
+	return extra
+}
+
 // stringBytes is the bytes of the string values of rows [from, to) of in.
 func stringBytes(in *input, from, to int) int64 {
 	var n int64

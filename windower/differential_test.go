@@ -133,8 +133,8 @@ var allFuncs = []string{"row_number", "rank", "dense_rank", "percent_rank", "cum
 func randomCall(rng *rand.Rand) *messages.WindowCall {
 	w := &messages.WindowCall{}
 	name := allFuncs[rng.IntN(len(allFuncs))]
-	argCols := []string{"x", "f", "t", "s"}
-	numCols := []string{"x", "f"}
+	argCols := []string{"x", "f", "t", "s", "id"} // id: an integer never NULL
+	numCols := []string{"x", "f", "id"}
 	switch name {
 	case "count*":
 		w.Func, w.Star = "count", true
@@ -157,7 +157,7 @@ func randomCall(rng *rand.Rand) *messages.WindowCall {
 	case "count", "min", "max":
 		w.Func, w.Args = name, []*messages.Expr{col(argCols[rng.IntN(len(argCols))])}
 	case "sum", "avg":
-		w.Func, w.Args = name, []*messages.Expr{col(numCols[rng.IntN(2)])}
+		w.Func, w.Args = name, []*messages.Expr{col(numCols[rng.IntN(len(numCols))])}
 	default:
 		w.Func = name
 	}

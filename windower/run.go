@@ -133,6 +133,14 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 	if err != nil {
 		return nil, err
 	}
+	if extra := p.repeatedStringBytes(in); extra > o.Budget.Available() {
+		// A long string repeated on many rows: the results do not fit
+		// beside the input. Spill, evaluating in buffers that bound them.
+		o.Logger.Info("window query spills: results repeat long strings", "rows", rows, "extra_bytes", extra)
+		o.Budget.Release(in.reserved)
+		in = nil
+		return runExternal(ctx, p, cs, rows, o)
+	}
 	return evaluate(ctx, p, in, o)
 }
 
@@ -153,6 +161,11 @@ func RunRecords(ctx context.Context, q *messages.WindowQuery, schema *arrow.Sche
 	in, err := loadRecords(p, recs, o.Budget)
 	if err != nil {
 		return nil, err
+	}
+	if extra := p.repeatedStringBytes(in); extra > o.Budget.Available() {
+		o.Budget.Release(in.reserved)
+		return nil, fmt.Errorf("windower: results repeating long strings take %d bytes more than the %d-byte grant has left (Run spills instead): %w",
+			extra, o.Budget.Limit(), columnar.ErrBudgetExceeded)
 	}
 	return evaluate(ctx, p, in, o)
 }

@@ -28,9 +28,18 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		return "", err
 	}
 	defer s.close()
+	// A result repeating a string (first_value, min...) may put src's
+	// longest string on every row of a block: the blocks are sized for it.
+	for _, c := range p.repeatedStringArgs() {
+		longest, err := longestInColumn(src, c)
+		if err != nil {
+			return "", err
+		}
+		s.repeatBytes += longest
+	}
 	outDir := filepath.Join(tmp, "result")
 	s.w, err = columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
-		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes(), o.Budget.Limit())})
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit())})
 	if err != nil {
 		return "", fmt.Errorf("windower: result container: %w", err)
 	}
@@ -51,6 +60,33 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	st.SpilledBytes += m.CompressedBytes()
 	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
 	return outDir, nil
+}
+
+// longestInColumn reads string column col of src, a block at a time, and
+// returns the length of its longest value.
+func longestInColumn(src *columnar.Container, col int) (int64, error) {
+	r, err := src.OpenColumn(col)
+	if err != nil {
+		return 0, fmt.Errorf("windower: read %s: %w", src.Dir(), err)
+	}
+	defer r.Close()
+	var most int64
+	for {
+		arr, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return most, nil
+		}
+		if err != nil {
+			return 0, fmt.Errorf("windower: read %s: %w", src.Dir(), err)
+		}
+		if a, ok := arr.(*array.String); ok {
+			offs := a.ValueOffsets()
+			for i := range a.Len() {
+				most = max(most, int64(offs[i+1]-offs[i]))
+			}
+		}
+		arr.Release()
+	}
 }
 
 // sortedStream is the state of streamSorted.
@@ -83,6 +119,12 @@ type sortedStream struct {
 	bufRows         int
 	minRows         int
 	strHeld, strCap int64
+	// The results that repeat a string (repeatedStringArgs) take up to
+	// repeatBytes a row, the longest strings of their arguments in the
+	// source (a value from a cursor can come from outside the buffer):
+	// the buffer is full early, and a big partition's slice ends early,
+	// when its rows would take more than strCap.
+	repeatBytes int64
 	// Source rows of the buffer's rows, for a first pass or cursors over
 	// a big partition to start where it does: without filters, row 0's
 	// is bufSrc and the rest follow; with filters each row's is in
@@ -207,14 +249,13 @@ func (s *sortedStream) run() error {
 	defer br.Close()
 	eof := false
 	for (!eof || s.buf.n > 0) && !s.stop {
-		if !eof {
+		if !eof && !s.full() {
 			if eof, err = s.fill(br); err != nil {
 				return err
 			}
 		}
 		s.scan()
-		full := s.buf.n >= s.bufRows || (s.strHeld > s.strCap && s.buf.n >= s.minRows)
-		if !full && !eof {
+		if !s.full() && !eof {
 			continue
 		}
 		if err := s.ctx.Err(); err != nil {
@@ -242,6 +283,14 @@ func (s *sortedStream) run() error {
 		}
 	}
 	return nil
+}
+
+// full reports whether the buffer holds all the rows it may before its
+// rows are written: bufRows, or at least minRows whose strings, or the
+// strings results repeat over them (repeatBytes a row), pass strCap.
+func (s *sortedStream) full() bool {
+	strFull := s.strHeld > s.strCap || int64(s.buf.n)*s.repeatBytes > s.strCap
+	return s.buf.n >= s.bufRows || (strFull && s.buf.n >= s.minRows)
 }
 
 // fill appends the source's next block to the buffer, without the rows
@@ -353,7 +402,7 @@ func (s *sortedStream) startPartition() error {
 			b.carries[i] = &runningCarry{c: out.call}
 		}
 	}
-	return s.slice(s.buf.n)
+	return s.slice(s.sliceRows())
 }
 
 // firstPass reads the big partition once for its whole-partition
@@ -386,12 +435,12 @@ func (s *sortedStream) firstPass(b *bigPartition) error {
 // one when its end is in the buffer (or the input ends).
 func (s *sortedStream) continuePartition(eof bool) error {
 	b := s.big
-	if b.end < 0 && !eof {
-		return s.slice(s.buf.n)
-	}
 	end := s.buf.n
 	if b.end >= 0 {
 		end = b.end
+	}
+	if (b.end < 0 && !eof) || s.sliceRows() < end {
+		return s.slice(s.sliceRows())
 	}
 	if err := s.emitBig(end, b.written, end); err != nil {
 		return err
@@ -399,6 +448,17 @@ func (s *sortedStream) continuePartition(eof bool) error {
 	s.shift(end)
 	s.endPartition()
 	return nil
+}
+
+// sliceRows is how many of the buffer's rows the big partition's next
+// slice evaluates: all of them, or fewer when results repeating strings
+// (repeatBytes a row) would pass strCap over them; never fewer than the
+// halo needs, minRows.
+func (s *sortedStream) sliceRows() int {
+	if s.repeatBytes == 0 || int64(s.buf.n)*s.repeatBytes <= s.strCap {
+		return s.buf.n
+	}
+	return min(s.buf.n, max(s.minRows, int(s.strCap/s.repeatBytes)))
 }
 
 // endPartition forgets the big partition once its last slice is written.
@@ -433,6 +493,9 @@ func (s *sortedStream) slice(end int) error {
 	s.shift(keep)
 	b.pos += int64(keep)
 	b.written = to - keep
+	if b.end >= 0 {
+		b.end -= keep // a slice short of a partition end in the buffer
+	}
 	s.scanned = s.buf.n
 	return nil
 }
