@@ -1,6 +1,7 @@
 package windower
 
 import (
+	"cmp"
 	"encoding/binary"
 	"math/bits"
 	"strings"
@@ -93,7 +94,7 @@ func (a *aggInput) better(r, cur int) bool {
 		c = compareFloat(a.floats[r], a.floats[cur])
 	case kindString:
 		if a.prefixes != nil && a.prefixes[r] != a.prefixes[cur] {
-			c = cmpUint(a.prefixes[r], a.prefixes[cur])
+			c = cmp.Compare(a.prefixes[r], a.prefixes[cur])
 		} else {
 			c = strings.Compare(a.strs[r], a.strs[cur])
 		}
@@ -252,16 +253,6 @@ func (t *segTree) query(a *aggInput, dst *aggState, l, r int) {
 	for k := nr - 1; k >= 0; k-- {
 		a.merge(dst, &t.nodes[right[k]])
 	}
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // stringPrefixes returns the first 8 bytes of each of strs as a

@@ -466,8 +466,14 @@ func countPartitions(ids []int32, parts int, rowRanges [][2]int) []int64 {
 		}
 		shares[k] = c
 	})
+	return sumCounts(shares, parts)
+}
+
+// sumCounts returns the sums of n counts over the shares, summed into the
+// first.
+func sumCounts(shares [][]int64, n int) []int64 {
 	if len(shares) == 0 {
-		return make([]int64, parts)
+		return make([]int64, n)
 	}
 	counts := shares[0]
 	for _, c := range shares[1:] {
@@ -476,6 +482,20 @@ func countPartitions(ids []int32, parts int, rowRanges [][2]int) []int64 {
 		}
 	}
 	return counts
+}
+
+// unsortedCall returns the state of call c of an unsorted group over in,
+// its output counted by reserve.
+func unsortedCall(c *call, in *input, g *windowGroup, reserve func(int64, string) error) (*callState, error) {
+	identity := func(_ *expr, v *vector) *vector { return v }
+	cs, err := newCallState(c, in, in.n, nil, nil, g, identity)
+	if err != nil {
+		return nil, err
+	}
+	if err := reserve(cs.out.bytes(), "window output"); err != nil {
+		return nil, err
+	}
+	return cs, nil
 }
 
 // evalUnsortedGroup evaluates an unsortedGroup over in-memory input and
@@ -512,15 +532,11 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 	if err := reserve(stateBytes(g, parts, threads), "partition states"); err != nil {
 		return nil, 0, err
 	}
-	identity := func(_ *expr, v *vector) *vector { return v }
 	outs := make(map[int]*vector, len(g.calls))
 	calls := make([]*callState, 0, len(g.calls))
 	for _, c := range g.calls {
-		cs, err := newCallState(c, in, n, nil, nil, g, identity)
+		cs, err := unsortedCall(c, in, g, reserve)
 		if err != nil {
-			return nil, 0, err
-		}
-		if err := reserve(cs.out.bytes(), "window output"); err != nil {
 			return nil, 0, err
 		}
 		calls = append(calls, cs)
@@ -578,29 +594,17 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 		}
 		shares[k] = c
 	})
-	counts := make([]int64, span)
-	if len(shares) > 0 {
-		counts = shares[0]
-		for _, c := range shares[1:] {
-			for i, x := range c {
-				counts[i] += x
-			}
-		}
-	}
+	counts := sumCounts(shares, span)
 	parts := 0
 	for _, c := range counts {
 		if c > 0 {
 			parts++
 		}
 	}
-	identity := func(_ *expr, v *vector) *vector { return v }
 	outs := make(map[int]*vector, len(g.calls))
 	for _, c := range g.calls {
-		cs, err := newCallState(c, in, n, nil, nil, g, identity)
+		cs, err := unsortedCall(c, in, g, reserve)
 		if err != nil {
-			return nil, 0, err
-		}
-		if err := reserve(cs.out.bytes(), "window output"); err != nil {
 			return nil, 0, err
 		}
 		o := cs.out.ints[:n]
