@@ -7,6 +7,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/columnar"
 )
 
 // blockSource streams one input column's blocks in order;
@@ -33,15 +35,18 @@ type columnGather struct {
 	nullBlocks int       // inputs whose current block has NULLs
 	blocks     []int     // blocks read per input, for errors
 	out        columnBuilder
-	mem        *recycler // the allocator of out's buffers
-	outRows    int       // rows in out
+	mem        *columnar.Recycler // the allocator of out's buffers
+	outRows    int                // rows in out
 	blockRows  int
 	emit       func(col int, arr arrow.Array) error
 }
 
 func newColumnGather(col int, name string, dtype arrow.DataType, srcs []blockSource, inputs []string,
 	blockRows int, alloc memory.Allocator, emit func(int, arrow.Array) error) (*columnGather, error) {
-	mem := newRecycler(alloc)
+	// A block's buffers are freed when the writer is done with it, just
+	// before the gather starts the next block of the same shape: keep
+	// those of one block (validity, values or offsets, bytes) and one more.
+	mem := columnar.NewRecycler(alloc, 4, 16)
 	b, err := newColumnBuilder(dtype, mem, blockRows)
 	if err != nil {
 		return nil, err
@@ -175,5 +180,5 @@ func (g *columnGather) release() {
 		}
 	}
 	g.out.release()
-	g.mem.close()
+	g.mem.Close()
 }

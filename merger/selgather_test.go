@@ -3,6 +3,7 @@ package merger
 import (
 	"io"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -140,5 +141,7 @@ func cellStr(a arrow.Array, i int) string {
 	if a.IsNull(i) {
 		return "∅"
 	}
-	return a.ValueStr(i)
+	// A copy: the array's buffers go back to the gather's recycler, and
+	// are reused for its next block, once emit returns.
+	return strings.Clone(a.ValueStr(i))
 }

@@ -105,9 +105,10 @@ func RunSources(ctx context.Context, q *messages.WindowQuery, srcs []columnar.So
 }
 
 func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o Options) (*Result, error) {
-	// Block buffers are recycled while the input loads in memory.
-	mem := newRecycler(o.Budget)
-	defer mem.drain()
+	// Block buffers are recycled while the input loads in memory: up to a
+	// block's columns and their compressed forms, of the same sizes.
+	mem := columnar.NewRecycler(o.Budget, 16, 0)
+	defer mem.Close()
 	cs, schema, err := openInputs(srcs, &o, mem)
 	if err != nil {
 		return nil, err
@@ -125,11 +126,11 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 		o.InputSorted = true
 	}
 	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
-		mem.drain() // a spilling run holds nothing it does not use
+		mem.Close() // a spilling run holds nothing it does not use
 		return runExternal(ctx, p, cs, rows, o)
 	}
 	in, err := loadContainers(ctx, p, cs, rows, o.Budget, o.Threads)
-	mem.drain()
+	mem.Close()
 	if err != nil {
 		return nil, err
 	}

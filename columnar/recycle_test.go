@@ -1,18 +1,16 @@
-package merger
+package columnar
 
 import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/strata-db/strata/columnar"
 )
 
 // TestRecyclerAccounting: kept buffers come back zeroed and stay counted by
-// the parent budget until close gives them back.
+// the parent budget until Close gives them back.
 func TestRecyclerAccounting(t *testing.T) {
-	budget := columnar.NewBudget(0, memory.DefaultAllocator)
-	r := newRecycler(budget)
+	budget := NewBudget(0, memory.DefaultAllocator)
+	r := NewRecycler(budget, 4, 16)
 	b := memory.NewResizableBuffer(r)
 	b.Resize(1000)
 	for i := range b.Bytes() {
@@ -39,9 +37,9 @@ func TestRecyclerAccounting(t *testing.T) {
 		t.Fatalf("in use %d after a new allocation, want more than %d", budget.InUse(), held)
 	}
 	b.Release()
-	r.close()
-	c.Release() // after close: straight to the budget
+	r.Close()
+	c.Release() // after Close: straight to the budget
 	if n := budget.InUse(); n != 0 {
-		t.Fatalf("in use %d after close, want 0", n)
+		t.Fatalf("in use %d after Close, want 0", n)
 	}
 }

@@ -1,0 +1,101 @@
+package columnar
+
+import (
+	"sync"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Recycler is a memory.Allocator that keeps a few freed buffers and hands
+// them out again, zeroed as a fresh allocation is, instead of giving them
+// back to its parent and taking new ones. An engine that decodes or
+// builds block after block of the same shape (a reader's blocks, a
+// gather's output blocks) would otherwise take new memory for each, which
+// a short-lived process pays for in page faults and the garbage collector
+// in scans. A kept buffer stays counted by the parent (a job's Budget)
+// until Close gives it back, so the accounting is that of the buffers
+// held. Built with the strata_poison tag a kept buffer is poisoned (see
+// Poison), as the parent poisons the others.
+type Recycler struct {
+	parent memory.Allocator
+	max    int // buffers kept at most
+	slack  int // a kept buffer may be 1/slack larger than asked for; 0: exactly the size
+	mu     sync.Mutex
+	keep   bool // false after Close: everything passes through
+	pool   [][]byte
+}
+
+// NewRecycler returns a Recycler over parent that keeps up to max freed
+// buffers and hands one out for a request of at least its size and at
+// most 1/slack more (slack 0: only of exactly its size).
+func NewRecycler(parent memory.Allocator, max, slack int) *Recycler {
+	return &Recycler{parent: parent, max: max, slack: slack, keep: true}
+}
+
+// Allocate implements memory.Allocator: the smallest kept buffer that
+// fits, or a new one from the parent.
+func (r *Recycler) Allocate(size int) []byte {
+	most := size
+	if r.slack > 0 {
+		most += size / r.slack
+	}
+	r.mu.Lock()
+	best := -1
+	for i, b := range r.pool {
+		if len(b) >= size && len(b) <= most && (best < 0 || len(b) < len(r.pool[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		r.mu.Unlock()
+		return r.parent.Allocate(size)
+	}
+	b := r.pool[best]
+	last := len(r.pool) - 1
+	r.pool[best] = r.pool[last]
+	r.pool[last] = nil
+	r.pool = r.pool[:last]
+	r.mu.Unlock()
+	clear(b) // as the parent would hand it out
+	return b
+}
+
+// Reallocate implements memory.Allocator.
+func (r *Recycler) Reallocate(size int, b []byte) []byte {
+	return r.parent.Reallocate(size, b)
+}
+
+// Free implements memory.Allocator: b is kept while there is room and the
+// recycler is open.
+func (r *Recycler) Free(b []byte) {
+	r.mu.Lock()
+	if r.keep && len(r.pool) < r.max && len(b) > 0 {
+		Poison(b)
+		r.pool = append(r.pool, b)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.parent.Free(b)
+}
+
+// Close gives the kept buffers back to the parent; buffers freed after it
+// go straight to the parent. It may be called more than once.
+func (r *Recycler) Close() {
+	r.mu.Lock()
+	pool := r.pool
+	r.pool, r.keep = nil, false
+	r.mu.Unlock()
+	for _, b := range pool {
+		r.parent.Free(b)
+	}
+}
+
+// Available is the parent budget's room, so readers that read ahead only
+// when there is room see it through the recycler.
+func (r *Recycler) Available() int64 {
+	if b, ok := r.parent.(interface{ Available() int64 }); ok {
+		return b.Available()
+	}
+	return 1<<63 - 1
+}
