@@ -86,6 +86,13 @@ type Archiver struct {
 	passMu sync.Mutex // one pass at a time
 
 	mu sync.Mutex
+	// listed is set once the prefix was listed: from then on remote and
+	// remoteHasCkpt follow what this archiver uploads, and a pass lists
+	// again only after a failed one (an upload that failed may have
+	// happened after all).
+	listed        bool
+	remote        map[string]int64 // segment name -> size of its archived copy
+	remoteHasCkpt bool             // the checkpoint file is in the bucket
 	// archived maps each segment known to be in the bucket to the local
 	// size the bucket's copy covers.
 	archived map[string]int64
@@ -215,6 +222,59 @@ func (a *Archiver) pass(ctx context.Context) error {
 		return err
 	}
 	a.updateLag(segs)
+	if err := a.list(ctx); err != nil {
+		return err
+	}
+	// What the bucket is known to hold; the rest is uploaded below.
+	a.mu.Lock()
+	a.archived = map[string]int64{}
+	for _, s := range segs {
+		if r, ok := a.remote[s.Name]; ok && s.Sealed && a.compared[s.Name] == [2]int64{s.Size, r} {
+			a.archived[s.Name] = s.Size
+		}
+	}
+	a.mu.Unlock()
+	a.updateLag(segs)
+
+	err = a.upload(ctx, segs, ckptFile)
+	if err != nil {
+		a.mu.Lock()
+		a.listed = false
+		a.mu.Unlock()
+	}
+	return err
+}
+
+// upload uploads the sealed segments the bucket lacks, oldest first, then
+// the checkpoint file.
+func (a *Archiver) upload(ctx context.Context, segs []walwriter.SegmentFile, ckptFile []byte) error {
+	for _, s := range segs {
+		if !s.Sealed {
+			break
+		}
+		if a.isArchived(s) {
+			continue
+		}
+		if err := a.archiveSegment(ctx, s); err != nil {
+			return err
+		}
+		a.updateLag(segs)
+	}
+	if len(ckptFile) == 0 {
+		return nil
+	}
+	return a.archiveCheckpoint(ctx, segs, ckptFile)
+}
+
+// list lists the prefix unless the archiver knows what it holds: on the
+// first pass, and after a failed one.
+func (a *Archiver) list(ctx context.Context) error {
+	a.mu.Lock()
+	listed := a.listed
+	a.mu.Unlock()
+	if listed {
+		return nil
+	}
 	lctx, cancel := context.WithTimeout(ctx, a.opts.UploadTimeout)
 	objs, err := a.st.List(lctx, a.opts.Prefix)
 	cancel()
@@ -223,45 +283,24 @@ func (a *Archiver) pass(ctx context.Context) error {
 		return fmt.Errorf("walarchive: list archive: %w", err)
 	}
 	remote := map[string]int64{}
-	remoteHasCkpt := false
+	hasCkpt := false
 	for _, o := range objs {
 		name := strings.TrimPrefix(o.Key, a.opts.Prefix)
 		if name == walwriter.CheckpointFile {
-			remoteHasCkpt = true
+			hasCkpt = true
 		} else if _, ok := walwriter.ParseSegmentName(name); ok {
 			remote[name] = o.Size
 		}
 	}
-	// What the listing shows archived; the rest is uploaded below.
 	a.mu.Lock()
-	a.archived = map[string]int64{}
-	for _, s := range segs {
-		if r, ok := remote[s.Name]; ok && s.Sealed && a.compared[s.Name] == [2]int64{s.Size, r} {
-			a.archived[s.Name] = s.Size
-		}
-	}
-	if !remoteHasCkpt {
+	defer a.mu.Unlock()
+	a.remote, a.remoteHasCkpt, a.listed = remote, hasCkpt, true
+	if !hasCkpt {
 		a.remoteCkpt, a.ckptKnown = 0, true
+	} else if a.ckptKnown && a.remoteCkpt == 0 {
+		a.ckptKnown = false // put by someone else since: read it again
 	}
-	a.mu.Unlock()
-	a.updateLag(segs)
-
-	for _, s := range segs {
-		if !s.Sealed {
-			break
-		}
-		if a.isArchived(s) {
-			continue
-		}
-		if err := a.archiveSegment(ctx, s, remote); err != nil {
-			return err
-		}
-		a.updateLag(segs)
-	}
-	if len(ckptFile) == 0 {
-		return nil
-	}
-	return a.archiveCheckpoint(ctx, segs, ckptFile, remoteHasCkpt)
+	return nil
 }
 
 func (a *Archiver) isArchived(s walwriter.SegmentFile) bool {
@@ -285,11 +324,14 @@ func (a *Archiver) updateLag(segs []walwriter.SegmentFile) {
 
 // archiveSegment uploads sealed segment s, or settles a copy of another
 // size already in the bucket (see the package doc).
-func (a *Archiver) archiveSegment(ctx context.Context, s walwriter.SegmentFile, remote map[string]int64) error {
+func (a *Archiver) archiveSegment(ctx context.Context, s walwriter.SegmentFile) error {
 	key := a.opts.Prefix + s.Name
 	path := filepath.Join(a.wal.Dir(), s.Name)
 	overwrite := false
-	if r, ok := remote[s.Name]; ok {
+	a.mu.Lock()
+	r, ok := a.remote[s.Name]
+	a.mu.Unlock()
+	if ok {
 		// Found in the bucket, not uploaded here: the same segment of
 		// this WAL, from before a restart, or another WAL's? Segments of
 		// equal size are compared by their first records (full segments
@@ -338,6 +380,7 @@ func (a *Archiver) archiveSegment(ctx context.Context, s walwriter.SegmentFile, 
 	a.mu.Lock()
 	a.archived[s.Name] = s.Size
 	a.compared[s.Name] = [2]int64{s.Size, s.Size}
+	a.remote[s.Name] = s.Size
 	a.mu.Unlock()
 	a.segments.Add(1)
 	a.bytes.Add(uint64(s.Size))
@@ -398,7 +441,7 @@ func allZero(b []byte) bool {
 
 // archiveCheckpoint uploads the checkpoint file's contents once the segment
 // holding its record is archived and when it is newer than the bucket's.
-func (a *Archiver) archiveCheckpoint(ctx context.Context, segs []walwriter.SegmentFile, contents []byte, remoteHas bool) error {
+func (a *Archiver) archiveCheckpoint(ctx context.Context, segs []walwriter.SegmentFile, contents []byte) error {
 	lsn, err := walwriter.ParseCheckpointFile(contents)
 	if err != nil {
 		return fmt.Errorf("walarchive: %s: %w", a.wal.Dir(), err)
@@ -416,7 +459,7 @@ func (a *Archiver) archiveCheckpoint(ctx context.Context, segs []walwriter.Segme
 	}
 	key := a.opts.Prefix + walwriter.CheckpointFile
 	a.mu.Lock()
-	known, remote := a.ckptKnown, a.remoteCkpt
+	known, remote, remoteHas := a.ckptKnown, a.remoteCkpt, a.remoteHasCkpt
 	a.mu.Unlock()
 	if remoteHas && !known {
 		rctx, cancel := context.WithTimeout(ctx, a.opts.UploadTimeout)
@@ -463,7 +506,7 @@ func (a *Archiver) archiveCheckpoint(ctx context.Context, segs []walwriter.Segme
 		return fmt.Errorf("walarchive: upload checkpoint file: %w", err)
 	}
 	a.mu.Lock()
-	a.remoteCkpt = lsn
+	a.remoteCkpt, a.ckptKnown, a.remoteHasCkpt = lsn, true, true
 	a.mu.Unlock()
 	a.checkpoints.Add(1)
 	a.log.Info("archived WAL checkpoint", "checkpoint_lsn", lsn)

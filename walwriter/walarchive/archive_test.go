@@ -546,3 +546,47 @@ func TestArchiveAcrossWriteFailures(t *testing.T) {
 		t.Fatalf("restored %d records, want the WAL's %d", len(got), len(want))
 	}
 }
+
+// countingStore counts the listings made through it.
+type countingStore struct {
+	store.Store
+	lists atomic.Int64
+}
+
+func (c *countingStore) List(ctx context.Context, prefix string) ([]store.Object, error) {
+	c.lists.Add(1)
+	return c.Store.List(ctx, prefix)
+}
+
+// The archiver lists its prefix once, on its first pass, and keeps what it
+// uploads in memory after that: N passes that each upload something make
+// one listing, not N.
+func TestArchiveListsOnce(t *testing.T) {
+	srv := s3test.Start(t, "strata")
+	st := &countingStore{Store: srv.Store(t)}
+	dir := t.TempDir()
+	w := openWAL(t, dir)
+	defer w.Close()
+	a, err := walarchive.Start(w, st, walarchive.Options{Prefix: prefix, Interval: time.Hour, MinBackoff: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const passes = 8
+	for i := range passes {
+		appendN(t, w, fmt.Sprintf("p%d-", i), 400)
+		if _, err := w.Checkpoint(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Sync(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs, _ := sealed(t, w)
+	if s := a.Stats(); s.Segments != uint64(len(segs)) || s.Checkpoints < 2 {
+		t.Fatalf("stats %+v; want the %d sealed segments and several checkpoints uploaded", s, len(segs))
+	}
+	if n := st.lists.Load(); n != 1 {
+		t.Fatalf("%d passes made %d listings, want 1", passes, n)
+	}
+}

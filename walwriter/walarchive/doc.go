@@ -20,11 +20,13 @@
 // # Archiving
 //
 // An Archiver watches its WAL (WAL.Changed) and, on each change and every
-// Options.Interval, lists the prefix and uploads each sealed segment
-// (WAL.Segments) the listing lacks, oldest first, then the checkpoint file
-// once the segment holding the checkpoint record is archived. On start it
-// does the same, so segments sealed while it was down (or while the store
-// was) are uploaded then. The segment being written is not archived: the
+// Options.Interval, uploads each sealed segment (WAL.Segments) the bucket
+// lacks, oldest first, then the checkpoint file once the segment holding
+// the checkpoint record is archived. It lists the prefix once, on its
+// first pass, so segments sealed while it was down (or while the store
+// was) are uploaded then; after that it keeps what the bucket holds in
+// memory, updated by its own uploads, and lists again only after a failed
+// pass (a failed upload may have happened after all). The segment being written is not archived: the
 // bucket's copy lags the WAL by at most that segment plus the sealed
 // segments still queued (the lag). A failed listing or upload is logged
 // and retried with backoff (Options.MinBackoff doubling up to
