@@ -25,6 +25,7 @@ const (
 	OperationMergeout        = "mergeout"                           // JobEvent.Operation and Operation.Operation values
 	OperationWindow          = "window"                             //
 	ErrCodeTooManyContainers = "too_many_containers"                // APIError.Code of a refused load
+	ErrCodeInternal          = "internal"                           // APIError.Code of a request the scheduler could not carry out; its outcome may be unknown
 )
 
 // APIError is the error part of every reply. Code is a stable machine-readable
@@ -36,6 +37,14 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string { return e.Message }
+
+// Definite reports whether the error is the scheduler's decision about
+// the request (refused, invalid, not found, ...). An internal error is
+// not: the scheduler failed while carrying the request out (its catalog
+// unreachable, say), and a request that changes state may or may not have
+// taken effect. A client settles it by sending the request again with the
+// same RequestID.
+func (e *APIError) Definite() bool { return e != nil && e.Code != ErrCodeInternal }
 
 // Err returns the reply's error as a Go error, or nil.
 func (e *APIError) Err() error {
@@ -51,6 +60,11 @@ type RegisterRequest struct {
 	Table      string         `msgpack:"table" json:"table"`
 	Projection string         `msgpack:"projection" json:"projection"`
 	Containers []ContainerRef `msgpack:"containers" json:"containers"`
+	// RequestID, if set, names this request: the scheduler records its
+	// answer in the catalog with the change, and answers the same request
+	// sent again (its reply late or lost, the scheduler restarted) with
+	// that first answer. See ValidRequestID.
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
 func (*RegisterRequest) Kind() string { return "register_request" }
@@ -75,14 +89,29 @@ func (r *RegisterRequest) Validate() error {
 		}
 		seen[c.ID] = true
 	}
+	return ValidRequestID(r.RequestID)
+}
+
+// ValidRequestID checks a request ID: empty (the request is answered as
+// new each time it arrives) or a name as ValidName has them.
+func ValidRequestID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if err := validName(id); err != nil {
+		return fmt.Errorf("request id: %v", err)
+	}
 	return nil
 }
 
 // RegisterReply reports the projection's live container count after the
 // registration.
 type RegisterReply struct {
-	Live  int       `msgpack:"live" json:"live"`
-	Error *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
+	Live int `msgpack:"live" json:"live"`
+	// Repeat is set on the answer to a request the scheduler had already
+	// answered (the same RequestID): Live is as it was then.
+	Repeat bool      `msgpack:"repeat,omitempty" json:"repeat,omitempty"`
+	Error  *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*RegisterReply) Kind() string { return "register_reply" }
@@ -93,6 +122,9 @@ func (*RegisterReply) Kind() string { return "register_reply" }
 type MergeoutRequest struct {
 	Table      string `msgpack:"table" json:"table"`
 	Projection string `msgpack:"projection,omitempty" json:"projection,omitempty"`
+	// RequestID, if set, names this request as RegisterRequest's does: the
+	// same request sent again gets the jobs the first one started.
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
 func (*MergeoutRequest) Kind() string { return "mergeout_request" }
@@ -106,7 +138,7 @@ func (r *MergeoutRequest) Validate() error {
 			return fmt.Errorf("projection: %v", err)
 		}
 	}
-	return nil
+	return ValidRequestID(r.RequestID)
 }
 
 // MergeoutReply names the jobs the request started. A client learns their
@@ -138,8 +170,9 @@ type WindowRequest struct {
 	Query WindowQuery `msgpack:"query" json:"query"`
 	Pool  string      `msgpack:"pool,omitempty" json:"pool,omitempty"`
 	// RequestID, if set, names this request so a client may send it again
-	// (its reply lost when a NATS node died) and get the same job, not a
-	// second one. The scheduler remembers the latest IDs it answered.
+	// (its reply lost when a NATS node died, the scheduler restarted) and
+	// get the same job, not a second one: the scheduler records it in the
+	// catalog with the job.
 	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
@@ -157,12 +190,7 @@ func (r *WindowRequest) Validate() error {
 			return fmt.Errorf("pool: %v", err)
 		}
 	}
-	if r.RequestID != "" {
-		if err := validName(r.RequestID); err != nil {
-			return fmt.Errorf("request id: %v", err)
-		}
-	}
-	return nil
+	return ValidRequestID(r.RequestID)
 }
 
 // WindowReply names the window job and where its result will be. The
@@ -359,11 +387,20 @@ func (*PoolsReply) Kind() string { return "pools_reply" }
 // CreatePoolRequest creates a user-defined pool.
 type CreatePoolRequest struct {
 	Pool PoolConfig `msgpack:"pool" json:"pool"`
+	// RequestID, if set, names this request as RegisterRequest's does: the
+	// scheduler stores it with the pool, and the same request sent again
+	// finds the pool made by it and is answered as done.
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
 func (*CreatePoolRequest) Kind() string { return "create_pool_request" }
 
-func (r *CreatePoolRequest) Validate() error { return r.Pool.Validate() }
+func (r *CreatePoolRequest) Validate() error {
+	if err := r.Pool.Validate(); err != nil {
+		return err
+	}
+	return ValidRequestID(r.RequestID)
+}
 
 // AlterPoolRequest changes the knobs that are set (non-nil) of pool Name.
 type AlterPoolRequest struct {
@@ -449,6 +486,9 @@ type DropContainersRequest struct {
 	Table      string   `msgpack:"table" json:"table"`
 	Projection string   `msgpack:"projection" json:"projection"`
 	IDs        []string `msgpack:"ids" json:"ids"`
+	// RequestID, if set, names this request as RegisterRequest's does: the
+	// same request sent again gets the first answer.
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
 }
 
 func (*DropContainersRequest) Kind() string { return "drop_containers_request" }
@@ -471,13 +511,14 @@ func (r *DropContainersRequest) Validate() error {
 		}
 		seen[id] = true
 	}
-	return nil
+	return ValidRequestID(r.RequestID)
 }
 
 // DropContainersReply lists what was dropped and what stays live.
 type DropContainersReply struct {
 	Dropped []ContainerRef `msgpack:"dropped" json:"dropped"`
 	Live    int            `msgpack:"live" json:"live"`
+	Repeat  bool           `msgpack:"repeat,omitempty" json:"repeat,omitempty"` // the answer to a request already answered
 	Error   *APIError      `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 

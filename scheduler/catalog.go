@@ -29,6 +29,9 @@ type ProjectionState struct {
 	// loaded tables. Created is when a result table was made (unix ns).
 	ResultOf string
 	Created  int64
+	// Requests are the scheduler's answers to the latest client requests
+	// that changed this entry (requests.go), oldest first.
+	Requests []RequestRecord
 
 	// legacy: decoded from an entry written before format version 1; the
 	// next write rewrites it.
@@ -244,9 +247,10 @@ const maxSkips = 16
 // key is taken (by a writer that crashed or is losing a race) is passed
 // over. The entry then names the job, counts its inputs as read and takes
 // its number as NextSeq. A body whose entry write lost the race is deleted
-// before trying again.
+// before trying again. answer, if not nil, records in the same write the
+// answer to the client request that asked for the job (requests.go).
 func (c *Catalog) AddJob(ctx context.Context, table, projection, pool string,
-	make func(st *ProjectionState, seq uint64) (job, error)) (*ProjectionState, job, error) {
+	make func(st *ProjectionState, seq uint64) (job, error), answer func(*ProjectionState, job) error) (*ProjectionState, job, error) {
 	for range c.retries {
 		st, rev, err := c.Get(ctx, table, projection)
 		if err != nil {
@@ -257,7 +261,12 @@ func (c *Catalog) AddJob(ctx context.Context, table, projection, pool string,
 			return nil, nil, err
 		}
 		st.addJob(j, seq, pool)
-		err = c.write(ctx, st, rev)
+		if answer != nil {
+			err = answer(st, j)
+		}
+		if err == nil {
+			err = c.write(ctx, st, rev)
+		}
 		if errors.Is(err, ErrConflict) {
 			// Not written: no entry names the body.
 			if derr := c.kv.Delete(ctx, jobKey(table, projection, seq)); derr != nil {

@@ -124,7 +124,7 @@ func addMergeout(ctx context.Context, c *Catalog) (*ProjectionState, job, error)
 	return c.AddJob(ctx, "t", "p", "tm", func(st *ProjectionState, seq uint64) (job, error) {
 		return &mergeoutJob{messages.MergeoutJob{JobID: fmt.Sprintf("mergeout.t.p.%d", seq), Table: "t", Projection: "p",
 			Inputs: append([]messages.ContainerRef(nil), st.Live...), Output: fmt.Sprintf("m%08d", seq)}}, nil
-	})
+	}, nil)
 }
 
 func bucketKeys(t *testing.T, kv KV) []string {

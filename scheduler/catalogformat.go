@@ -30,6 +30,17 @@ type storedEntry struct {
 	Pending    []storedPending   `json:"pending,omitempty"`
 	ResultOf   string            `json:"result_of,omitempty"`
 	Created    int64             `json:"created,omitempty"`
+	Requests   []storedRequest   `json:"requests,omitempty"`
+}
+
+// storedRequest is the scheduler's answer to a client request that changed
+// the entry: the request's ID and operation, when it was answered, and
+// the reply as JSON of its wire type (messages' json names).
+type storedRequest struct {
+	ID    string          `json:"id"`
+	Op    string          `json:"op"`
+	At    int64           `json:"at"`
+	Reply json.RawMessage `json:"reply"`
 }
 
 // storedContainer is a container of the entry's projection. In a job body
@@ -140,6 +151,9 @@ func encodeEntry(st *ProjectionState) ([]byte, error) {
 			Grant:   storedGrant{Pool: p.Grant.Pool, Bytes: p.Grant.Bytes, Target: p.Grant.Target},
 			Created: p.Created, GrantedAt: p.GrantedAt, Worker: p.Worker, Delivery: p.Delivery})
 	}
+	for _, r := range st.Requests {
+		e.Requests = append(e.Requests, storedRequest{ID: r.ID, Op: r.Op, At: r.At, Reply: r.Reply})
+	}
 	return json.Marshal(e)
 }
 
@@ -178,6 +192,12 @@ func DecodeEntry(data []byte) (*ProjectionState, error) {
 		st.Pending = append(st.Pending, PendingJob{JobID: p.JobID, Seq: p.Seq, Operation: p.Kind, Granted: p.Granted,
 			Grant:   messages.Grant{Pool: p.Grant.Pool, Bytes: p.Grant.Bytes, Target: p.Grant.Target},
 			Created: p.Created, GrantedAt: p.GrantedAt, Worker: p.Worker, Delivery: p.Delivery})
+	}
+	for _, r := range e.Requests {
+		if r.ID == "" || messages.ValidRequestID(r.ID) != nil || r.Op == "" || !json.Valid(r.Reply) {
+			return nil, fmt.Errorf("request record %q (%s): malformed", r.ID, r.Op)
+		}
+		st.Requests = append(st.Requests, RequestRecord{ID: r.ID, Op: r.Op, At: r.At, Reply: r.Reply})
 	}
 	return st, nil
 }

@@ -29,11 +29,22 @@
 //	              "granted": true, "grant": {"pool": "tm", "bytes": ..., "target": ...},
 //	              "created": 1700000000000000000, "granted_at": ...,
 //	              "worker": "merger-1", "delivery": 1}],
-//	 "result_of": "window.t.p.8", "created": ...}   (window result tables only)
+//	 "result_of": "window.t.p.8", "created": ...,   (window result tables only)
+//	 "requests": [{"id": "req-5f0c...", "op": "register", "at": ...,
+//	               "reply": {"live": 12}}, ...]}
 //
 // Containers are those of the entry's projection; "readers" counts the
 // pending jobs whose inputs hold the container (omitted when none). A
 // dead container is deleted once its count is zero.
+//
+// "requests" are the scheduler's answers to the latest client requests
+// with an ID that changed the entry ("op": register, drop, mergeout,
+// window; "reply" the JSON of the wire reply, a refusal as its "error"),
+// written in the same compare-and-set as the change, so a request sent
+// again (its reply late or lost, the scheduler restarted) gets the first
+// answer and changes nothing more: the newest 64, none older than a day
+// (requests.go). Absent when empty; an entry written before it existed
+// reads as having none.
 //
 // "<table>/<projection>/job/<seq>", the body of pending job seq of the
 // projection: the job as made, its full input list and what its kind

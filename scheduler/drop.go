@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -19,16 +20,27 @@ func (s *Scheduler) DropContainers(ctx context.Context, req *messages.DropContai
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("drop containers: %w: %v", ErrInvalid, err)
 	}
+	return once(ctx, s, requestDrop, req.RequestID, func() (*messages.DropContainersReply, error) { return s.dropContainers(ctx, req) })
+}
+
+func (s *Scheduler) dropContainers(ctx context.Context, req *messages.DropContainersRequest) (*messages.DropContainersReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, rev, err := s.catalog.Get(ctx, req.Table, req.Projection); err != nil {
+	if st, rev, err := s.catalog.Get(ctx, req.Table, req.Projection); err != nil {
 		return nil, err
 	} else if rev == 0 {
 		return nil, fmt.Errorf("drop containers: %w: %s.%s", ErrUnknownTable, req.Table, req.Projection)
+	} else if rec := st.request(requestDrop, req.RequestID); rec != nil {
+		return s.repeatDrop(req, rec)
 	}
 	var dropped []messages.ContainerRef
+	var prior *RequestRecord
 	st, err := s.catalog.Update(ctx, req.Table, req.Projection, func(st *ProjectionState) error {
-		dropped = dropped[:0]
+		dropped, prior = dropped[:0], nil
+		if rec := st.request(requestDrop, req.RequestID); rec != nil {
+			prior = rec
+			return errAnswered
+		}
 		readers := st.readers()
 		for _, id := range req.IDs {
 			i := st.liveIndex(id)
@@ -43,14 +55,28 @@ func (s *Scheduler) DropContainers(ctx context.Context, req *messages.DropContai
 		}
 		st.Live = slices.DeleteFunc(st.Live, func(c messages.ContainerRef) bool { return slices.Contains(req.IDs, c.ID) })
 		st.Dead = append(st.Dead, dropped...)
-		return nil
+		return st.recordRequest(requestDrop, req.RequestID, s.now(), &messages.DropContainersReply{Dropped: dropped, Live: len(st.Live)})
 	})
+	if errors.Is(err, errAnswered) {
+		return s.repeatDrop(req, prior)
+	}
 	if err != nil {
 		return nil, err
 	}
 	s.log.Warn("containers dropped by request", "table", req.Table, "projection", req.Projection,
-		"containers", req.IDs, "rows", rowsOf(dropped), "live", len(st.Live))
+		"containers", req.IDs, "rows", rowsOf(dropped), "live", len(st.Live), "request", req.RequestID)
 	s.collectDead(ctx, req.Table, req.Projection)
 	s.selectStrata(ctx, req.Table, req.Projection)
 	return &messages.DropContainersReply{Dropped: dropped, Live: len(st.Live)}, nil
+}
+
+// repeatDrop answers a drop request sent again with the first answer.
+func (s *Scheduler) repeatDrop(req *messages.DropContainersRequest, rec *RequestRecord) (*messages.DropContainersReply, error) {
+	rep := new(messages.DropContainersReply)
+	if err := rec.answer(rep, &rep.Error); err != nil {
+		return nil, err
+	}
+	s.log.Info("drop request sent again; answered as before", "table", req.Table, "projection", req.Projection, "request", req.RequestID)
+	rep.Repeat = true
+	return rep, nil
 }

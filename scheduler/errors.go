@@ -46,9 +46,12 @@ func APIError(err error) *messages.APIError {
 	if err == nil {
 		return nil
 	}
-	code := "internal"
+	code := messages.ErrCodeInternal
 	var unknownVersion *messages.UnknownVersionError
+	var recorded *messages.APIError
 	switch {
+	case errors.As(err, &recorded): // an answer recorded before (requests.go)
+		return recorded
 	case errors.Is(err, ErrTooManyContainers):
 		code = messages.ErrCodeTooManyContainers
 	case errors.Is(err, ErrUnknownPool), errors.Is(err, ErrUnknownTable):

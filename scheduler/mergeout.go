@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/strata-db/strata/messages"
 )
@@ -11,29 +12,43 @@ import (
 // Register adds loaded containers to a projection's live set, refusing a
 // load that would pass the projection's container limit, then starts the
 // mergeouts the strata call for. Registering a container already live is a
-// no-op, so a retried load is safe.
+// no-op. A request with an ID is answered once (requests.go): sent again,
+// it gets the first answer, a refusal included, and adds nothing, even
+// when the containers it names were merged away since.
 func (s *Scheduler) Register(ctx context.Context, req *messages.RegisterRequest) (*messages.RegisterReply, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("register: %w: %v", ErrInvalid, err)
 	}
-	// The containers must be committed; their rows and bytes are taken
-	// from their manifests, not from the request.
-	containers := append([]messages.ContainerRef(nil), req.Containers...)
-	if s.opts.Data != nil {
-		for i, c := range containers {
-			rows, bytes, err := s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
-			if errors.Is(err, ErrBadOutput) {
-				return nil, fmt.Errorf("register: %w: container %s: %v", ErrInvalid, c.ID, err)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("register: container %s: %w", c.ID, err)
-			}
-			containers[i].Rows, containers[i].Bytes = rows, bytes
+	return once(ctx, s, requestRegister, req.RequestID, func() (*messages.RegisterReply, error) { return s.register(ctx, req) })
+}
+
+// checkParallel bounds the containers a registration checks at once.
+const checkParallel = 8
+
+func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest) (*messages.RegisterReply, error) {
+	if req.RequestID != "" {
+		st, _, err := s.catalog.Get(ctx, req.Table, req.Projection)
+		if err != nil {
+			return nil, err
 		}
+		if rec := st.request(requestRegister, req.RequestID); rec != nil {
+			return s.repeatRegister(req, rec)
+		}
+	}
+	containers, err := s.checkContainers(ctx, req.Containers)
+	if err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var prior *RequestRecord
+	var refused error
 	st, err := s.catalog.Update(ctx, req.Table, req.Projection, func(st *ProjectionState) error {
+		prior, refused = nil, nil
+		if rec := st.request(requestRegister, req.RequestID); rec != nil {
+			prior = rec
+			return errAnswered
+		}
 		var add []messages.ContainerRef
 		for _, c := range containers {
 			if st.liveIndex(c.ID) < 0 {
@@ -41,30 +56,110 @@ func (s *Scheduler) Register(ctx context.Context, req *messages.RegisterRequest)
 			}
 		}
 		if max := s.opts.Strata.MaxContainers; len(st.Live)+len(add) > max {
-			return &TooManyContainersError{Table: req.Table, Projection: req.Projection, Live: len(st.Live), Adding: len(add), Max: max}
+			refused = &TooManyContainersError{Table: req.Table, Projection: req.Projection, Live: len(st.Live), Adding: len(add), Max: max}
+			if req.RequestID == "" {
+				return refused
+			}
+			// Recorded, so that a resend is refused too and a client that
+			// removes its files on this answer never has them registered.
+			return st.recordRequest(requestRegister, req.RequestID, s.now(), &messages.RegisterReply{Error: APIError(refused)})
 		}
 		st.Live = append(st.Live, add...)
-		return nil
+		return st.recordRequest(requestRegister, req.RequestID, s.now(), &messages.RegisterReply{Live: len(st.Live)})
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errAnswered):
+		return s.repeatRegister(req, prior)
+	case err != nil:
 		return nil, err
+	case refused != nil:
+		return nil, refused
 	}
-	s.log.Info("registered containers", "table", req.Table, "projection", req.Projection, "added", len(req.Containers), "live", len(st.Live))
+	s.log.Info("registered containers", "table", req.Table, "projection", req.Projection, "added", len(req.Containers), "live", len(st.Live), "request", req.RequestID)
 	s.selectStrata(ctx, req.Table, req.Projection)
 	return &messages.RegisterReply{Live: len(st.Live)}, nil
 }
 
+// errAnswered aborts a catalog update for a request the entry shows was
+// answered already.
+var errAnswered = errors.New("scheduler: request already answered")
+
+// repeatRegister answers a registration sent again with the first answer.
+func (s *Scheduler) repeatRegister(req *messages.RegisterRequest, rec *RequestRecord) (*messages.RegisterReply, error) {
+	rep := new(messages.RegisterReply)
+	if err := rec.answer(rep, &rep.Error); err != nil {
+		s.log.Info("registration sent again; refused as before", "table", req.Table, "projection", req.Projection, "request", req.RequestID)
+		return nil, err
+	}
+	s.log.Info("registration sent again; answered as before", "table", req.Table, "projection", req.Projection, "request", req.RequestID, "live", rep.Live)
+	rep.Repeat = true
+	return rep, nil
+}
+
+// checkContainers checks that each container is committed, checkParallel
+// at a time, and returns them with their rows and bytes taken from their
+// manifests, not from the request. A container missing or corrupt is an
+// invalid request.
+func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.ContainerRef) ([]messages.ContainerRef, error) {
+	containers := append([]messages.ContainerRef(nil), refs...)
+	if s.opts.Data == nil {
+		return containers, nil
+	}
+	errs := make([]error, len(containers))
+	sem := make(chan struct{}, checkParallel)
+	var wg sync.WaitGroup
+	for i := range containers {
+		if ctx.Err() != nil {
+			errs[i] = ctx.Err()
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(c *messages.ContainerRef, err *error) {
+			defer func() { <-sem; wg.Done() }()
+			rows, bytes, cerr := s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
+			switch {
+			case errors.Is(cerr, ErrBadOutput):
+				*err = fmt.Errorf("register: %w: container %s: %v", ErrInvalid, c.ID, cerr)
+			case cerr != nil:
+				*err = fmt.Errorf("register: container %s: %w", c.ID, cerr)
+			default:
+				c.Rows, c.Bytes = rows, bytes
+			}
+		}(&containers[i], &errs[i])
+	}
+	wg.Wait()
+	// An invalid container is the answer, whatever else failed.
+	for _, err := range errs {
+		if errors.Is(err, ErrInvalid) {
+			return nil, err
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return containers, nil
+}
+
 // RequestMergeout merges, now, every live container of the table's
-// projections (or the one named) that no running job reads.
+// projections (or the one named) that no running job reads. A request
+// with an ID sent again gets the jobs the first one started.
 func (s *Scheduler) RequestMergeout(ctx context.Context, req *messages.MergeoutRequest) (*messages.MergeoutReply, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("mergeout: %w: %v", ErrInvalid, err)
 	}
+	return once(ctx, s, requestMergeout, req.RequestID, func() (*messages.MergeoutReply, error) { return s.requestMergeout(ctx, req) })
+}
+
+func (s *Scheduler) requestMergeout(ctx context.Context, req *messages.MergeoutRequest) (*messages.MergeoutReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	states, err := s.catalog.List(ctx, req.Table)
 	if err != nil {
 		return nil, err
+	}
+	if rep, ok, err := s.repeatMergeout(req, states); ok || err != nil {
+		return rep, err
 	}
 	reply := &messages.MergeoutReply{}
 	found := false
@@ -82,7 +177,7 @@ func (s *Scheduler) RequestMergeout(ctx context.Context, req *messages.MergeoutR
 		if !ok {
 			continue
 		}
-		ref, err := s.startMergeout(ctx, st.Table, st.Projection, sel)
+		ref, err := s.startMergeout(ctx, st.Table, st.Projection, sel, req.RequestID)
 		if err != nil {
 			return nil, err
 		}
@@ -94,6 +189,32 @@ func (s *Scheduler) RequestMergeout(ctx context.Context, req *messages.MergeoutR
 	return reply, nil
 }
 
+// repeatMergeout answers a mergeout request sent again with the jobs it
+// started, recorded in each projection that got one; ok is false when no
+// projection records the request (it started nothing, or never arrived).
+func (s *Scheduler) repeatMergeout(req *messages.MergeoutRequest, states []*ProjectionState) (*messages.MergeoutReply, bool, error) {
+	reply := &messages.MergeoutReply{}
+	ok := false
+	for _, st := range states {
+		rec := st.request(requestMergeout, req.RequestID)
+		if rec == nil {
+			continue
+		}
+		var one messages.MergeoutReply
+		if err := rec.answer(&one, &one.Error); err != nil {
+			return nil, true, err
+		}
+		for _, j := range one.Jobs {
+			reply.Jobs = append(reply.Jobs, s.jobRef(j.JobID))
+		}
+		ok = true
+	}
+	if ok {
+		s.log.Info("mergeout request sent again; same jobs", "table", req.Table, "request", req.RequestID, "jobs", len(reply.Jobs))
+	}
+	return reply, ok, nil
+}
+
 // selectStrata starts the mergeouts the projection's strata call for.
 // Errors are logged: selection runs again on the next change.
 func (s *Scheduler) selectStrata(ctx context.Context, table, projection string) {
@@ -103,7 +224,7 @@ func (s *Scheduler) selectStrata(ctx context.Context, table, projection string) 
 		return
 	}
 	for _, sel := range SelectStrata(st.Live, st.readers(), s.opts.Strata) {
-		if _, err := s.startMergeout(ctx, table, projection, sel); err != nil {
+		if _, err := s.startMergeout(ctx, table, projection, sel, ""); err != nil {
 			s.log.Error("start mergeout", "table", table, "projection", projection, "stratum", sel.Stratum, "err", err)
 			return
 		}
@@ -114,8 +235,9 @@ func (s *Scheduler) selectStrata(ctx context.Context, table, projection string) 
 var errInputsTaken = errors.New("scheduler: mergeout inputs no longer free")
 
 // startMergeout records the job as pending in the catalog (so its inputs
-// are taken), then asks the tm pool for its grant.
-func (s *Scheduler) startMergeout(ctx context.Context, table, projection string, sel Selection) (messages.JobRef, error) {
+// are taken), with the answer to the client request requestID if not
+// empty, then asks the tm pool for its grant.
+func (s *Scheduler) startMergeout(ctx context.Context, table, projection string, sel Selection, requestID string) (messages.JobRef, error) {
 	now := s.now()
 	pool := messages.DefaultMergeoutPool
 	st, j, err := s.catalog.AddJob(ctx, table, projection, pool, func(st *ProjectionState, seq uint64) (job, error) {
@@ -137,6 +259,8 @@ func (s *Scheduler) startMergeout(ctx context.Context, table, projection string,
 			Stratum:    sel.Stratum,
 			Created:    now.UnixNano(),
 		}}, nil
+	}, func(st *ProjectionState, j job) error {
+		return st.recordRequest(requestMergeout, requestID, now, &messages.MergeoutReply{Jobs: []messages.JobRef{{JobID: j.id()}}})
 	})
 	if err != nil {
 		return messages.JobRef{}, fmt.Errorf("start mergeout of %s.%s: %w", table, projection, err)

@@ -28,9 +28,16 @@ func DefaultPools() []messages.PoolConfig {
 }
 
 // poolStore keeps pool configurations in a KV, one JSON PoolConfig per key
-// (the pool's name).
+// (the pool's name), with the ID of the request that created the pool
+// ("request_id", absent for the defaults and for pools created without one).
 type poolStore struct {
 	kv KV
+}
+
+// storedPool is a pool's value in the KV.
+type storedPool struct {
+	messages.PoolConfig
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // load returns the stored pools, first creating any of defaults missing.
@@ -63,22 +70,28 @@ func (s poolStore) load(ctx context.Context, defaults []messages.PoolConfig) ([]
 }
 
 func (s poolStore) get(ctx context.Context, name string) (messages.PoolConfig, uint64, error) {
-	data, rev, err := s.kv.Get(ctx, name)
-	if err != nil {
-		return messages.PoolConfig{}, 0, fmt.Errorf("pools: read %s: %w", name, err)
-	}
-	var cfg messages.PoolConfig
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return messages.PoolConfig{}, 0, fmt.Errorf("pools: decode %s at revision %d: %w", name, rev, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return messages.PoolConfig{}, 0, fmt.Errorf("pools: stored pool %s: %w", name, err)
-	}
-	return cfg, rev, nil
+	p, rev, err := s.getStored(ctx, name)
+	return p.PoolConfig, rev, err
 }
 
-func (s poolStore) create(ctx context.Context, cfg messages.PoolConfig) error {
-	data, err := json.Marshal(cfg)
+func (s poolStore) getStored(ctx context.Context, name string) (storedPool, uint64, error) {
+	data, rev, err := s.kv.Get(ctx, name)
+	if err != nil {
+		return storedPool{}, 0, fmt.Errorf("pools: read %s: %w", name, err)
+	}
+	var p storedPool
+	if err := json.Unmarshal(data, &p); err != nil {
+		return storedPool{}, 0, fmt.Errorf("pools: decode %s at revision %d: %w", name, rev, err)
+	}
+	if err := p.Validate(); err != nil {
+		return storedPool{}, 0, fmt.Errorf("pools: stored pool %s: %w", name, err)
+	}
+	return p, rev, nil
+}
+
+// create stores a new pool made by request requestID (may be empty).
+func (s poolStore) create(ctx context.Context, cfg messages.PoolConfig, requestID string) error {
+	data, err := json.Marshal(storedPool{PoolConfig: cfg, RequestID: requestID})
 	if err != nil {
 		return err
 	}
@@ -94,18 +107,19 @@ func (s poolStore) create(ctx context.Context, cfg messages.PoolConfig) error {
 // alter applies req with compare-and-set and returns the new configuration.
 func (s poolStore) alter(ctx context.Context, req *messages.AlterPoolRequest) (messages.PoolConfig, error) {
 	for range 32 {
-		cfg, rev, err := s.get(ctx, req.Name)
+		p, rev, err := s.getStored(ctx, req.Name)
 		if errors.Is(err, ErrKeyNotFound) {
 			return messages.PoolConfig{}, fmt.Errorf("alter pool %s: %w", req.Name, ErrUnknownPool)
 		}
 		if err != nil {
 			return messages.PoolConfig{}, err
 		}
-		cfg = req.Apply(cfg)
+		cfg := req.Apply(p.PoolConfig)
 		if err := cfg.Validate(); err != nil {
 			return messages.PoolConfig{}, fmt.Errorf("alter pool %s: %w: %v", req.Name, ErrInvalid, err)
 		}
-		data, err := json.Marshal(cfg)
+		p.PoolConfig = cfg
+		data, err := json.Marshal(p)
 		if err != nil {
 			return messages.PoolConfig{}, err
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/strata-db/strata/messages"
 )
 
@@ -119,9 +121,9 @@ type Scheduler struct {
 	// accepted is the worker holding each in-flight job's latest delivery,
 	// from its accepted event (kept in the job's pending entry too).
 	accepted map[string]delivery
-	// answered remembers the replies to the latest window requests that
-	// carried a request ID, so a client's resend gets the same job.
-	answered *requestLog
+	// inflight are the client requests with an ID being carried out, so a
+	// resend waits for the first rather than running again (requests.go).
+	inflight singleflight.Group
 	// failing are jobs failed (with the reason) whose catalog entry could
 	// not be written then; Tick settles them again.
 	failing map[string]string
@@ -154,7 +156,6 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		where:       map[string]projKey{},
 		unpublished: map[string]bool{},
 		accepted:    map[string]delivery{},
-		answered:    newRequestLog(answeredRequests),
 		failing:     map[string]string{},
 	}
 	cfgs, err := s.pools.load(ctx, opts.Pools)

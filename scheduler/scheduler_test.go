@@ -776,15 +776,9 @@ func TestWindowRequestSentAgain(t *testing.T) {
 	if none := req(""); none.Job.JobID == first.Job.JobID || len(h.pub.windows) != 3 {
 		t.Fatalf("a request without an ID got %+v", none)
 	}
-	l := newRequestLog(2)
-	for _, id := range []string{"a", "b", "c"} {
-		l.put(id, messages.WindowReply{ResultTable: id})
-	}
-	if _, ok := l.get("a"); ok {
-		t.Fatal("the oldest request ID is still remembered past the log's size")
-	}
-	if rep, ok := l.get("c"); !ok || rep.ResultTable != "c" {
-		t.Fatalf("latest request: %+v, %v", rep, ok)
+	h.start() // a restarted scheduler knows the request from the catalog
+	if again := req("r1"); again.Job.JobID != first.Job.JobID || len(h.state("t").Pending) != 3 {
+		t.Fatalf("resent after a restart: %+v, pending %+v", again, h.state("t").Pending)
 	}
 }
 

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -45,10 +46,13 @@ func (s *Scheduler) CreatePool(ctx context.Context, req *messages.CreatePoolRequ
 	s.mu.Lock()
 	if _, ok := s.adm.Pool(req.Pool.Name); ok {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("create pool %s: %w", req.Pool.Name, ErrPoolExists)
+		return s.repeatCreatePool(ctx, req)
 	}
-	if err := s.pools.create(ctx, req.Pool); err != nil {
+	if err := s.pools.create(ctx, req.Pool, req.RequestID); err != nil {
 		s.mu.Unlock()
+		if errors.Is(err, ErrPoolExists) {
+			return s.repeatCreatePool(ctx, req)
+		}
 		return nil, err
 	}
 	if err := s.adm.CreatePool(req.Pool); err != nil {
@@ -58,6 +62,23 @@ func (s *Scheduler) CreatePool(ctx context.Context, req *messages.CreatePoolRequ
 	s.mu.Unlock()
 	s.log.Info("pool created", "pool", req.Pool.Name)
 	return s.Pools(), nil
+}
+
+// repeatCreatePool answers a request to create a pool that exists: done,
+// if this very request (its ID) created it, its reply late or lost;
+// refused with ErrPoolExists otherwise.
+func (s *Scheduler) repeatCreatePool(ctx context.Context, req *messages.CreatePoolRequest) (*messages.PoolsReply, error) {
+	if req.RequestID != "" {
+		p, _, err := s.pools.getStored(ctx, req.Pool.Name)
+		if err != nil {
+			return nil, err
+		}
+		if p.RequestID == req.RequestID {
+			s.log.Info("pool create sent again; answered as done", "pool", req.Pool.Name, "request", req.RequestID)
+			return s.Pools(), nil
+		}
+	}
+	return nil, fmt.Errorf("create pool %s: %w", req.Pool.Name, ErrPoolExists)
 }
 
 // AlterPool changes a pool's knobs at runtime, stored in the pools bucket;

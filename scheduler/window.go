@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/strata-db/strata/messages"
@@ -22,18 +23,32 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 	if pool == "" {
 		pool = messages.DefaultWindowPool
 	}
+	return once(ctx, s, requestWindow, req.RequestID, func() (*messages.WindowReply, error) { return s.submitWindow(ctx, req, pool) })
+}
+
+func (s *Scheduler) submitWindow(ctx context.Context, req *messages.WindowRequest, pool string) (*messages.WindowReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if rep, ok := s.answered.get(req.RequestID); ok {
-		s.log.Info("window request sent again; same job", "request", req.RequestID, "job", rep.Job.JobID)
-		rep.Job = s.jobRef(rep.Job.JobID)
-		return rep, nil
+	table := req.Query.Table
+	states, err := s.catalog.List(ctx, table)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range states {
+		if rec := st.request(requestWindow, req.RequestID); rec != nil {
+			rep := new(messages.WindowReply)
+			if err := rec.answer(rep, &rep.Error); err != nil {
+				return nil, err
+			}
+			s.log.Info("window request sent again; same job", "request", req.RequestID, "job", rep.Job.JobID)
+			rep.Job = s.jobRef(rep.Job.JobID)
+			return rep, nil
+		}
 	}
 	if _, ok := s.adm.Pool(pool); !ok {
 		return nil, fmt.Errorf("window: pool %q: %w", pool, ErrUnknownPool)
 	}
-	table := req.Query.Table
-	projection, err := s.windowProjection(ctx, table)
+	projection, err := windowProjection(table, states)
 	if err != nil {
 		return nil, err
 	}
@@ -50,6 +65,9 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 			Output:      fmt.Sprintf("w%08d", seq),
 			Created:     now.UnixNano(),
 		}}, nil
+	}, func(st *ProjectionState, j job) error {
+		w := j.(*windowJob).w
+		return st.recordRequest(requestWindow, req.RequestID, now, &messages.WindowReply{Job: messages.JobRef{JobID: w.JobID}, ResultTable: w.ResultTable})
 	})
 	if err != nil {
 		return nil, err
@@ -58,56 +76,13 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 	if err := s.admit(ctx, j.id(), pool, j.want(), now); err != nil {
 		return nil, err
 	}
-	rep := &messages.WindowReply{Job: s.jobRef(j.id()), ResultTable: j.(*windowJob).w.ResultTable}
-	s.answered.put(req.RequestID, *rep)
-	return rep, nil
+	return &messages.WindowReply{Job: s.jobRef(j.id()), ResultTable: j.(*windowJob).w.ResultTable}, nil
 }
 
-// answeredRequests is how many window request IDs the scheduler remembers:
-// far more than clients resend within a request timeout.
-const answeredRequests = 4096
-
-// requestLog maps the latest request IDs to their replies, forgetting the
-// oldest beyond its size. An empty ID is never kept.
-type requestLog struct {
-	size    int
-	replies map[string]messages.WindowReply
-	order   []string // oldest first
-}
-
-func newRequestLog(size int) *requestLog {
-	return &requestLog{size: size, replies: map[string]messages.WindowReply{}}
-}
-
-func (l *requestLog) get(id string) (*messages.WindowReply, bool) {
-	if id == "" {
-		return nil, false
-	}
-	rep, ok := l.replies[id]
-	return &rep, ok
-}
-
-func (l *requestLog) put(id string, rep messages.WindowReply) {
-	if id == "" {
-		return
-	}
-	if _, ok := l.replies[id]; !ok {
-		l.order = append(l.order, id)
-	}
-	l.replies[id] = rep
-	for len(l.order) > l.size {
-		delete(l.replies, l.order[0])
-		l.order = l.order[1:]
-	}
-}
-
-// windowProjection picks the projection a window query reads: the one with
-// the most live containers' rows, ties by name.
-func (s *Scheduler) windowProjection(ctx context.Context, table string) (string, error) {
-	states, err := s.catalog.List(ctx, table)
-	if err != nil {
-		return "", err
-	}
+// windowProjection picks the projection of the table's states a window
+// query reads: the one with the most live containers' rows, ties by name.
+func windowProjection(table string, states []*ProjectionState) (string, error) {
+	states = slices.Clone(states)
 	sort.SliceStable(states, func(i, j int) bool {
 		return rowsOf(states[i].Live) > rowsOf(states[j].Live)
 	})

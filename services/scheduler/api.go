@@ -12,16 +12,26 @@ import (
 	"github.com/strata-db/strata/scheduler"
 )
 
-// apiServer answers the strata.api.* requests.
+// apiServer answers the strata.api.* requests, each on a goroutine of its
+// own (at most apiConcurrency at once), so a registration checking many
+// containers in a bucket does not hold up the reads behind it, nor the
+// same registration sent again, which waits for the first (the
+// scheduler's once).
 type apiServer struct {
 	s        *scheduler.Scheduler
 	log      *slog.Logger
 	timeout  time.Duration
 	requests *prometheus.CounterVec
+	slots    chan struct{}
+	fault    *apiFault // test failpoint, nil unless STRATA_TEST_API_FAULT is set
 }
 
+// apiConcurrency bounds the requests answered at once; more wait in the
+// subscription's queue.
+const apiConcurrency = 32
+
 func newAPIServer(s *scheduler.Scheduler, log *slog.Logger, reg prometheus.Registerer) *apiServer {
-	a := &apiServer{s: s, log: log, timeout: 30 * time.Second,
+	a := &apiServer{s: s, log: log, timeout: 30 * time.Second, slots: make(chan struct{}, apiConcurrency),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "strata_scheduler_api_requests_total",
 			Help: "API requests answered, by subject and outcome (ok, error).",
@@ -41,6 +51,16 @@ var apiSubjects = []string{
 	messages.SubjectAPIRegister, messages.SubjectAPIMergeout, messages.SubjectAPIWindow, messages.SubjectAPIOperations,
 	messages.SubjectAPIAcquisitions, messages.SubjectAPIPools, messages.SubjectAPIPoolCreate, messages.SubjectAPIPoolAlter,
 	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers,
+}
+
+// serve is the subscription's handler: it answers msg on a goroutine once
+// a slot is free.
+func (a *apiServer) serve(msg *nats.Msg) {
+	a.slots <- struct{}{}
+	go func() {
+		defer func() { <-a.slots }()
+		a.handle(msg)
+	}()
 }
 
 // handle answers one request. A request that does not decode gets the
@@ -66,7 +86,7 @@ func (a *apiServer) handle(msg *nats.Msg) {
 		a.log.Error("encode reply", "subject", msg.Subject, "err", err)
 		return
 	}
-	if msg.Reply == "" {
+	if msg.Reply == "" || !a.fault.beforeReply(msg.Subject, a.log) {
 		return
 	}
 	if err := msg.Respond(data); err != nil {

@@ -181,7 +181,12 @@ func run(args []string) error {
 	})
 
 	api := newAPIServer(s, log, reg)
-	sub, err := nc.QueueSubscribe(messages.SubjectAPIAll, "scheduler", api.handle)
+	if api.fault, err = parseAPIFault(os.Getenv(apiFaultEnv)); err != nil {
+		return fmt.Errorf("%s: %w", apiFaultEnv, err)
+	} else if api.fault != nil {
+		log.Warn("test failpoint set: API replies are delayed, dropped or the process exits before replying", "env", apiFaultEnv, "fault", os.Getenv(apiFaultEnv))
+	}
+	sub, err := nc.QueueSubscribe(messages.SubjectAPIAll, "scheduler", api.serve)
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", messages.SubjectAPIAll, err)
 	}
