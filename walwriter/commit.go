@@ -228,10 +228,33 @@ func (w *WAL) syncLoop() {
 	}
 	// The encoder has stopped (it closed flushes): its segment is ours.
 	if w.seg != nil {
+		w.sealAtClose()
 		if err := w.seg.Close(); err != nil {
 			w.fail(fmt.Errorf("%w: close segment %s: %w", ErrFailed, w.segName, err))
 		}
 	}
+}
+
+// sealAtClose seals the segment being written when the WAL closes cleanly
+// and it holds records: cut to the end of its last durable batch (the
+// preallocated zeros after it, as the next Open would) and synced, it is
+// never written again, since Open continues in a new segment. A segment
+// holding no record is left for Open to remove. A failed cut only leaves
+// the segment unsealed until the next Open.
+func (w *WAL) sealAtClose() {
+	if w.failure() != nil || w.durableSeg != w.segName || w.durableOff <= segmentHeaderSize {
+		return
+	}
+	err := w.seg.Truncate(w.durableOff)
+	if err == nil {
+		err = w.seg.Sync()
+	}
+	if err != nil {
+		w.log.Warn("cannot cut the last segment at close; the next open does", "segment", w.segName, "err", err)
+		return
+	}
+	first, _ := parseSegmentName(w.segName)
+	w.seal(first)
 }
 
 // barrier returns once the syncer has handled every item sent before it.

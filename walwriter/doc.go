@@ -99,16 +99,18 @@
 //	magic "STRATACK" | version u32 | reserved u32 | checkpoint LSN u64 | CRC-32C of the previous 24 bytes u32
 //
 // A segment is sealed once nothing more is ever written to it: it was
-// closed full after its last batch was durable, or Open found it on disk
-// and continued in a new segment (Segments reports which are). Sealed
-// segments and the checkpoint file are what package walarchive copies to
-// an object store; the segment being written is not.
+// closed full after its last batch was durable, Close cut it after its
+// last durable batch (a clean close of a segment holding records), or Open
+// found it on disk and continued in a new segment (Segments reports which
+// are). Sealed segments and the checkpoint file are what package
+// walarchive copies to an object store; the segment being written is not
+// (until a clean Close seals it).
 //
 // Segments whose records all precede the checkpoint LSN may be removed
-// (RemoveObsoleteSegments; an archiver keeps those not yet archived). A reader asked for an LSN at or after the
-// checkpoint starts at the checkpoint's segment; deltas before the first
-// checkpoint of a WAL whose older segments were removed cannot be resolved
-// (ErrNoBase).
+// (RemoveObsoleteSegments; an archiver keeps those not yet archived). A
+// reader asked for an LSN at or after the checkpoint starts at the
+// checkpoint's segment; deltas before the first checkpoint of a WAL whose
+// older segments were removed cannot be resolved (ErrNoBase).
 //
 // Recovery: on Open the last segment is read up to its first record that
 // is torn or fails its CRC; everything from there to the last non-zero

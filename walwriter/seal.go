@@ -7,7 +7,8 @@ import (
 )
 
 // A segment is sealed once nothing more will ever be written to it: the
-// syncer closed it full after its last batch was durable, or Open (or the
+// syncer closed it full after its last batch was durable, a clean Close
+// cut it after its last durable batch (sealAtClose), or Open (or the
 // recovery from a failed write) found it on disk and continued in a new
 // segment. A sealed segment's records are final; only the preallocated
 // zeros after them may still be cut when recovery truncates the segment it

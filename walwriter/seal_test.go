@@ -78,3 +78,54 @@ func TestSegmentsSealedAndGuard(t *testing.T) {
 		t.Fatalf("after reopen, current segment %+v", s)
 	}
 }
+
+// A clean Close cuts the segment being written after its records and seals
+// it; the next Open has nothing to cut there. A segment with no records is
+// left unsealed (Open removes it).
+func TestCloseSealsCurrentSegment(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentSize: 128 << 10, MaxRowBytes: 4096}
+	w := openTest(t, dir, opts)
+	appendMany(t, w, "a-", 500, 50, rand.New(rand.NewPCG(6, 6)))
+	segs, err := w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	current := segs[len(segs)-1]
+	if current.Sealed || current.Size != opts.SegmentSize {
+		t.Fatalf("segment being written %+v: want it preallocated, not sealed", current)
+	}
+	w.Close()
+	select {
+	case <-w.Changed():
+	default:
+		t.Fatal("no change signalled by the seal at close")
+	}
+	segs, err = w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := segs[len(segs)-1]
+	if closed.Name != current.Name || !closed.Sealed || closed.Size >= opts.SegmentSize {
+		t.Fatalf("after Close: %+v; want %s sealed and cut to its records", closed, current.Name)
+	}
+	s, err := scanSegment(dir, segmentInfo{First: closed.First, Name: closed.Name}, false)
+	if err != nil || s.end != closed.Size {
+		t.Fatalf("records of %s end at %d (%v), file is %d bytes", closed.Name, s.end, err, closed.Size)
+	}
+
+	// Reopened and closed with nothing written: the new segment holds no
+	// record and is not sealed.
+	w = openTest(t, dir, opts)
+	w.Close()
+	segs, err = w.Segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := segs[len(segs)-1]; last.Name == closed.Name || last.Sealed || last.Size != opts.SegmentSize {
+		t.Fatalf("empty segment after Close: %+v; want a new one, not sealed", last)
+	}
+	if prev := segs[len(segs)-2]; prev.Name != closed.Name || prev.Size != closed.Size {
+		t.Fatalf("segment closed before: %+v, want %+v unchanged by the open", prev, closed)
+	}
+}

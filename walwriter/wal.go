@@ -304,7 +304,10 @@ func (w *WAL) validate(r *request) error {
 }
 
 // Close writes what is queued, stops the commit goroutine and closes the
-// current segment. Calls after Close return ErrClosed.
+// current segment. When everything was written, a current segment holding
+// records is cut after its last record and sealed (Segments reports it so
+// after Close), so an archiver's next pass copies it. Calls after Close
+// return ErrClosed.
 func (w *WAL) Close() error {
 	w.mu.Lock()
 	if w.closed {

@@ -32,7 +32,8 @@ Archive: a walwriter started with --store URL copies each sealed segment
 (one no longer written) and each new checkpoint to the store under
 --archive-prefix (default wal/HOST/), in the background. The copy lags the
 WAL by the segment being written plus the uploads queued; a store outage
-delays it and never the WAL. To recover a lost disk:
+delays it and never the WAL. A clean stop (SIGTERM) uploads the segment
+being written too. To recover a lost disk:
 
   strata wal restore --from URL --prefix wal/HOST/ DIR
   walwriter --wal DIR ...`

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -18,6 +20,7 @@ import (
 	"github.com/strata-db/strata/internal/storeflags"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/walwriter"
+	"github.com/strata-db/strata/walwriter/walarchive"
 )
 
 // With --store the walwriter archives sealed segments under wal/HOST/ and
@@ -98,5 +101,76 @@ func TestArchiveFlagsAndMetrics(t *testing.T) {
 	objs, err := st.List(ctx, "wal/"+host+"/")
 	if err != nil || len(objs) != sealed {
 		t.Fatalf("under wal/%s/: %d objects, %v; want %d", host, len(objs), err, sealed)
+	}
+}
+
+// A clean stop (SIGTERM) closes the WAL, sends the acks, then uploads the
+// segment being written and the checkpoint: a restore from the bucket into
+// an empty directory has every acknowledged record.
+func TestCleanStopArchivesEveryAckedRecord(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.DiscardHandler)
+	tbl := walwriter.Table{Name: "t", Columns: []messages.RowType{messages.RowInt64, messages.RowText}}
+	dir := t.TempDir()
+	w, err := walwriter.Open(dir, walwriter.Options{Tables: []walwriter.Table{tbl}, SegmentSize: 128 << 10, DisableDelta: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := s3test.Start(t, "strata")
+	arch, stop, err := startArchive(ctx, &storeflags.Flags{Store: srv.URL}, "wal/h1/", w, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	acked := map[string]walwriter.LSN{}
+	for i := range 700 {
+		row := walwriter.Row{binary.BigEndian.AppendUint64(nil, uint64(i)^1<<63), []byte(strings.Repeat(fmt.Sprint(i), 40))}
+		id := fmt.Sprint("e-", i)
+		lsn, err := w.Append(ctx, walwriter.Update{EventID: id, Table: "t", Key: []byte(fmt.Sprint(i % 10)), Row: row})
+		if err != nil {
+			t.Fatal(err)
+		}
+		acked[id] = lsn
+	}
+	flushed := false
+	if err := closeWAL(w, arch, func() error { flushed = true; return nil }, 10*time.Second, log); err != nil {
+		t.Fatal(err)
+	}
+	if !flushed {
+		t.Fatal("the acks were not flushed")
+	}
+
+	st, err := store.Open(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	dst := t.TempDir()
+	rep, err := walarchive.Restore(ctx, st, "wal/h1/", dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.WAL.Records != uint64(len(acked)) {
+		t.Errorf("restored %d records, want the %d acknowledged", rep.WAL.Records, len(acked))
+	}
+	r, err := walwriter.NewReader(dst, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lsn, ok := acked[rec.EventID]; ok && lsn == rec.LSN {
+			delete(acked, rec.EventID)
+		}
+	}
+	if len(acked) != 0 {
+		t.Fatalf("%d acknowledged records are not in the restored WAL", len(acked))
 	}
 }

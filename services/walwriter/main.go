@@ -21,13 +21,17 @@
 // WAL stays the durable write path, the bucket is its disaster copy, at
 // most the segment being written plus the upload queue behind. A store
 // that cannot be reached is logged and retried with backoff, and
-// strata_wal_archive_lag_segments grows; appends do not wait for it.
+// strata_wal_archive_lag_segments grows; appends do not wait for it. On a
+// clean stop (SIGTERM) the segment being written is sealed after its last
+// durable batch and uploaded with the checkpoint, within
+// --archive-stop-timeout (default 30s), so the bucket then holds every
+// acknowledged event.
 // `strata wal restore --from URL --prefix wal/HOST/ DIR` makes a WAL
 // directory of the copy.
 //
 // Usage:
 //
-//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104] [--store URL [--archive-prefix wal/NAME/]]
+//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104] [--store URL [--archive-prefix wal/NAME/] [--archive-stop-timeout 30s]]
 //
 // Every flag has an environment variable: --wal is STRATA_WAL.
 package main
@@ -66,6 +70,7 @@ func run(args []string) error {
 	var sf storeflags.Flags
 	sf.RegisterWALArchive(fs)
 	archivePrefix := fs.String("archive-prefix", "", "with --store: key prefix of the WAL's archive in the store (default: wal/HOST/)")
+	archiveStopTimeout := fs.Duration("archive-stop-timeout", 30*time.Second, "with --store: on a clean stop, how long uploading the last segment and the checkpoint may take before the walwriter exits anyway (the next start uploads them)")
 	if err := b.Start(args); err != nil {
 		return err
 	}
@@ -137,26 +142,38 @@ func run(args []string) error {
 		return a.consume(stop, cons, *inFlight, 100*time.Millisecond)
 	}, func(error) { close(stop) })
 	err = b.Run()
-	// Close writes what is queued; the acks of those events go out before
-	// the connection drains.
 	walClosed = true
-	if cerr := wal.Close(); cerr != nil {
-		log.Error("close WAL", "err", cerr)
-		if err == nil {
-			err = cerr
-		}
+	if cerr := closeWAL(wal, arch, func() error { return nc.FlushTimeout(drainTimeout) }, *archiveStopTimeout, log); cerr != nil && err == nil {
+		err = cerr
 	}
-	if ferr := nc.FlushTimeout(drainTimeout); ferr != nil {
+	return err
+}
+
+// closeWAL is the end of a stop. The WAL's Close writes what is queued and,
+// when all of it was written, seals the segment being written; flush then
+// sends the acks of those events. With an archiver, one more pass uploads
+// what is not in the bucket yet, that segment and the checkpoint among it,
+// within timeout: after a clean stop the bucket holds every acknowledged
+// record, or the log says what is left for the next start.
+func closeWAL(wal *walwriter.WAL, arch *walarchive.Archiver, flush func() error, timeout time.Duration, log *slog.Logger) error {
+	err := wal.Close()
+	if err != nil {
+		log.Error("close WAL", "err", err)
+	}
+	if ferr := flush(); ferr != nil {
 		log.Warn("flush acknowledgements", "err", ferr)
 	}
-	if arch != nil {
-		// What is sealed and queued goes up now if the store answers
-		// quickly; else on the next start.
-		sctx, scancel := context.WithTimeout(context.Background(), drainTimeout)
-		if serr := arch.Sync(sctx); serr != nil {
-			log.Warn("WAL archive not caught up at stop; the next start uploads the rest", "err", serr, "lag_segments", arch.Stats().LagSegments)
-		}
-		scancel()
+	if arch == nil {
+		return err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if serr := arch.Sync(ctx); serr != nil {
+		s := arch.Stats()
+		log.Warn("WAL archive not caught up at stop; the next start uploads the rest", "err", serr, "lag_segments", s.LagSegments, "lag_bytes", s.LagBytes)
+	} else {
+		log.Info("WAL archive caught up at stop", "took", time.Since(start).Round(time.Millisecond), "checkpoint_lsn", arch.Stats().CheckpointLSN)
 	}
 	return err
 }

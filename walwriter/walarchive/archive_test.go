@@ -590,3 +590,63 @@ func TestArchiveListsOnce(t *testing.T) {
 		t.Fatalf("%d passes made %d listings, want 1", passes, n)
 	}
 }
+
+// A clean stop (the WAL closed, then one more pass) puts the segment being
+// written in the bucket too: a restore has every acknowledged record, and
+// the next start finds that segment archived.
+func TestArchiveCleanStop(t *testing.T) {
+	srv := s3test.Start(t, "strata")
+	st := srv.Store(t)
+	dir := t.TempDir()
+	w := openWAL(t, dir)
+	a, err := walarchive.Start(w, st, walarchive.Options{Prefix: prefix, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, "a-", 1500)
+	ckpt, err := w.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, "b-", 50) // the checkpoint and these are in the segment being written
+	_, current := sealed(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	want := records(t, dir)
+	if objs := objects(t, st, prefix); objs[current] == 0 && objs["segments/"+strings.TrimSuffix(current, ".wal")+"/"+current] == 0 {
+		t.Errorf("the segment written at the stop, %s, is not in the bucket: %v", current, objs)
+	}
+
+	dst := t.TempDir()
+	rep, err := walarchive.Restore(context.Background(), st, prefix, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, dst); !reflect.DeepEqual(got, want) {
+		t.Fatalf("restored %d records, want the %d written before the stop", len(got), len(want))
+	}
+	if rep.WAL.Records != 1550 || rep.WAL.LastLSN != want[len(want)-1].LSN || rep.WAL.CheckpointLSN != ckpt {
+		t.Fatalf("report %+v; want 1550 records and checkpoint %d", rep.WAL, ckpt)
+	}
+
+	// The next start recovers that segment (nothing to cut), seals it and
+	// finds it archived.
+	w = openWAL(t, dir)
+	defer w.Close()
+	a, err = walarchive.Start(w, st, walarchive.Options{Prefix: prefix, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.Segments != 0 || s.LagSegments != 0 || s.Failures != 0 {
+		t.Fatalf("after the restart: %+v; want nothing more uploaded", s)
+	}
+}

@@ -22,14 +22,18 @@
 // An Archiver watches its WAL (WAL.Changed) and, on each change and every
 // Options.Interval, uploads each sealed segment (WAL.Segments) the bucket
 // lacks, oldest first, then the checkpoint file once the segment holding
-// the checkpoint record is archived. It lists the prefix once, on its
-// first pass, so segments sealed while it was down (or while the store
-// was) are uploaded then; after that it keeps what the bucket holds in
-// memory, updated by its own uploads, and lists again only after a failed
-// pass (a failed upload may have happened after all). The segment being written is not archived: the
-// bucket's copy lags the WAL by at most that segment plus the sealed
-// segments still queued (the lag). A failed listing or upload is logged
-// and retried with backoff (Options.MinBackoff doubling up to
+// the checkpoint record is archived. It lists the prefix once, on its first
+// pass, so segments sealed while it was down (or while the store was) are
+// uploaded then; after that it keeps what the bucket holds in memory,
+// updated by its own uploads, and lists again only after a failed pass (a
+// failed upload may have happened after all). The segment being written is
+// not archived: the bucket's copy lags the WAL by at most that segment plus
+// the sealed segments still queued (the lag). On a clean stop the WAL's
+// Close cuts that segment after its last durable batch and seals it, and
+// one more pass (Sync) uploads it and the checkpoint: the bucket then holds
+// every acknowledged record. The next Open finds the segment as it was cut,
+// so its archived copy is the same file. A failed listing or upload is
+// logged and retried with backoff (Options.MinBackoff doubling up to
 // Options.MaxBackoff); the WAL never waits for the store. While archiving,
 // WAL.RemoveObsoleteSegments keeps every segment not yet archived.
 //
