@@ -125,6 +125,12 @@ type proc struct {
 // a log file that is printed if the test fails.
 func (d *deployment) start(name, worker string, extra ...string) *proc {
 	d.t.Helper()
+	return d.startEnv(nil, name, worker, extra...)
+}
+
+// startEnv is start with env added to the process's environment.
+func (d *deployment) startEnv(env []string, name, worker string, extra ...string) *proc {
+	d.t.Helper()
 	if !haveBinary(name) {
 		d.t.Skipf("service %s is not built", name)
 	}
@@ -143,6 +149,9 @@ func (d *deployment) start(name, worker string, extra ...string) *proc {
 	}
 	cmd := exec.Command(filepath.Join(binDir, name), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		d.t.Fatal(err)

@@ -54,6 +54,23 @@ func (e *APIError) Err() error {
 	return e
 }
 
+// Reply is every reply of the API: a message with an error part.
+type Reply interface {
+	Message
+	// ReplyError returns the reply's error part, nil when the request was
+	// carried out.
+	ReplyError() *APIError
+}
+
+func (r *RegisterReply) ReplyError() *APIError       { return r.Error }
+func (r *MergeoutReply) ReplyError() *APIError       { return r.Error }
+func (r *WindowReply) ReplyError() *APIError         { return r.Error }
+func (r *OperationsReply) ReplyError() *APIError     { return r.Error }
+func (r *AcquisitionsReply) ReplyError() *APIError   { return r.Error }
+func (r *PoolsReply) ReplyError() *APIError          { return r.Error }
+func (r *CatalogReply) ReplyError() *APIError        { return r.Error }
+func (r *DropContainersReply) ReplyError() *APIError { return r.Error }
+
 // RegisterRequest adds loaded containers to the live set of a projection.
 // The containers must already be committed in the data directory.
 type RegisterRequest struct {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -23,18 +24,22 @@ type apiClient struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	timeout time.Duration
-	denied  chan error // permissions violations the server reports
+	settle  time.Duration // how long a change whose reply does not come is asked again
+	denied  chan error    // permissions violations the server reports
 }
 
 // apiFlags are the flags of the commands that talk to the scheduler.
 type apiFlags struct {
 	natsFlags
-	timeout time.Duration
+	timeout, settle time.Duration
 }
 
 func (f *apiFlags) register(fs *flag.FlagSet) {
 	f.natsFlags.register(fs)
 	fs.DurationVar(&f.timeout, "request-timeout", 30*time.Second, "how long to wait for the scheduler's reply")
+	fs.DurationVar(&f.settle, "settle-timeout", 5*time.Minute,
+		"how long to keep asking the scheduler about a change (a load's registration, a drop, a job request)\n"+
+			"whose reply does not come within --request-timeout, before saying its outcome is unknown")
 }
 
 func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
@@ -52,22 +57,33 @@ func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", f.common.NATS, err)
 	}
-	return &apiClient{nc: nc, js: js, timeout: f.timeout, denied: denied}, nil
+	return &apiClient{nc: nc, js: js, timeout: f.timeout, settle: f.settle, denied: denied}, nil
 }
 
 func (c *apiClient) Close() { c.nc.Close() }
 
-// resendable are the requests the CLI sends again when their reply may be
-// lost (the NATS node it or the scheduler was connected to died): reads, a
-// registration (it adds only containers not yet live), and a window
-// request, which carries a request ID the scheduler answers once.
-var resendable = map[string]bool{
-	messages.SubjectAPIRegister:     true,
-	messages.SubjectAPIWindow:       true,
+// reads are the requests that change nothing: the CLI sends one again
+// when its reply may be lost (the NATS node it or the scheduler was
+// connected to died) until --request-timeout.
+var reads = map[string]bool{
 	messages.SubjectAPIOperations:   true,
 	messages.SubjectAPIAcquisitions: true,
 	messages.SubjectAPIPools:        true,
 	messages.SubjectAPICatalog:      true,
+}
+
+// changes are the requests that change something. Each carries a request
+// ID (newRequestID) that the scheduler answers once, recording its answer
+// with the change (a pool alteration sets absolute values, so it needs
+// none), and is settled: sent again until the scheduler answers it, never
+// taken as refused for want of a reply (settleCall).
+var changes = map[string]bool{
+	messages.SubjectAPIRegister:       true,
+	messages.SubjectAPIWindow:         true,
+	messages.SubjectAPIMergeout:       true,
+	messages.SubjectAPIDropContainers: true,
+	messages.SubjectAPIPoolCreate:     true,
+	messages.SubjectAPIPoolAlter:      true,
 }
 
 // newRequestID returns a random ID for a request the CLI may send again.
@@ -84,19 +100,63 @@ func newRequestID() string {
 // restart or its reconnection to another node.
 const noRespondersGrace = 10 * time.Second
 
-// call sends req on subject and decodes the reply into rep, within the
-// client's timeout. A request no scheduler received is sent again for up
-// to noRespondersGrace; a resendable one whose reply does not come within
-// a third of the timeout is sent again too.
+// errNotReceived wraps the error of a request no scheduler received:
+// nothing was done.
+var errNotReceived = errors.New("no scheduler received the request; nothing was done")
+
+// OutcomeUnknownError is the error of a change the scheduler did not
+// answer before the client stopped asking: it may or may not have taken
+// effect. What the change made must be kept (a registration's files), as
+// it may be in use.
+type OutcomeUnknownError struct {
+	Subject, RequestID string
+	Waited             time.Duration
+	Sent               int
+	Last               error // the last thing that went wrong, if known
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	msg := fmt.Sprintf("no answer to %s (request %s) in %s, sent %d times: the outcome is unknown",
+		e.Subject, orDash(e.RequestID), e.Waited.Round(time.Second), e.Sent)
+	if e.Last != nil {
+		msg += " (last: " + e.Last.Error() + ")"
+	}
+	return msg
+}
+
+func (e *OutcomeUnknownError) Unwrap() error { return e.Last }
+
+// refusal returns the scheduler's decision that refused a request, or nil
+// when err is not one (the outcome unknown, the request not received).
+func refusal(err error) *messages.APIError {
+	var unknown *OutcomeUnknownError
+	var e *messages.APIError
+	if errors.As(err, &unknown) || !errors.As(err, &e) || !e.Definite() {
+		return nil
+	}
+	return e
+}
+
+// call sends req on subject and decodes the reply into rep. A change is
+// settled (settleCall); a read is sent again when its reply does not come
+// within a third of the client's timeout, and given up after it. A request
+// no scheduler received is sent again for up to noRespondersGrace.
 func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.Message) error {
 	data, err := messages.Marshal(req)
 	if err != nil {
 		return err
 	}
+	if changes[subject] {
+		r, ok := rep.(messages.Reply)
+		if !ok {
+			return fmt.Errorf("request %s: reply %T has no error part", subject, rep)
+		}
+		return c.settleCall(ctx, subject, requestID(req), data, r)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	attempt := c.timeout
-	if resendable[subject] {
+	if reads[subject] {
 		attempt = max(c.timeout/3, time.Second)
 	}
 	start, backoff := time.Now(), 100*time.Millisecond
@@ -114,7 +174,7 @@ func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.
 				return fmt.Errorf("no scheduler answers on %s: is the scheduler running and connected to %s?", subject, c.nc.ConnectedUrlRedacted())
 			}
 			retry = true
-		case errors.Is(err, context.DeadlineExceeded) && resendable[subject]:
+		case errors.Is(err, context.DeadlineExceeded) && reads[subject]:
 			retry = ctx.Err() == nil
 		}
 		if !retry {
@@ -127,6 +187,124 @@ func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// requestID returns the ID a change carries, "" if none.
+func requestID(req messages.Message) string {
+	switch r := req.(type) {
+	case *messages.RegisterRequest:
+		return r.RequestID
+	case *messages.WindowRequest:
+		return r.RequestID
+	case *messages.MergeoutRequest:
+		return r.RequestID
+	case *messages.DropContainersRequest:
+		return r.RequestID
+	case *messages.CreatePoolRequest:
+		return r.RequestID
+	}
+	return ""
+}
+
+// settleNotice is how often settleCall says it is still asking.
+const settleNotice = 15 * time.Second
+
+// settleCall sends a change and waits for the scheduler's answer, sending
+// it again (the same bytes, so the same request ID) when no answer comes:
+// first after a third of the client's timeout, then at doubling intervals
+// up to 30s. Every send's reply comes to one inbox, so a late answer to an
+// earlier send settles the call as well as the answer to the last. An
+// answer that is not a decision (an internal error: the scheduler could
+// not tell whether its catalog write landed, say) is asked again too.
+//
+// It returns nil with rep filled for an answer (which may be a refusal in
+// rep's error part); errNotReceived wrapped when no send reached a
+// scheduler within noRespondersGrace; an *OutcomeUnknownError when sends
+// may have reached one but no answer came within the settle timeout (or
+// before ctx ended). After the request timeout it says every
+// settleNotice on stderr that it is still asking and why.
+func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []byte, rep messages.Reply) error {
+	inbox := c.nc.NewInbox()
+	replies := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return fmt.Errorf("request %s: subscribe to replies: %w", subject, err)
+	}
+	defer sub.Unsubscribe()
+	start := time.Now()
+	ctx, cancel := context.WithDeadline(ctx, start.Add(max(c.settle, c.timeout)))
+	defer cancel()
+	var sends, notReceived int
+	var last error
+	interval := max(c.timeout/3, time.Second)
+	resend := time.NewTimer(0)
+	defer resend.Stop()
+	notice := time.NewTimer(c.timeout)
+	defer notice.Stop()
+	done, resendC := ctx.Done(), resend.C
+	var final <-chan time.Time
+	for {
+		select {
+		case <-resendC:
+			if err := c.nc.PublishRequest(subject, inbox, data); err != nil {
+				last = err
+			} else {
+				sends++
+			}
+			resend.Reset(interval)
+			interval = min(2*interval, 30*time.Second)
+		case msg := <-replies:
+			if msg.Header.Get("Status") == "503" { // no responders to one send
+				notReceived++
+				last = nats.ErrNoResponders
+				if notReceived == sends && time.Since(start) >= noRespondersGrace {
+					return fmt.Errorf("%w: no scheduler answers on %s: is the scheduler running and connected to %s?",
+						errNotReceived, subject, c.nc.ConnectedUrlRedacted())
+				}
+				// Try again soon: a scheduler may be (re)starting.
+				resend.Reset(min(interval, 500*time.Millisecond))
+				continue
+			}
+			// Decoded over a zero reply: fields an earlier answer set
+			// (its error) must not survive into this one.
+			reflect.ValueOf(rep).Elem().SetZero()
+			if err := messages.Unmarshal(msg.Data, rep); err != nil {
+				return fmt.Errorf("reply to %s: %w", subject, err)
+			}
+			if e := rep.ReplyError(); e != nil && !e.Definite() {
+				last = e
+				continue // asked again at the next resend
+			}
+			return nil
+		case err := <-c.denied:
+			return fmt.Errorf("%w: refused: %w (this NATS user may not make it)", errNotReceived, err)
+		case <-notice.C:
+			fmt.Fprintf(stderr, "strata: no answer yet to %s (request %s) after %s, sent %d times; asking again until it is known (--settle-timeout %s)%s\n",
+				subject, orDash(id), time.Since(start).Round(time.Second), sends, max(c.settle, c.timeout), lastSuffix(last))
+			notice.Reset(settleNotice)
+		case <-done:
+			// Replies already on their way (a no-responders status comes
+			// within milliseconds) are still taken for a moment.
+			done, resendC = nil, nil
+			final = time.After(settleDrain)
+		case <-final:
+			if sends == notReceived && sends > 0 {
+				return fmt.Errorf("%w: no scheduler answers on %s", errNotReceived, subject)
+			}
+			return &OutcomeUnknownError{Subject: subject, RequestID: id, Waited: time.Since(start), Sent: sends, Last: last}
+		}
+	}
+}
+
+// settleDrain is how long settleCall still takes replies once it stops
+// asking.
+const settleDrain = 250 * time.Millisecond
+
+func lastSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return " (last: " + err.Error() + ")"
 }
 
 // request makes one request with its own timeout. A request the server

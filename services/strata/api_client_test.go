@@ -2,9 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,16 +74,113 @@ func TestCallSendsAgain(t *testing.T) {
 		t.Fatalf("pools request while the scheduler comes up: %v", err)
 	}
 
-	// A pool creation is not sent again after a timeout: it might be done.
-	var creates atomic.Int32
-	sub2, err := nc.Subscribe(messages.SubjectAPIPoolCreate, func(*nats.Msg) { creates.Add(1) })
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestSettleCall: a change whose reply does not come is sent again with
+// the same request ID until an answer comes, to any of its sends; an
+// internal error is asked again; no answer at all is an outcome unknown,
+// and no scheduler at all is a request not received.
+func TestSettleCall(t *testing.T) {
+	_, nc, _ := natstest.Start(t, natsutil.DefaultTopology())
+	client := &apiClient{nc: nc, timeout: 300 * time.Millisecond, settle: 20 * time.Second, denied: make(chan error, 1)}
+	var out strings.Builder
+	stderr = &out
+	t.Cleanup(func() { stderr = os.Stderr })
+	// subscribe plays the scheduler on subject, calling fn with each
+	// request's number (from 1); it returns the requests' bytes.
+	subscribe := func(t *testing.T, subject string, fn func(n int, m *nats.Msg)) *[]string {
+		var mu sync.Mutex
+		var sent []string
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) {
+			mu.Lock()
+			sent = append(sent, string(m.Data))
+			n := len(sent)
+			mu.Unlock()
+			fn(n, m)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Unsubscribe() })
+		return &sent
 	}
-	defer sub2.Unsubscribe()
-	client.timeout = time.Second
-	err = client.call(context.Background(), messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{}, &messages.PoolsReply{})
-	if err == nil || !strings.Contains(err.Error(), "deadline") || creates.Load() != 1 {
-		t.Fatalf("pool create with no reply: %v after %d requests", err, creates.Load())
+	reply := func(m *nats.Msg, rep messages.Message) {
+		data, _ := messages.Marshal(rep)
+		_ = m.Respond(data)
 	}
+	req := &messages.RegisterRequest{Table: "t", Projection: "p", RequestID: newRequestID(),
+		Containers: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}}
+
+	t.Run("late reply to the first send", func(t *testing.T) {
+		sent := subscribe(t, messages.SubjectAPIRegister, func(n int, m *nats.Msg) {
+			if n == 1 { // answered only after the client has sent it again
+				go func() { time.Sleep(2 * time.Second); reply(m, &messages.RegisterReply{Live: 7}) }()
+			}
+		})
+		var rep messages.RegisterReply
+		if err := client.call(context.Background(), messages.SubjectAPIRegister, req, &rep); err != nil || rep.Live != 7 {
+			t.Fatalf("reply %+v, %v", rep, err)
+		}
+		for i, data := range *sent {
+			var got messages.RegisterRequest
+			if err := messages.Unmarshal([]byte(data), &got); err != nil || got.RequestID != req.RequestID {
+				t.Fatalf("send %d: request ID %q, %v; want %q", i, got.RequestID, err, req.RequestID)
+			}
+		}
+		if len(*sent) < 2 {
+			t.Fatalf("sent %d times, want at least twice", len(*sent))
+		}
+		if !strings.Contains(out.String(), "no answer yet to strata.api.register (request "+req.RequestID) {
+			t.Fatalf("no notice while waiting: %q", out.String())
+		}
+	})
+
+	t.Run("internal error asked again", func(t *testing.T) {
+		subscribe(t, messages.SubjectAPIDropContainers, func(n int, m *nats.Msg) {
+			if n == 1 {
+				reply(m, &messages.DropContainersReply{Error: &messages.APIError{Code: messages.ErrCodeInternal, Message: "catalog: write: timeout"}})
+				return
+			}
+			reply(m, &messages.DropContainersReply{Live: 3})
+		})
+		var rep messages.DropContainersReply
+		drop := &messages.DropContainersRequest{Table: "t", Projection: "p", IDs: []string{"c1"}, RequestID: newRequestID()}
+		if err := client.call(context.Background(), messages.SubjectAPIDropContainers, drop, &rep); err != nil || rep.Live != 3 || rep.Error != nil {
+			t.Fatalf("reply %+v, %v", rep, err)
+		}
+	})
+
+	t.Run("a refusal is an answer", func(t *testing.T) {
+		sent := subscribe(t, messages.SubjectAPIPoolCreate, func(_ int, m *nats.Msg) {
+			reply(m, &messages.PoolsReply{Error: &messages.APIError{Code: "exists", Message: "pool exists"}})
+		})
+		var rep messages.PoolsReply
+		err := client.call(context.Background(), messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{RequestID: "p1"}, &rep)
+		if err != nil || rep.Error == nil || refusal(rep.Error) == nil || len(*sent) != 1 {
+			t.Fatalf("reply %+v, %v after %d sends", rep, err, len(*sent))
+		}
+	})
+
+	t.Run("no answer", func(t *testing.T) {
+		sent := subscribe(t, messages.SubjectAPIMergeout, func(int, *nats.Msg) {})
+		c := *client
+		c.settle = 2 * time.Second
+		err := c.call(context.Background(), messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: "t", RequestID: "m1"}, &messages.MergeoutReply{})
+		var unknown *OutcomeUnknownError
+		if !errors.As(err, &unknown) || unknown.RequestID != "m1" || unknown.Sent < 2 || refusal(err) != nil || errors.Is(err, errNotReceived) {
+			t.Fatalf("no answer: %v", err)
+		}
+		if len(*sent) != unknown.Sent {
+			t.Fatalf("error says %d sends, the scheduler saw %d", unknown.Sent, len(*sent))
+		}
+	})
+
+	t.Run("no scheduler", func(t *testing.T) {
+		c := *client
+		c.settle = time.Second
+		err := c.call(context.Background(), messages.SubjectAPIWindow, &messages.WindowRequest{RequestID: "w1"}, &messages.WindowReply{})
+		if !errors.Is(err, errNotReceived) {
+			t.Fatalf("no scheduler: %v", err)
+		}
+	})
 }

@@ -62,7 +62,7 @@ func runContainersDrop(ctx context.Context, args []string) error {
 		return cmd.usageError("want the TABLE and at least one CONTAINER")
 	}
 	tableName, ids := pos[0], pos[1:]
-	req := &messages.DropContainersRequest{Table: tableName, Projection: *projection, IDs: ids}
+	req := &messages.DropContainersRequest{Table: tableName, Projection: *projection, IDs: ids, RequestID: newRequestID()}
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}

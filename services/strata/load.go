@@ -132,29 +132,51 @@ func runLoad(ctx context.Context, args []string) error {
 		bytes += refs[i].Bytes
 	}
 	elapsed := time.Since(start)
-	fmt.Fprintf(os.Stderr, "wrote %d containers of %s.%s: %d rows, %d columns, %s on disk in %s (%.0f rows/s)\n",
-		len(refs), f.table, f.projection, rows, len(manifests[0].Schema), fmtBytes(bytes), elapsed.Round(time.Millisecond), float64(rows)/elapsed.Seconds())
+	where := "under " + filepath.Join(dataDir, f.table, f.projection)
+	if up != nil {
+		where = "to " + up.st.String() // the staging copies are gone
+	}
+	fmt.Fprintf(os.Stderr, "wrote %d containers of %s.%s: %d rows, %d columns, %s compressed, %s, in %s (%.0f rows/s)\n",
+		len(refs), f.table, f.projection, rows, len(manifests[0].Schema), fmtBytes(bytes), where, elapsed.Round(time.Millisecond), float64(rows)/elapsed.Seconds())
 	if f.noRegister {
 		return nil
 	}
-	var rep messages.RegisterReply
-	err = c.call(ctx, messages.SubjectAPIRegister, &messages.RegisterRequest{Table: f.table, Projection: f.projection, Containers: refs}, &rep)
-	if err == nil {
-		err = rep.Error.Err()
-	}
-	if err != nil {
-		// Refused (too many containers, say): the containers are not
-		// cataloged, so remove them rather than leave orphans.
-		for _, r := range refs {
-			os.RemoveAll(columnar.ContainerDir(dataDir, r.Table, r.Projection, r.ID))
-		}
+	return registerLoad(ctx, c, &f, refs, func() {
+		removeContainers(dataDir, manifests)
 		if up != nil {
 			up.remove(manifests)
 		}
-		return fmt.Errorf("register with the scheduler (the %d containers written were removed): %w", len(refs), err)
+	}, where)
+}
+
+// registerLoad registers a load's containers and settles the outcome: it
+// removes them (remove) only when the scheduler refused them. When the
+// outcome is unknown (no answer within --settle-timeout, the command
+// interrupted) they are kept, as the scheduler may have made them live;
+// if it did not, its orphan sweep removes them.
+func registerLoad(ctx context.Context, c *apiClient, f *loadFlags, refs []messages.ContainerRef, remove func(), where string) error {
+	req := &messages.RegisterRequest{Table: f.table, Projection: f.projection, Containers: refs, RequestID: newRequestID()}
+	var rep messages.RegisterReply
+	err := c.call(ctx, messages.SubjectAPIRegister, req, &rep)
+	if err == nil {
+		err = rep.Error.Err()
 	}
-	fmt.Fprintf(os.Stderr, "registered: %s.%s has %d live containers\n", f.table, f.projection, rep.Live)
-	return nil
+	switch {
+	case err == nil:
+		again := ""
+		if rep.Repeat {
+			again = " (answered when asked again: the first reply was lost)"
+		}
+		fmt.Fprintf(os.Stderr, "registered: %s.%s has %d live containers%s\n", f.table, f.projection, rep.Live, again)
+		return nil
+	case refusal(err) != nil, errors.Is(err, errNotReceived):
+		remove()
+		return fmt.Errorf("register with the scheduler: %w\nthe %d containers written %s were removed: the scheduler did not take them", err, len(refs), where)
+	default:
+		return fmt.Errorf("register with the scheduler: %w\nthe %d containers written %s were kept, as the scheduler may have registered them: "+
+			"`strata containers --table %s` shows whether they are live; if they are not, the scheduler's orphan sweep removes them "+
+			"(at its start, once older than its --orphan-grace)", err, len(refs), where, f.table)
+	}
 }
 
 // generate writes the generated containers under the projection's next

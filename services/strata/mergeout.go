@@ -30,7 +30,7 @@ func runMergeout(ctx context.Context, args []string) error {
 		return err
 	}
 	var rep messages.MergeoutReply
-	c, w, err := cmd.submit(ctx, messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: tableName, Projection: *projection}, &rep, &rep.Error)
+	c, w, err := cmd.submit(ctx, messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: tableName, Projection: *projection, RequestID: newRequestID()}, &rep, &rep.Error)
 	if err != nil {
 		return err
 	}

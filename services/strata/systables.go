@@ -214,7 +214,7 @@ func runPoolsCreate(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	var rep messages.PoolsReply
-	if err := cmd.ask(ctx, messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{Pool: cfg}, &rep, &rep.Error); err != nil {
+	if err := cmd.ask(ctx, messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{Pool: cfg, RequestID: newRequestID()}, &rep, &rep.Error); err != nil {
 		return err
 	}
 	return printPools(rep.Pools, cmd.format)
