@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/strata-db/strata/columnar"
@@ -31,51 +33,144 @@ func ReadManifest(ctx context.Context, st Store, table, projection, id string) (
 	return m, err
 }
 
+// MaxCheckReads is the most ranged reads of headers one Check has in
+// flight. A container's files are checked in parallel, this many at a
+// time, so a check costs about its files / MaxCheckReads round trips
+// rather than one per file. A caller checking several containers at once
+// multiplies it: 8 Checks at once have at most 128 reads in flight.
+const MaxCheckReads = 16
+
 // Check is the cheap check of a committed container in st, as
 // columnar.DataDir.Check is of one on disk: the manifest decodes and names
 // this table, projection and ID, and every column file has the manifest's
-// size and header checksum (one ranged read of the header each).
+// size and header checksum.
+//
+// Its requests are bounded: the commit and the manifest are read
+// (Committed), the sizes of the files come from one listing of the
+// committed attempt's prefix (a file the listing leaves out, as a listing
+// lagging its writes may, is looked up alone before it is called
+// missing), then each file's header is read with one ranged read, at most
+// MaxCheckReads of them in flight at once. A missing file, one of another
+// size and a header that fails its CRC-32C give a *columnar.CorruptError
+// naming the container and the file (the first such file in the
+// manifest's order of those seen); a container not in st wraps
+// columnar.ErrNotFound. Check is safe to call from several goroutines at
+// once, as every Store is.
 func Check(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, error) {
 	m, prefix, err := Committed(ctx, st, table, projection, id)
 	if err != nil {
 		return nil, err
 	}
 	where := st.String() + "/" + Join(table, projection, id)
-	for _, fm := range m.Files {
-		corrupt := func(err error, format string, args ...any) error {
-			return &columnar.CorruptError{Container: where, File: fm.Name, Block: columnar.NoBlock, Reason: fmt.Sprintf(format, args...), Err: err}
-		}
+	objs, err := st.List(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make(map[string]int64, len(objs))
+	for _, o := range objs {
+		sizes[o.Key] = o.Size
+	}
+	for i := range m.Files {
+		fm := &m.Files[i]
 		if err := checkKey(fm.Name, false); err != nil {
-			return nil, corrupt(err, "file name")
+			return nil, checkCorrupt(where, fm, err, "file name")
 		}
-		obj, err := st.Stat(ctx, prefix+fm.Name)
-		if errors.Is(err, ErrNotExist) {
-			return nil, corrupt(nil, "missing")
+		size, ok := sizes[prefix+fm.Name]
+		if !ok {
+			obj, err := st.Stat(ctx, prefix+fm.Name)
+			if errors.Is(err, ErrNotExist) {
+				return nil, checkCorrupt(where, fm, nil, "missing")
+			}
+			if err != nil {
+				return nil, err
+			}
+			size = obj.Size
 		}
-		if err != nil {
-			return nil, err
-		}
-		if obj.Size != fm.Size {
-			return nil, corrupt(nil, "object is %d bytes, manifest says %d", obj.Size, fm.Size)
+		if size != fm.Size {
+			return nil, checkCorrupt(where, fm, nil, "object is %d bytes, manifest says %d", size, fm.Size)
 		}
 		if fm.HeaderLen <= 0 || fm.HeaderLen > fm.Size {
-			return nil, corrupt(nil, "header length %d out of range", fm.HeaderLen)
-		}
-		r, err := st.NewRangeReader(ctx, prefix+fm.Name, 0, fm.HeaderLen)
-		if err != nil {
-			return nil, err
-		}
-		header := make([]byte, fm.HeaderLen)
-		_, err = io.ReadFull(r, header)
-		r.Close()
-		if err != nil {
-			return nil, fmt.Errorf("check %s/%s: %w", where, fm.Name, err)
-		}
-		if got := crc32.Checksum(header, castagnoli); got != fm.HeaderCRC {
-			return nil, corrupt(nil, "header checksum %08x, manifest says %08x", got, fm.HeaderCRC)
+			return nil, checkCorrupt(where, fm, nil, "header length %d out of range", fm.HeaderLen)
 		}
 	}
+	if err := checkHeaders(ctx, st, where, prefix, m.Files); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// checkHeaders reads the header of each of files (under prefix) and
+// compares its CRC-32C with the manifest's, MaxCheckReads at a time. The
+// first failure stops the reads not yet made; of the failures seen, the
+// one of the first file in files is returned.
+func checkHeaders(ctx context.Context, st Store, where, prefix string, files []columnar.FileMeta) error {
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		next  atomic.Int64
+		errs  = make([]error, len(files))
+		mu    sync.Mutex
+		first error // the failure that stopped the others
+		wg    sync.WaitGroup
+	)
+	for range min(MaxCheckReads, len(files)) {
+		wg.Go(func() {
+			for readCtx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(files) {
+					return
+				}
+				if err := checkHeader(readCtx, st, where, prefix, &files[i]); err != nil {
+					errs[i] = err
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil {
+		return ctx.Err()
+	}
+	for _, err := range errs {
+		// A read cut short by the cancel that another's failure made is
+		// no failure of its own.
+		if err != nil && (ctx.Err() != nil || !errors.Is(err, context.Canceled)) {
+			return err
+		}
+	}
+	return first
+}
+
+// checkHeader reads one file's header and checks its CRC-32C.
+func checkHeader(ctx context.Context, st Store, where, prefix string, fm *columnar.FileMeta) error {
+	r, err := st.NewRangeReader(ctx, prefix+fm.Name, 0, fm.HeaderLen)
+	if errors.Is(err, ErrNotExist) {
+		return checkCorrupt(where, fm, nil, "missing")
+	}
+	if err != nil {
+		return err
+	}
+	header := make([]byte, fm.HeaderLen)
+	_, err = io.ReadFull(r, header)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("check %s/%s: %w", where, fm.Name, err)
+	}
+	if got := crc32.Checksum(header, castagnoli); got != fm.HeaderCRC {
+		return checkCorrupt(where, fm, nil, "header checksum %08x, manifest says %08x", got, fm.HeaderCRC)
+	}
+	return nil
+}
+
+// checkCorrupt is Check's error for a file of container where.
+func checkCorrupt(where string, fm *columnar.FileMeta, err error, format string, args ...any) error {
+	return &columnar.CorruptError{Container: where, File: fm.Name, Block: columnar.NoBlock, Reason: fmt.Sprintf(format, args...), Err: err}
 }
 
 // Upload puts the committed local container in dir into st as
