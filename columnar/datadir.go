@@ -214,7 +214,9 @@ func (d *DataDir) ReadManifest(table, projection, id string) (*Manifest, error) 
 // worker's claim that it wrote one: the manifest decodes and names this
 // table, projection and ID, and every column file, opened through the root,
 // has the manifest's size and header checksum. It reads the manifest and
-// each file's header, not the blocks (Verify reads everything).
+// each file's header, not the blocks (Verify reads everything). It is safe
+// to call from several goroutines at once: it shares nothing but the
+// root, whose methods are.
 func (d *DataDir) Check(table, projection, id string) (*Manifest, error) {
 	m, err := d.ReadManifest(table, projection, id)
 	if err != nil {

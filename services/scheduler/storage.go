@@ -18,6 +18,7 @@ type dataStorage struct{ *columnar.DataDir }
 
 // CheckContainer checks a worker's output cheaply (manifest, file sizes and
 // header checksums); a missing or corrupt one wraps scheduler.ErrBadOutput.
+// It is safe to call from several goroutines at once.
 func (d dataStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
 	m, err := d.Check(table, projection, id)
 	if err != nil {
@@ -43,16 +44,19 @@ const storeTimeout = 2 * time.Minute
 // bucketStorage is the scheduler's view of a store (--store): containers
 // are key prefixes <table>/<projection>/<id>/, listed as the directories of
 // a data directory, with the newest modification time under each; inside
-// one, the upload attempts (columnar/store package doc).
+// one, the upload attempts (columnar/store package doc). Like the Store it
+// wraps, it is safe for concurrent use.
 type bucketStorage struct{ st store.Store }
 
 func (b bucketStorage) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
-// CheckContainer checks a worker's output in the store (manifest, object
-// sizes, header checksums by ranged reads); a missing or corrupt one wraps
-// scheduler.ErrBadOutput.
+// CheckContainer checks a worker's output in the store (store.Check: the
+// commit, the manifest, one listing for the object sizes, then the header
+// checksums by ranged reads, store.MaxCheckReads at a time); a missing or
+// corrupt one wraps scheduler.ErrBadOutput. It is safe to call from
+// several goroutines at once, each call bounded by storeTimeout.
 func (b bucketStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()

@@ -2,6 +2,11 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,5 +85,61 @@ func TestBucketStorage(t *testing.T) {
 	}
 	if _, _, err := s.CheckContainer("t", "p", ms[0].ID); !errors.Is(err, scheduler.ErrBadOutput) {
 		t.Errorf("check of a removed container: %v, want ErrBadOutput", err)
+	}
+}
+
+// TestCheckContainerConcurrent: both Storages check containers from
+// several goroutines at once, as Register does, each check getting its
+// own container's rows and a corrupt one still failing.
+func TestCheckContainerConcurrent(t *testing.T) {
+	local := t.TempDir()
+	ms, err := columnar.Generate(local, columnar.GenOptions{Table: "t", Projection: "p", Columns: 20, Containers: 6, RowsPerContainer: 100, BlockRows: 50, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last one with a column file cut short.
+	bad := ms[len(ms)-1]
+	if err := os.Truncate(filepath.Join(columnar.ContainerDir(local, "t", "p", bad.ID), bad.Files[3].Name), bad.Files[3].Size-1); err != nil {
+		t.Fatal(err)
+	}
+	data, err := columnar.OpenDataDir(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Close()
+	srv := s3test.Start(t, "strata")
+	st := srv.Store(t)
+	for _, m := range ms {
+		// The store gets the cut file as it is: Upload does not check.
+		if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local, "t", "p", m.ID), "t", "p", m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, s := range map[string]scheduler.Storage{"data": dataStorage{data}, "bucket": bucketStorage{st}} {
+		t.Run(name, func(t *testing.T) {
+			var wg sync.WaitGroup
+			errs := make(chan error, 8*len(ms))
+			for g := range 8 {
+				wg.Go(func() {
+					for i := range ms {
+						m := ms[(g+i)%len(ms)]
+						rows, bytes, err := s.CheckContainer("t", "p", m.ID)
+						switch {
+						case m.ID == bad.ID && !errors.Is(err, scheduler.ErrBadOutput):
+							errs <- fmt.Errorf("check of %s, cut short: %v, want ErrBadOutput", m.ID, err)
+						case m.ID == bad.ID && !strings.Contains(err.Error(), bad.Files[3].Name):
+							errs <- fmt.Errorf("check of %s: %v does not name %s", m.ID, err, bad.Files[3].Name)
+						case m.ID != bad.ID && (err != nil || rows != m.Rows || bytes != m.CompressedBytes()):
+							errs <- fmt.Errorf("check of %s = %d rows, %d bytes, %v; want %d, %d", m.ID, rows, bytes, err, m.Rows, m.CompressedBytes())
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
 	}
 }
