@@ -42,6 +42,15 @@
 // grace period (RemoveUncommitted), and a prefix with no commit at all as
 // a whole. Deleting a container deletes its prefix.
 //
+// Check, the scheduler's check of a container before the catalog names
+// it, makes a bounded number of requests in few round trips: the commit,
+// the manifest, one listing of the committed attempt's prefix for every
+// file's size (not a request per file), then one ranged read of each
+// file's header for its CRC-32C, MaxCheckReads (16) of them in flight at
+// once. A container of N files costs N+3 requests and about N/16 round
+// trips for the headers; Check is safe to call from several goroutines,
+// so a caller checking many containers runs them at once too.
+//
 // The first layout, the files and manifest.json directly under
 // <table>/<projection>/<id>/ with no commit, is still read: it is what a
 // data directory holds, and a data directory is a file:// store as it is;
@@ -72,7 +81,8 @@ var ErrInvalidKey = errors.New("store: invalid key")
 
 // Store is an object store. Every method takes a context; errors name the
 // operation, the store and the key, and wrap ErrNotExist, ErrExists or
-// ErrInvalidKey where one applies.
+// ErrInvalidKey where one applies. A Store is safe for concurrent use by
+// several goroutines (Check relies on it).
 type Store interface {
 	// List returns every object whose key begins with prefix, sorted by
 	// key. prefix is "" (everything) or a key prefix ending in "/".
