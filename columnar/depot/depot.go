@@ -25,6 +25,22 @@
 // Open takes in is checked against the manifest's CRC-32C before its
 // first read, and fetched again.
 //
+// A file damaged while the depot runs (bytes changed on disk, or the file
+// cut short or removed, after it was taken in) is fetched again at once.
+// A reader of a file the depot holds checks each header and block it
+// reads against the manifest's CRC-32C (the column reader checks again);
+// a mismatch, a short read or a read error drops that file, and only it:
+// the file is removed, so no reader opens it again, and the next to open
+// it fills it from the store. The reader that found the damage reads the
+// range again from that fill; only if the fresh copy is bad too (the
+// store's is) is the read an error, a corrupt container error naming the
+// container, the file and the block. Readers that had the damaged file
+// open go on reading what they opened: each finds the damage itself
+// when it reads it, and reads the fresh copy (the file's generation tells
+// it the file was already dropped, so it does not drop the replacement).
+// A held file missing or not of the manifest's size when opened is
+// fetched again the same way. Stats.Damaged counts the files dropped.
+//
 // # Format
 //
 // The depot directory is a data directory (DIR/<table>/<projection>/<id>/,
@@ -72,6 +88,7 @@ type Stats struct {
 	Evictions    int64 // containers evicted
 	FilesFetched int64 // column files completed from the store
 	BytesFetched int64 // bytes read from the store
+	Damaged      int64 // column files found damaged on disk and dropped, to be fetched again
 	Bytes        int64 // bytes held now
 	Containers   int64 // containers held now
 }
@@ -89,7 +106,7 @@ type Depot struct {
 	lru     *list.List // of *entry, most recently used first; only fetched entries
 	used    int64
 
-	hits, misses, evictions, filesFetched, fetched atomic.Int64
+	hits, misses, evictions, filesFetched, fetched, damaged atomic.Int64
 }
 
 // entry is one container of the depot. Its fields other than the
@@ -103,6 +120,7 @@ type entry struct {
 	size                  int64              // bytes counted in Depot.used
 	present               map[string]held    // column files held whole
 	fills                 map[string]*fill   // column files being filled
+	gens                  map[string]uint64  // times each column file was dropped as damaged (nil: none)
 	pins                  int
 	elem                  *list.Element // nil while the manifest is fetched
 	ready                 chan struct{} // closed when the manifest is there
@@ -275,7 +293,7 @@ func (d *Depot) Stats() Stats {
 	d.mu.Lock()
 	used, n := d.used, int64(d.lru.Len())
 	d.mu.Unlock()
-	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), FilesFetched: d.filesFetched.Load(), BytesFetched: d.fetched.Load(), Bytes: used, Containers: n}
+	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), FilesFetched: d.filesFetched.Load(), BytesFetched: d.fetched.Load(), Damaged: d.damaged.Load(), Bytes: used, Containers: n}
 }
 
 // Acquire returns the Source of container table/projection/id, fetching

@@ -37,38 +37,62 @@ func (s *source) String() string { return s.e.dir }
 
 func (s *source) ReadManifest() ([]byte, error) { return s.e.manifest, nil }
 
-// OpenFile opens a column file: from disk if the depot holds it, else as a
-// fill that fetches what is read and keeps it.
+// OpenFile opens a column file: from disk if the depot holds it (a
+// heldFile, which fetches the file again if it finds it damaged), else
+// as a fill that fetches what is read and keeps it.
 func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 	fm := s.e.fileMeta(name)
 	if fm == nil {
 		return nil, fmt.Errorf("open %s/%s: not a file of the manifest: %w", s.e.dir, name, fs.ErrNotExist)
 	}
-	d, e := s.d, s.e
-	d.mu.Lock()
-	h := e.present[name]
-	d.mu.Unlock()
-	if h == heldUnchecked {
-		h = s.check(fm)
-	}
-	if h == heldChecked {
-		return columnar.OpenLocalFile(filepath.Join(e.dir, name))
-	}
-	prefix, err := s.keyPrefix() // a file to fetch: where is it?
+	f, gen, err := s.open(fm)
 	if err != nil {
 		return nil, err
 	}
+	if lf, ok := f.(*columnar.LocalFile); ok {
+		return &heldFile{s: s, fm: fm, cur: lf, gen: gen}, nil
+	}
+	return f, nil
+}
+
+// open opens column file fm: the file the depot holds (a
+// *columnar.LocalFile, and the generation of the file, for drop) or,
+// if it holds none, a fill. A held file missing from disk or not of the
+// manifest's size is dropped and filled.
+func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
+	d, e, name := s.d, s.e, fm.Name
+	prefix := ""
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		if e.present[name] == heldChecked {
-			return columnar.OpenLocalFile(filepath.Join(e.dir, name))
+		switch e.present[name] {
+		case heldUnchecked:
+			d.mu.Unlock()
+			s.check(fm)
+			d.mu.Lock()
+			continue
+		case heldChecked:
+			f, err := d.openHeld(e, fm)
+			if err != nil || f != nil {
+				return f, e.gens[name], err
+			}
+			continue // dropped: fill it
+		}
+		if prefix == "" { // a file to fetch: where is it?
+			d.mu.Unlock()
+			p, err := s.keyPrefix()
+			d.mu.Lock()
+			if err != nil {
+				return nil, 0, err
+			}
+			prefix = p
+			continue
 		}
 		f := e.fills[name]
 		if f == nil {
 			tmp, err := os.CreateTemp(e.dir, "."+name+fillSuffix+"*")
 			if err != nil {
-				return nil, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
+				return nil, 0, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
 			}
 			f = &fill{
 				d: d, e: e, fm: fm, tmp: tmp, segs: segments(fm),
@@ -79,7 +103,7 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 		}
 		if !f.completing {
 			f.refs++
-			return &fillFile{f: f, ctx: s.ctx, counts: s.counts}, nil
+			return &fillFile{f: f, ctx: s.ctx, counts: s.counts}, 0, nil
 		}
 		// Its last reader is making it the file: wait, then read that.
 		d.mu.Unlock()
@@ -87,17 +111,36 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 		case <-f.completed:
 		case <-s.ctx.Done():
 			d.mu.Lock()
-			return nil, s.ctx.Err()
+			return nil, 0, s.ctx.Err()
 		}
 		d.mu.Lock()
 	}
 }
 
+// openHeld opens the column file fm the depot holds. One gone from disk
+// or not of the manifest's size (cut short, or grown, since it was taken
+// in) is dropped and nil returned. d.mu is held.
+func (d *Depot) openHeld(e *entry, fm *columnar.FileMeta) (*columnar.LocalFile, error) {
+	f, err := columnar.OpenLocalFile(filepath.Join(e.dir, fm.Name))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.dropLocked(e, fm, "gone from disk")
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("depot: %w", err)
+	case f.Size() != fm.Size:
+		f.Close()
+		d.dropLocked(e, fm, fmt.Sprintf("%d bytes on disk, manifest says %d", f.Size(), fm.Size))
+		return nil, nil
+	}
+	return f, nil
+}
+
 // check reads a file found on disk at Open whole and compares it with the
 // manifest's CRC-32C: a match is heldChecked from now on; a mismatch (what
-// a crash can leave of a file never synced) is removed, to be fetched
-// again, and 0 is returned.
-func (s *source) check(fm *columnar.FileMeta) held {
+// a crash can leave of a file never synced) is dropped, to be fetched
+// again.
+func (s *source) check(fm *columnar.FileMeta) {
 	d, e := s.d, s.e
 	path := filepath.Join(e.dir, fm.Name)
 	ok := false
@@ -110,18 +153,13 @@ func (s *source) check(fm *columnar.FileMeta) held {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if e.present[fm.Name] != heldUnchecked {
-		return e.present[fm.Name] // another reader checked it first
+		return // another reader checked it first
 	}
 	if ok {
 		e.present[fm.Name] = heldChecked
-		return heldChecked
+		return
 	}
-	d.log.Warn("depot: a file found at start does not match its manifest; fetching it again", "file", path)
-	os.Remove(path)
-	delete(e.present, fm.Name)
-	e.size -= fm.Size
-	d.used -= fm.Size
-	return 0
+	d.dropLocked(e, fm, "found at start not matching its manifest's checksum")
 }
 
 // keyPrefix returns the key prefix of the container's files in the
