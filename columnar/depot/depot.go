@@ -41,11 +41,21 @@
 // A held file missing or not of the manifest's size when opened is
 // fetched again the same way. Stats.Damaged counts the files dropped.
 //
+// A depot directory is one depot's: two workers sharing one would evict
+// and refetch files under each other's readers. Open takes an exclusive
+// flock on the directory's lock file, writes its pid there and holds the
+// lock until Close (the kernel drops it when the process dies); an Open
+// of a directory another depot holds, in this process or another, fails
+// at once with an error wrapping ErrLocked naming the holder's pid. Where
+// there is no flock (not unix), nothing is locked.
+//
 // # Format
 //
 // The depot directory is a data directory (DIR/<table>/<projection>/<id>/,
-// columnar's container format), except that a container there may hold
-// only some of its column files: its manifest.json is always there, and
+// columnar's container format) with the lock file DIR/.lock (the pid of
+// the process holding it, in decimal, and a newline; empty once it is
+// closed), except that a container there may hold only some of its
+// column files: its manifest.json is always there, and
 // each column file is there whole or not at all. A fill in progress is
 // ".<file>.fill-<random>" in the container's directory, a manifest being
 // written ".manifest.json.tmp-<random>"; Open removes the ones a crash
@@ -63,6 +73,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,6 +109,7 @@ type Stats struct {
 type Depot struct {
 	st    store.Store
 	dir   *columnar.DataDir
+	lock  *os.File // the directory's lock file, flocked until Close
 	limit int64
 	log   *slog.Logger
 
@@ -129,25 +141,78 @@ type entry struct {
 
 func key(table, projection, id string) string { return table + "/" + projection + "/" + id }
 
-// Open opens the depot at dir (creating it) over st and takes in the
-// containers already there.
+// Open opens the depot at dir (creating it) over st, locks it and takes
+// in the containers already there. A directory another depot has open (a
+// second worker given the same directory) gives an error wrapping
+// ErrLocked, naming the holder's pid.
 func Open(dir string, st store.Store, opts Options) (*Depot, error) {
 	dd, err := columnar.OpenDataDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	d := &Depot{st: st, dir: dd, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New()}
+	lock, err := lockDir(dd.Path())
+	if err != nil {
+		dd.Close()
+		return nil, err
+	}
+	d := &Depot{st: st, dir: dd, lock: lock, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New()}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
 	if err := d.scan(); err != nil {
-		dd.Close()
+		d.Close()
 		return nil, err
 	}
 	d.mu.Lock()
 	d.evict()
 	d.mu.Unlock()
 	return d, nil
+}
+
+// ErrLocked marks a depot directory another depot has open.
+var ErrLocked = errors.New("directory locked by another depot")
+
+// lockName is the depot directory's lock file. It begins with a dot, as
+// no table name does (and scan passes over it).
+const lockName = ".lock"
+
+// lockDir takes the exclusive flock of the lock file in the depot
+// directory dir and writes this process's pid into it; a lock another
+// open of the file holds is an error wrapping ErrLocked naming the pid
+// written there. The lock is what a process holds, not what the file
+// says: the kernel drops it when the process dies, however it dies.
+// Where there is no flock, nothing is locked.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("depot %s: lock: %w", dir, err)
+	}
+	ok, err := tryLock(f)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("depot %s: lock: %w", dir, err)
+	}
+	if !ok {
+		holder := "holder unknown"
+		b := make([]byte, 32)
+		n, _ := f.ReadAt(b, 0)
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b[:n]))); err == nil && pid > 0 {
+			holder = fmt.Sprintf("pid %d", pid)
+			if pid == os.Getpid() {
+				holder += " (this process)"
+			}
+		}
+		f.Close()
+		return nil, fmt.Errorf("depot %s: %w, %s", dir, ErrLocked, holder)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("depot %s: lock: %w", dir, err)
+	}
+	return f, nil
 }
 
 // scan takes in the containers under the depot directory, least recently
@@ -285,8 +350,13 @@ func (d *Depot) Dir() *columnar.DataDir { return d.dir }
 // Store is the store the depot caches.
 func (d *Depot) Store() store.Store { return d.st }
 
-// Close closes the depot's directory (not the store).
-func (d *Depot) Close() error { return d.dir.Close() }
+// Close closes the depot's directory (not the store) and unlocks it.
+func (d *Depot) Close() error {
+	err := d.dir.Close()
+	d.lock.Truncate(0) // the pid there is no longer the holder's
+	d.lock.Close()
+	return err
+}
 
 // Stats returns the depot's counters.
 func (d *Depot) Stats() Stats {

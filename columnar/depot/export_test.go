@@ -7,3 +7,6 @@ func SetSegmentBytes(n int64) func() {
 	segmentBytes = n
 	return func() { segmentBytes = old }
 }
+
+// CanLock reports whether Open locks the depot directory here.
+const CanLock = canLock

@@ -8,6 +8,7 @@ package storeflags
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -82,6 +83,11 @@ func (f *Flags) OpenDepot(ctx context.Context, dataDir string, log *slog.Logger)
 	d, err := depot.Open(dir, st, depot.Options{Limit: limit, Logger: log})
 	if err != nil {
 		st.Close()
+		if errors.Is(err, depot.ErrLocked) {
+			// Two workers on one host with one data directory and the
+			// default --depot.
+			return nil, fmt.Errorf("--depot: %w: each worker needs a depot directory of its own", err)
+		}
 		return nil, fmt.Errorf("--depot: %w", err)
 	}
 	log.Info("containers in a store", "store", st.String(), "depot", dir, "depot_size", bytesize.Format(limit))
