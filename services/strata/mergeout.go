@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -156,8 +155,11 @@ func (c *apiCommand) submit(ctx context.Context, subject string, req, rep messag
 // event be missed, the operations table says it ended), printing progress
 // to stderr. A job no worker holds for o.acceptTimeout gets a notice saying
 // what it waits for (see noticeWaiting), again every o.acceptTimeout; after
-// o.timeout, if set, wait gives up (the jobs go on). It returns the done
-// events by job ID and how many failed.
+// o.timeout, if set, wait gives up (the jobs go on). While the connection
+// cannot reach NATS it says so (after unreachableFirst, then every
+// unreachableEvery, naming the server and for how long), skips the
+// requests it would make meanwhile, and says when NATS is back. It returns
+// the done events by job ID and how many failed.
 func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string, o waitOptions) (done map[string]*messages.JobEvent, failed int, err error) {
 	parent := ctx
 	if o.timeout > 0 {
@@ -188,6 +190,19 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string, o w
 	notice := time.NewTimer(time.Hour)
 	notice.Stop()
 	defer notice.Stop()
+	reach := followReach(c.nc)
+	defer reach.stop()
+	o.reach = reach
+	// unreachable fires while the connection is down: the first notice
+	// after unreachableFirst, the next every unreachableEvery; told is
+	// whether one was printed in this outage.
+	unreachable := time.NewTimer(time.Hour)
+	unreachable.Stop()
+	defer unreachable.Stop()
+	told := false
+	if since, _ := reach.state(); !since.IsZero() {
+		unreachable.Reset(unreachableFirst)
+	}
 	arm := func() {
 		notice.Stop()
 		if o.acceptTimeout <= 0 {
@@ -256,6 +271,24 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string, o w
 				}
 			}
 			arm()
+		case <-reach.changed:
+			since, url := reach.state()
+			switch {
+			case !since.IsZero():
+				unreachable.Reset(unreachableFirst)
+			default:
+				unreachable.Stop()
+				if told {
+					fmt.Fprintf(stderr, "NATS at %s reachable again; still waiting for %d of %d jobs\n", url, len(pending), len(ids))
+				}
+				told = false
+			}
+		case <-unreachable.C:
+			if text, down := reach.unreachable(); down {
+				fmt.Fprintf(stderr, "%s; still waiting for %d of %d jobs%s\n", text, len(pending), len(ids), untilTimeout(o))
+				told = true
+				unreachable.Reset(unreachableEvery)
+			}
 		case <-notice.C:
 			now := time.Now()
 			var ready []string
@@ -274,11 +307,17 @@ func (w *eventWatcher) wait(ctx context.Context, c *apiClient, ids []string, o w
 			}
 			arm()
 		case <-poll.C:
+			if !c.nc.IsConnected() {
+				continue // the unreachable notices say why nothing moves
+			}
 			for id := range pending {
 				var rep messages.OperationsReply
-				if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &rep); err != nil {
-					if errors.Is(err, context.Canceled) {
-						return done, failed, err
+				cctx, cancel := reach.whileUp(ctx)
+				err := c.call(cctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &rep)
+				cancel()
+				if err != nil {
+					if ctx.Err() != nil || !c.nc.IsConnected() {
+						break // the loop's select says why
 					}
 					continue
 				}

@@ -34,6 +34,7 @@ func (f *waitFlags) register(fs *flag.FlagSet) {
 type waitOptions struct {
 	waitFlags
 	consumer string
+	reach    *natsReach // set by wait: whether NATS can be reached
 }
 
 // noticeWaiting tells the user what job id, held by no worker for waited,
@@ -42,8 +43,21 @@ type waitOptions struct {
 // saying nothing, if the operations table shows the job ended, or taken by
 // a worker before this command watched its events (seen: some event of
 // the job was watched).
+//
+// While NATS cannot be reached (o.reach) it says nothing and reports true:
+// nothing can be asked of the scheduler or the consumer meanwhile, and
+// the wait's own notices say that NATS is unreachable.
 func (w *eventWatcher) noticeWaiting(ctx context.Context, c *apiClient, id string, waited time.Duration, seen bool, o waitOptions) bool {
 	waited = waited.Round(100 * time.Millisecond)
+	unreachable := func() bool { return o.reach != nil && o.reach.isDown() }
+	if unreachable() {
+		return true
+	}
+	if o.reach != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = o.reach.whileUp(ctx)
+		defer cancel()
+	}
 	var op *messages.Operation
 	var rep messages.OperationsReply
 	if err := c.call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &rep); err == nil && rep.Error == nil {
@@ -92,6 +106,9 @@ func (w *eventWatcher) noticeWaiting(ctx context.Context, c *apiClient, id strin
 		}
 	}
 	if err != nil {
+		if unreachable() {
+			return true // NATS went away while we asked
+		}
 		fmt.Fprintf(&b, "Consumer %q on stream %s: %v", o.consumer, messages.StreamJobs, err)
 	}
 	fmt.Fprintf(&b, ". Still waiting%s\n", untilTimeout(o))
