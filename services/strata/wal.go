@@ -33,19 +33,24 @@ Archive: a walwriter started with --store URL copies each sealed segment
 --archive-prefix (default wal/HOST/), in the background. The copy lags the
 WAL by the segment being written plus the uploads queued; a store outage
 delays it and never the WAL. A clean stop (SIGTERM) uploads the segment
-being written too. To recover a lost disk:
+being written too. The archive keeps the newest checkpoints
+(--archive-retain-checkpoints, --archive-retain-age) and the segments a
+restore from them needs. To recover a lost disk:
 
   strata wal restore --from URL --prefix wal/HOST/ DIR
   walwriter --wal DIR ...`
 
 func runWALRestore(ctx context.Context, args []string) error {
-	cmd := newCmdLine("wal restore", "usage: strata wal restore --from URL [--prefix wal/HOST/] DIR [flags]\n\n"+
+	cmd := newCmdLine("wal restore", "usage: strata wal restore --from URL [--prefix wal/HOST/] [--at LSN] DIR [flags]\n\n"+
 		"Downloads the WAL archive a walwriter made (--store, --archive-prefix) into DIR, a new or empty\n"+
 		"directory, and reads it end to end. Each file is written under a temporary name, synced and\n"+
-		"renamed; the checkpoint last. A damaged object fails the restore and is named.")
+		"renamed; the checkpoint last. A damaged object fails the restore and is named. By default it\n"+
+		"restores the newest checkpoint and every segment; --at an older checkpoint the archive still\n"+
+		"holds (the report lists them) restores the WAL as it was at that checkpoint.")
 	fs := cmd.fs
 	from := fs.String("from", "", "the store holding the archive: s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR (the walwriter's --store)")
 	prefix := fs.String("prefix", "", "key prefix of the archive in the store, the walwriter's --archive-prefix (wal/HOST/ unless set); default: the store's root")
+	at := fs.Uint64("at", 0, "restore the WAL as it was at the archived checkpoint with this LSN (default: the newest, and every segment after it)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	dir, err := cmd.parseArg(args, "want one WAL directory to restore into")
 	if err != nil {
@@ -63,7 +68,7 @@ func runWALRestore(ctx context.Context, args []string) error {
 		return fmt.Errorf("--from: %w", err)
 	}
 	defer st.Close()
-	rep, err := walarchive.Restore(ctx, st, p, dir)
+	rep, err := walarchive.Restore(ctx, st, p, dir, walarchive.RestoreOptions{At: walwriter.LSN(*at)})
 	if err != nil {
 		return err
 	}
@@ -79,6 +84,13 @@ func runWALRestore(ctx context.Context, args []string) error {
 	fmt.Printf("restored %d segments, %d bytes, into %s\n", rep.Segments, rep.Bytes, dir)
 	fmt.Printf("records %d (full images %d, deltas %d), checkpoints %d, LSNs %d..%d, checkpoint file LSN %d\n",
 		w.Records, w.FullImages, w.Deltas, w.Checkpoints, w.FirstLSN, w.LastLSN, w.CheckpointLSN)
+	if len(rep.Checkpoints) > 0 {
+		lsns := make([]string, len(rep.Checkpoints))
+		for i, l := range rep.Checkpoints {
+			lsns[i] = strconv.FormatUint(uint64(l), 10)
+		}
+		fmt.Printf("checkpoints in the archive (--at): %s\n", strings.Join(lsns, " "))
+	}
 	for _, g := range w.Gaps {
 		fmt.Printf("gap: %s\n", g)
 	}

@@ -212,6 +212,10 @@ func TestWALRestore(t *testing.T) {
 	if code, out, _ := run(t, "wal", "verify", dst); code != 0 || !strings.Contains(out, "records 500") {
 		t.Fatalf("wal verify of the restored WAL: exit %d:\n%s", code, out)
 	}
+	code, _, errText = run(t, "wal", "restore", "--from", srv.URL, "--prefix", "wal/db1/", "--at", "12345", t.TempDir())
+	if code != 1 || !strings.Contains(errText, "no checkpoint at LSN 12345") {
+		t.Fatalf("wal restore --at a checkpoint the archive lacks: exit %d, stderr:\n%s", code, errText)
+	}
 	code, _, errText = run(t, "wal", "restore", "--from", srv.URL, "--prefix", "wal/db1/", dst)
 	if code != 1 || !strings.Contains(errText, "holds a WAL") {
 		t.Fatalf("wal restore into a WAL directory: exit %d, stderr:\n%s", code, errText)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/columnar/store/s3test"
+	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/service/metricstest"
 	"github.com/strata-db/strata/internal/storeflags"
 	"github.com/strata-db/strata/messages"
@@ -35,14 +37,14 @@ func TestArchiveFlagsAndMetrics(t *testing.T) {
 	}
 	defer w.Close()
 
-	arch, stop, err := startArchive(ctx, &storeflags.Flags{}, "", w, log)
+	arch, stop, err := startArchive(ctx, &storeflags.Flags{}, walarchive.Options{Logger: log}, w)
 	if arch != nil || err != nil {
 		t.Fatalf("without --store: archiver %v, %v", arch, err)
 	}
 	stop()
 
 	srv := s3test.Start(t, "strata")
-	arch, stop, err = startArchive(ctx, &storeflags.Flags{Store: srv.URL}, "", w, log)
+	arch, stop, err = startArchive(ctx, &storeflags.Flags{Store: srv.URL}, walarchive.Options{Logger: log}, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,12 +77,17 @@ func TestArchiveFlagsAndMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	registerArchiveMetrics(reg, arch)
 	fams := metricstest.Check(t, reg, "walwriter", map[string]dto.MetricType{
-		"strata_wal_archived_segments_total":    dto.MetricType_COUNTER,
-		"strata_wal_archived_bytes_total":       dto.MetricType_COUNTER,
-		"strata_wal_archived_checkpoints_total": dto.MetricType_COUNTER,
-		"strata_wal_archive_failures_total":     dto.MetricType_COUNTER,
-		"strata_wal_archive_lag_segments":       dto.MetricType_GAUGE,
-		"strata_wal_archive_lag_bytes":          dto.MetricType_GAUGE,
+		"strata_wal_archived_segments_total":           dto.MetricType_COUNTER,
+		"strata_wal_archived_bytes_total":              dto.MetricType_COUNTER,
+		"strata_wal_archived_checkpoints_total":        dto.MetricType_COUNTER,
+		"strata_wal_archive_failures_total":            dto.MetricType_COUNTER,
+		"strata_wal_archive_lag_segments":              dto.MetricType_GAUGE,
+		"strata_wal_archive_lag_bytes":                 dto.MetricType_GAUGE,
+		"strata_wal_archive_stored_segments":           dto.MetricType_GAUGE,
+		"strata_wal_archive_stored_bytes":              dto.MetricType_GAUGE,
+		"strata_wal_archive_stored_checkpoints":        dto.MetricType_GAUGE,
+		"strata_wal_archive_deleted_segments_total":    dto.MetricType_COUNTER,
+		"strata_wal_archive_deleted_checkpoints_total": dto.MetricType_COUNTER,
 	})
 	if v := metricstest.Value(fams, "strata_wal_archived_segments_total"); v != float64(sealed) {
 		t.Errorf("strata_wal_archived_segments_total = %v, want the %d sealed segments", v, sealed)
@@ -90,6 +97,12 @@ func TestArchiveFlagsAndMetrics(t *testing.T) {
 	}
 	if v := metricstest.Value(fams, "strata_wal_archive_lag_segments"); v != 0 {
 		t.Errorf("strata_wal_archive_lag_segments = %v after a sync", v)
+	}
+	if v := metricstest.Value(fams, "strata_wal_archive_stored_segments"); v != float64(sealed) {
+		t.Errorf("strata_wal_archive_stored_segments = %v, want %d", v, sealed)
+	}
+	if v := metricstest.Value(fams, "strata_wal_archive_stored_bytes"); v != float64(bytes) {
+		t.Errorf("strata_wal_archive_stored_bytes = %v, want %d", v, bytes)
 	}
 
 	host, _ := os.Hostname()
@@ -117,7 +130,7 @@ func TestCleanStopArchivesEveryAckedRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := s3test.Start(t, "strata")
-	arch, stop, err := startArchive(ctx, &storeflags.Flags{Store: srv.URL}, "wal/h1/", w, log)
+	arch, stop, err := startArchive(ctx, &storeflags.Flags{Store: srv.URL}, walarchive.Options{Prefix: "wal/h1/", Logger: log}, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +159,7 @@ func TestCleanStopArchivesEveryAckedRecord(t *testing.T) {
 	}
 	defer st.Close()
 	dst := t.TempDir()
-	rep, err := walarchive.Restore(ctx, st, "wal/h1/", dst)
+	rep, err := walarchive.Restore(ctx, st, "wal/h1/", dst, walarchive.RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,5 +185,35 @@ func TestCleanStopArchivesEveryAckedRecord(t *testing.T) {
 	}
 	if len(acked) != 0 {
 		t.Fatalf("%d acknowledged records are not in the restored WAL", len(acked))
+	}
+}
+
+// The retention flags default to a month and eight checkpoints, and take
+// their environment variables as every flag does.
+func TestArchiveFlags(t *testing.T) {
+	parse := func(args ...string) walarchive.Options {
+		t.Helper()
+		var af archiveFlags
+		fs := flag.NewFlagSet("walwriter", flag.ContinueOnError)
+		af.register(fs)
+		if err := service.Parse(fs, args); err != nil {
+			t.Fatal(err)
+		}
+		return af.options(nil)
+	}
+	if o := parse(); o.RetainCheckpoints != 8 || o.RetainAge != 720*time.Hour || o.Prefix != "" {
+		t.Fatalf("defaults: %+v", o)
+	}
+	if o := parse("--archive-retain-checkpoints", "0"); o.RetainCheckpoints != 0 {
+		t.Fatalf("--archive-retain-checkpoints 0: %+v", o)
+	}
+	t.Setenv("STRATA_ARCHIVE_RETAIN_CHECKPOINTS", "3")
+	t.Setenv("STRATA_ARCHIVE_RETAIN_AGE", "48h")
+	t.Setenv("STRATA_ARCHIVE_PREFIX", "wal/x/")
+	if o := parse(); o.RetainCheckpoints != 3 || o.RetainAge != 48*time.Hour || o.Prefix != "wal/x/" {
+		t.Fatalf("from the environment: %+v", o)
+	}
+	if o := parse("--archive-retain-age", "1h"); o.RetainAge != time.Hour {
+		t.Fatalf("a flag over the environment: %+v", o)
 	}
 }

@@ -25,19 +25,25 @@
 // clean stop (SIGTERM) the segment being written is sealed after its last
 // durable batch and uploaded with the checkpoint, within
 // --archive-stop-timeout (default 30s), so the bucket then holds every
-// acknowledged event.
+// acknowledged event. The archive keeps the newest
+// --archive-retain-checkpoints checkpoints (default 8) and every one
+// archived within --archive-retain-age (default 720h), with the segments a
+// restore from them needs, and deletes the rest from the bucket;
+// --archive-retain-checkpoints 0 keeps everything.
 // `strata wal restore --from URL --prefix wal/HOST/ DIR` makes a WAL
 // directory of the copy.
 //
 // Usage:
 //
-//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104] [--store URL [--archive-prefix wal/NAME/] [--archive-stop-timeout 30s]]
+//	walwriter [--nats URLS] [--data DIR] [--wal DIR] [--http :9104]
+//	          [--store URL [--archive-prefix wal/NAME/] [--archive-retain-checkpoints 8] [--archive-retain-age 720h] [--archive-stop-timeout 30s]]
 //
 // Every flag has an environment variable: --wal is STRATA_WAL.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -69,8 +75,8 @@ func run(args []string) error {
 	noDelta := fs.Bool("no-delta", false, "log every update as a full row image")
 	var sf storeflags.Flags
 	sf.RegisterWALArchive(fs)
-	archivePrefix := fs.String("archive-prefix", "", "with --store: key prefix of the WAL's archive in the store (default: wal/HOST/)")
-	archiveStopTimeout := fs.Duration("archive-stop-timeout", 30*time.Second, "with --store: on a clean stop, how long uploading the last segment and the checkpoint may take before the walwriter exits anyway (the next start uploads them)")
+	var af archiveFlags
+	af.register(fs)
 	if err := b.Start(args); err != nil {
 		return err
 	}
@@ -98,7 +104,7 @@ func run(args []string) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	arch, closeArchive, err := startArchive(ctx, &sf, *archivePrefix, wal, log)
+	arch, closeArchive, err := startArchive(ctx, &sf, af.options(log), wal)
 	if err != nil {
 		return err
 	}
@@ -143,10 +149,40 @@ func run(args []string) error {
 	}, func(error) { close(stop) })
 	err = b.Run()
 	walClosed = true
-	if cerr := closeWAL(wal, arch, func() error { return nc.FlushTimeout(drainTimeout) }, *archiveStopTimeout, log); cerr != nil && err == nil {
+	if cerr := closeWAL(wal, arch, func() error { return nc.FlushTimeout(drainTimeout) }, af.stopTimeout, log); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err
+}
+
+// Defaults of the archive's retention: a month of checkpoints, and at
+// least eight (at the default checkpoint interval, 4 segments of 64MiB
+// each, 2GiB of records) however old.
+const (
+	defaultRetainCheckpoints = 8
+	defaultRetainAge         = 30 * 24 * time.Hour
+)
+
+// archiveFlags are the flags of the WAL archive but --store.
+type archiveFlags struct {
+	prefix            string
+	retainCheckpoints int
+	retainAge         time.Duration
+	stopTimeout       time.Duration
+}
+
+func (f *archiveFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.prefix, "archive-prefix", "", "with --store: key prefix of the WAL's archive in the store (default: wal/HOST/)")
+	fs.IntVar(&f.retainCheckpoints, "archive-retain-checkpoints", defaultRetainCheckpoints,
+		"with --store: keep the newest N checkpoints in the archive and every segment a restore from one of them needs; an older checkpoint goes once it is also past --archive-retain-age (0: keep everything, delete nothing)")
+	fs.DurationVar(&f.retainAge, "archive-retain-age", defaultRetainAge,
+		"with --store: keep every checkpoint archived within this long too, beyond --archive-retain-checkpoints (0: the count alone decides)")
+	fs.DurationVar(&f.stopTimeout, "archive-stop-timeout", 30*time.Second,
+		"with --store: on a clean stop, how long uploading the last segment and the checkpoint may take before the walwriter exits anyway (the next start uploads them)")
+}
+
+func (f *archiveFlags) options(log *slog.Logger) walarchive.Options {
+	return walarchive.Options{Prefix: f.prefix, Logger: log, RetainCheckpoints: f.retainCheckpoints, RetainAge: f.retainAge}
 }
 
 // closeWAL is the end of a stop. The WAL's Close writes what is queued and,
@@ -178,14 +214,15 @@ func closeWAL(wal *walwriter.WAL, arch *walarchive.Archiver, flush func() error,
 	return err
 }
 
-// startArchive starts archiving wal to --store under prefix (default
+// startArchive starts archiving wal to --store under opts.Prefix (default
 // wal/HOST/) and returns the archiver and what stops it and closes the
 // store; without --store, nil and a no-op.
-func startArchive(ctx context.Context, sf *storeflags.Flags, prefix string, wal *walwriter.WAL, log *slog.Logger) (*walarchive.Archiver, func(), error) {
+func startArchive(ctx context.Context, sf *storeflags.Flags, opts walarchive.Options, wal *walwriter.WAL) (*walarchive.Archiver, func(), error) {
 	st, err := sf.OpenStore(ctx)
 	if err != nil || st == nil {
 		return nil, func() {}, err
 	}
+	prefix := opts.Prefix
 	if prefix == "" {
 		host, err := os.Hostname()
 		if err != nil || host == "" {
@@ -197,11 +234,18 @@ func startArchive(ctx context.Context, sf *storeflags.Flags, prefix string, wal 
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	arch, err := walarchive.Start(wal, st, walarchive.Options{Prefix: prefix, Logger: log})
+	opts.Prefix = prefix
+	arch, err := walarchive.Start(wal, st, opts)
 	if err != nil {
 		st.Close()
-		return nil, nil, fmt.Errorf("--archive-prefix: %w", err)
+		return nil, nil, fmt.Errorf("WAL archive: %w", err)
 	}
-	log.Info("archiving the WAL", "store", st.String(), "prefix", prefix)
+	retain := "everything"
+	if opts.RetainCheckpoints > 0 {
+		retain = fmt.Sprintf("the newest %d checkpoints and those within %s", opts.RetainCheckpoints, opts.RetainAge)
+	}
+	if opts.Logger != nil {
+		opts.Logger.Info("archiving the WAL", "store", st.String(), "prefix", prefix, "retain", retain)
+	}
 	return arch, func() { arch.Close(); st.Close() }, nil
 }

@@ -107,8 +107,13 @@ func registerArchiveMetrics(reg prometheus.Registerer, a *walarchive.Archiver) {
 		counter("strata_wal_archived_segments_total", "Sealed WAL segments uploaded to the store.", func(s walarchive.Stats) float64 { return float64(s.Segments) }),
 		counter("strata_wal_archived_bytes_total", "Bytes of WAL segments uploaded to the store.", func(s walarchive.Stats) float64 { return float64(s.Bytes) }),
 		counter("strata_wal_archived_checkpoints_total", "WAL checkpoint files uploaded to the store.", func(s walarchive.Stats) float64 { return float64(s.Checkpoints) }),
-		counter("strata_wal_archive_failures_total", "Failed listings and uploads of the WAL archive (each retried).", func(s walarchive.Stats) float64 { return float64(s.Failures) }),
+		counter("strata_wal_archive_failures_total", "Failed listings, uploads and deletions of the WAL archive (each retried).", func(s walarchive.Stats) float64 { return float64(s.Failures) }),
 		gauge("strata_wal_archive_lag_segments", "Sealed WAL segments not yet in the store.", func(s walarchive.Stats) float64 { return float64(s.LagSegments) }),
 		gauge("strata_wal_archive_lag_bytes", "Bytes of sealed WAL segments not yet in the store.", func(s walarchive.Stats) float64 { return float64(s.LagBytes) }),
+		gauge("strata_wal_archive_stored_segments", "WAL segments the archive in the store holds.", func(s walarchive.Stats) float64 { return float64(s.StoredSegments) }),
+		gauge("strata_wal_archive_stored_bytes", "Bytes of the WAL segments the archive in the store holds.", func(s walarchive.Stats) float64 { return float64(s.StoredBytes) }),
+		gauge("strata_wal_archive_stored_checkpoints", "Checkpoints the archive in the store holds: the restore points.", func(s walarchive.Stats) float64 { return float64(s.StoredCheckpoints) }),
+		counter("strata_wal_archive_deleted_segments_total", "WAL segments retention deleted from the store.", func(s walarchive.Stats) float64 { return float64(s.DeletedSegments) }),
+		counter("strata_wal_archive_deleted_checkpoints_total", "Checkpoints retention deleted from the store.", func(s walarchive.Stats) float64 { return float64(s.DeletedCheckpoints) }),
 	)
 }
