@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/columnar/store/s3test"
@@ -161,13 +163,9 @@ func TestRequestsLateReply(t *testing.T) {
 			if !strings.Contains(out, ",3000") {
 				t.Fatalf("window printed %q", out)
 			}
-			sched = d.start("scheduler", "scheduler")
-			var ops messages.OperationsReply
-			d.request(messages.SubjectAPIOperations, &messages.OperationsRequest{Table: "t"}, &ops)
-			if n := countOps(ops.Operations, messages.OperationWindow); n != 1 {
-				t.Fatalf("%d window jobs, want 1: %+v", n, ops.Operations)
+			if n := d.jobsPublished(t, messages.SubjectJobWindow); n != 1 {
+				t.Fatalf("%d window jobs, want 1", n)
 			}
-			sched.stop(t)
 
 			// A pool: created once, answered as done.
 			d.faultedCLI(t, "pools.create", f.fault, f.restart, nil, "pools create", "etl", "--memorysize", "64MiB")
@@ -181,11 +179,10 @@ func TestRequestsLateReply(t *testing.T) {
 
 			// A mergeout: one job over the five left.
 			d.faultedCLI(t, "mergeout", f.fault, f.restart, nil, "mergeout", "t")
-			sched = d.start("scheduler", "scheduler")
-			d.request(messages.SubjectAPIOperations, &messages.OperationsRequest{Table: "t"}, &ops)
-			if n := countOps(ops.Operations, messages.OperationMergeout); n != 1 {
-				t.Fatalf("%d mergeouts, want 1: %+v", n, ops.Operations)
+			if n := d.jobsPublished(t, messages.SubjectJobMergeout); n != 1 {
+				t.Fatalf("%d mergeouts, want 1", n)
 			}
+			d.start("scheduler", "scheduler")
 			if live := liveIDs(t, d.catalogOf("t")); len(live) != 1 {
 				t.Fatalf("live after the mergeout: %v", live)
 			}
@@ -223,14 +220,21 @@ func (d *deployment) request(subject string, req, rep messages.Message) {
 	}
 }
 
-func countOps(ops []messages.Operation, kind string) int {
-	n := 0
-	for _, op := range ops {
-		if op.Operation == kind {
-			n++
-		}
+// jobsPublished counts the jobs stored in JOBS on subject (a job published
+// again is stored once, deduplicated by its ID).
+func (d *deployment) jobsPublished(t *testing.T, subject string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := d.js.Stream(ctx, messages.StreamJobs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return n
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Subjects[subject]
 }
 
 func liveIDs(t *testing.T, cat *messages.CatalogReply) []string {

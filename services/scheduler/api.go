@@ -26,6 +26,10 @@ type apiServer struct {
 	fault    *apiFault // test failpoint, nil unless STRATA_TEST_API_FAULT is set
 }
 
+// registerTimeout bounds a registration, which checks every container it
+// names (in a bucket, by ranged reads): longer than other requests.
+const registerTimeout = 5 * time.Minute
+
 // apiConcurrency bounds the requests answered at once; more wait in the
 // subscription's queue.
 const apiConcurrency = 32
@@ -67,7 +71,11 @@ func (a *apiServer) serve(msg *nats.Msg) {
 // reply type of its subject with an "invalid" error, so the client learns
 // why rather than waiting for a timeout.
 func (a *apiServer) handle(msg *nats.Msg) {
-	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	timeout := a.timeout
+	if msg.Subject == messages.SubjectAPIRegister {
+		timeout = registerTimeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	reply, apiErr := a.dispatch(ctx, msg.Subject, msg.Data)
 	if reply == nil {

@@ -206,8 +206,13 @@ func requestID(req messages.Message) string {
 	return ""
 }
 
-// settleNotice is how often settleCall says it is still asking.
-const settleNotice = 15 * time.Second
+// settleFirstNotice and settleNotice are when settleCall first says it is
+// still waiting (or at the request timeout, if sooner), and how often
+// after that.
+const (
+	settleFirstNotice = 5 * time.Second
+	settleNotice      = 15 * time.Second
+)
 
 // settleCall sends a change and waits for the scheduler's answer, sending
 // it again (the same bytes, so the same request ID) when no answer comes:
@@ -221,8 +226,9 @@ const settleNotice = 15 * time.Second
 // rep's error part); errNotReceived wrapped when no send reached a
 // scheduler within noRespondersGrace; an *OutcomeUnknownError when sends
 // may have reached one but no answer came within the settle timeout (or
-// before ctx ended). After the request timeout it says every
-// settleNotice on stderr that it is still asking and why.
+// before ctx ended). While it waits it says so on stderr, with why
+// (after settleFirstNotice or the request timeout, then every
+// settleNotice).
 func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []byte, rep messages.Reply) error {
 	inbox := c.nc.NewInbox()
 	replies := make(chan *nats.Msg, 64)
@@ -239,7 +245,7 @@ func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []b
 	interval := max(c.timeout/3, time.Second)
 	resend := time.NewTimer(0)
 	defer resend.Stop()
-	notice := time.NewTimer(c.timeout)
+	notice := time.NewTimer(min(c.timeout, settleFirstNotice))
 	defer notice.Stop()
 	done, resendC := ctx.Done(), resend.C
 	var final <-chan time.Time
@@ -279,7 +285,7 @@ func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []b
 		case err := <-c.denied:
 			return fmt.Errorf("%w: refused: %w (this NATS user may not make it)", errNotReceived, err)
 		case <-notice.C:
-			fmt.Fprintf(stderr, "strata: no answer yet to %s (request %s) after %s, sent %d times; asking again until it is known (--settle-timeout %s)%s\n",
+			fmt.Fprintf(stderr, "strata: no answer yet to %s (request %s) after %s, sent %d times; asking until the outcome is known (--settle-timeout %s)%s\n",
 				subject, orDash(id), time.Since(start).Round(time.Second), sends, max(c.settle, c.timeout), lastSuffix(last))
 			notice.Reset(settleNotice)
 		case <-done:
