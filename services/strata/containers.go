@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -15,15 +16,29 @@ func init() {
 }
 
 func runContainers(ctx context.Context, args []string) error {
-	cmd := newAPICommand("containers", "usage: strata containers [--table T] [--projection P]", formatUsage)
+	cmd := newAPICommand("containers", "usage: strata containers [--table T] [--projection P]\n"+
+		"       strata containers --store URL [--table T] [--projection P]\n\n"+
+		"Lists the containers the scheduler's catalog names, live and dead; with --store, what\n"+
+		"the store (a bucket) holds instead, without NATS: every upload attempt of each\n"+
+		"container, committed or not (an upload in flight, or one left behind), with its\n"+
+		"objects, bytes and newest modification time.", formatUsage)
 	tableName := cmd.fs.String("table", "", "only this table")
 	projection := cmd.fs.String("projection", "", "only this projection")
+	storeURL := cmd.fs.String("store", "", "list what this store holds (s3://BUCKET/PREFIX?endpoint=URL, file:///DIR) instead of the catalog")
 	pos, err := cmd.parseArgs(args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
 		return cmd.usageError(fmt.Sprintf("unexpected argument %q (to drop containers: strata containers drop TABLE CONTAINER...)", pos[0]))
+	}
+	if *storeURL != "" {
+		for _, n := range []string{*tableName, *projection} {
+			if n != "" && messages.ValidName(n) != nil {
+				return fmt.Errorf("%w: %v", errUsage, messages.ValidName(n))
+			}
+		}
+		return listBucket(ctx, *storeURL, *tableName, *projection, cmd.format, !service.FlagInArgs(args, "store"))
 	}
 	var rep messages.CatalogReply
 	if err := cmd.ask(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: *tableName, Projection: *projection}, &rep, &rep.Error); err != nil {
