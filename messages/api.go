@@ -19,6 +19,7 @@ const (
 	SubjectAPIPoolAlter      = SubjectAPIPrefix + "pools.alter"     // AlterPoolRequest -> PoolsReply
 	SubjectAPICatalog        = SubjectAPIPrefix + "catalog"         // CatalogRequest -> CatalogReply
 	SubjectAPIDropContainers = SubjectAPIPrefix + "containers.drop" // DropContainersRequest -> DropContainersReply
+	SubjectAPIReserve        = SubjectAPIPrefix + "reserve"         // ReserveRequest -> ReserveReply
 	SubjectAPIAll            = SubjectAPIPrefix + ">"               // what the scheduler subscribes to
 	DefaultMergeoutPool      = "tm"                                 // pool mergeouts run in
 	DefaultWindowPool        = "general"                            // pool window jobs run in unless the request names one
@@ -70,6 +71,7 @@ func (r *AcquisitionsReply) ReplyError() *APIError   { return r.Error }
 func (r *PoolsReply) ReplyError() *APIError          { return r.Error }
 func (r *CatalogReply) ReplyError() *APIError        { return r.Error }
 func (r *DropContainersReply) ReplyError() *APIError { return r.Error }
+func (r *ReserveReply) ReplyError() *APIError        { return r.Error }
 
 // RegisterRequest adds loaded containers to the live set of a projection.
 // The containers must already be committed in the data directory.
@@ -82,6 +84,9 @@ type RegisterRequest struct {
 	// sent again (its reply late or lost, the scheduler restarted) with
 	// that first answer. See ValidRequestID.
 	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
+	// Reservations are the reservations (ReserveReply) the containers were
+	// numbered from; registering releases them.
+	Reservations []string `msgpack:"reservations,omitempty" json:"reservations,omitempty"`
 }
 
 func (*RegisterRequest) Kind() string { return "register_request" }
@@ -105,6 +110,11 @@ func (r *RegisterRequest) Validate() error {
 			return fmt.Errorf("container %s named twice", c.ID)
 		}
 		seen[c.ID] = true
+	}
+	for _, id := range r.Reservations {
+		if err := validName(id); err != nil {
+			return fmt.Errorf("reservation: %v", err)
+		}
 	}
 	return ValidRequestID(r.RequestID)
 }
@@ -550,3 +560,61 @@ func validTableProjection(table, projection string) error {
 	}
 	return nil
 }
+
+// ReserveRequest reserves Count container numbers of a projection for a
+// load, so that loads on different hosts never pick the same container
+// IDs, and the orphan sweep leaves the containers a live load is writing
+// alone while the reservation lasts. A load renews its reservations while
+// it writes and uploads (Renew), and registering the containers releases
+// them. A reservation not renewed expires; its containers, if never
+// registered, are then orphans like any.
+type ReserveRequest struct {
+	Table      string `msgpack:"table" json:"table"`
+	Projection string `msgpack:"projection" json:"projection"`
+	// Count is how many numbers to reserve; zero with Renew.
+	Count int `msgpack:"count,omitempty" json:"count,omitempty"`
+	// AtLeast is the lowest number the client will take: one past the
+	// highest it sees in its data directory or bucket.
+	AtLeast int `msgpack:"at_least,omitempty" json:"at_least,omitempty"`
+	// Renew extends the lease of this reservation instead.
+	Renew     string `msgpack:"renew,omitempty" json:"renew,omitempty"`
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
+}
+
+func (*ReserveRequest) Kind() string { return "reserve_request" }
+
+// MaxReserve bounds the numbers one reservation may hold.
+const MaxReserve = 1 << 20
+
+func (r *ReserveRequest) Validate() error {
+	if err := validTableProjection(r.Table, r.Projection); err != nil {
+		return err
+	}
+	switch {
+	case r.Renew != "":
+		if err := validName(r.Renew); err != nil {
+			return fmt.Errorf("renew: %v", err)
+		}
+		if r.Count != 0 {
+			return errors.New("a renewal reserves no numbers")
+		}
+	case r.Count < 1 || r.Count > MaxReserve:
+		return fmt.Errorf("count %d: want 1 to %d", r.Count, MaxReserve)
+	}
+	if r.AtLeast < 0 {
+		return fmt.Errorf("negative first number %d", r.AtLeast)
+	}
+	return ValidRequestID(r.RequestID)
+}
+
+// ReserveReply is a reservation: the numbers First to First+Count-1,
+// held until Expires (unix ns) unless renewed.
+type ReserveReply struct {
+	Reservation string    `msgpack:"reservation" json:"reservation"`
+	First       int       `msgpack:"first" json:"first"`
+	Count       int       `msgpack:"count" json:"count"`
+	Expires     int64     `msgpack:"expires" json:"expires"`
+	Error       *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+func (*ReserveReply) Kind() string { return "reserve_reply" }

@@ -32,6 +32,11 @@ type ProjectionState struct {
 	// Requests are the scheduler's answers to the latest client requests
 	// that changed this entry (requests.go), oldest first.
 	Requests []RequestRecord
+	// NextContainer is one past the highest container number handed out
+	// by a reservation; Reservations are those not yet released or
+	// expired (reserve.go).
+	NextContainer int
+	Reservations  []Reservation
 
 	// legacy: decoded from an entry written before format version 1; the
 	// next write rewrites it.

@@ -31,6 +31,17 @@ type storedEntry struct {
 	ResultOf   string            `json:"result_of,omitempty"`
 	Created    int64             `json:"created,omitempty"`
 	Requests   []storedRequest   `json:"requests,omitempty"`
+	// NextContainer and Reservations: container numbers handed out to
+	// loads (reserve.go).
+	NextContainer int                 `json:"next_container,omitempty"`
+	Reservations  []storedReservation `json:"reservations,omitempty"`
+}
+
+type storedReservation struct {
+	ID      string `json:"id"`
+	First   int    `json:"first"`
+	Count   int    `json:"count"`
+	Expires int64  `json:"expires"`
 }
 
 // storedRequest is the scheduler's answer to a client request that changed
@@ -154,6 +165,10 @@ func encodeEntry(st *ProjectionState) ([]byte, error) {
 	for _, r := range st.Requests {
 		e.Requests = append(e.Requests, storedRequest{ID: r.ID, Op: r.Op, At: r.At, Reply: r.Reply})
 	}
+	e.NextContainer = st.NextContainer
+	for _, r := range st.Reservations {
+		e.Reservations = append(e.Reservations, storedReservation{ID: r.ID, First: r.First, Count: r.Count, Expires: r.Expires})
+	}
 	return json.Marshal(e)
 }
 
@@ -198,6 +213,16 @@ func DecodeEntry(data []byte) (*ProjectionState, error) {
 			return nil, fmt.Errorf("request record %q (%s): malformed", r.ID, r.Op)
 		}
 		st.Requests = append(st.Requests, RequestRecord{ID: r.ID, Op: r.Op, At: r.At, Reply: r.Reply})
+	}
+	if e.NextContainer < 0 {
+		return nil, fmt.Errorf("next_container %d", e.NextContainer)
+	}
+	st.NextContainer = e.NextContainer
+	for _, r := range e.Reservations {
+		if messages.ValidName(r.ID) != nil || r.First < 0 || r.Count < 1 || r.First+r.Count > e.NextContainer {
+			return nil, fmt.Errorf("reservation %q of %d numbers from %d: malformed (next_container %d)", r.ID, r.Count, r.First, e.NextContainer)
+		}
+		st.Reservations = append(st.Reservations, Reservation{ID: r.ID, First: r.First, Count: r.Count, Expires: r.Expires})
 	}
 	return st, nil
 }

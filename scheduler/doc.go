@@ -31,7 +31,9 @@
 //	              "worker": "merger-1", "delivery": 1}],
 //	 "result_of": "window.t.p.8", "created": ...,   (window result tables only)
 //	 "requests": [{"id": "req-5f0c...", "op": "register", "at": ...,
-//	               "reply": {"live": 12}}, ...]}
+//	               "reply": {"live": 12}}, ...],
+//	 "next_container": 40,
+//	 "reservations": [{"id": "res-32", "first": 32, "count": 8, "expires": ...}]}
 //
 // Containers are those of the entry's projection; "readers" counts the
 // pending jobs whose inputs hold the container (omitted when none). A
@@ -45,6 +47,13 @@
 // answer and changes nothing more: the newest 64, none older than a day
 // (requests.go). Absent when empty; an entry written before it existed
 // reads as having none.
+//
+// "next_container" is one past the highest container number a load was
+// handed, and "reservations" the runs of numbers loads hold (first to
+// first+count-1) until "expires" (unix ns) unless renewed; registering a
+// load's containers releases its reservations (reserve.go). The orphan
+// sweep leaves the containers of a held reservation alone. Both absent
+// until a load reserves.
 //
 // "<table>/<projection>/job/<seq>", the body of pending job seq of the
 // projection: the job as made, its full input list and what its kind

@@ -35,12 +35,18 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 			return s.repeatRegister(req, rec)
 		}
 	}
+	// The orphan sweep leaves the containers alone from here on: checked
+	// and then made live, none is removed between the two.
+	s.mu.Lock()
+	s.markRegistering(req, 1)
+	s.mu.Unlock()
 	containers, err := s.checkContainers(ctx, req.Containers)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	defer s.markRegistering(req, -1)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	var prior *RequestRecord
 	var refused error
 	st, err := s.catalog.Update(ctx, req.Table, req.Projection, func(st *ProjectionState) error {
@@ -62,9 +68,11 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 			}
 			// Recorded, so that a resend is refused too and a client that
 			// removes its files on this answer never has them registered.
+			st.releaseReservations(req.Reservations)
 			return st.recordRequest(requestRegister, req.RequestID, s.now(), &messages.RegisterReply{Error: APIError(refused)})
 		}
 		st.Live = append(st.Live, add...)
+		st.releaseReservations(req.Reservations)
 		return st.recordRequest(requestRegister, req.RequestID, s.now(), &messages.RegisterReply{Live: len(st.Live)})
 	})
 	switch {
@@ -78,6 +86,17 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 	s.log.Info("registered containers", "table", req.Table, "projection", req.Projection, "added", len(req.Containers), "live", len(st.Live), "request", req.RequestID)
 	s.selectStrata(ctx, req.Table, req.Projection)
 	return &messages.RegisterReply{Live: len(st.Live)}, nil
+}
+
+// markRegistering adds d to the count of registrations checking each of
+// req's containers. s.mu is held.
+func (s *Scheduler) markRegistering(req *messages.RegisterRequest, d int) {
+	for _, c := range req.Containers {
+		k := c.Table + "/" + c.Projection + "/" + c.ID
+		if s.registering[k] += d; s.registering[k] <= 0 {
+			delete(s.registering, k)
+		}
+	}
 }
 
 // errAnswered aborts a catalog update for a request the entry shows was

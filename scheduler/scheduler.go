@@ -65,7 +65,10 @@ type Options struct {
 	// OrphanGrace is how old a directory the catalog does not name, or an
 	// upload no commit names, must be before it is removed at start;
 	// younger ones may be a load or a mergeout still writing. Default 1h.
-	OrphanGrace      time.Duration
+	OrphanGrace time.Duration
+	// ReserveLease is how long a reservation of container numbers holds
+	// unless renewed (reserve.go). Default 10m.
+	ReserveLease     time.Duration
 	KeepOperations   int // rows of the operations table kept; default 10000
 	KeepAcquisitions int // rows of the acquisitions table kept; default 10000
 	// KeepResults is how many window result tables are kept; older ones
@@ -82,6 +85,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.OrphanGrace <= 0 {
 		o.OrphanGrace = time.Hour
+	}
+	if o.ReserveLease <= 0 {
+		o.ReserveLease = 10 * time.Minute
 	}
 	if o.KeepOperations <= 0 {
 		o.KeepOperations = 10000
@@ -124,6 +130,9 @@ type Scheduler struct {
 	// inflight are the client requests with an ID being carried out, so a
 	// resend waits for the first rather than running again (requests.go).
 	inflight singleflight.Group
+	// registering counts, by "<table>/<projection>/<id>", the containers
+	// registrations are checking: the orphan sweep leaves them alone.
+	registering map[string]int
 	// failing are jobs failed (with the reason) whose catalog entry could
 	// not be written then; Tick settles them again.
 	failing map[string]string
@@ -156,6 +165,7 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		where:       map[string]projKey{},
 		unpublished: map[string]bool{},
 		accepted:    map[string]delivery{},
+		registering: map[string]int{},
 		failing:     map[string]string{},
 	}
 	cfgs, err := s.pools.load(ctx, opts.Pools)
@@ -238,7 +248,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 	} else if len(swept) > 0 {
 		s.log.Warn("orphaned job bodies removed", "keys", swept)
 	}
-	if err := s.removeOrphans(ctx, states, bodies); err != nil {
+	if err := s.removeOrphans(ctx, states, bodies, false); err != nil {
 		s.log.Error("remove orphaned containers", "err", err)
 	}
 	for _, st := range states {

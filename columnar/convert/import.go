@@ -36,6 +36,11 @@ type ImportOptions struct {
 	// IDPrefix "import-".
 	IDPrefix string
 	FirstID  int
+	// Number, if set, numbers the containers instead of FirstID: the i-th
+	// container written (from 0) is <IDPrefix><Number(i)>. A load that
+	// reserves its container numbers as it goes sets it; an error stops
+	// the import.
+	Number func(i int) (int, error)
 	// SortKey orders each container. Required.
 	SortKey columnar.SortKey
 	// Schema of the input. For CSV it gives every column's type (see
@@ -240,7 +245,14 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 		if rows == 0 {
 			return nil
 		}
-		id := fmt.Sprintf("%s%04d", o.IDPrefix, o.FirstID+len(out))
+		n := o.FirstID + len(out)
+		if o.Number != nil {
+			var err error
+			if n, err = o.Number(len(out)); err != nil {
+				return fmt.Errorf("number container %d: %w", len(out), err)
+			}
+		}
+		id := fmt.Sprintf("%s%04d", o.IDPrefix, n)
 		m, err := writeSorted(pending, id, o)
 		for _, r := range pending {
 			r.Release()

@@ -54,7 +54,7 @@ func newAPIServer(s *scheduler.Scheduler, log *slog.Logger, reg prometheus.Regis
 var apiSubjects = []string{
 	messages.SubjectAPIRegister, messages.SubjectAPIMergeout, messages.SubjectAPIWindow, messages.SubjectAPIOperations,
 	messages.SubjectAPIAcquisitions, messages.SubjectAPIPools, messages.SubjectAPIPoolCreate, messages.SubjectAPIPoolAlter,
-	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers,
+	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers, messages.SubjectAPIReserve,
 }
 
 // serve is the subscription's handler: it answers msg on a goroutine once
@@ -144,6 +144,10 @@ func (a *apiServer) dispatch(ctx context.Context, subject string, data []byte) (
 		}, func(e *messages.APIError) *messages.DropContainersReply {
 			return &messages.DropContainersReply{Error: e}
 		})
+	case messages.SubjectAPIReserve:
+		return call(data, new(messages.ReserveRequest), func(r *messages.ReserveRequest) (*messages.ReserveReply, error) {
+			return a.s.Reserve(ctx, r)
+		}, func(e *messages.APIError) *messages.ReserveReply { return &messages.ReserveReply{Error: e} })
 	}
 	return nil, nil
 }

@@ -10,7 +10,7 @@ import (
 // the flag's name, never replaced by a default.
 type schedulerLimits struct {
 	capacity, maxContainers, keepResults, keepOps int
-	tick, orphanGrace                             time.Duration
+	tick, orphanGrace, orphanSweep                time.Duration
 	baseBytes                                     int64
 }
 
@@ -27,6 +27,7 @@ func (l schedulerLimits) check() error {
 		{"keep-operations", l.keepOps >= 1, "at least 1", l.keepOps},
 		{"tick", l.tick > 0, "a positive duration", l.tick},
 		{"orphan-grace", l.orphanGrace >= 0, "a duration of 0 or more", l.orphanGrace},
+		{"orphan-sweep", l.orphanSweep >= 0, "a duration of 0 or more", l.orphanSweep},
 		{"strata-base", l.baseBytes > 0, "a positive size", l.baseBytes},
 	} {
 		if !c.ok {

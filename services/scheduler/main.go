@@ -64,7 +64,8 @@ func run(args []string) error {
 	capacity := fs.Int("capacity", 32, "containers a stratum holds before it is merged")
 	base := fs.String("strata-base", "1MiB", "upper size bound of the smallest stratum")
 	maxContainers := fs.Int("max-containers", 1024, "live containers a projection may have; larger loads are refused")
-	orphanGrace := fs.Duration("orphan-grace", time.Hour, "age after which a container directory the catalog does not name is removed at start")
+	orphanGrace := fs.Duration("orphan-grace", time.Hour, "age after which a container the catalog does not name, and no load holds, is an orphan to remove")
+	orphanSweep := fs.Duration("orphan-sweep", 10*time.Minute, "how often orphans are looked for while the scheduler runs (they are at start too); 0: only at start")
 	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
 	keepResults := fs.Int("keep-results", 100, "window result tables kept; older ones are dropped")
 	keepOps := fs.Int("keep-operations", 10000, "rows of the operations and acquisitions tables kept (and restored at start)")
@@ -79,7 +80,7 @@ func run(args []string) error {
 		return fmt.Errorf("--strata-base: %w", err)
 	}
 	limits := schedulerLimits{capacity: *capacity, maxContainers: *maxContainers, keepResults: *keepResults, keepOps: *keepOps,
-		tick: *tick, orphanGrace: *orphanGrace, baseBytes: baseBytes}
+		tick: *tick, orphanGrace: *orphanGrace, orphanSweep: *orphanSweep, baseBytes: baseBytes}
 	if err := limits.check(); err != nil {
 		return err
 	}
@@ -206,6 +207,22 @@ func run(args []string) error {
 			}
 		}
 	})
+	if *orphanSweep > 0 {
+		r.AddContext(func(ctx context.Context) error {
+			t := time.NewTicker(*orphanSweep)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-t.C:
+					if err := s.SweepOrphans(ctx); err != nil {
+						log.Error("orphan sweep", "err", err)
+					}
+				}
+			}
+		})
+	}
 	r.AddContext(purgeDeletes(catalogKV, time.Hour, 30*time.Minute, log))
 	log.Info("scheduler ready", "nats", b.NATS, "data", b.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
 	err = b.Run()

@@ -84,6 +84,7 @@ var changes = map[string]bool{
 	messages.SubjectAPIDropContainers: true,
 	messages.SubjectAPIPoolCreate:     true,
 	messages.SubjectAPIPoolAlter:      true,
+	messages.SubjectAPIReserve:        true,
 }
 
 // newRequestID returns a random ID for a request the CLI may send again.
@@ -201,6 +202,8 @@ func requestID(req messages.Message) string {
 	case *messages.DropContainersRequest:
 		return r.RequestID
 	case *messages.CreatePoolRequest:
+		return r.RequestID
+	case *messages.ReserveRequest:
 		return r.RequestID
 	}
 	return ""

@@ -35,7 +35,10 @@ type loadFlags struct {
 	delimiter         string
 	noHeader          bool
 	storeURL          string // --store: upload the containers there
-	firstID           int    // the lowest container number to use (the store's next free one)
+	firstID           int    // the lowest container number to use (the store's next free one, or the reservation's first)
+	// number, if set, numbers an import's i-th container (from the
+	// load's reservations).
+	number func(i int) (int, error)
 }
 
 func runLoad(ctx context.Context, args []string) error {
@@ -107,6 +110,23 @@ func runLoad(ctx context.Context, args []string) error {
 		}
 		defer c.Close()
 	}
+	var res *reservations
+	if c != nil {
+		// The scheduler numbers the containers, so that no other load
+		// (another host's) picks the same numbers, and keeps them from its
+		// orphan sweep while this load writes them.
+		next, err := nextContainerNumber(filepath.Join(dataDir, f.table, f.projection))
+		if err != nil {
+			return fmt.Errorf("load %s.%s: %w", f.table, f.projection, err)
+		}
+		res = newReservations(c, f.table, f.projection, max(next, f.firstID))
+		defer res.close()
+		if f.csvPath != "" || f.pqPath != "" {
+			f.number = func(i int) (int, error) { return res.number(ctx, i) }
+		} else if f.firstID, err = res.take(ctx, f.containers); err != nil {
+			return err
+		}
+	}
 	opts := columnar.GenOptions{Table: f.table, Projection: f.projection, Columns: f.columns, KeyColumns: f.keys,
 		Containers: f.containers, RowsPerContainer: f.rows, Seed: f.seed, BlockRows: f.blockRows, Compression: comp, FirstID: f.firstID}
 	start := time.Now()
@@ -141,7 +161,7 @@ func runLoad(ctx context.Context, args []string) error {
 	if f.noRegister {
 		return nil
 	}
-	return registerLoad(ctx, c, &f, refs, func() {
+	return registerLoad(ctx, c, &f, refs, res.ids(), func() {
 		removeContainers(dataDir, manifests)
 		if up != nil {
 			up.remove(manifests)
@@ -154,8 +174,8 @@ func runLoad(ctx context.Context, args []string) error {
 // outcome is unknown (no answer within --settle-timeout, the command
 // interrupted) they are kept, as the scheduler may have made them live;
 // if it did not, its orphan sweep removes them.
-func registerLoad(ctx context.Context, c *apiClient, f *loadFlags, refs []messages.ContainerRef, remove func(), where string) error {
-	req := &messages.RegisterRequest{Table: f.table, Projection: f.projection, Containers: refs, RequestID: newRequestID()}
+func registerLoad(ctx context.Context, c *apiClient, f *loadFlags, refs []messages.ContainerRef, reserved []string, remove func(), where string) error {
+	req := &messages.RegisterRequest{Table: f.table, Projection: f.projection, Containers: refs, RequestID: newRequestID(), Reservations: reserved}
 	var rep messages.RegisterReply
 	err := c.call(ctx, messages.SubjectAPIRegister, req, &rep)
 	if err == nil {

@@ -61,7 +61,7 @@ func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar
 	defer file.Close()
 	o := convert.ImportOptions{
 		DataDir: dataDir, Table: f.table, Projection: f.projection, Name: path,
-		IDPrefix: "c", FirstID: max(next, f.firstID),
+		IDPrefix: "c", FirstID: max(next, f.firstID), Number: f.number,
 		SortKey: key, RowsPerContainer: f.rows, BlockRows: f.blockRows, Compression: comp,
 		Context: ctx, Progress: newProgress(0).show,
 		// The empty field and NULL are NULL, in string columns too.
