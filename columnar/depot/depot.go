@@ -4,42 +4,55 @@
 // reading.
 //
 // A job acquires each input container (Acquire) and reads it through the
-// columnar.Source the depot returns. A column file the depot holds is read
-// from local disk; one it does not is fetched from the store into a fill
-// file beside it, in segments of whole blocks of up to 4MiB (one ranged
+// columnar.Source the depot returns. A container the depot fetches is
+// kept in one file, its pack: Acquire creates it with the manifest in its
+// header, and each column file is fetched into its own byte range of the
+// pack. So a container costs the depot one file created however wide it
+// is (a file create is what the first layout, a file per column file,
+// spent most of a cold read on). A column file the depot holds is read
+// from its range of the pack; one it does not is fetched from the store
+// into that range in segments of whole blocks of up to 4MiB (one ranged
 // GET each, streamed to disk), each when a reader first reads a block in
 // it: a small file is one request, a large one is fetched as far ahead as
-// its readers read. Readers of one file share its fill; a segment one of
-// them is fetching is waited for by the others, not fetched again. When
-// the last reader closes a fill whose segments are all there, the depot
-// checks the whole file against the manifest's CRC-32C and renames it
-// into place, so the next job reads it locally; a fill read in part is
-// dropped. Prefetch fetches every file of an acquired container in the
-// background, for a job that reads them all (a mergeout). A job whose
-// inputs' files are all in the depot makes no request to the store. A
-// job's output is written into the depot, uploaded (Publish) and kept
-// (write-through).
+// its readers read, and a reader of some columns (a windower) fetches
+// those columns' bytes and no others. Readers of one file share its fill;
+// a segment one of them is fetching is waited for by the others, not
+// fetched again. When the last reader closes a fill whose segments are
+// all there, the depot checks the column file's whole range against the
+// manifest's CRC-32C and marks it held in the pack, so the next job reads
+// it locally; a fill read in part is not marked (its bytes are fetched
+// again by the next reader). Prefetch fetches every file of an acquired
+// container in the background, for a job that reads them all (a
+// mergeout), with up to Options.Fetchers requests in flight over all the
+// containers being prefetched. A job whose inputs' files are all in the
+// depot makes no request to the store. A job's output is written into the
+// depot as a container of column files (columnar's layout), uploaded
+// (Publish) and kept (write-through).
 //
 // What the depot fetches it does not sync: it is a cache of a store that
-// has the data. A file a crash left damaged is found, because every file
-// Open takes in is checked against the manifest's CRC-32C before its
-// first read, and fetched again.
+// has the data. A column file a crash left damaged is found, because
+// every column file Open takes in is checked against the manifest's
+// CRC-32C before its first read, and fetched again; a pack whose header
+// is damaged is not taken in, and its container is fetched again.
 //
-// A file damaged while the depot runs (bytes changed on disk, or the file
-// cut short or removed, after it was taken in) is fetched again at once.
-// A reader of a file the depot holds checks each header and block it
-// reads against the manifest's CRC-32C (the column reader checks again);
-// a mismatch, a short read or a read error drops that file, and only it:
-// the file is removed, so no reader opens it again, and the next to open
-// it fills it from the store. The reader that found the damage reads the
+// A column file damaged while the depot runs (bytes changed on disk, or
+// the pack or file cut short or removed, after it was taken in) is
+// fetched again at once. A reader of a file the depot holds checks each
+// header and block it reads against the manifest's CRC-32C (the column
+// reader checks again); a mismatch, a short read or a read error drops
+// that column file, and only it: it is marked not held (in a pack; a
+// column file of the first layout is removed), so the next to open it
+// fills it from the store. The reader that found the damage reads the
 // range again from that fill; only if the fresh copy is bad too (the
 // store's is) is the read an error, a corrupt container error naming the
 // container, the file and the block. Readers that had the damaged file
 // open go on reading what they opened: each finds the damage itself
 // when it reads it, and reads the fresh copy (the file's generation tells
 // it the file was already dropped, so it does not drop the replacement).
-// A held file missing or not of the manifest's size when opened is
-// fetched again the same way. Stats.Damaged counts the files dropped.
+// A held file missing or not of the manifest's size when opened (a pack
+// too short to hold it) is fetched again the same way. The warning logged
+// names the container, the column file and the block. Stats.Damaged
+// counts the column files dropped.
 //
 // A depot directory is one depot's: two workers sharing one would evict
 // and refetch files under each other's readers. Open takes an exclusive
@@ -51,17 +64,42 @@
 //
 // # Format
 //
-// The depot directory is a data directory (DIR/<table>/<projection>/<id>/,
-// columnar's container format) with the lock file DIR/.lock (the pid of
-// the process holding it, in decimal, and a newline; empty once it is
-// closed), except that a container there may hold only some of its
-// column files: its manifest.json is always there, and
-// each column file is there whole or not at all. A fill in progress is
-// ".<file>.fill-<random>" in the container's directory, a manifest being
-// written ".manifest.json.tmp-<random>"; Open removes the ones a crash
-// left and takes the containers it finds into the cache, oldest manifest
-// least recently used, counting the column files that have the manifest's
-// size (and checking each before its first read).
+// The depot directory holds DIR/<table>/<projection>/<id>/ for each
+// container, and the lock file DIR/.lock (the pid of the process holding
+// it, in decimal, and a newline; empty once it is closed). A container
+// the depot fetched is a directory holding one file, depot.pack:
+//
+//	offset 0   "STRATAPK"                     magic (8 bytes)
+//	       8   uint32 1                       version
+//	      12   uint32 M                       manifest length
+//	      16   uint32                         CRC-32C of the manifest
+//	      20   uint32 N                       column files (the manifest's)
+//	      24   M bytes                        manifest.json, as the store has it
+//	    24+M   N bytes                        presence: byte i is 1 if column
+//	                                          file i is held whole, else 0
+//	       D   column file 0, column file 1,  each at D plus the sizes of the
+//	           ... column file N-1            ones before it; D is 24+M+N
+//	                                          rounded up to a multiple of 4096
+//
+// Integers are little-endian. Ranges of column files not held are holes
+// or stale bytes. The header is written once, when the container is
+// acquired; a presence byte is set (a positioned write) once the column
+// file's whole range matched the manifest's CRC-32C, and cleared when the
+// column file is found damaged. Nothing is synced: Open does not take in
+// a pack whose header is cut short or whose manifest does not match its
+// CRC-32C (the next Acquire of the container removes it and fetches the
+// container again), and takes in every column file a pack's presence
+// bytes name (and whose range the file's size holds) unchecked, to be
+// checked whole before its first read. No file is renamed into place.
+//
+// A container of the first layout (a data directory's: manifest.json and
+// one file per column file, some of them absent) is read as it is; the
+// depot's outputs are written so. A column file such a container lacks
+// is filled in ".<file>.fill-<random>" beside it and renamed into place
+// once checked; a manifest being written is ".manifest.json.tmp-<random>".
+// Open removes the fills a crash left and takes every container in,
+// oldest modification time least recently used, counting the column files
+// held (checking each before its first read).
 package depot
 
 import (
@@ -88,9 +126,15 @@ type Options struct {
 	// Limit is the bytes of containers the depot keeps once no job reads
 	// them; 0 is no limit. Containers a job is reading are never evicted,
 	// so while they are larger the depot holds more.
-	Limit  int64
-	Logger *slog.Logger
+	Limit int64
+	// Fetchers bounds the ranged GETs Prefetch keeps in flight, over
+	// every container it is fetching; 0 is DefaultFetchers.
+	Fetchers int
+	Logger   *slog.Logger
 }
+
+// DefaultFetchers is Options.Fetchers' default.
+const DefaultFetchers = 8
 
 // Stats are a depot's counters since Open.
 type Stats struct {
@@ -100,6 +144,7 @@ type Stats struct {
 	FilesFetched int64 // column files completed from the store
 	BytesFetched int64 // bytes read from the store
 	Damaged      int64 // column files found damaged on disk and dropped, to be fetched again
+	FilesCreated int64 // files the depot created: a pack per container fetched, a fill per column file of an old-layout container
 	Bytes        int64 // bytes held now
 	Containers   int64 // containers held now
 }
@@ -118,7 +163,10 @@ type Depot struct {
 	lru     *list.List // of *entry, most recently used first; only fetched entries
 	used    int64
 
-	hits, misses, evictions, filesFetched, fetched, damaged atomic.Int64
+	// fetchSlots holds a token for each request Prefetch has in flight.
+	fetchSlots chan struct{}
+
+	hits, misses, evictions, filesFetched, fetched, damaged, created atomic.Int64
 }
 
 // entry is one container of the depot. Its fields other than the
@@ -129,6 +177,7 @@ type entry struct {
 	prefix                string             // key prefix of its files in the store; "" until known
 	m                     *columnar.Manifest // set before ready is closed
 	manifest              []byte             // m's bytes
+	pack                  *pack              // its pack file; nil for a container of column files (old layout, outputs)
 	size                  int64              // bytes counted in Depot.used
 	present               map[string]held    // column files held whole
 	fills                 map[string]*fill   // column files being filled
@@ -155,7 +204,11 @@ func Open(dir string, st store.Store, opts Options) (*Depot, error) {
 		dd.Close()
 		return nil, err
 	}
-	d := &Depot{st: st, dir: dd, lock: lock, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New()}
+	fetchers := opts.Fetchers
+	if fetchers <= 0 {
+		fetchers = DefaultFetchers
+	}
+	d := &Depot{st: st, dir: dd, lock: lock, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New(), fetchSlots: make(chan struct{}, fetchers)}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -298,6 +351,9 @@ func (d *Depot) load(table, projection, id string, h held) (*entry, error) {
 		return nil, err
 	}
 	data, err := columnar.DirSource(dir).ReadManifest()
+	if errors.Is(err, columnar.ErrNotFound) {
+		return d.loadPack(table, projection, id, dir)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -332,10 +388,42 @@ func (d *Depot) load(table, projection, id string, h held) (*entry, error) {
 	return e, nil
 }
 
+// loadPack makes the entry of a container fetched into a pack file: the
+// column files its presence bytes name are present, unchecked (nothing in
+// a pack is synced, so each is checked before its first read). A pack
+// file that is not one (a header a crash cut short) is an error: the
+// container is fetched again.
+func (d *Depot) loadPack(table, projection, id, dir string) (*entry, error) {
+	p, data, m, held, err := openPack(dir)
+	if err != nil {
+		if !errors.Is(err, errNoPack) {
+			d.log.Warn("depot: a pack file it cannot read; the container will be fetched again", "dir", dir, "err", err)
+		}
+		return nil, err
+	}
+	e := newEntry(table, projection, id, dir, m, data)
+	e.pack = p
+	for i, ok := range held {
+		if ok {
+			e.present[m.Files[i].Name] = heldUnchecked
+			e.size += m.Files[i].Size
+		}
+	}
+	return e, nil
+}
+
 func newEntry(table, projection, id, dir string, m *columnar.Manifest, data []byte) *entry {
 	return &entry{
 		table: table, projection: projection, id: id, dir: dir, m: m, manifest: data,
 		size: manifestAllowance, present: map[string]held{}, fills: map[string]*fill{},
+	}
+}
+
+// closePack closes the entry's pack file, if it has one, as it leaves
+// the depot (no job reads it). d.mu is held.
+func (e *entry) closePack() {
+	if e.pack != nil {
+		e.pack.f.Close()
 	}
 }
 
@@ -352,6 +440,11 @@ func (d *Depot) Store() store.Store { return d.st }
 
 // Close closes the depot's directory (not the store) and unlocks it.
 func (d *Depot) Close() error {
+	d.mu.Lock()
+	for _, e := range d.entries {
+		e.closePack()
+	}
+	d.mu.Unlock()
 	err := d.dir.Close()
 	d.lock.Truncate(0) // the pid there is no longer the holder's
 	d.lock.Close()
@@ -363,7 +456,7 @@ func (d *Depot) Stats() Stats {
 	d.mu.Lock()
 	used, n := d.used, int64(d.lru.Len())
 	d.mu.Unlock()
-	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), FilesFetched: d.filesFetched.Load(), BytesFetched: d.fetched.Load(), Damaged: d.damaged.Load(), Bytes: used, Containers: n}
+	return Stats{Hits: d.hits.Load(), Misses: d.misses.Load(), Evictions: d.evictions.Load(), FilesFetched: d.filesFetched.Load(), BytesFetched: d.fetched.Load(), Damaged: d.damaged.Load(), FilesCreated: d.created.Load(), Bytes: used, Containers: n}
 }
 
 // Acquire returns the Source of container table/projection/id, fetching
@@ -408,7 +501,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 		e.err = err
 		delete(d.entries, k)
 	} else {
-		e.m, e.manifest, e.size, e.present, e.fills, e.prefix = got.m, got.manifest, got.size, got.present, got.fills, got.prefix
+		e.m, e.manifest, e.size, e.present, e.fills, e.prefix, e.pack = got.m, got.manifest, got.size, got.present, got.fills, got.prefix, got.pack
 		e.elem = d.lru.PushFront(e)
 		d.used += e.size
 	}
@@ -446,13 +539,16 @@ func (d *Depot) fetchManifest(ctx context.Context, table, projection, id, dir st
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("depot: %w", err)
 	}
-	if err := fsutil.WriteFile(filepath.Join(dir, columnar.ManifestName), data); err != nil {
+	p, err := createPack(dir, m, data)
+	if err != nil {
 		return nil, fmt.Errorf("depot: %w", err)
 	}
+	d.created.Add(1)
 	d.misses.Add(1)
 	d.log.Debug("container manifest fetched", "table", table, "projection", projection, "container", id, "bytes", len(data))
 	e := newEntry(table, projection, id, dir, m, data)
 	e.prefix = src.Prefix()
+	e.pack = p
 	return e, nil
 }
 
@@ -478,6 +574,7 @@ func (d *Depot) evict() {
 		e := el.Value.(*entry)
 		prev := el.Prev()
 		if e.pins == 0 {
+			e.closePack()
 			if err := d.dir.RemoveContainer(e.table, e.projection, e.id); err != nil {
 				d.log.Warn("depot: evict", "table", e.table, "projection", e.projection, "container", e.id, "err", err)
 			} else {
@@ -550,6 +647,7 @@ func (d *Depot) forget(table, projection, id string) error {
 		d.lru.Remove(e.elem)
 		delete(d.entries, k)
 		d.used -= e.size
+		e.closePack()
 	}
 	return d.dir.RemoveContainer(table, projection, id)
 }

@@ -119,7 +119,7 @@ func TestAcquireFetchesOnceThenHits(t *testing.T) {
 	if s.FilesFetched != int64(len(m.Files)) || s.BytesFetched < m.CompressedBytes() || s.BytesFetched > m.CompressedBytes()+8192 {
 		t.Errorf("after the first read: %+v; want %d files of %d bytes", s, len(m.Files), m.CompressedBytes())
 	}
-	if err := columnar.Verify(src.String()); err != nil {
+	if err := depot.Verify(src.String()); err != nil {
 		t.Errorf("depot's copy: %v", err)
 	}
 	release()
@@ -169,8 +169,8 @@ func TestPartialReadNotKept(t *testing.T) {
 	a.Release()
 	r.Close()
 	name := ms[0].Files[0].Name
-	if _, err := os.Stat(filepath.Join(src.String(), name)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a file read in part is in the depot: %v", err)
+	if depot.Holds(src.String(), name) {
+		t.Errorf("a file read in part is held in the depot")
 	}
 	if left, _ := filepath.Glob(filepath.Join(src.String(), ".*")); len(left) != 0 {
 		t.Errorf("fills left behind: %v", left)
@@ -200,8 +200,8 @@ func TestPartialReadNotKept(t *testing.T) {
 	if got := d.Stats().BytesFetched - before; got > fm.Size {
 		t.Errorf("two readers of one file fetched %d bytes of a %d-byte file", got, fm.Size)
 	}
-	if info, err := os.Stat(filepath.Join(src.String(), fm.Name)); err != nil || info.Size() != fm.Size {
-		t.Errorf("file read whole is not kept: %v", err)
+	if !depot.Holds(src.String(), fm.Name) {
+		t.Errorf("file read whole is not kept")
 	}
 	d.Close()
 	// Reopened, the depot counts the file it holds and not the others.
@@ -257,8 +257,8 @@ func TestStoreFailsMidRead(t *testing.T) {
 		t.Errorf("read of a removed object: %v; want a CorruptError naming the file", err)
 	}
 	r.Close()
-	if _, err := os.Stat(filepath.Join(src.String(), ms[0].Files[2].Name)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a failed fill was kept: %v", err)
+	if depot.Holds(src.String(), ms[0].Files[2].Name) {
+		t.Errorf("a failed fill was kept")
 	}
 	if left, _ := filepath.Glob(filepath.Join(src.String(), ".*")); len(left) != 0 {
 		t.Errorf("fills left behind: %v", left)
@@ -318,7 +318,7 @@ func TestLRUAndSizeBound(t *testing.T) {
 		release()
 	}
 	held := func(id string) bool {
-		_, err := os.Stat(filepath.Join(dir, "t", "p", id, columnar.ManifestName))
+		_, err := os.Stat(filepath.Join(dir, "t", "p", id))
 		return err == nil
 	}
 	a, b, c, e := ms[0].ID, ms[1].ID, ms[2].ID, ms[3].ID
@@ -348,7 +348,7 @@ func TestLRUAndSizeBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	readAll(t, srcE)
-	if err := columnar.Verify(srcA.String()); err != nil {
+	if err := depot.Verify(srcA.String()); err != nil {
 		t.Errorf("a pinned container was evicted: %v", err)
 	}
 	relA()
@@ -522,15 +522,7 @@ func TestDamagedFileAtOpenFetchedAgain(t *testing.T) {
 	d.Close()
 	// Damage column 1 in place, keeping its size.
 	fm := m.Files[1]
-	path := filepath.Join(dir, "t", "p", m.ID, fm.Name)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data[fm.Blocks[0].Offset+5] ^= 0x55
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flipHeld(t, filepath.Join(dir, "t", "p", m.ID), fm.Name, fm.Blocks[0].Offset+5)
 	d2, err := depot.Open(dir, st, depot.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -544,7 +536,7 @@ func TestDamagedFileAtOpenFetchedAgain(t *testing.T) {
 	if _, bytes := readAll(t, src2); bytes != fm.Size {
 		t.Errorf("reopened depot fetched %d bytes, want the damaged file's %d", bytes, fm.Size)
 	}
-	if err := columnar.Verify(src2.String()); err != nil {
+	if err := depot.Verify(src2.String()); err != nil {
 		t.Errorf("depot's copy after the refetch: %v", err)
 	}
 }

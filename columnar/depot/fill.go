@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/store"
@@ -49,16 +50,17 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lf, ok := f.(*columnar.LocalFile); ok {
-		return &heldFile{s: s, fm: fm, cur: lf, gen: gen}, nil
+	if _, ok := f.(*fillFile); !ok {
+		return &heldFile{s: s, fm: fm, cur: f, gen: gen}, nil
 	}
 	return f, nil
 }
 
 // open opens column file fm: the file the depot holds (a
-// *columnar.LocalFile, and the generation of the file, for drop) or,
-// if it holds none, a fill. A held file missing from disk or not of the
-// manifest's size is dropped and filled.
+// *columnar.LocalFile or, in a pack, a *packFile; and the generation of
+// the file, for drop) or, if it holds none, a *fillFile. A held file
+// missing from disk or not of the manifest's size (a pack too short to
+// hold it) is dropped and filled.
 func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 	d, e, name := s.d, s.e, fm.Name
 	prefix := ""
@@ -90,14 +92,21 @@ func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 		}
 		f := e.fills[name]
 		if f == nil {
-			tmp, err := os.CreateTemp(e.dir, "."+name+fillSuffix+"*")
-			if err != nil {
-				return nil, 0, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
-			}
 			f = &fill{
-				d: d, e: e, fm: fm, tmp: tmp, segs: segments(fm),
+				d: d, e: e, fm: fm, segs: segments(fm),
 				key:       prefix + name,
 				completed: make(chan struct{}),
+			}
+			if e.pack != nil {
+				// Into the column file's range of the pack: no file to create.
+				f.w, f.idx, f.base = e.pack.f, e.pack.index[name], e.pack.base[e.pack.index[name]]
+			} else {
+				tmp, err := os.CreateTemp(e.dir, "."+name+fillSuffix+"*")
+				if err != nil {
+					return nil, 0, fmt.Errorf("depot: fill %s/%s: %w", e.dir, name, err)
+				}
+				d.created.Add(1)
+				f.w, f.tmp = tmp, true
 			}
 			e.fills[name] = f
 		}
@@ -119,8 +128,21 @@ func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 
 // openHeld opens the column file fm the depot holds. One gone from disk
 // or not of the manifest's size (cut short, or grown, since it was taken
-// in) is dropped and nil returned. d.mu is held.
-func (d *Depot) openHeld(e *entry, fm *columnar.FileMeta) (*columnar.LocalFile, error) {
+// in; in a pack, a pack too short to hold it) is dropped and nil
+// returned. d.mu is held.
+func (d *Depot) openHeld(e *entry, fm *columnar.FileMeta) (columnar.File, error) {
+	if p := e.pack; p != nil {
+		i := p.index[fm.Name]
+		size, err := p.size()
+		if err != nil {
+			return nil, fmt.Errorf("depot: %s: %w", p.path, err)
+		}
+		if end := p.base[i] + fm.Size; size < end {
+			d.dropLocked(e, fm, fmt.Sprintf("pack cut short: %d bytes, the column file ends at %d", size, end))
+			return nil, nil
+		}
+		return &packFile{p: p, base: p.base[i], size: fm.Size}, nil
+	}
 	f, err := columnar.OpenLocalFile(filepath.Join(e.dir, fm.Name))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -144,7 +166,9 @@ func (s *source) check(fm *columnar.FileMeta) {
 	d, e := s.d, s.e
 	path := filepath.Join(e.dir, fm.Name)
 	ok := false
-	if f, err := os.Open(path); err == nil {
+	if e.pack != nil {
+		ok = e.pack.checkColumn(e.pack.index[fm.Name], fm)
+	} else if f, err := os.Open(path); err == nil {
 		h := crc32.New(castagnoli)
 		n, err := io.Copy(h, f)
 		f.Close()
@@ -200,15 +224,20 @@ func (e *entry) fileMeta(name string) *columnar.FileMeta {
 var segmentBytes int64 = 4 << 20 // a variable for tests
 
 // fill is a column file of an entry being fetched, segment by segment,
-// into a temporary file. It is shared by every reader of the file until
-// the last one closes; then, if every segment was fetched, the file is
-// checked and renamed into place.
+// into its range of the container's pack file (or, in a container of
+// column files, into a temporary file). It is shared by every reader of
+// the file until the last one closes; then, if every segment was fetched,
+// the file is checked and marked held in the pack (or renamed into
+// place).
 type fill struct {
 	d    *Depot
 	e    *entry
 	fm   *columnar.FileMeta
 	key  string
-	tmp  *os.File
+	w    *os.File // the pack, or the temporary file
+	tmp  bool     // w is a temporary file of its own, not the pack
+	idx  int      // in a pack: the column file's index
+	base int64    // the column file's offset in w
 	segs []segment
 	// refs counts open fillFiles, and completing is set once the last
 	// has closed; guarded by Depot.mu. completed is closed when the fill
@@ -282,15 +311,41 @@ func (ff *fillFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || end > f.fm.Size {
 		return 0, fmt.Errorf("read %s: range [%d, %d) outside its %d bytes", f.key, off, end, f.fm.Size)
 	}
+	if err := ff.ensureRange(off, end); err != nil {
+		return 0, err
+	}
+	n, err := f.w.ReadAt(p, f.base+off)
+	if (err != nil || n < len(p)) && !f.tmp {
+		// The pack was cut short (or failed) under the fill after the
+		// range was fetched: fetch it again.
+		f.mu.Lock()
+		for i := range f.segs {
+			if s := &f.segs[i]; s.end > off && s.start < end && s.state == segmentPresent {
+				s.state = segmentAbsent
+			}
+		}
+		f.mu.Unlock()
+		if err := ff.ensureRange(off, end); err != nil {
+			return 0, err
+		}
+		n, err = f.w.ReadAt(p, f.base+off)
+	}
+	return n, err
+}
+
+// ensureRange returns once the segments holding [off, end) are in the
+// fill's file.
+func (ff *fillFile) ensureRange(off, end int64) error {
+	f := ff.f
 	for i := range f.segs {
 		if f.segs[i].end <= off || f.segs[i].start >= end {
 			continue
 		}
 		if err := ff.ensure(i); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return f.tmp.ReadAt(p, off)
+	return nil
 }
 
 // ensure returns once segment i is in the fill's file.
@@ -337,10 +392,10 @@ func (ff *fillFile) fetch(start, end int64) error {
 		return fmt.Errorf("depot: fetch %s: %w", f.key, err)
 	}
 	defer r.Close()
-	n, err := io.Copy(io.NewOffsetWriter(f.tmp, start), io.LimitReader(r, end-start))
+	n, err := io.Copy(io.NewOffsetWriter(f.w, f.base+start), io.LimitReader(r, end-start))
 	f.d.fetched.Add(n)
 	if err != nil {
-		return fmt.Errorf("depot: fetch %s into %s: %w", f.key, f.tmp.Name(), err)
+		return fmt.Errorf("depot: fetch %s into %s: %w", f.key, f.w.Name(), err)
 	}
 	if n != end-start {
 		return fmt.Errorf("depot: fetch %s: %d of %d bytes at offset %d: object shorter than its manifest says", f.key, n, end-start, start)
@@ -386,9 +441,9 @@ func (ff *fillFile) Close() error {
 		return nil
 	}
 	err := f.complete()
-	if err != nil {
-		f.tmp.Close()
-		os.Remove(f.tmp.Name())
+	if err != nil && f.tmp {
+		f.w.Close()
+		os.Remove(f.w.Name())
 	}
 	d.mu.Lock()
 	delete(e.fills, f.fm.Name)
@@ -415,9 +470,10 @@ func (ff *fillFile) Close() error {
 var errIncomplete = errors.New("not every block was read")
 
 // complete makes the fill the column file: it checks the whole file's
-// CRC-32C and renames it into place. It does not sync it: the depot is a
-// cache, and a file a crash damaged is found by the check of every file
-// taken in at Open before its first read (heldUnchecked).
+// CRC-32C, then sets its presence byte in the pack (or renames the
+// temporary file into place). It does not sync: the depot is a cache, and
+// a file a crash damaged is found by the check of every file taken in at
+// Open before its first read (heldUnchecked).
 func (f *fill) complete() error {
 	f.mu.Lock()
 	for _, s := range f.segs {
@@ -429,25 +485,31 @@ func (f *fill) complete() error {
 	f.mu.Unlock()
 	fm := f.fm
 	h := crc32.New(castagnoli)
-	if _, err := io.Copy(h, io.NewSectionReader(f.tmp, 0, fm.Size)); err != nil {
+	if _, err := io.Copy(h, io.NewSectionReader(f.w, f.base, fm.Size)); err != nil {
 		return err
 	}
 	if got := h.Sum32(); got != fm.CRC {
 		return fmt.Errorf("checksum %08x, manifest says %08x", got, fm.CRC)
 	}
-	if err := f.tmp.Close(); err != nil {
+	if !f.tmp {
+		return f.e.pack.setHeld(f.idx, true)
+	}
+	if err := f.w.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.tmp.Name(), filepath.Join(f.e.dir, fm.Name))
+	return os.Rename(f.w.Name(), filepath.Join(f.e.dir, fm.Name))
 }
 
 // Prefetch fetches in the background every column file of src (a Source
 // Acquire returned) that the depot does not hold: the sort-key columns
-// first, then the others in schema order, one file at a time. A job that
-// reads every column (a mergeout) then finds each file fetched or being
-// fetched instead of fetching it when it opens it, so the fetches overlap
-// its work. Prefetch keeps the container pinned until it is done or ctx
-// ends; a file a reader is filling is shared with it.
+// first, then the others in schema order, with up to Options.Fetchers
+// ranged GETs in flight over every container being prefetched (each
+// streamed into the container's pack, so what a request holds in memory
+// is a copy buffer, not its segment). A job that reads every column (a
+// mergeout) then finds each file fetched or being fetched instead of
+// fetching it when it opens it, so the fetches overlap its work.
+// Prefetch keeps the container pinned until it is done or ctx ends; a
+// file a reader is filling is shared with it.
 func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 	s, ok := src.(*source)
 	if !ok || s.d != d {
@@ -474,26 +536,48 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 	if len(order) == 0 {
 		return // all held: a warm depot
 	}
-	go func() {
-		defer d.unpin(e)
-		ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
-		for _, i := range order {
-			if ctx.Err() != nil {
-				return
-			}
-			fm := &e.m.Files[i]
-			f, err := ps.OpenFile(fm.Name, fm.Size)
-			if err != nil {
-				continue
-			}
-			if ff, ok := f.(*fillFile); ok {
-				for seg := range ff.f.segs {
-					if ff.ensure(seg) != nil {
-						break
-					}
+	next := make(chan int, len(order))
+	for _, i := range order {
+		next <- i
+	}
+	close(next)
+	workers := min(cap(d.fetchSlots), len(order))
+	var left atomic.Int32
+	left.Store(int32(workers))
+	ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
+	for range workers {
+		go func() {
+			defer func() {
+				if left.Add(-1) == 0 {
+					d.unpin(e)
 				}
+			}()
+			for i := range next {
+				select {
+				case d.fetchSlots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				ps.prefetch(&e.m.Files[i])
+				<-d.fetchSlots
 			}
-			f.Close()
+		}()
+	}
+}
+
+// prefetch fetches every segment of column file fm not held, if no reader
+// holds it by now.
+func (s *source) prefetch(fm *columnar.FileMeta) {
+	f, err := s.OpenFile(fm.Name, fm.Size)
+	if err != nil {
+		return
+	}
+	if ff, ok := f.(*fillFile); ok {
+		for seg := range ff.f.segs {
+			if ff.ensure(seg) != nil {
+				break
+			}
 		}
-	}()
+	}
+	f.Close()
 }

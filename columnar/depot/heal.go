@@ -12,18 +12,18 @@ import (
 	"github.com/strata-db/strata/columnar"
 )
 
-// heldFile is one reader's handle on a column file the depot holds. It
-// checks what it reads of the file's header and blocks against the
-// manifest's CRC-32C (the column reader checks it again: this check is
-// the depot's, to know the file is bad) and takes a failed check, a short
-// read or any other read error as damage done to the file on disk since
-// it was taken in: it drops the file from the depot (removing it, so
-// nobody opens it again; readers that have it open keep their
-// descriptor, and find the damage themselves), opens it again (a fill,
-// fetching from the store, or the file another reader's refetch has put
-// in its place) and reads the range once more. Only a second failure is
-// an error. A refetch of the file does not touch the container's other
-// files.
+// heldFile is one reader's handle on a column file the depot holds (in
+// the container's pack, or a file of the first layout). It checks what it
+// reads of the file's header and blocks against the manifest's CRC-32C
+// (the column reader checks it again: this check is the depot's, to know
+// the file is bad) and takes a failed check, a short read or any other
+// read error as damage done on disk since it was taken in: it drops the
+// column file from the depot (marking it not held in the pack, or
+// removing the file, so nobody opens it again; readers that have it open
+// find the damage themselves), opens it again (a fill, fetching from the
+// store, or what another reader's refetch has put in its place) and reads
+// the range once more. Only a second failure is an error. A refetch of
+// the file does not touch the container's other column files.
 type heldFile struct {
 	s  *source
 	fm *columnar.FileMeta
@@ -71,7 +71,7 @@ func (h *heldFile) ReadAt(p []byte, off int64) (int, error) {
 		if ff, ok := h.cur.(*fillFile); ok {
 			from = "the copy fetched again from store object " + ff.f.key
 		}
-		return n, fmt.Errorf("depot: %s was damaged on disk (%s), and %s is bad too (%s)", h.fm.Name, damage, from, again)
+		return n, fmt.Errorf("depot: container %s: %s was damaged on disk (%s), and %s is bad too (%s)", key(e.table, e.projection, e.id), h.fm.Name, damage, from, again)
 	}
 	return n, nil
 }
@@ -82,7 +82,15 @@ func (h *heldFile) ReadAt(p []byte, off int64) (int, error) {
 func (h *heldFile) damage(p []byte, off int64, n int, err error) string {
 	fm := h.fm
 	if err != nil || n < len(p) {
-		return fmt.Sprintf("read %d of %d bytes at offset %d: %v", n, len(p), off, err)
+		what := "header"
+		if off >= fm.HeaderLen {
+			i := sort.Search(len(fm.Blocks), func(i int) bool { return fm.Blocks[i].Offset+fm.Blocks[i].Length > off })
+			what = fmt.Sprintf("block %d", i)
+			if i == len(fm.Blocks) {
+				what = "footer"
+			}
+		}
+		return fmt.Sprintf("%s: read %d of %d bytes at offset %d: %v", what, n, len(p), off, err)
 	}
 	if off == 0 && int64(len(p)) == fm.HeaderLen {
 		if got := crc32.Checksum(p, castagnoli); got != fm.HeaderCRC {
@@ -137,10 +145,20 @@ func (d *Depot) drop(e *entry, fm *columnar.FileMeta, gen uint64, damage string)
 // bytes, off the disk (readers with it open keep reading what they
 // opened), and into a new generation. d.mu is held.
 func (d *Depot) dropLocked(e *entry, fm *columnar.FileMeta, damage string) {
-	path := filepath.Join(e.dir, fm.Name)
-	d.log.Warn("depot: a column file it holds is damaged; fetching it again", "file", path, "damage", damage)
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		d.log.Warn("depot: remove a damaged file", "file", path, "err", err)
+	container := key(e.table, e.projection, e.id)
+	if p := e.pack; p != nil {
+		// Its range of the pack is filled again in place; readers with it
+		// open find the damage (or the bytes being rewritten) themselves.
+		d.log.Warn("depot: a column file it holds is damaged; fetching it again", "container", container, "pack", p.path, "file", fm.Name, "damage", damage)
+		if err := p.setHeld(p.index[fm.Name], false); err != nil {
+			d.log.Warn("depot: mark a damaged column file not held", "pack", p.path, "file", fm.Name, "err", err)
+		}
+	} else {
+		path := filepath.Join(e.dir, fm.Name)
+		d.log.Warn("depot: a column file it holds is damaged; fetching it again", "container", container, "file", path, "damage", damage)
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			d.log.Warn("depot: remove a damaged file", "file", path, "err", err)
+		}
 	}
 	delete(e.present, fm.Name)
 	e.size -= fm.Size

@@ -58,6 +58,31 @@ func flip(t *testing.T, path string, off int64) {
 	}
 }
 
+// flipHeld flips the byte at off of column file name where the depot's
+// container directory dir holds it (its pack, or the file).
+func flipHeld(t *testing.T, dir, name string, off int64) {
+	t.Helper()
+	path, base, err := depot.HeldAt(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip(t, path, base+off)
+}
+
+// cutHeld cuts the file holding column file name of the depot's container
+// directory dir at offset n of the column file: a pack loses what
+// follows too.
+func cutHeld(t *testing.T, dir, name string, n int64) {
+	t.Helper()
+	path, base, err := depot.HeldAt(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, base+n); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // readColumn opens column col of src and reads every block of it.
 func readColumn(src columnar.Source, col int) error {
 	c, err := columnar.OpenSource(src, columnar.OpenOptions{})
@@ -119,7 +144,7 @@ func TestDamagedFileFetchedAgain(t *testing.T) {
 		}
 	}
 	fm1 := m.Files[1]
-	flip(t, filepath.Join(dir, fm1.Name), fm1.Blocks[1].Offset+5)
+	flipHeld(t, dir, fm1.Name, fm1.Blocks[1].Offset+5)
 	before, stats := counting.reads.Load(), d.Stats()
 	if err := readBlocks(r1, 1); err != nil {
 		t.Fatalf("reader open before the damage: %v", err)
@@ -142,7 +167,7 @@ func TestDamagedFileFetchedAgain(t *testing.T) {
 
 	// A header damaged: found when a reader opens the file.
 	fm2 := m.Files[2]
-	flip(t, filepath.Join(dir, fm2.Name), 2)
+	flipHeld(t, dir, fm2.Name, 2)
 	before = counting.reads.Load()
 	if err := readColumn(src, 2); err != nil {
 		t.Fatalf("damaged header: %v", err)
@@ -152,7 +177,7 @@ func TestDamagedFileFetchedAgain(t *testing.T) {
 	}
 
 	// Every file is whole again, the others not fetched again.
-	if err := columnar.Verify(dir); err != nil {
+	if err := depot.Verify(dir); err != nil {
 		t.Errorf("depot's copy: %v", err)
 	}
 	before = counting.reads.Load()
@@ -176,9 +201,7 @@ func TestCutFileFetchedAgain(t *testing.T) {
 	dir := src.String()
 
 	fm0 := m.Files[0]
-	if err := os.Truncate(filepath.Join(dir, fm0.Name), fm0.Size/2); err != nil {
-		t.Fatal(err)
-	}
+	cutHeld(t, dir, fm0.Name, fm0.Size/2)
 	before := counting.reads.Load()
 	if err := readColumn(src, 0); err != nil {
 		t.Fatalf("file cut before it was opened: %v", err)
@@ -201,9 +224,7 @@ func TestCutFileFetchedAgain(t *testing.T) {
 	}
 	a.Release()
 	fm2 := m.Files[2]
-	if err := os.Truncate(filepath.Join(dir, fm2.Name), fm2.Blocks[1].Offset+3); err != nil {
-		t.Fatal(err)
-	}
+	cutHeld(t, dir, fm2.Name, fm2.Blocks[1].Offset+3)
 	before = counting.reads.Load()
 	if err := readBlocks(r, 1); err != nil {
 		t.Fatalf("file cut under an open reader: %v", err)
@@ -212,11 +233,16 @@ func TestCutFileFetchedAgain(t *testing.T) {
 	if got := counting.reads.Load() - before; got != 1 {
 		t.Errorf("the file cut under a reader took %d requests, want 1", got)
 	}
-	if err := columnar.Verify(dir); err != nil {
+	// Cutting the pack in column 0 cut the columns after it too: column
+	// 1, not read since, is fetched again when it is.
+	if err := readColumn(src, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := depot.Verify(dir); err != nil {
 		t.Errorf("depot's copy: %v", err)
 	}
-	if s := d.Stats(); s.FilesFetched != int64(len(m.Files))+2 {
-		t.Errorf("stats %+v: want the two cut files fetched again", s)
+	if s := d.Stats(); s.FilesFetched != int64(len(m.Files))+3 {
+		t.Errorf("stats %+v: want the three cut files fetched again", s)
 	}
 }
 
@@ -236,7 +262,7 @@ func TestDamagedInStoreToo(t *testing.T) {
 	defer release()
 	dir := src.String()
 	off := fm.Blocks[0].Offset + 5
-	flip(t, filepath.Join(dir, fm.Name), off)
+	flipHeld(t, dir, fm.Name, off)
 	bad.set(fm.Name, off)
 
 	before := counting.reads.Load()
@@ -252,8 +278,8 @@ func TestDamagedInStoreToo(t *testing.T) {
 	if got := counting.reads.Load() - before; got != 1 {
 		t.Errorf("%d requests, want the file fetched once more", got)
 	}
-	if _, err := os.Stat(filepath.Join(dir, fm.Name)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a bad copy is in the depot: %v", err)
+	if depot.Holds(dir, fm.Name) {
+		t.Errorf("a bad copy is held in the depot")
 	}
 	if s := d.Stats(); s.Damaged != 1 || s.FilesFetched != int64(len(m.Files)) || s.Bytes != m.CompressedBytes()-fm.Size+4096 {
 		t.Errorf("stats %+v: want the damaged file dropped, no bad copy kept", s)
@@ -276,7 +302,7 @@ func TestDamagedInStoreToo(t *testing.T) {
 	if err := readColumn(src, 1); err != nil {
 		t.Fatalf("store right again: %v", err)
 	}
-	if err := columnar.Verify(dir); err != nil {
+	if err := depot.Verify(dir); err != nil {
 		t.Errorf("depot's copy: %v", err)
 	}
 }
@@ -324,7 +350,7 @@ func TestDamagedFileConcurrentReaders(t *testing.T) {
 	}
 	defer release()
 	fm := m.Files[1]
-	flip(t, filepath.Join(src.String(), fm.Name), fm.Blocks[1].Offset+5)
+	flipHeld(t, src.String(), fm.Name, fm.Blocks[1].Offset+5)
 	before := d.Stats()
 	const n = 8
 	errs := make([]error, n)
@@ -345,7 +371,7 @@ func TestDamagedFileConcurrentReaders(t *testing.T) {
 	if after.Damaged != before.Damaged+1 || after.FilesFetched != before.FilesFetched+1 {
 		t.Errorf("stats %+v, before %+v: want one file dropped and fetched", after, before)
 	}
-	if err := columnar.Verify(src.String()); err != nil {
+	if err := depot.Verify(src.String()); err != nil {
 		t.Errorf("depot's copy: %v", err)
 	}
 }
