@@ -177,6 +177,7 @@ func runLoad(ctx context.Context, args []string) error {
 func registerLoad(ctx context.Context, c *apiClient, f *loadFlags, refs []messages.ContainerRef, reserved []string, remove func(), where string) error {
 	req := &messages.RegisterRequest{Table: f.table, Projection: f.projection, Containers: refs, RequestID: newRequestID(), Reservations: reserved}
 	var rep messages.RegisterReply
+	start := time.Now()
 	err := c.call(ctx, messages.SubjectAPIRegister, req, &rep)
 	if err == nil {
 		err = rep.Error.Err()
@@ -187,7 +188,8 @@ func registerLoad(ctx context.Context, c *apiClient, f *loadFlags, refs []messag
 		if rep.Repeat {
 			again = " (answered when asked again: the first reply was lost)"
 		}
-		fmt.Fprintf(os.Stderr, "registered: %s.%s has %d live containers%s\n", f.table, f.projection, rep.Live, again)
+		fmt.Fprintf(os.Stderr, "registered: %s.%s has %d live containers (checked and registered in %s)%s\n",
+			f.table, f.projection, rep.Live, time.Since(start).Round(time.Millisecond), again)
 		return nil
 	case refusal(err) != nil, errors.Is(err, errNotReceived):
 		remove()
