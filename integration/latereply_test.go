@@ -80,12 +80,7 @@ func TestLoadLateReply(t *testing.T) {
 			t.Skipf("%s is not built", b)
 		}
 	}
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	srv, st := testBucket(t)
 	for _, where := range []string{"local", "store"} {
 		for i, f := range replyFaults {
 			t.Run(where+"/"+f.name, func(t *testing.T) {
@@ -137,6 +132,19 @@ func TestLoadLateReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testBucket starts an S3 server in the test's process and opens its
+// bucket.
+func testBucket(t *testing.T) (*s3test.Server, store.Store) {
+	t.Helper()
+	srv := s3test.Start(t, "strata")
+	st, err := store.Open(t.Context(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return srv, st
 }
 
 // TestRequestsLateReply: the other requests that change something are
@@ -312,12 +320,7 @@ func TestConcurrentLoadsNumbered(t *testing.T) {
 			t.Skipf("%s is not built", b)
 		}
 	}
-	srv := s3test.Start(t, "strata")
-	st, err := store.Open(t.Context(), srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	srv, st := testBucket(t)
 	d := newDeployment(t)
 	own := ownDir(t)
 	d.start("scheduler", "scheduler", "--data", own("scheduler"), "--store", srv.URL)

@@ -195,33 +195,13 @@ func run(args []string) error {
 
 	events := newEventLoop(s, cons, service.NewRejecter("scheduler", js, log, r.Registry(), messages.SubjectEventsAll), log, reg)
 	r.AddContext(events.run)
-	r.AddContext(func(ctx context.Context) error {
-		t := time.NewTicker(*tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-t.C:
-				s.Tick(ctx)
-			}
-		}
-	})
+	r.AddContext(every(*tick, s.Tick))
 	if *orphanSweep > 0 {
-		r.AddContext(func(ctx context.Context) error {
-			t := time.NewTicker(*orphanSweep)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-t.C:
-					if err := s.SweepOrphans(ctx); err != nil {
-						log.Error("orphan sweep", "err", err)
-					}
-				}
+		r.AddContext(every(*orphanSweep, func(ctx context.Context) {
+			if err := s.SweepOrphans(ctx); err != nil {
+				log.Error("orphan sweep", "err", err)
 			}
-		})
+		}))
 	}
 	r.AddContext(purgeDeletes(catalogKV, time.Hour, 30*time.Minute, log))
 	log.Info("scheduler ready", "nats", b.NATS, "data", b.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
@@ -230,6 +210,22 @@ func run(args []string) error {
 		log.Warn("drain nats connection", "err", derr)
 	}
 	return err
+}
+
+// every returns an actor that calls fn every d until its context ends.
+func every(d time.Duration, fn func(context.Context)) func(context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+				fn(ctx)
+			}
+		}
+	}
 }
 
 // natsGiven reports whether a NATS URL was given, on the command line or in
