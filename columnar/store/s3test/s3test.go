@@ -10,7 +10,7 @@
 // the AWS credentials of the environment; tests that need HoldPuts are
 // skipped:
 //
-//	STRATA_TEST_S3_URL='s3://strata?endpoint=http://127.0.0.1:8333&region=us-east-1' \
+//	STRATA_TEST_S3_URL='s3://strata?endpoint=http://127.0.0.1:4224&region=us-east-1' \
 //	AWS_ACCESS_KEY_ID=... AWS_SECRET_ACCESS_KEY=... go test ./columnar/... ./integration/
 package s3test
 
