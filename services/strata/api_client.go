@@ -288,6 +288,9 @@ func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []b
 		case err := <-c.denied:
 			return fmt.Errorf("%w: refused: %w (this NATS user may not make it)", errNotReceived, err)
 		case <-notice.C:
+			if !c.nc.IsConnected() {
+				last = fmt.Errorf("NATS unreachable (%s)", c.nc.Status())
+			}
 			fmt.Fprintf(stderr, "strata: no answer yet to %s (request %s) after %s, sent %d times; asking until the outcome is known (--settle-timeout %s)%s\n",
 				subject, orDash(id), time.Since(start).Round(time.Second), sends, max(c.settle, c.timeout), lastSuffix(last))
 			notice.Reset(settleNotice)
