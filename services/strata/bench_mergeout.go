@@ -88,6 +88,11 @@ type mergeoutCase struct {
 	BytesFetched    int64   `json:"bytes_fetched"`
 	CompressedBytes int64   `json:"compressed_bytes"`
 	LocalRatio      float64 `json:"local_ratio,omitempty"`
+	// AcquireSeconds is the time to acquire the inputs from the depot
+	// (cold: their manifests fetched, their packs created), before the
+	// merge's seconds; FilesCreated the files the depot created for them.
+	AcquireSeconds float64 `json:"acquire_seconds,omitempty"`
+	FilesCreated   int64   `json:"files_created"`
 }
 
 func parseBenchMergeout(args []string) (*benchMergeoutConfig, error) {
@@ -237,13 +242,25 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 			var warmDepot *depot.Depot
 			for r, read := range reads {
 				i := g*len(reads) + r
+				var created0 int64
+				if read == readWarm && warmDepot != nil {
+					created0 = warmDepot.Stats().FilesCreated
+				}
+				acquire0 := time.Now()
 				srcs, done, err := benchInputs(ctx, read, dirs, mans, bs, &warmDepot)
 				if err != nil {
 					return nil, fmt.Errorf("inputs read %s: %w", read, err)
 				}
+				acquire := time.Since(acquire0).Seconds()
 				cpu0 := cputime.Process()
 				st, err := benchMerge(ctx, cfg, srcs, filepath.Join(data, fmt.Sprintf("out%d", i)), root, grant)
 				cpu := (cputime.Process() - cpu0).Seconds()
+				var created int64
+				if (read == readCold || read == readWarm) && warmDepot != nil {
+					created = warmDepot.Stats().FilesCreated - created0
+				} else {
+					acquire = 0
+				}
 				done()
 				if err != nil {
 					return nil, fmt.Errorf("merge with grant %s, inputs read %s: %w", bytesize.Format(grant), read, err)
@@ -268,6 +285,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 					BlocksTotal: st.BlocksTotal, ComparisonsPerRow: st.ComparisonsPerRow, Workers: st.Workers,
 					Passes: st.Passes, SpilledBytes: st.SpilledBytes,
 					Read: read, BlocksFetched: st.BlocksFetched, BytesFetched: st.BytesFetched, CompressedBytes: compressedBytes(mans),
+					AcquireSeconds: acquire, FilesCreated: created,
 				}
 			}
 		}
@@ -436,18 +454,18 @@ func (cw *caseWriter) write(c mergeoutCase) error {
 		return cw.enc.Encode(c)
 	}
 	if cw.rows == 0 {
-		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tread\tplan\tworkers\tseconds\tx local\tpredicted s\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\testimate\tfiles\tblocks\tfetched\tfetched/compressed\tcmp/row\t")
+		fmt.Fprintln(cw.tw, "width\tinputs\trows\tgrant\tread\tplan\tworkers\tseconds\tx local\tacquire s\tpredicted s\tMB/s\tfloor s\tx floor\tcpu s\tfloor cpu s\tpeak\testimate\tfiles\tblocks\tfetched\tfetched/compressed\tcreated\tcmp/row\t")
 	}
 	cw.rows++
 	fetched := 0.0
 	if c.CompressedBytes > 0 {
 		fetched = float64(c.BytesFetched) / float64(c.CompressedBytes)
 	}
-	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d/%d\t%d/%d\t%s\t%.3f\t%.2f\t\n",
-		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Read, c.Plan, c.Workers, c.Seconds, c.LocalRatio, c.PredictedSeconds, c.MBPerS,
+	_, err := fmt.Fprintf(cw.tw, "%d\t%d\t%d\t%s\t%s\t%s\t%d\t%.2f\t%.2f\t%.3f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t%d/%d\t%d/%d\t%s\t%.3f\t%d\t%.2f\t\n",
+		c.Width, c.Containers, c.TotalRows, bytesize.Format(c.GrantBytes), c.Read, c.Plan, c.Workers, c.Seconds, c.LocalRatio, c.AcquireSeconds, c.PredictedSeconds, c.MBPerS,
 		c.CodecFloorSeconds, c.FloorRatio, c.CPUSeconds, c.CodecFloorCPU, bytesize.Format(c.PeakBytes), bytesize.Format(c.EstimatedBytes),
 		c.FilesOpened, c.FilesExpected,
-		c.BlocksDecompressed, c.BlocksTotal, bytesize.Format(c.BytesFetched), fetched, c.ComparisonsPerRow)
+		c.BlocksDecompressed, c.BlocksTotal, bytesize.Format(c.BytesFetched), fetched, c.FilesCreated, c.ComparisonsPerRow)
 	return err
 }
 
