@@ -156,16 +156,20 @@ func (w *rowSourceWriter) growMem(n int64) bool {
 	if need <= int64(cap(w.mem)) {
 		return true
 	}
-	newCap := max(need, 2*int64(cap(w.mem)))
-	if newCap > w.memLimit {
-		newCap = need
-	}
-	if newCap > w.memLimit {
+	if need > w.memLimit {
 		return false
 	}
+	// Double, up to memLimit: growing by only what is needed near the
+	// limit would copy the whole stream again for every chunk.
+	newCap := min(max(need, 2*int64(cap(w.mem))), w.memLimit)
 	extra := newCap - int64(cap(w.mem))
 	if err := w.res.Reserve(extra); err != nil {
-		return false
+		// No room for the doubling: take what this chunk needs, or spill.
+		newCap = need
+		extra = newCap - int64(cap(w.mem))
+		if err := w.res.Reserve(extra); err != nil {
+			return false
+		}
 	}
 	w.reserved += extra
 	grown := make([]byte, len(w.mem), newCap)
