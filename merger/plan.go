@@ -361,7 +361,7 @@ func groupSizes(cols, workers int) []int {
 
 // balanced deals cols into at most n groups of about equal decoded bytes:
 // each column, largest first, goes to the group with the fewest bytes so
-// far. Each group keeps its columns in schema order.
+// far (of those, the fewest columns). Each group keeps its columns in schema order.
 func balanced(cols []int, n int, costs []columnCost) [][]int {
 	n = min(n, len(cols))
 	if n <= 0 {
@@ -376,7 +376,9 @@ func balanced(cols []int, n int, costs []columnCost) [][]int {
 	for _, c := range order {
 		g := 0
 		for i := range bytes {
-			if bytes[i] < bytes[g] {
+			// Among equal bytes (columns of no bytes: empty inputs), the
+			// group of fewest columns: no group is left empty.
+			if bytes[i] < bytes[g] || bytes[i] == bytes[g] && len(groups[i]) < len(groups[g]) {
 				g = i
 			}
 		}

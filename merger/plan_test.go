@@ -173,3 +173,21 @@ func BenchmarkMakePlan(b *testing.B) {
 		}
 	}
 }
+
+// TestBalancedLeavesNoGroupEmpty: columns of no bytes (inputs without
+// rows) are dealt one to a group all the same; an empty group would have
+// a gather worker index its first column.
+func TestBalancedLeavesNoGroupEmpty(t *testing.T) {
+	costs := make([]columnCost, 5)
+	for n := 1; n <= 5; n++ {
+		groups := balanced([]int{0, 1, 2, 3, 4}, n, costs)
+		if len(groups) != n {
+			t.Fatalf("n %d: %d groups", n, len(groups))
+		}
+		for i, g := range groups {
+			if len(g) == 0 {
+				t.Fatalf("n %d: group %d is empty: %v", n, i, groups)
+			}
+		}
+	}
+}
