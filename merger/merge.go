@@ -261,6 +261,7 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 		Epochs:      m.opts.Epochs,
 		Stats:       m.io,
 		Logger:      m.opts.Logger,
+		NoSync:      m.opts.NoSync,
 	}
 	if wopts.Epochs == ([2]uint64{}) {
 		wopts.Epochs = epochsOf(ins)

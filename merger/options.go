@@ -35,6 +35,10 @@ type Options struct {
 	// Epochs recorded in the output manifest; default: the lowest first and
 	// highest last epoch of the inputs.
 	Epochs [2]uint64
+	// NoSync skips the fsyncs of the output's commit
+	// (columnar.WriterOptions.NoSync): for output that can be made again,
+	// such as the windower's merged sorted runs.
+	NoSync bool
 }
 
 func (o Options) withDefaults() Options {
