@@ -574,10 +574,10 @@ func (d *Depot) evict() {
 		e := el.Value.(*entry)
 		prev := el.Prev()
 		if e.pins == 0 {
-			e.closePack()
 			if err := d.dir.RemoveContainer(e.table, e.projection, e.id); err != nil {
 				d.log.Warn("depot: evict", "table", e.table, "projection", e.projection, "container", e.id, "err", err)
 			} else {
+				e.closePack()
 				d.lru.Remove(el)
 				delete(d.entries, key(e.table, e.projection, e.id))
 				d.used -= e.size
