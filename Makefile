@@ -1,7 +1,7 @@
 # strata build, test and run targets. `make help` lists them.
 GO      ?= go
 BIN     ?= bin
-BINARIES := scheduler merger windower walwriter strata
+BINARIES := scheduler merger windower walwriter strata pgwire
 FUZZTIME ?= 20s
 BENCHFLAGS ?=
 BENCHTIME ?= 1s

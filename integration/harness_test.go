@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 // buildBinaries builds every service that exists into dir.
 func buildBinaries(root, dir string) error {
 	var pkgs []string
-	for _, b := range []string{"scheduler", "merger", "windower", "walwriter", "strata"} {
+	for _, b := range []string{"scheduler", "merger", "windower", "walwriter", "strata", "pgwire"} {
 		if _, err := os.Stat(filepath.Join(root, "services", b, "main.go")); err == nil {
 			pkgs = append(pkgs, "./services/"+b)
 		}

@@ -56,7 +56,7 @@ func TestEnginesDoNotDependOnNATS(t *testing.T) {
 
 // clientOnly are the binaries that connect to NATS but run no server: they
 // must not link nats-server (internal/natsembed); only the scheduler does.
-var clientOnly = []string{"merger", "windower", "walwriter", "strata"}
+var clientOnly = []string{"merger", "windower", "walwriter", "strata", "pgwire"}
 
 // serverPrefix starts the import paths of the nats-server module.
 const serverPrefix = "github.com/nats-io/nats-server/"

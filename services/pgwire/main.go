@@ -1,0 +1,116 @@
+// Command pgwire is strata's SQL front door: it speaks the PostgreSQL
+// wire protocol (v3) to psql, drivers and BI tools and is a client of the
+// scheduler like the strata CLI. A SELECT with window functions becomes a
+// window job (windower/sqlparse, strata.api.window); pgwire waits for its
+// done event and streams the result container's rows to the client block
+// by block. It keeps no state a restart loses: start more of them to
+// serve more clients.
+//
+// Clients authenticate with SCRAM-SHA-256 against the users of
+// DATA/pg-auth (package internal/pgauth); the first start makes the user
+// strata with a random password in DATA/pg-auth/strata.password.
+// `strata auth pg-user NAME --role read|write` adds users.
+//
+// It listens on --pg-listen (default 127.0.0.1:5433); an address off
+// loopback needs TLS (--pg-tls-cert and --pg-tls-key), and with TLS every
+// client must use it. It connects to NATS with the credentials of the
+// cli-admin role (DATA/nats-auth/cli-admin.password), as the CLI does,
+// and reads result containers from the data directory (--data).
+//
+// Usage:
+//
+//	pgwire [--nats URLS] [--data DIR] [--http 127.0.0.1:9105] [--pg-listen 127.0.0.1:5433]
+//	       [--pg-tls-cert FILE --pg-tls-key FILE] [--pool general]
+//
+// Every flag has an environment variable: --pg-listen is STRATA_PG_LISTEN.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/internal/pgauth"
+	"github.com/strata-db/strata/internal/service"
+)
+
+func main() { service.Main("pgwire", run) }
+
+func run(args []string) error {
+	b := service.NewBinary("pgwire", "127.0.0.1:9105")
+	// Its NATS user is the CLI's: the same requests and event watch.
+	b.Role = natsutil.RoleCLIAdmin
+	fs := b.Flags
+	listen := fs.String("pg-listen", "127.0.0.1:5433", "listen address for PostgreSQL clients (off loopback only with --pg-tls-cert/--pg-tls-key)")
+	certFile := fs.String("pg-tls-cert", "", "TLS certificate for clients (PEM); with it, clients must use TLS")
+	keyFile := fs.String("pg-tls-key", "", "TLS key for clients (PEM)")
+	pool := fs.String("pool", "", "resource pool window queries run in (default: the scheduler's, general)")
+	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "how long to wait for one reply of the scheduler")
+	settle := fs.Duration("settle-timeout", 5*time.Minute, "how long to keep asking the scheduler about a job request whose reply does not come")
+	if err := b.Start(args); err != nil {
+		return err
+	}
+	var tlsConf *tls.Config
+	if *certFile != "" || *keyFile != "" {
+		if *certFile == "" || *keyFile == "" {
+			return fmt.Errorf("%w: --pg-tls-cert and --pg-tls-key go together", service.ErrUsage)
+		}
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			return fmt.Errorf("--pg-tls-cert/--pg-tls-key: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if err := checkListen(*listen, tlsConf != nil); err != nil {
+		return fmt.Errorf("%w: --pg-listen: %v", service.ErrUsage, err)
+	}
+	made, err := pgauth.EnsureDefault(b.DataDir)
+	if err != nil {
+		return err
+	}
+	if made {
+		b.Log.Info("made user strata; its password is in the file", "file", pgauth.PasswordFile(b.DataDir, pgauth.DefaultUser))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.Connect(ctx); err != nil {
+		return err
+	}
+	defer b.NC.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *listen, err)
+	}
+	sched := &schedulerClient{nc: b.NC, timeout: *reqTimeout, settle: *settle, dataDir: b.DataDir, pool: *pool}
+	srv := newServer(b.Log, sched, b.DataDir, tlsConf, b.Runner.Registry())
+	b.Log.Info("listening for PostgreSQL clients", "addr", ln.Addr().String(), "tls", tlsConf != nil)
+	b.Runner.Add(func() error { return srv.serve(ln) }, func(error) {
+		ln.Close()
+		srv.closeAll()
+	})
+	return b.Run()
+}
+
+// checkListen refuses an address off loopback without TLS: passwords
+// are never sent (SCRAM), but the rows would be in clear.
+func checkListen(addr string, withTLS bool) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if withTLS {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return errors.New(addr + " is not a loopback address: give --pg-tls-cert and --pg-tls-key to listen on it")
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/messages"
+)
+
+// schedulerClient makes the requests a query needs, as the strata CLI
+// does (services/strata/api_client.go): a change (the window request)
+// is settled, sent again with its request ID until the scheduler
+// answers; a read is sent again when its reply does not come.
+type schedulerClient struct {
+	nc      *nats.Conn
+	timeout time.Duration // one request's wait
+	settle  time.Duration // how long a change is asked about
+	dataDir string
+	pool    string
+}
+
+func newRequestID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return ""
+	}
+	return "pg-" + hex.EncodeToString(b[:])
+}
+
+// errNoScheduler is the error of a request no scheduler received.
+var errNoScheduler = errors.New("no scheduler answers: is it running?")
+
+// read sends a request that changes nothing, again after a third of the
+// timeout while no reply comes.
+func (c *schedulerClient) read(ctx context.Context, subject string, req, rep messages.Message) error {
+	data, err := messages.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	backoff := 100 * time.Millisecond
+	for {
+		actx, acancel := context.WithTimeout(ctx, max(c.timeout/3, time.Second))
+		msg, err := c.nc.RequestWithContext(actx, subject, data)
+		acancel()
+		if err == nil {
+			return messages.Unmarshal(msg.Data, rep)
+		}
+		if ctx.Err() != nil {
+			if errors.Is(err, nats.ErrNoResponders) {
+				return errNoScheduler
+			}
+			return fmt.Errorf("request %s: %w", subject, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// change sends a change and waits for the scheduler's answer, sending the
+// same bytes (the same request ID) again while none comes; an answer that
+// is not a decision (an internal error) is asked again too.
+func (c *schedulerClient) change(ctx context.Context, subject string, req messages.Message, rep messages.Reply) error {
+	data, err := messages.Marshal(req)
+	if err != nil {
+		return err
+	}
+	inbox := c.nc.NewInbox()
+	replies := make(chan *nats.Msg, 16)
+	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return err
+	}
+	defer sub.Unsubscribe()
+	ctx, cancel := context.WithTimeout(ctx, max(c.settle, c.timeout))
+	defer cancel()
+	interval := max(c.timeout/3, time.Second)
+	resend := time.NewTimer(0)
+	defer resend.Stop()
+	var sends, notReceived int
+	var last error
+	for {
+		select {
+		case <-resend.C:
+			if err := c.nc.PublishRequest(subject, inbox, data); err != nil {
+				last = err
+			} else {
+				sends++
+			}
+			resend.Reset(interval)
+			interval = min(2*interval, 30*time.Second)
+		case msg := <-replies:
+			if msg.Header.Get("Status") == "503" {
+				notReceived++
+				last = errNoScheduler
+				resend.Reset(min(interval, 500*time.Millisecond))
+				continue
+			}
+			reflect.ValueOf(rep).Elem().SetZero()
+			if err := messages.Unmarshal(msg.Data, rep); err != nil {
+				return fmt.Errorf("reply to %s: %w", subject, err)
+			}
+			if e := rep.ReplyError(); e != nil && !e.Definite() {
+				last = e
+				continue
+			}
+			return nil
+		case <-ctx.Done():
+			if sends > 0 && sends == notReceived {
+				return errNoScheduler
+			}
+			if last != nil {
+				return fmt.Errorf("no answer to %s: %w (%w)", subject, ctx.Err(), last)
+			}
+			return fmt.Errorf("no answer to %s: %w", subject, ctx.Err())
+		}
+	}
+}
+
+// jobFailedError is a window job that failed for good.
+type jobFailedError struct{ reason string }
+
+func (e *jobFailedError) Error() string { return e.reason }
+
+// runWindow asks the scheduler for a window job of q, waits for its done
+// or failed event (or, should an event be missed, the operations table
+// saying it ended) and returns the result container's directory. ctx
+// ends the wait (a cancel request, a statement timeout); the job goes on.
+func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery) (string, error) {
+	events := make(chan *nats.Msg, 1024)
+	sub, err := c.nc.ChanSubscribe(messages.SubjectEventsAll, events)
+	if err != nil {
+		return "", fmt.Errorf("subscribe to job events: %w", err)
+	}
+	defer sub.Unsubscribe()
+	var rep messages.WindowReply
+	if err := c.change(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *q, Pool: c.pool, RequestID: newRequestID()}, &rep); err != nil {
+		return "", err
+	}
+	if rep.Error != nil {
+		return "", rep.Error
+	}
+	id := rep.Job.JobID
+	poll := time.NewTicker(2 * time.Second)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case msg := <-events:
+			ev := new(messages.JobEvent)
+			if messages.Unmarshal(msg.Data, ev) != nil || ev.JobID != id {
+				continue
+			}
+			switch {
+			case ev.Type == messages.EventDone:
+				return c.resultDir(ctx, rep.ResultTable, ev)
+			case ev.Type == messages.EventFailed && !ev.Retryable:
+				return "", &jobFailedError{reason: ev.Reason}
+			}
+		case <-poll.C:
+			var ops messages.OperationsReply
+			if err := c.read(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &ops); err != nil {
+				continue
+			}
+			for _, op := range ops.Operations {
+				switch op.Status {
+				case messages.StatusDone:
+					return c.resultDir(ctx, rep.ResultTable, nil)
+				case messages.StatusFailed:
+					return "", &jobFailedError{reason: op.Reason}
+				}
+			}
+		}
+	}
+}
+
+// resultDir finds the result container: from the done event when it
+// names a container of the result table the scheduler gave (anyone may
+// publish events), or else from the catalog.
+func (c *schedulerClient) resultDir(ctx context.Context, resultTable string, ev *messages.JobEvent) (string, error) {
+	if ev != nil && ev.Output != nil && ev.Output.Table == resultTable && ev.Output.Projection == messages.ResultProjection &&
+		messages.ValidName(ev.Output.ID) == nil {
+		return columnar.ContainerDir(c.dataDir, resultTable, messages.ResultProjection, ev.Output.ID), nil
+	}
+	var rep messages.CatalogReply
+	if err := c.read(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {
+		return "", err
+	}
+	for _, p := range rep.Projections {
+		for _, l := range p.Live {
+			return columnar.ContainerDir(c.dataDir, l.Table, l.Projection, l.ID), nil
+		}
+	}
+	return "", fmt.Errorf("result table %s has no container in the catalog", resultTable)
+}
+
+// tableInfo is a user table and its columns, from a live container's
+// manifest.
+type tableInfo struct {
+	name    string
+	columns []columnar.ColumnSchema
+}
+
+// tables lists the catalog's tables (result tables, whose projection is
+// the result projection, are left out) with their columns; a table whose
+// manifest cannot be read has none.
+func (c *schedulerClient) tables(ctx context.Context, only string) ([]tableInfo, error) {
+	var rep messages.CatalogReply
+	if err := c.read(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: only}, &rep); err != nil {
+		return nil, err
+	}
+	if rep.Error != nil {
+		if rep.Error.Code == "not_found" {
+			return nil, nil
+		}
+		return nil, rep.Error
+	}
+	seen := map[string]bool{}
+	var out []tableInfo
+	for _, p := range rep.Projections {
+		if p.Projection == messages.ResultProjection || seen[p.Table] || len(p.Live) == 0 {
+			continue
+		}
+		seen[p.Table] = true
+		ti := tableInfo{name: p.Table}
+		l := p.Live[0]
+		if m, err := columnar.ReadManifest(columnar.ContainerDir(c.dataDir, l.Table, l.Projection, l.ID)); err == nil {
+			ti.columns = m.Schema
+		}
+		out = append(out, ti)
+	}
+	return out, nil
+}
