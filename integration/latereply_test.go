@@ -84,6 +84,7 @@ func TestLoadLateReply(t *testing.T) {
 	for _, where := range []string{"local", "store"} {
 		for i, f := range replyFaults {
 			t.Run(where+"/"+f.name, func(t *testing.T) {
+				t.Parallel() // each has its deployment; most of it is waiting
 				d := newDeployment(t)
 				table := "r" + string(rune('a'+i))
 				var schedArgs, loadArgs []string
@@ -109,6 +110,7 @@ func TestLoadLateReply(t *testing.T) {
 			})
 		}
 		t.Run(where+"/refused", func(t *testing.T) {
+			t.Parallel()
 			d := newDeployment(t)
 			table := "refused"
 			schedArgs := []string{"--max-containers", "8"}
@@ -159,6 +161,7 @@ func TestRequestsLateReply(t *testing.T) {
 	}
 	for _, f := range replyFaults {
 		t.Run(f.name, func(t *testing.T) {
+			t.Parallel()
 			d := newDeployment(t)
 			d.start("windower", "windower-1", "--memory", "256MiB")
 			d.start("merger", "merger-1", "--memory", "256MiB")
