@@ -48,6 +48,7 @@ func TestImageAndComposeCoverEveryService(t *testing.T) {
 		}
 	}
 	delete(built, "strata") // the CLI, built with cgo (PostgreSQL's parser)
+	delete(built, "pgwire") // the SQL front door, cgo too: not in the image yet
 	for s := range built {
 		t.Errorf("services/%s is neither in the image nor in this test", s)
 	}
