@@ -62,6 +62,8 @@ type server struct {
 	tls     *tls.Config
 	secret  []byte // for the salts of users that do not exist
 
+	maxSessions int // 0: no limit
+
 	mu       sync.Mutex
 	sessions map[uint32]*session
 	nextPID  uint32
@@ -249,6 +251,13 @@ func (s *server) handle(c net.Conn) {
 	}
 	if s.tls != nil && !st.tls {
 		fail("28000", "TLS is required: connect with sslmode=require")
+		return
+	}
+	s.mu.Lock()
+	full := s.maxSessions > 0 && len(s.sessions) >= s.maxSessions
+	s.mu.Unlock()
+	if full {
+		fail("53300", "sorry, too many clients already")
 		return
 	}
 	name := st.params["user"]

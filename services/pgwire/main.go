@@ -20,7 +20,7 @@
 // Usage:
 //
 //	pgwire [--nats URLS] [--data DIR] [--http 127.0.0.1:9105] [--pg-listen 127.0.0.1:5433]
-//	       [--pg-tls-cert FILE --pg-tls-key FILE] [--pool general]
+//	       [--pg-tls-cert FILE --pg-tls-key FILE] [--pg-max-connections 100] [--pool general]
 //
 // Every flag has an environment variable: --pg-listen is STRATA_PG_LISTEN.
 package main
@@ -49,6 +49,7 @@ func run(args []string) error {
 	certFile := fs.String("pg-tls-cert", "", "TLS certificate for clients (PEM); with it, clients must use TLS")
 	keyFile := fs.String("pg-tls-key", "", "TLS key for clients (PEM)")
 	pool := fs.String("pool", "", "resource pool window queries run in (default: the scheduler's, general)")
+	maxConns := fs.Int("pg-max-connections", 100, "sessions at once; more are refused with SQLSTATE 53300 (0: no limit)")
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "how long to wait for one reply of the scheduler")
 	settle := fs.Duration("settle-timeout", 5*time.Minute, "how long to keep asking the scheduler about a job request whose reply does not come")
 	if err := b.Start(args); err != nil {
@@ -87,6 +88,7 @@ func run(args []string) error {
 	}
 	sched := &schedulerClient{nc: b.NC, timeout: *reqTimeout, settle: *settle, dataDir: b.DataDir, pool: *pool}
 	srv := newServer(b.Log, sched, b.DataDir, tlsConf, b.Runner.Registry())
+	srv.maxSessions = *maxConns
 	b.Log.Info("listening for PostgreSQL clients", "addr", ln.Addr().String(), "tls", tlsConf != nil)
 	b.Runner.Add(func() error { return srv.serve(ln) }, func(error) {
 		ln.Close()

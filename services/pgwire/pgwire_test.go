@@ -84,6 +84,7 @@ func (b *localBackend) runWindow(ctx context.Context, q *messages.WindowQuery) (
 }
 
 type testServer struct {
+	srv            *server
 	addr, password string
 	be             *localBackend
 	data           string
@@ -115,7 +116,7 @@ func startServer(t *testing.T, tlsConf *tls.Config) *testServer {
 	done := make(chan struct{})
 	go func() { _ = srv.serve(ln); close(done) }()
 	t.Cleanup(func() { ln.Close(); srv.closeAll(); <-done })
-	return &testServer{addr: ln.Addr().String(), password: strings.TrimSpace(string(pw)), be: be, data: data}
+	return &testServer{srv: srv, addr: ln.Addr().String(), password: strings.TrimSpace(string(pw)), be: be, data: data}
 }
 
 func (s *testServer) url(user, password, sslmode string) string {
@@ -337,6 +338,20 @@ func TestAuthentication(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close(ctx)
+}
+
+func TestMaxConnections(t *testing.T) {
+	s := startServer(t, nil)
+	s.srv.mu.Lock()
+	s.srv.maxSessions = 1
+	s.srv.mu.Unlock()
+	c := s.connect(t)
+	_, err := pgx.Connect(context.Background(), s.url("strata", s.password, "disable"))
+	wantCode(t, err, "53300")
+	c.Close(context.Background())
+	time.Sleep(50 * time.Millisecond) // the session's end is seen by the server
+	c2 := s.connect(t)
+	c2.Close(context.Background())
 }
 
 func TestTLS(t *testing.T) {
