@@ -63,6 +63,7 @@ start() {
 	DELAYS[i]=0
 	DUE[i]=
 	declare -ga "CMD_$i"
+	# shellcheck disable=SC2178 # a nameref to the array CMD_$i
 	local -n cmd="CMD_$i"
 	cmd=("$@")
 	launch "$i"
@@ -71,6 +72,7 @@ start() {
 # launch I: start process I from its command line.
 launch() {
 	local i=$1 log=${LOGFILES[$1]}
+	# shellcheck disable=SC2178 # a nameref to the array CMD_$i
 	local -n cmd="CMD_$i"
 	log_line "$i" "starting ${NAMES[i]}"
 	"${cmd[@]}" >>"$log" 2>&1 &
