@@ -290,6 +290,9 @@ func (s *server) handle(c net.Conn) {
 		s.mu.Lock()
 		delete(s.sessions, sess.pid)
 		s.mu.Unlock()
+		for name := range sess.portals {
+			sess.closePortal(name)
+		}
 	}()
 	be.Send(&pgproto3.AuthenticationOk{})
 	for _, r := range reported {
@@ -420,7 +423,17 @@ type portal struct {
 	// described is the result columns Describe sent, when it ran the query
 	// early (a window query's types are known once its result is).
 	cols []column
-	dir  string // the result container, once the job ran
+	cur  *cursor // a window query's result being sent (Execute with a row limit)
+}
+
+// closePortal drops a portal, closing a result it holds open.
+func (s *session) closePortal(name string) {
+	if pt, ok := s.portals[name]; ok {
+		if pt.cur != nil {
+			pt.cur.close()
+		}
+		delete(s.portals, name)
+	}
 }
 
 // loop reads and answers messages until the client goes. After an error
@@ -454,12 +467,12 @@ func (s *session) loop() error {
 			if m.ObjectType == 'S' {
 				delete(s.stmts, m.Name)
 			} else {
-				delete(s.portals, m.Name)
+				s.closePortal(m.Name)
 			}
 			s.be.Send(&pgproto3.CloseComplete{})
 		case *pgproto3.Sync:
 			skipping = false
-			delete(s.portals, "")
+			s.closePortal("")
 			s.ready()
 		case *pgproto3.Flush:
 			qerr = s.be.Flush()
@@ -588,6 +601,7 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	if len(stmts) != 1 {
 		return &pgError{code: "42601", msg: "cannot insert multiple commands into a prepared statement"}
 	}
+	s.closePortal(m.DestinationPortal)
 	s.portals[m.DestinationPortal] = &portal{stmt: stmts[0], formats: append([]int16(nil), m.ResultFormatCodes...)}
 	s.be.Send(&pgproto3.BindComplete{})
 	return nil
@@ -654,7 +668,9 @@ func (s *session) execute(m *pgproto3.Execute) error {
 	}
 	ctx, done := s.statementContext()
 	defer done()
-	pt.done = true
+	if pt.stmt.window == nil {
+		pt.done = true
+	}
 	return ctxError(ctx, s.run(ctx, pt.stmt, pt, pt.formats, int64(m.MaxRows), false))
 }
 

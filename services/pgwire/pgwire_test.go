@@ -260,6 +260,12 @@ func TestSessionStatements(t *testing.T) {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
+	if _, err := c.Exec(ctx, "SET application_name = 'reporting'"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.PgConn().ParameterStatus("application_name"); got != "reporting" {
+		t.Fatalf("application_name reported as %q", got)
+	}
 	if _, err := c.Exec(ctx, "SET foo.bar = 'x y'"); err != nil {
 		t.Fatal(err)
 	}
@@ -634,5 +640,51 @@ func TestMetrics(t *testing.T) {
 	})
 	if v := metricstest.Value(fams, "strata_pgwire_queries_total", "outcome", "42"); v != 1 {
 		t.Fatalf("queries with outcome 42: %v", v)
+	}
+}
+
+// An Execute with a row limit sends that many rows and PortalSuspended;
+// the next Execute goes on where it stopped.
+func TestExecuteRowLimit(t *testing.T) {
+	s := startServer(t, nil)
+	c := s.connect(t)
+	ctx := context.Background()
+	pc := c.PgConn()
+	fe := pc.Frontend()
+	fe.Send(&pgproto3.Parse{Query: testSQL + " ORDER BY k0 LIMIT 250"})
+	fe.Send(&pgproto3.Bind{})
+	for range 3 {
+		fe.Send(&pgproto3.Execute{MaxRows: 100})
+	}
+	fe.Send(&pgproto3.Sync{})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var rows []int
+	n, suspended := 0, 0
+	var tag string
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.DataRow:
+			n++
+		case *pgproto3.PortalSuspended:
+			rows = append(rows, n)
+			suspended++
+		case *pgproto3.CommandComplete:
+			rows = append(rows, n)
+			tag = string(m.CommandTag)
+		case *pgproto3.ErrorResponse:
+			t.Fatalf("%s: %s", m.Code, m.Message)
+		}
+		if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+			break
+		}
+	}
+	if !slices.Equal(rows, []int{100, 200, 250}) || suspended != 2 || tag != "SELECT 250" {
+		t.Fatalf("rows after each Execute %v, %d suspended, tag %q", rows, suspended, tag)
 	}
 }

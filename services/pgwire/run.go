@@ -79,10 +79,21 @@ func (s *session) run(ctx context.Context, st *stmt, pt *portal, formats []int16
 		s.be.Send(&pgproto3.EmptyQueryResponse{})
 		return nil
 	case st.window != nil:
-		return s.runWindow(ctx, st, pt, formats, describe)
+		return s.runWindow(ctx, st, pt, formats, maxRows, describe)
 	}
 	if st.apply != nil {
+		before := make(map[string]string, len(reported))
+		for _, r := range reported {
+			before[r.key] = s.settings[r.key]
+		}
 		st.apply(s)
+		// A reported setting that changed is reported again, as
+		// PostgreSQL does (drivers follow client_encoding, DateStyle ...).
+		for _, r := range reported {
+			if v := s.settings[r.key]; v != before[r.key] {
+				s.be.Send(&pgproto3.ParameterStatus{Name: r.name, Value: v})
+			}
+		}
 	}
 	if st.cols == nil {
 		s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(st.tag)})
@@ -141,42 +152,93 @@ func fillValues(vals [][]byte, buf []byte, offs []int) {
 	}
 }
 
+// cursor is a window query's result being sent: the open container,
+// its block reader and the block being sent, where it stands in it, and
+// what is left of OFFSET and LIMIT. An Execute with a row limit leaves it
+// open in the portal (PortalSuspended) for the next Execute.
+type cursor struct {
+	ct         *columnar.Container
+	br         *columnar.BatchReader
+	rec        arrow.RecordBatch // the block being sent; nil between blocks
+	row        int               // next row of rec
+	cols       []column
+	dir        string
+	skip, left int64 // OFFSET rows still to skip; LIMIT rows still to send (-1: all)
+	sent       int64
+}
+
+func (c *cursor) close() {
+	if c.rec != nil {
+		c.rec.Release()
+		c.rec = nil
+	}
+	if c.br != nil {
+		c.br.Close()
+		c.br = nil
+	}
+	if c.ct != nil {
+		c.ct.Close()
+		c.ct = nil
+	}
+}
+
 // runWindow has the scheduler run the window query, then streams the
 // result container's rows block by block, flushing each block to the
-// client: the result is never all in memory.
-func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats []int16, describe bool) error {
-	if !describe && pt.cols == nil {
-		// Executed without Describe: the client knows the columns already
-		// (or does not care); still check the query before the job.
+// client: the result is never all in memory. maxRows > 0 sends at most
+// that many rows and keeps the rest for the next Execute.
+func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats []int16, maxRows int64, describe bool) error {
+	if pt.cur == nil {
+		// The query is checked (and its columns worked out) before the job.
 		if _, err := s.columns(ctx, st, pt); err != nil {
 			return err
 		}
-	} else if describe {
-		if _, err := s.columns(ctx, st, pt); err != nil {
+		dir, err := s.srv.sched.runWindow(ctx, st.window)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return jobError(err)
+		}
+		cur, err := openCursor(dir, st)
+		if err != nil {
 			return err
 		}
-	}
-	dir, err := s.srv.sched.runWindow(ctx, st.window)
-	if err != nil {
-		if ctx.Err() != nil {
-			return err
+		if pt.cols != nil && !sameColumns(cur.cols, pt.cols) {
+			cur.close()
+			return &pgError{code: "XX000", msg: "the result's columns differ from those described"}
 		}
-		return jobError(err)
+		pt.cur = cur
+		if describe {
+			s.sendRowDescription(cur.cols, nil)
+		}
 	}
-	ct, err := columnar.Open(dir, columnar.OpenOptions{})
+	cur := pt.cur
+	done, err := s.pump(ctx, cur, formats, maxRows)
 	if err != nil {
-		return &pgError{code: "58030", msg: fmt.Sprintf("open result %s: %v", dir, err)}
-	}
-	defer ct.Close()
-	cols, err := arrowColumns(ct.Schema())
-	if err != nil {
+		cur.close()
+		pt.cur, pt.done = nil, true
 		return err
 	}
-	if pt.cols != nil && !sameColumns(cols, pt.cols) {
-		return &pgError{code: "XX000", msg: "the result's columns differ from those described"}
+	if !done {
+		s.be.Send(&pgproto3.PortalSuspended{})
+		return nil
 	}
-	if describe {
-		s.sendRowDescription(cols, nil)
+	cur.close()
+	pt.done = true
+	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.FormatInt(cur.sent, 10))})
+	s.srv.queries.WithLabelValues("ok").Inc()
+	return nil
+}
+
+func openCursor(dir string, st *stmt) (*cursor, error) {
+	ct, err := columnar.Open(dir, columnar.OpenOptions{})
+	if err != nil {
+		return nil, &pgError{code: "58030", msg: fmt.Sprintf("open result %s: %v", dir, err)}
+	}
+	cols, err := arrowColumns(ct.Schema())
+	if err != nil {
+		ct.Close()
+		return nil, err
 	}
 	idx := make([]int, len(cols))
 	for i := range idx {
@@ -184,61 +246,74 @@ func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats [
 	}
 	br, err := ct.OpenColumns(idx)
 	if err != nil {
-		return &pgError{code: "58030", msg: fmt.Sprintf("read result %s: %v", dir, err)}
+		ct.Close()
+		return nil, &pgError{code: "58030", msg: fmt.Sprintf("read result %s: %v", dir, err)}
 	}
-	defer br.Close()
-	skip, left := st.offset, st.limit
-	var sent int64
+	return &cursor{ct: ct, br: br, cols: cols, dir: dir, skip: st.offset, left: st.limit}, nil
+}
+
+// pump sends rows of cur, at most maxRows (0: all), flushing after each
+// block; done when the result (or LIMIT) is used up.
+func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRows int64) (done bool, err error) {
 	var buf []byte
-	vals := make([][]byte, len(cols))
-	offs := make([]int, len(cols))
-	for left != 0 {
-		if ctx.Err() != nil {
-			return ctx.Err()
+	vals := make([][]byte, len(cur.cols))
+	offs := make([]int, len(cur.cols))
+	var n int64
+	for cur.left != 0 {
+		if maxRows > 0 && n == maxRows {
+			return false, nil
 		}
-		rec, err := br.Next()
-		if errors.Is(err, io.EOF) {
-			break
+		if cur.rec == nil {
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			if err := s.be.Flush(); err != nil {
+				return false, err
+			}
+			rec, err := cur.br.Next()
+			if errors.Is(err, io.EOF) {
+				return true, nil
+			}
+			if err != nil {
+				return false, &pgError{code: "58030", msg: fmt.Sprintf("read result %s: %v", cur.dir, err)}
+			}
+			rows := rec.NumRows()
+			if cur.skip >= rows {
+				cur.skip -= rows
+				rec.Release()
+				continue
+			}
+			cur.rec, cur.row = rec, int(cur.skip)
+			cur.skip = 0
 		}
-		if err != nil {
-			return &pgError{code: "58030", msg: fmt.Sprintf("read result %s: %v", dir, err)}
-		}
-		n := int64(rec.NumRows())
-		if skip >= n {
-			skip -= n
-			rec.Release()
+		if cur.row >= int(cur.rec.NumRows()) {
+			cur.rec.Release()
+			cur.rec = nil
 			continue
 		}
-		for r := int(skip); r < int(n) && left != 0; r++ {
-			buf = buf[:0]
-			for c := range cols {
-				v := arrowValue(rec.Column(c), r)
-				if v == nil {
-					offs[c] = -1
-					continue
-				}
-				offs[c] = len(buf)
-				if buf, err = appendValue(buf, cols[c].oid, formatOf(formats, c), v); err != nil {
-					rec.Release()
-					return &pgError{code: "XX000", msg: err.Error()}
-				}
+		r := cur.row
+		buf = buf[:0]
+		for c := range cur.cols {
+			v := arrowValue(cur.rec.Column(c), r)
+			if v == nil {
+				offs[c] = -1
+				continue
 			}
-			fillValues(vals, buf, offs)
-			s.be.Send(&pgproto3.DataRow{Values: vals})
-			sent++
-			if left > 0 {
-				left--
+			offs[c] = len(buf)
+			if buf, err = appendValue(buf, cur.cols[c].oid, formatOf(formats, c), v); err != nil {
+				return false, &pgError{code: "XX000", msg: err.Error()}
 			}
 		}
-		skip = 0
-		rec.Release()
-		if err := s.be.Flush(); err != nil {
-			return err
+		fillValues(vals, buf, offs)
+		s.be.Send(&pgproto3.DataRow{Values: vals})
+		cur.row++
+		cur.sent++
+		n++
+		if cur.left > 0 {
+			cur.left--
 		}
 	}
-	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.FormatInt(sent, 10))})
-	s.srv.queries.WithLabelValues("ok").Inc()
-	return nil
+	return true, nil
 }
 
 func sameColumns(a, b []column) bool {
