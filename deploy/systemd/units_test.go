@@ -52,6 +52,12 @@ func unitExecStart(t *testing.T, unit string) string {
 // it (the unit's, as far as the port is concerned).
 func workerHTTP(t *testing.T, unit, instance string, env ...string) (string, error) {
 	t.Helper()
+	return workerEnv(t, unit, instance, "STRATA_HTTP", env...)
+}
+
+// workerEnv is workerHTTP for any variable the ExecStart sets.
+func workerEnv(t *testing.T, unit, instance, variable string, env ...string) (string, error) {
+	t.Helper()
 	cmd := unitExecStart(t, unit)
 	// The specifiers and escapes systemd resolves before running it.
 	cmd = strings.ReplaceAll(cmd, "%i", instance)
@@ -60,7 +66,7 @@ func workerHTTP(t *testing.T, unit, instance string, env ...string) (string, err
 	if !strings.Contains(cmd, "exec "+bin+"'") {
 		t.Fatalf("%s: ExecStart does not exec %s: %s", unit, bin, cmd)
 	}
-	cmd = strings.Replace(cmd, "exec "+bin+"'", `exec printenv STRATA_HTTP'`, 1)
+	cmd = strings.Replace(cmd, "exec "+bin+"'", `exec printenv `+variable+`'`, 1)
 	args := splitShell(t, cmd)
 	c := exec.Command(args[0], args[1:]...)
 	c.Env = append([]string{"PATH=/usr/bin:/bin"}, env...)
@@ -140,6 +146,34 @@ func TestWorkerPorts(t *testing.T) {
 		}
 		if addr, err := workerHTTP(t, unit, "3", "STRATA_HTTP=0.0.0.0:9999"); err != nil || addr != "0.0.0.0:9999" {
 			t.Errorf("%s with STRATA_HTTP set: %q, %v; want the override kept", unit, addr, err)
+		}
+	}
+}
+
+// Every worker instance has a depot of its own under the data directory
+// (a depot is locked by its worker: a second worker on the same one would
+// not start), unless STRATA_DEPOT says otherwise.
+func TestWorkerDepots(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to run the units' ExecStart")
+	}
+	seen := map[string]string{}
+	for _, unit := range []string{"strata-merger@.service", "strata-windower@.service"} {
+		for _, instance := range []string{"1", "2", "07", "99"} {
+			depot, err := workerEnv(t, unit, instance, "STRATA_DEPOT", "STRATA_DATA=/srv/strata/data")
+			if err != nil {
+				t.Fatalf("%s instance %s: %v", unit, instance, err)
+			}
+			if !strings.HasPrefix(depot, "/srv/strata/data/depot/") {
+				t.Errorf("%s instance %s: depot %q, want it under the data directory's depot/", unit, instance, depot)
+			}
+			if other, dup := seen[depot]; dup {
+				t.Errorf("%s instance %s and %s share the depot %s", unit, instance, other, depot)
+			}
+			seen[depot] = unit + " instance " + instance
+		}
+		if depot, err := workerEnv(t, unit, "3", "STRATA_DEPOT", "STRATA_DEPOT=/cache/d3"); err != nil || depot != "/cache/d3" {
+			t.Errorf("%s with STRATA_DEPOT set: %q, %v; want the override kept", unit, depot, err)
 		}
 	}
 }
@@ -302,16 +336,16 @@ func TestUnitsStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keepsContainers := unit != "strata-walwriter.service"
+		// Every unit reaches the store: the walwriter archives its WAL there.
 		for _, c := range creds {
-			if has := strings.Contains(string(data), "\n"+c+"\n"); has != keepsContainers {
-				t.Errorf("%s: %s present %v, want %v", unit, c, has, keepsContainers)
+			if !strings.Contains(string(data), "\n"+c+"\n") {
+				t.Errorf("%s: %s missing", unit, c)
 			}
 		}
 		// Without the file the unit still starts: the credential falls
 		// back to a file that names no key (the AWS SDK then finds a role).
-		if has := strings.Contains(string(data), "\nSetCredential=aws-credentials:#"); has != keepsContainers {
-			t.Errorf("%s: a fallback for a missing credentials file present %v, want %v", unit, has, keepsContainers)
+		if !strings.Contains(string(data), "\nSetCredential=aws-credentials:#") {
+			t.Errorf("%s: no fallback for a missing credentials file", unit)
 		}
 	}
 }
