@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/strata-db/strata/columnar/store/s3test"
 	"github.com/strata-db/strata/internal/pgauth"
 )
 
@@ -263,4 +265,77 @@ func TestPgwire(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPgwireOverStore: with the containers in a bucket and no directory
+// shared, pgwire reads the tables' manifests and each result from the
+// store; its rows are the CLI's.
+func TestPgwireOverStore(t *testing.T) {
+	for _, b := range []string{"scheduler", "windower", "pgwire", "strata"} {
+		if !haveBinary(b) {
+			t.Skipf("%s is not built", b)
+		}
+	}
+	srv := s3test.Start(t, "strata")
+	storeURL := srv.URL
+	d := newDeployment(t)
+	own := ownDir(t)
+	d.start("scheduler", "scheduler", "--data", own("scheduler"), "--store", storeURL)
+	wdir := own("windower")
+	d.start("windower", "windower-1", "--memory", "512MiB", "--data", wdir, "--store", storeURL, "--depot", filepath.Join(wdir, "depot"))
+	pgData := own("pgwire")
+	pgAddr := freeAddr(t)
+	d.start("pgwire", "pgwire-1", "--data", pgData, "--store", storeURL, "--pg-listen", pgAddr)
+	d.cli("load", "--data", own("cli-load"), "--store", storeURL, "--table", "t", "--columns", "6", "--containers", "3", "--rows", "300", "--seed", "5", "--block-rows", "100")
+
+	out := d.cli("window", "--data", own("cli-window"), "--store", storeURL, "--format", "csv", "--null-string", "NULL", "--rows", "1000000", pgwireSQL)
+	recs, err := csv.NewReader(strings.NewReader(out)).ReadAll()
+	if err != nil || len(recs) != 901 {
+		t.Fatalf("CLI csv: %d records, %v", len(recs), err)
+	}
+	var want []string
+	for _, r := range recs[1:] {
+		want = append(want, strings.Join(r, "|"))
+	}
+	slices.Sort(want)
+
+	pw, err := os.ReadFile(pgauth.PasswordFile(pgData, pgauth.DefaultUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://strata:%s@%s/strata?sslmode=disable", url.QueryEscape(strings.TrimSpace(string(pw))), pgAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, pgwireSQL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := make([]string, len(vals))
+		for i, v := range vals {
+			f[i] = "NULL"
+			if v != nil {
+				f[i] = fmt.Sprint(v)
+			}
+		}
+		got = append(got, strings.Join(f, "|"))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	compareRows(t, "pgwire over the store", got, want)
+	// The staging directories of results are gone once sent.
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgwire-result-*")); len(left) > 0 {
+		t.Logf("staging directories left (maybe another test's): %v", left)
+	}
 }

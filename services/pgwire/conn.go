@@ -52,7 +52,9 @@ var reported = []struct{ key, name string }{
 // through schedulerClient; a test's own).
 type backend interface {
 	tables(ctx context.Context, only string) ([]tableInfo, error)
-	runWindow(ctx context.Context, q *messages.WindowQuery) (dir string, err error)
+	// runWindow returns the result container's directory and a func to
+	// call once it has been read.
+	runWindow(ctx context.Context, q *messages.WindowQuery) (dir string, release func(), err error)
 }
 
 type server struct {

@@ -15,12 +15,14 @@
 // loopback needs TLS (--pg-tls-cert and --pg-tls-key), and with TLS every
 // client must use it. It connects to NATS with the credentials of the
 // cli-admin role (DATA/nats-auth/cli-admin.password), as the CLI does,
-// and reads result containers from the data directory (--data).
+// and reads result containers from the data directory (--data), or with
+// --store URL from the store, each fetched into a temporary directory
+// that is removed once its rows are sent.
 //
 // Usage:
 //
 //	pgwire [--nats URLS] [--data DIR] [--http 127.0.0.1:9105] [--pg-listen 127.0.0.1:5433]
-//	       [--pg-tls-cert FILE --pg-tls-key FILE] [--pg-max-connections 100] [--pool general]
+//	       [--pg-tls-cert FILE --pg-tls-key FILE] [--pg-max-connections 100] [--pool general] [--store URL]
 //
 // Every flag has an environment variable: --pg-listen is STRATA_PG_LISTEN.
 package main
@@ -36,6 +38,7 @@ import (
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/pgauth"
 	"github.com/strata-db/strata/internal/service"
+	"github.com/strata-db/strata/internal/storeflags"
 )
 
 func main() { service.Main("pgwire", run) }
@@ -50,6 +53,8 @@ func run(args []string) error {
 	keyFile := fs.String("pg-tls-key", "", "TLS key for clients (PEM)")
 	pool := fs.String("pool", "", "resource pool window queries run in (default: the scheduler's, general)")
 	maxConns := fs.Int("pg-max-connections", 100, "sessions at once; more are refused with SQLSTATE 53300 (0: no limit)")
+	var sf storeflags.Flags
+	sf.Register(fs, false)
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "how long to wait for one reply of the scheduler")
 	settle := fs.Duration("settle-timeout", 5*time.Minute, "how long to keep asking the scheduler about a job request whose reply does not come")
 	if err := b.Start(args); err != nil {
@@ -86,7 +91,14 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	sched := &schedulerClient{nc: b.NC, timeout: *reqTimeout, settle: *settle, dataDir: b.DataDir, pool: *pool}
+	st, err := sf.OpenStore(ctx)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.Close()
+	}
+	sched := &schedulerClient{nc: b.NC, timeout: *reqTimeout, settle: *settle, dataDir: b.DataDir, pool: *pool, st: st}
 	srv := newServer(b.Log, sched, b.DataDir, tlsConf, b.Runner.Registry())
 	srv.maxSessions = *maxConns
 	b.Log.Info("listening for PostgreSQL clients", "addr", ln.Addr().String(), "tls", tlsConf != nil)

@@ -59,7 +59,12 @@ func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, er
 	return []tableInfo{{name: "t", columns: m.Schema}}, nil
 }
 
-func (b *localBackend) runWindow(ctx context.Context, q *messages.WindowQuery) (string, error) {
+func (b *localBackend) runWindow(ctx context.Context, q *messages.WindowQuery) (string, func(), error) {
+	dir, err := b.run(ctx, q)
+	return dir, func() {}, err
+}
+
+func (b *localBackend) run(ctx context.Context, q *messages.WindowQuery) (string, error) {
 	if b.block != nil {
 		select {
 		case <-b.block:

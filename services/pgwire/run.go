@@ -165,6 +165,7 @@ type cursor struct {
 	dir        string
 	skip, left int64 // OFFSET rows still to skip; LIMIT rows still to send (-1: all)
 	sent       int64
+	release    func() // removes a result fetched from a store
 }
 
 func (c *cursor) close() {
@@ -180,6 +181,10 @@ func (c *cursor) close() {
 		c.ct.Close()
 		c.ct = nil
 	}
+	if c.release != nil {
+		c.release()
+		c.release = nil
+	}
 }
 
 // runWindow has the scheduler run the window query, then streams the
@@ -192,7 +197,7 @@ func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats [
 		if _, err := s.columns(ctx, st, pt); err != nil {
 			return err
 		}
-		dir, err := s.srv.sched.runWindow(ctx, st.window)
+		dir, release, err := s.srv.sched.runWindow(ctx, st.window)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
@@ -201,8 +206,10 @@ func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats [
 		}
 		cur, err := openCursor(dir, st)
 		if err != nil {
+			release()
 			return err
 		}
+		cur.release = release
 		if pt.cols != nil && !sameColumns(cur.cols, pt.cols) {
 			cur.close()
 			return &pgError{code: "XX000", msg: "the result's columns differ from those described"}

@@ -6,12 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -25,6 +27,10 @@ type schedulerClient struct {
 	settle  time.Duration // how long a change is asked about
 	dataDir string
 	pool    string
+	// st, if set, is where containers live (--store): manifests are read
+	// from it, and a result is fetched into a staging directory of its
+	// own, removed when the result has been sent.
+	st store.Store
 }
 
 func newRequestID() string {
@@ -138,19 +144,19 @@ func (e *jobFailedError) Error() string { return e.reason }
 // or failed event (or, should an event be missed, the operations table
 // saying it ended) and returns the result container's directory. ctx
 // ends the wait (a cancel request, a statement timeout); the job goes on.
-func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery) (string, error) {
+func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery) (string, func(), error) {
 	events := make(chan *nats.Msg, 1024)
 	sub, err := c.nc.ChanSubscribe(messages.SubjectEventsAll, events)
 	if err != nil {
-		return "", fmt.Errorf("subscribe to job events: %w", err)
+		return "", nil, fmt.Errorf("subscribe to job events: %w", err)
 	}
 	defer sub.Unsubscribe()
 	var rep messages.WindowReply
 	if err := c.change(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *q, Pool: c.pool, RequestID: newRequestID()}, &rep); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if rep.Error != nil {
-		return "", rep.Error
+		return "", nil, rep.Error
 	}
 	id := rep.Job.JobID
 	poll := time.NewTicker(2 * time.Second)
@@ -158,7 +164,7 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 	for {
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			return "", nil, ctx.Err()
 		case msg := <-events:
 			ev := new(messages.JobEvent)
 			if messages.Unmarshal(msg.Data, ev) != nil || ev.JobID != id {
@@ -166,9 +172,9 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 			}
 			switch {
 			case ev.Type == messages.EventDone:
-				return c.resultDir(ctx, rep.ResultTable, ev)
+				return c.result(ctx, rep.ResultTable, ev)
 			case ev.Type == messages.EventFailed && !ev.Retryable:
-				return "", &jobFailedError{reason: ev.Reason}
+				return "", nil, &jobFailedError{reason: ev.Reason}
 			}
 		case <-poll.C:
 			var ops messages.OperationsReply
@@ -178,33 +184,52 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 			for _, op := range ops.Operations {
 				switch op.Status {
 				case messages.StatusDone:
-					return c.resultDir(ctx, rep.ResultTable, nil)
+					return c.result(ctx, rep.ResultTable, nil)
 				case messages.StatusFailed:
-					return "", &jobFailedError{reason: op.Reason}
+					return "", nil, &jobFailedError{reason: op.Reason}
 				}
 			}
 		}
 	}
 }
 
-// resultDir finds the result container: from the done event when it
+// result finds the result container: from the done event when it
 // names a container of the result table the scheduler gave (anyone may
-// publish events), or else from the catalog.
-func (c *schedulerClient) resultDir(ctx context.Context, resultTable string, ev *messages.JobEvent) (string, error) {
+// publish events), or else from the catalog. With a store it is fetched
+// into a staging directory, which the returned func removes.
+func (c *schedulerClient) result(ctx context.Context, resultTable string, ev *messages.JobEvent) (string, func(), error) {
+	id := ""
 	if ev != nil && ev.Output != nil && ev.Output.Table == resultTable && ev.Output.Projection == messages.ResultProjection &&
 		messages.ValidName(ev.Output.ID) == nil {
-		return columnar.ContainerDir(c.dataDir, resultTable, messages.ResultProjection, ev.Output.ID), nil
-	}
-	var rep messages.CatalogReply
-	if err := c.read(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {
-		return "", err
-	}
-	for _, p := range rep.Projections {
-		for _, l := range p.Live {
-			return columnar.ContainerDir(c.dataDir, l.Table, l.Projection, l.ID), nil
+		id = ev.Output.ID
+	} else {
+		var rep messages.CatalogReply
+		if err := c.read(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {
+			return "", nil, err
+		}
+		for _, p := range rep.Projections {
+			if p.Projection == messages.ResultProjection && len(p.Live) > 0 {
+				id = p.Live[0].ID
+			}
+		}
+		if id == "" {
+			return "", nil, fmt.Errorf("result table %s has no container in the catalog", resultTable)
 		}
 	}
-	return "", fmt.Errorf("result table %s has no container in the catalog", resultTable)
+	if c.st == nil {
+		return columnar.ContainerDir(c.dataDir, resultTable, messages.ResultProjection, id), func() {}, nil
+	}
+	staging, err := os.MkdirTemp("", "pgwire-result-")
+	if err != nil {
+		return "", nil, fmt.Errorf("staging directory: %w", err)
+	}
+	release := func() { os.RemoveAll(staging) }
+	dir := columnar.ContainerDir(staging, resultTable, messages.ResultProjection, id)
+	if _, _, err := store.Fetch(ctx, c.st, resultTable, messages.ResultProjection, id, dir); err != nil {
+		release()
+		return "", nil, fmt.Errorf("read the result from the store: %w", err)
+	}
+	return dir, release, nil
 }
 
 // tableInfo is a user table and its columns, from a live container's
@@ -237,7 +262,14 @@ func (c *schedulerClient) tables(ctx context.Context, only string) ([]tableInfo,
 		seen[p.Table] = true
 		ti := tableInfo{name: p.Table}
 		l := p.Live[0]
-		if m, err := columnar.ReadManifest(columnar.ContainerDir(c.dataDir, l.Table, l.Projection, l.ID)); err == nil {
+		var m *columnar.Manifest
+		var err error
+		if c.st != nil {
+			m, err = store.ReadManifest(ctx, c.st, l.Table, l.Projection, l.ID)
+		} else {
+			m, err = columnar.ReadManifest(columnar.ContainerDir(c.dataDir, l.Table, l.Projection, l.ID))
+		}
+		if err == nil {
 			ti.columns = m.Schema
 		}
 		out = append(out, ti)
