@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -447,51 +448,72 @@ func (s *session) loop() error {
 		if err != nil {
 			return err
 		}
-		if skipping {
-			if _, ok := msg.(*pgproto3.Sync); !ok {
-				continue
-			}
-		}
-		var qerr error
-		switch m := msg.(type) {
-		case *pgproto3.Query:
-			s.simpleQuery(m.String)
-			s.ready()
-		case *pgproto3.Parse:
-			qerr = s.parse(m)
-		case *pgproto3.Bind:
-			qerr = s.bind(m)
-		case *pgproto3.Describe:
-			qerr = s.describe(m)
-		case *pgproto3.Execute:
-			qerr = s.execute(m)
-		case *pgproto3.Close:
-			if m.ObjectType == 'S' {
-				delete(s.stmts, m.Name)
-			} else {
-				s.closePortal(m.Name)
-			}
-			s.be.Send(&pgproto3.CloseComplete{})
-		case *pgproto3.Sync:
+		if _, ok := msg.(*pgproto3.Sync); ok {
 			skipping = false
-			s.closePortal("")
-			s.ready()
-		case *pgproto3.Flush:
-			qerr = s.be.Flush()
-		case *pgproto3.Terminate:
+		} else if skipping {
+			continue
+		}
+		qerr := s.dispatch(msg)
+		if qerr == errTerminate {
 			return nil
-		default:
-			s.sendError(&pgError{code: "08P01", msg: fmt.Sprintf("unexpected message %T", msg)})
-			s.ready()
 		}
 		if qerr != nil {
 			s.sendError(qerr)
-			skipping = true
+			if _, ok := msg.(*pgproto3.Query); ok {
+				s.ready()
+			} else {
+				skipping = true
+			}
 		}
 		if err := s.be.Flush(); err != nil {
 			return err
 		}
 	}
+}
+
+// errTerminate ends the session (a Terminate message).
+var errTerminate = errors.New("terminate")
+
+// dispatch answers one message. A panic while answering is the
+// statement's error (XX000), not the session's end.
+func (s *session) dispatch(msg pgproto3.FrontendMessage) (qerr error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.srv.log.Error("statement panicked", "pid", s.pid, "panic", r, "stack", string(debug.Stack()))
+			qerr = &pgError{code: "XX000", msg: fmt.Sprintf("internal error: %v", r)}
+		}
+	}()
+	switch m := msg.(type) {
+	case *pgproto3.Query:
+		s.simpleQuery(m.String)
+		s.ready()
+	case *pgproto3.Parse:
+		qerr = s.parse(m)
+	case *pgproto3.Bind:
+		qerr = s.bind(m)
+	case *pgproto3.Describe:
+		qerr = s.describe(m)
+	case *pgproto3.Execute:
+		qerr = s.execute(m)
+	case *pgproto3.Close:
+		if m.ObjectType == 'S' {
+			delete(s.stmts, m.Name)
+		} else {
+			s.closePortal(m.Name)
+		}
+		s.be.Send(&pgproto3.CloseComplete{})
+	case *pgproto3.Sync:
+		s.closePortal("")
+		s.ready()
+	case *pgproto3.Flush:
+		qerr = s.be.Flush()
+	case *pgproto3.Terminate:
+		return errTerminate
+	default:
+		s.sendError(&pgError{code: "08P01", msg: fmt.Sprintf("unexpected message %T", msg)})
+		s.ready()
+	}
+	return qerr
 }
 
 func (s *session) ready() {

@@ -46,6 +46,7 @@ type localBackend struct {
 	dirs    []string
 	n       atomic.Int64
 	block   chan struct{} // if set, runWindow waits on it (or ctx)
+	panics  atomic.Bool   // runWindow panics
 }
 
 func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, error) {
@@ -60,6 +61,9 @@ func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, er
 }
 
 func (b *localBackend) runWindow(ctx context.Context, q *messages.WindowQuery) (string, func(), error) {
+	if b.panics.Load() {
+		panic("injected")
+	}
 	dir, err := b.run(ctx, q)
 	return dir, func() {}, err
 }
@@ -691,5 +695,27 @@ func TestExecuteRowLimit(t *testing.T) {
 	}
 	if !slices.Equal(rows, []int{100, 200, 250}) || suspended != 2 || tag != "SELECT 250" {
 		t.Fatalf("rows after each Execute %v, %d suspended, tag %q", rows, suspended, tag)
+	}
+}
+
+// A panic while answering a statement is that statement's error; the
+// session goes on.
+func TestPanicIsAnError(t *testing.T) {
+	s := startServer(t, nil)
+	c := s.connect(t)
+	ctx := context.Background()
+	s.be.panics.Store(true)
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		_, err := c.Exec(ctx, testSQL, mode)
+		wantCode(t, err, "XX000")
+	}
+	s.be.panics.Store(false)
+	var n int
+	if err := c.QueryRow(ctx, "SELECT k0, row_number() OVER () AS n FROM t LIMIT 1").Scan(&n, new(int64)); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := c.QueryRow(ctx, "SELECT quote_ident(table_name) FROM information_schema.tables WHERE table_schema = 'public'").Scan(&name); err != nil || name != "t" {
+		t.Fatal(name, err)
 	}
 }

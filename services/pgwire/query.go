@@ -577,7 +577,7 @@ func (s *session) planCatalog(ctx context.Context, sel *pg.SelectStmt) (*stmt, e
 		}
 		oid := uint32(oidText)
 		for _, r := range kept {
-			if v := evalExpr(rt.Val, r); v != nil {
+			if v := evalExpr(rt.Val, r); v != nil && !isUnknown(v) {
 				oid = goOID(v)
 				break
 			}
@@ -589,6 +589,9 @@ func (s *session) planCatalog(ctx context.Context, sel *pg.SelectStmt) (*stmt, e
 		row := make([]any, len(sel.TargetList))
 		for i, n := range sel.TargetList {
 			row[i] = evalExpr(n.GetResTarget().Val, r)
+			if isUnknown(row[i]) {
+				row[i] = nil // what the evaluator cannot work out is NULL
+			}
 			if row[i] != nil && goOID(row[i]) != st.cols[i].oid {
 				row[i] = fmt.Sprint(row[i])
 				st.cols[i].oid = oidText
@@ -817,6 +820,25 @@ func evalExpr(n *pg.Node, row map[string]any) any {
 				}
 			}
 			return nil
+		case "quote_ident", "lower", "upper":
+			if len(fc.Args) == 1 {
+				v := evalExpr(fc.Args[0], row)
+				str, ok := v.(string)
+				if !ok {
+					return v
+				}
+				switch funcName(fc) {
+				case "lower":
+					return strings.ToLower(str)
+				case "upper":
+					return strings.ToUpper(str)
+				}
+				if regexp.MustCompile(`^[a-z_][a-z0-9_]*$`).MatchString(str) {
+					return str
+				}
+				return `"` + strings.ReplaceAll(str, `"`, `""`) + `"`
+			}
+			return unknown{}
 		case "obj_description", "col_description", "pg_get_expr", "array_to_string":
 			return nil
 		}
