@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -220,8 +221,9 @@ const (
 // settleCall sends a change and waits for the scheduler's answer, sending
 // it again (the same bytes, so the same request ID) when no answer comes:
 // first after a third of the client's timeout, then at doubling intervals
-// up to 30s. Every send's reply comes to one inbox, so a late answer to an
-// earlier send settles the call as well as the answer to the last. An
+// up to 30s. Every send's reply comes to one subscription (a reply
+// subject of its own under one inbox), so a late answer to an earlier
+// send settles the call as well as the answer to the last. An
 // answer that is not a decision (an internal error: the scheduler could
 // not tell whether its catalog write landed, say) is asked again too.
 //
@@ -233,9 +235,13 @@ const (
 // (after settleFirstNotice or the request timeout, then every
 // settleNotice).
 func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []byte, rep messages.Reply) error {
+	// Each send has a reply subject of its own under one subscription:
+	// the scheduler answers through allow_responses, which lets it reply
+	// once to each request it received, so two sends sharing one reply
+	// subject would have both their answers refused.
 	inbox := c.nc.NewInbox()
 	replies := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	sub, err := c.nc.ChanSubscribe(inbox+".*", replies)
 	if err != nil {
 		return fmt.Errorf("request %s: subscribe to replies: %w", subject, err)
 	}
@@ -255,7 +261,7 @@ func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []b
 	for {
 		select {
 		case <-resendC:
-			if err := c.nc.PublishRequest(subject, inbox, data); err != nil {
+			if err := c.nc.PublishRequest(subject, inbox+"."+strconv.Itoa(sends), data); err != nil {
 				last = err
 			} else {
 				sends++

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/strata-db/strata/internal/natsembed"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/natsutil/natstest"
 	"github.com/strata-db/strata/messages"
@@ -183,4 +184,66 @@ func TestSettleCall(t *testing.T) {
 			t.Fatalf("no scheduler: %v", err)
 		}
 	})
+}
+
+// TestSettleCallWithRolePermissions: the scheduler answers through
+// allow_responses, which lets a responder publish once to the reply
+// subject of each request it received. Every send of a change used to
+// share one reply subject, so two sends answered together (the second
+// waiting for the first's registration) counted as one request with two
+// responses: both were refused, and the client asked until a third send.
+// Each send now has a reply subject of its own.
+func TestSettleCallWithRolePermissions(t *testing.T) {
+	passwords := map[string]string{}
+	for _, role := range []string{natsutil.RoleScheduler, natsutil.RoleCLIAdmin} {
+		passwords[role] = "pw-" + role
+	}
+	srv := natstest.Server(t, natsembed.Options{DataDir: t.TempDir(), Passwords: passwords})
+	connect := func(role string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(role, passwords[role]), nats.CustomInboxPrefix(natsutil.InboxPrefix(role)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	sched, cli := connect(natsutil.RoleScheduler), connect(natsutil.RoleCLIAdmin)
+	var mu sync.Mutex
+	var held []*nats.Msg
+	sub, err := sched.Subscribe(messages.SubjectAPIRegister, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		held = append(held, m)
+		if len(held) < 2 {
+			return
+		}
+		// The second send has arrived: answer both, as a registration
+		// that the first send started answers every send waiting for it.
+		data, _ := messages.Marshal(&messages.RegisterReply{Live: 4})
+		for _, h := range held {
+			if err := h.Respond(data); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := sched.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	client := &apiClient{nc: cli, timeout: 300 * time.Millisecond, settle: 5 * time.Second, denied: make(chan error, 1)}
+	req := &messages.RegisterRequest{Table: "t", Projection: "p", RequestID: newRequestID(),
+		Containers: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}}
+	var rep messages.RegisterReply
+	start := time.Now()
+	if err := client.call(context.Background(), messages.SubjectAPIRegister, req, &rep); err != nil || rep.Live != 4 {
+		t.Fatalf("reply %+v, %v", rep, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(held) != 2 || time.Since(start) > 3*time.Second {
+		t.Fatalf("answered after %d sends, %s: a reply to the first two was refused", len(held), time.Since(start))
+	}
 }
