@@ -719,3 +719,45 @@ func TestPanicIsAnError(t *testing.T) {
 		t.Fatal(name, err)
 	}
 }
+
+// FuzzPlan: any query text is planned or refused with an error, never a
+// panic: the parser's trees of odd SQL reach the catalog evaluator and
+// the constant SELECTs.
+func FuzzPlan(f *testing.F) {
+	for _, q := range []string{
+		"SELECT 1", "SELECT version()", "SHOW ALL", "SET x TO 'y'", "BEGIN; COMMIT",
+		"SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relkind IN ('r') AND NOT c.relispartition ORDER BY 1",
+		"SELECT CASE WHEN a.attnum > 0 THEN a.attname END FROM pg_attribute a WHERE a.attrelid = '1' OR a.attname ~ 'x('",
+		"SELECT a FROM pg_class UNION SELECT b FROM pg_namespace",
+		testSQL + " LIMIT 3 OFFSET 2", "SELECT k0 FROM t OFFSET $1",
+	} {
+		f.Add(q)
+	}
+	data := f.TempDir()
+	ms, err := columnar.Generate(data, columnar.GenOptions{Table: "t", Projection: "p", Columns: 4, Containers: 1, RowsPerContainer: 10, Seed: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	be := &localBackend{dataDir: data, dirs: []string{columnar.ContainerDir(data, "t", "p", ms[0].ID)}}
+	srv := newServer(slog.New(slog.NewTextHandler(io.Discard, nil)), be, data, nil, nil)
+	f.Fuzz(func(t *testing.T, sql string) {
+		s := &session{srv: srv, user: &pgauth.User{Name: "strata"}, database: "strata", settings: defaultSettings(), txn: 'I'}
+		stmts, err := s.plan(context.Background(), sql)
+		if err != nil {
+			var pe *pgError
+			if !errors.As(err, &pe) || len(pe.code) != 5 {
+				t.Fatalf("%q: error without SQLSTATE: %v", sql, err)
+			}
+			return
+		}
+		for _, st := range stmts {
+			if st.window == nil && st.cols != nil {
+				for _, r := range st.rows {
+					if len(r) != len(st.cols) {
+						t.Fatalf("%q: row of %d values, %d columns", sql, len(r), len(st.cols))
+					}
+				}
+			}
+		}
+	})
+}
