@@ -60,6 +60,13 @@ func drain(t *testing.T, res *Result) []string {
 // big partition in slices), and compares with the in-memory result.
 func TestSpillMatchesInMemory(t *testing.T) {
 	parallelSmall(t)
+	spillThreads(t)
+	behind := runsWrittenBehind.Load()
+	defer func() {
+		if runsWrittenBehind.Load() == behind {
+			t.Error("no sorted run was written in the background")
+		}
+	}()
 	rng := rand.New(rand.NewPCG(7, 8))
 	n := 120000
 	if testing.Short() {
@@ -314,6 +321,15 @@ func TestSpillMatchesInMemory(t *testing.T) {
 	}
 }
 
+// spillThreads runs the test's queries on 1, 2 and 4 threads
+// (runThreads): on more than one, sorted runs are sorted on every thread
+// and written while the next is read.
+func spillThreads(t *testing.T) {
+	old := threadCounts
+	threadCounts = []int{1, 2, 4}
+	t.Cleanup(func() { threadCounts = old })
+}
+
 // TestSpillUnsupportedFrame checks that nth_value with EXCLUDE over a
 // RANGE frame of a partition larger than the grant is refused with an
 // error naming it.
@@ -502,6 +518,7 @@ func byGroup(fn string, args []*messages.Expr, frame *messages.Frame) *messages.
 // row.
 func TestSpillRandomCalls(t *testing.T) {
 	parallelSmall(t)
+	spillThreads(t)
 	rng := rand.New(rand.NewPCG(11, 12))
 	_, rec := randomTable(rng, 60000)
 	defer rec.Release()

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
@@ -23,18 +25,22 @@ import (
 // to read it (keys as columns, WHERE already applied).
 func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp string, o Options, st *Stats) (string, *messages.WindowQuery, error) {
 	r := newSortedRuns(p, tmp, o, st)
-	// Rows per run: what the grant holds with room for sorting and writing.
-	perRow := p.memoryPerRow() + int64(len(r.computed))*9 + int64(len(r.used))*18
-	// Sorting and writing a run takes about half the grant; the chunk
-	// buffer (a run plus one input block) and the reader the rest.
-	// The reader holds a block of every used column besides.
+	// Rows per run: three quarters of what the grant has left once an
+	// input block is read, at what a row of a run holds (runRowBytes); the
+	// rest is slack for what is not counted row by row (the writers'
+	// blocks, the sorter's small buffers).
 	block := maxBlockBytes(cs, r.used)
-	runRows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 2 / perRow)
+	perRow := r.runRowBytes()
+	runRows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 4 * 3 / perRow)
 	if runRows < 1024 {
 		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run (%d bytes a row, input blocks of up to %d bytes)",
 			ErrGrantTooSmall, o.Budget.Limit(), max(runRows, 0), perRow, block)
 	}
-	if err := readChunks(ctx, p, cs, r.used, runRows, o.Budget, r.write); err != nil {
+	err := readChunks(ctx, p, cs, r.used, runRows, o.Budget, r.write)
+	if werr := r.wait(); err == nil {
+		err = werr
+	}
+	if err != nil {
 		return "", nil, err
 	}
 	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
@@ -63,6 +69,10 @@ type sortedRuns struct {
 	sortKey  columnar.SortKey
 	s        sorter
 	runs     []string // the runs' directories
+	// pending is the run being written in the background (nil: none); it
+	// sends the write's error when done.
+	pending chan error
+	mu      sync.Mutex // st.SpilledBytes, which a background write adds to
 }
 
 func newSortedRuns(p *plan, tmp string, o Options, st *Stats) *sortedRuns {
@@ -94,7 +104,13 @@ func newSortedRuns(p *plan, tmp string, o Options, st *Stats) *sortedRuns {
 	return r
 }
 
-// write filters, sorts and spills the rows of in as a run.
+// write filters, sorts and spills the rows of in as a run. On more than
+// one thread the rows are sorted on all of them (as an in-memory group
+// is), and the run is written (encoded, compressed) in the background
+// while the caller reads the next chunk into in: the sorted columns are
+// gathered out of in first, their bytes reserved until the run is
+// written. One run at most is being written; without room in the grant
+// for its columns, the run is written before write returns.
 func (r *sortedRuns) write(in *input) error {
 	p, o := r.p, r.o
 	if in.n == 0 {
@@ -108,6 +124,22 @@ func (r *sortedRuns) write(in *input) error {
 		in.compact(keep)
 	}
 	n := in.n
+	// The sort's buffers and the computed keys, until the run is gathered
+	// (written, on one thread).
+	sorting := int64(n) * sortRowBytes
+	for _, i := range r.computed {
+		sorting += int64(n) * (kindBytes(r.keys[i].expr.kind) + 1)
+	}
+	if o.Budget.Reserve(sorting) != nil {
+		// The run being written may hold what this one needs.
+		if err := r.wait(); err != nil {
+			return err
+		}
+		if err := o.Budget.Reserve(sorting); err != nil {
+			return fmt.Errorf("windower: sort a run of %d rows: %w", n, err)
+		}
+	}
+	defer func() { o.Budget.Release(sorting) }()
 	sk := make([]sortedKey, len(r.keys))
 	kv := make([]*vector, len(r.keys))
 	for i, k := range r.keys {
@@ -118,13 +150,7 @@ func (r *sortedRuns) write(in *input) error {
 		kv[i] = v
 		sk[i] = sortedKey{v: v, desc: k.desc, nullsFirst: k.nullsFirst}
 	}
-	perm := r.s.sortPerm(sk, n, nil)
-	dir := filepath.Join(r.tmp, fmt.Sprintf("run-%06d", len(r.runs)))
-	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
-		Schema: r.schema, SortKey: r.sortKey, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(r.computed)), o.Budget.Limit())})
-	if err != nil {
-		return fmt.Errorf("windower: spill run: %w", err)
-	}
+	perm := r.sortPerm(sk, kv, n)
 	cols := make([]*vector, 0, len(r.fields))
 	for _, c := range r.used {
 		cols = append(cols, in.cols[c])
@@ -132,23 +158,166 @@ func (r *sortedRuns) write(in *input) error {
 	for _, i := range r.computed {
 		cols = append(cols, kv[i])
 	}
-	for j, v := range cols {
-		arr := v.gather(perm, &vector{}).toArrow(o.Budget)
-		err := w.WriteColumn(j, arr)
-		arr.Release()
-		if err != nil {
-			w.Abort()
-			return fmt.Errorf("windower: spill run %s: %w", dir, err)
+	dir := filepath.Join(r.tmp, fmt.Sprintf("run-%06d", len(r.runs)))
+	r.runs = append(r.runs, dir)
+	// The run being written holds the gathered columns and the strings
+	// they point to (in's, which in lets go of when it is reset).
+	if err := r.wait(); err != nil {
+		return err
+	}
+	if r.threads() > 1 {
+		held := stringBytes(in, 0, n)
+		for _, v := range cols {
+			held += int64(n)*(kindBytes(v.kind)+1) + 16 // values, NULL flags
 		}
+		if o.Budget.Reserve(held) == nil {
+			if perm == nil { // in order: copied all the same, as in is reused
+				perm = make([]int32, n)
+				for i := range perm {
+					perm[i] = int32(i)
+				}
+			}
+			sorted := make([]*vector, len(cols))
+			t := r.threads()
+			parallelFor(min(t, len(cols)), func(k int) {
+				for j := k; j < len(cols); j += min(t, len(cols)) {
+					sorted[j] = cols[j].gather(perm, &vector{})
+				}
+			})
+			done := make(chan error, 1)
+			r.pending = done
+			runsWrittenBehind.Add(1)
+			go func() {
+				err := r.spill(dir, sorted, nil, max(1, t-1))
+				o.Budget.Release(held)
+				done <- err
+			}()
+			return nil
+		}
+	}
+	return r.spill(dir, cols, perm, 1)
+}
+
+// runsWrittenBehind counts the runs written in the background, for tests
+// to see that they took that path.
+var runsWrittenBehind atomic.Int64
+
+// runRowBytes is the memory a row of a run takes while it is sorted and
+// written: its input columns in the chunk buffer and its computed keys
+// (base), the sort's permutation, keys, scratch and flags, a sorted copy
+// of a column and the Arrow copy of the string columns being written. On
+// more than one thread, also the parallel sort's buffers and the run
+// written in the background meanwhile: its sorted columns (a copy of
+// base) and their Arrow strings.
+func (r *sortedRuns) runRowBytes() int64 {
+	var base, arrow int64
+	for _, c := range r.used {
+		base += r.p.colBytes(c)
+		if r.p.schema.kinds[c] == kindString {
+			arrow += r.p.colBytes(c) - kindBytes(kindString) + 5 // value bytes, offset, validity
+		}
+	}
+	var keys int64
+	for _, k := range r.keys {
+		keys += kindBytes(k.expr.kind) + 1
+	}
+	for _, i := range r.computed {
+		base += kindBytes(r.keys[i].expr.kind) + 1
+	}
+	n := 2*base + sortRowBytes + arrow
+	if r.threads() > 1 {
+		n += parallelSortRowBytes + keys + base + arrow
+	}
+	return n
+}
+
+// sortRowBytes is what the single-thread sort holds per row: permutation,
+// radix keys and their scratch, flags (as sortedGroup reserves);
+// parallelSortRowBytes what the parallel sort adds besides each key's
+// copy (as parallelSortPerm reserves).
+const (
+	sortRowBytes         = 4 + 8 + 8 + 2
+	parallelSortRowBytes = 2 + 4 + 4 + 4 + 8 + 4
+)
+
+// threads is how many goroutines the runs are sorted and written on.
+func (r *sortedRuns) threads() int { return min(max(r.o.Threads, 1), maxThreads) }
+
+// sortPerm sorts the run's rows on its keys (kv, partition keys first),
+// on all the threads when there are enough rows and the grant holds the
+// parallel sort's buffers, with the permutation the single-thread sort
+// gives.
+func (r *sortedRuns) sortPerm(sk []sortedKey, kv []*vector, n int) []int32 {
+	t := r.threads()
+	if t > 1 && n >= parallelMinRows && len(sk) > 0 {
+		ev := &evaluation{p: r.p, o: r.o, budget: r.o.Budget}
+		np := len(r.p.groups[0].partition)
+		var (
+			perm []int32
+			ok   bool
+		)
+		switch {
+		case np > 0:
+			perm, _, _, ok = ev.parallelSortPerm(&groupKeys{keys: sk, part: kv[:np], order: kv[np:]}, n, t)
+		case len(sk) == 1 && oneWordKey(sk[0].v):
+			perm, _, ok = ev.parallelSortKey(sk[0], n, t)
+		default:
+			perm, ok = ev.parallelSortRuns(sk, n, t)
+		}
+		if ok {
+			return perm
+		}
+	}
+	return r.s.sortPerm(sk, n, nil)
+}
+
+// spill writes cols, in the order perm (nil: as they are), as the run at
+// dir, writing up to t columns at once.
+func (r *sortedRuns) spill(dir string, cols []*vector, perm []int32, t int) error {
+	p, o := r.p, r.o
+	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
+		Schema: r.schema, SortKey: r.sortKey, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(r.computed)), o.Budget.Limit()),
+		NoSync: true}) // spilled: made again if lost
+	if err != nil {
+		return fmt.Errorf("windower: spill run: %w", err)
+	}
+	t = min(t, len(cols))
+	errs := make([]error, t)
+	parallelFor(t, func(k int) {
+		for j := k; j < len(cols); j += t {
+			arr := cols[j].gather(perm, &vector{}).toArrow(o.Budget)
+			err := w.WriteColumn(j, arr)
+			arr.Release()
+			if err != nil {
+				errs[k] = err
+				return
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		w.Abort()
+		return fmt.Errorf("windower: spill run %s: %w", dir, err)
 	}
 	m, err := w.Commit()
 	if err != nil {
 		w.Abort()
 		return fmt.Errorf("windower: spill run %s: %w", dir, err)
 	}
+	r.mu.Lock()
 	r.st.SpilledBytes += m.CompressedBytes()
-	r.runs = append(r.runs, dir)
+	r.mu.Unlock()
 	return nil
+}
+
+// wait waits for the run being written in the background, if any, and
+// returns its error.
+func (r *sortedRuns) wait() error {
+	if r.pending == nil {
+		return nil
+	}
+	err := <-r.pending
+	r.pending = nil
+	return err
 }
 
 // merge merges the runs into one sorted container and returns its
@@ -158,7 +327,7 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 	merged := filepath.Join(r.tmp, "sorted")
 	switch len(r.runs) {
 	case 0:
-		w, err := columnar.Create(merged, columnar.WriterOptions{Table: "windower", Projection: "run", ID: "sorted", Schema: r.schema, SortKey: r.sortKey})
+		w, err := columnar.Create(merged, columnar.WriterOptions{Table: "windower", Projection: "run", ID: "sorted", Schema: r.schema, SortKey: r.sortKey, NoSync: true})
 		if err != nil {
 			return "", err
 		}
@@ -170,7 +339,7 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 	default:
 		o.Logger.Debug("merging sorted runs", "runs", len(r.runs))
 		ms, err := merger.Merge(ctx, r.runs, merged, merger.Options{
-			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: r.tmp, Logger: o.Logger, Parallelism: 1,
+			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: r.tmp, Logger: o.Logger, Parallelism: o.Threads, NoSync: true,
 		})
 		if err != nil {
 			return "", fmt.Errorf("windower: merge %d sorted runs: %w", len(r.runs), err)
