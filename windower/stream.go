@@ -39,7 +39,8 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 	}
 	outDir := filepath.Join(tmp, "result")
 	s.w, err = columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
-		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit())})
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit()),
+		NoSync: true}) // spilled: made again if lost
 	if err != nil {
 		return "", fmt.Errorf("windower: result container: %w", err)
 	}
@@ -548,10 +549,29 @@ func (s *sortedStream) write(n, from, to int, big *bigPartition) error {
 	for _, c := range cols {
 		c.Release()
 	}
-	err = s.w.Write(rec)
+	err = s.writeRecord(rec)
 	rec.Release()
 	s.st.Rows += int64(to - from)
 	return err
+}
+
+// writeRecord appends rec to the stage's container, encoding and
+// compressing its columns on up to Options.Threads goroutines.
+func (s *sortedStream) writeRecord(rec arrow.RecordBatch) error {
+	t := min(max(s.o.Threads, 1), int(rec.NumCols()))
+	if t <= 1 {
+		return s.w.Write(rec)
+	}
+	errs := make([]error, t)
+	parallelFor(t, func(k int) {
+		for j := k; j < int(rec.NumCols()); j += t {
+			if err := s.w.WriteColumn(j, rec.Column(j)); err != nil {
+				errs[k] = err
+				return
+			}
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // copyResult copies rows [from, to) of the evaluation's result: its
