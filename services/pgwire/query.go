@@ -566,7 +566,7 @@ func (s *session) planCatalog(ctx context.Context, sel *pg.SelectStmt) (*stmt, e
 			kept = append(kept, r)
 		}
 	}
-	for i, n := range sel.TargetList {
+	for _, n := range sel.TargetList {
 		rt := n.GetResTarget()
 		if cr := rt.Val.GetColumnRef(); cr != nil && len(cr.Fields) > 0 && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
 			return nil, notSupported("SELECT * over the system catalogs")
@@ -583,7 +583,6 @@ func (s *session) planCatalog(ctx context.Context, sel *pg.SelectStmt) (*stmt, e
 			}
 		}
 		st.cols = append(st.cols, column{name, oid})
-		_ = i
 	}
 	for _, r := range kept {
 		row := make([]any, len(sel.TargetList))

@@ -105,21 +105,19 @@ func (s *session) run(ctx context.Context, st *stmt, pt *portal, formats []int16
 	}
 	var buf []byte
 	vals := make([][]byte, len(st.cols))
+	offs := make([]int, len(st.cols))
 	for _, row := range st.rows {
 		buf = buf[:0]
-		offs := make([]int, 0, len(row))
 		for i, v := range row {
 			if v == nil {
-				offs = append(offs, -1)
+				offs[i] = -1
 				continue
 			}
-			start := len(buf)
+			offs[i] = len(buf)
 			var err error
 			if buf, err = appendValue(buf, st.cols[i].oid, formatOf(formats, i), v); err != nil {
 				return &pgError{code: "XX000", msg: err.Error()}
 			}
-			offs = append(offs, start)
-			_ = start
 		}
 		fillValues(vals, buf, offs)
 		s.be.Send(&pgproto3.DataRow{Values: vals})
