@@ -339,3 +339,49 @@ func TestPgwireOverStore(t *testing.T) {
 		t.Logf("staging directories left (maybe another test's): %v", left)
 	}
 }
+
+// TestPgwireAuthenticatedNATS: against the scheduler's embedded,
+// authenticated server, pgwire finds the cli-admin password in the data
+// directory and does its work within that role's permissions (a
+// violation in any log fails the test).
+func TestPgwireAuthenticatedNATS(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	natsAddr := freeAddr(t)
+	natsURL := "nats://" + natsAddr
+	startBinary(t, "scheduler", freeAddr(t), "--data", data, "--listen", natsAddr)
+	startBinary(t, "windower", freeAddr(t), "--nats", natsURL, "--data", data, "--worker", "windower-1", "--memory", "512MiB")
+	pgAddr := freeAddr(t)
+	startBinary(t, "pgwire", freeAddr(t), "--nats", natsURL, "--data", data, "--pg-listen", pgAddr)
+	if !haveBinary("strata") {
+		t.Skip("strata CLI is not built")
+	}
+	if out, err := exec.Command(filepath.Join(binDir, "strata"), "load", "--table", "t", "--columns", "6", "--containers", "2", "--rows", "200", "--nats", natsURL, "--data", data).CombinedOutput(); err != nil {
+		t.Fatalf("strata load: %v\n%s", err, out)
+	}
+	pw, err := os.ReadFile(pgauth.PasswordFile(data, pgauth.DefaultUser))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgx.Connect(ctx, fmt.Sprintf("postgres://strata:%s@%s/strata?sslmode=disable", url.QueryEscape(strings.TrimSpace(string(pw))), pgAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var n int64
+	if err := c.QueryRow(ctx, "SELECT k0, count(*) OVER () AS n FROM t LIMIT 1").Scan(new(int64), &n); err != nil || n != 400 {
+		t.Fatal(n, err)
+	}
+	var tables int
+	rows, err := c.Query(ctx, "SELECT table_name FROM information_schema.tables")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		tables++
+	}
+	if rows.Err() != nil || tables != 1 {
+		t.Fatal(tables, rows.Err())
+	}
+}

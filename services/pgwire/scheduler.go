@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -85,7 +86,11 @@ func (c *schedulerClient) change(ctx context.Context, subject string, req messag
 	}
 	inbox := c.nc.NewInbox()
 	replies := make(chan *nats.Msg, 16)
-	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	// Each send has a reply subject of its own under one subscription:
+	// the scheduler answers through allow_responses, which lets it reply
+	// once to each request it received, so sends sharing a reply subject
+	// would have their answers refused (as the CLI found).
+	sub, err := c.nc.ChanSubscribe(inbox+".*", replies)
 	if err != nil {
 		return err
 	}
@@ -100,7 +105,7 @@ func (c *schedulerClient) change(ctx context.Context, subject string, req messag
 	for {
 		select {
 		case <-resend.C:
-			if err := c.nc.PublishRequest(subject, inbox, data); err != nil {
+			if err := c.nc.PublishRequest(subject, inbox+"."+strconv.Itoa(sends), data); err != nil {
 				last = err
 			} else {
 				sends++
