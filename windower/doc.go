@@ -136,7 +136,13 @@
 // one per window group (and one more for a final ORDER BY): a stage sorts
 // its input in runs that fit the grant, spills them as containers and
 // merges them with merger.Merge (input already sorted on the group's keys
-// skips this), then streams the sorted rows through a buffer, evaluating
+// skips this). A run is as many rows as about three quarters of the grant
+// holds at what a row of a run takes; on more than one thread it is
+// sorted on all of them (as a group in memory is) and written in the
+// background while the next run is read, its sorted columns counted
+// until written. Runs and their merge live only as long as the stage,
+// so they are written uncompressed; every spilled container is written
+// without fsync. The stage then streams the sorted rows through a buffer, evaluating
 // complete partitions as the buffer fills and writing a container that
 // carries the columns later stages need and the results so far. The last
 // stage's container is the result, which Result streams. A partition

@@ -275,8 +275,10 @@ func (r *sortedRuns) sortPerm(sk []sortedKey, kv []*vector, n int) []int32 {
 // dir, writing up to t columns at once.
 func (r *sortedRuns) spill(dir string, cols []*vector, perm []int32, t int) error {
 	p, o := r.p, r.o
+	// Uncompressed: a run is read once, by the merge, and removed; LZ4
+	// would cost more CPU than the page cache saves.
 	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
-		Schema: r.schema, SortKey: r.sortKey, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(r.computed)), o.Budget.Limit()),
+		Schema: r.schema, SortKey: r.sortKey, Allocator: o.Budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(r.computed)), o.Budget.Limit()),
 		NoSync: true}) // spilled: made again if lost
 	if err != nil {
 		return fmt.Errorf("windower: spill run: %w", err)
@@ -339,7 +341,7 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 	default:
 		o.Logger.Debug("merging sorted runs", "runs", len(r.runs))
 		ms, err := merger.Merge(ctx, r.runs, merged, merger.Options{
-			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: r.tmp, Logger: o.Logger, Parallelism: o.Threads, NoSync: true,
+			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: r.tmp, Logger: o.Logger, Parallelism: o.Threads, NoSync: true, Compression: columnar.CompressionNone,
 		})
 		if err != nil {
 			return "", fmt.Errorf("windower: merge %d sorted runs: %w", len(r.runs), err)
