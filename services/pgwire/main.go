@@ -35,6 +35,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/pgauth"
 	"github.com/strata-db/strata/internal/service"
@@ -98,7 +99,8 @@ func run(args []string) error {
 	if st != nil {
 		defer st.Close()
 	}
-	sched := &schedulerClient{nc: b.NC, timeout: *reqTimeout, settle: *settle, dataDir: b.DataDir, pool: *pool, st: st}
+	sched := &schedulerClient{nc: b.NC, api: &apiclient.Client{NC: b.NC, Timeout: *reqTimeout, Settle: *settle},
+		dataDir: b.DataDir, pool: *pool, st: st}
 	srv := newServer(b.Log, sched, b.DataDir, tlsConf, b.Runner.Registry())
 	srv.maxSessions = *maxConns
 	b.Log.Info("listening for PostgreSQL clients", "addr", ln.Addr().String(), "tls", tlsConf != nil)

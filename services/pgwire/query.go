@@ -13,6 +13,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 	pgparser "github.com/pganalyze/pg_query_go/v6/parser"
 
+	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -328,7 +329,7 @@ func jobError(err error) *pgError {
 	}
 	var jf *jobFailedError
 	if !errors.As(err, &jf) {
-		if errors.Is(err, errNoScheduler) {
+		if errors.Is(err, apiclient.ErrNotReceived) {
 			return &pgError{code: "08006", msg: err.Error()}
 		}
 		return &pgError{code: "XX000", msg: err.Error()}

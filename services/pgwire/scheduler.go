@@ -2,142 +2,31 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/messages"
 )
 
-// schedulerClient makes the requests a query needs, as the strata CLI
-// does (services/strata/api_client.go): a change (the window request)
-// is settled, sent again with its request ID until the scheduler
-// answers; a read is sent again when its reply does not come.
+// schedulerClient makes the requests a query needs through the client the
+// strata CLI uses (internal/apiclient): a change (the window request) is
+// settled, sent again with its request ID until the scheduler answers; a
+// read is sent again when its reply does not come.
 type schedulerClient struct {
 	nc      *nats.Conn
-	timeout time.Duration // one request's wait
-	settle  time.Duration // how long a change is asked about
+	api     *apiclient.Client
 	dataDir string
 	pool    string
 	// st, if set, is where containers live (--store): manifests are read
 	// from it, and a result is fetched into a staging directory of its
 	// own, removed when the result has been sent.
 	st store.Store
-}
-
-func newRequestID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return ""
-	}
-	return "pg-" + hex.EncodeToString(b[:])
-}
-
-// errNoScheduler is the error of a request no scheduler received.
-var errNoScheduler = errors.New("no scheduler answers: is it running?")
-
-// read sends a request that changes nothing, again after a third of the
-// timeout while no reply comes.
-func (c *schedulerClient) read(ctx context.Context, subject string, req, rep messages.Message) error {
-	data, err := messages.Marshal(req)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	backoff := 100 * time.Millisecond
-	for {
-		actx, acancel := context.WithTimeout(ctx, max(c.timeout/3, time.Second))
-		msg, err := c.nc.RequestWithContext(actx, subject, data)
-		acancel()
-		if err == nil {
-			return messages.Unmarshal(msg.Data, rep)
-		}
-		if ctx.Err() != nil {
-			if errors.Is(err, nats.ErrNoResponders) {
-				return errNoScheduler
-			}
-			return fmt.Errorf("request %s: %w", subject, err)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// change sends a change and waits for the scheduler's answer, sending the
-// same bytes (the same request ID) again while none comes; an answer that
-// is not a decision (an internal error) is asked again too.
-func (c *schedulerClient) change(ctx context.Context, subject string, req messages.Message, rep messages.Reply) error {
-	data, err := messages.Marshal(req)
-	if err != nil {
-		return err
-	}
-	inbox := c.nc.NewInbox()
-	replies := make(chan *nats.Msg, 16)
-	// Each send has a reply subject of its own under one subscription:
-	// the scheduler answers through allow_responses, which lets it reply
-	// once to each request it received, so sends sharing a reply subject
-	// would have their answers refused (as the CLI found).
-	sub, err := c.nc.ChanSubscribe(inbox+".*", replies)
-	if err != nil {
-		return err
-	}
-	defer sub.Unsubscribe()
-	ctx, cancel := context.WithTimeout(ctx, max(c.settle, c.timeout))
-	defer cancel()
-	interval := max(c.timeout/3, time.Second)
-	resend := time.NewTimer(0)
-	defer resend.Stop()
-	var sends, notReceived int
-	var last error
-	for {
-		select {
-		case <-resend.C:
-			if err := c.nc.PublishRequest(subject, inbox+"."+strconv.Itoa(sends), data); err != nil {
-				last = err
-			} else {
-				sends++
-			}
-			resend.Reset(interval)
-			interval = min(2*interval, 30*time.Second)
-		case msg := <-replies:
-			if msg.Header.Get("Status") == "503" {
-				notReceived++
-				last = errNoScheduler
-				resend.Reset(min(interval, 500*time.Millisecond))
-				continue
-			}
-			reflect.ValueOf(rep).Elem().SetZero()
-			if err := messages.Unmarshal(msg.Data, rep); err != nil {
-				return fmt.Errorf("reply to %s: %w", subject, err)
-			}
-			if e := rep.ReplyError(); e != nil && !e.Definite() {
-				last = e
-				continue
-			}
-			return nil
-		case <-ctx.Done():
-			if sends > 0 && sends == notReceived {
-				return errNoScheduler
-			}
-			if last != nil {
-				return fmt.Errorf("no answer to %s: %w (%w)", subject, ctx.Err(), last)
-			}
-			return fmt.Errorf("no answer to %s: %w", subject, ctx.Err())
-		}
-	}
 }
 
 // jobFailedError is a window job that failed for good.
@@ -157,7 +46,7 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 	}
 	defer sub.Unsubscribe()
 	var rep messages.WindowReply
-	if err := c.change(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *q, Pool: c.pool, RequestID: newRequestID()}, &rep); err != nil {
+	if err := c.api.Call(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *q, Pool: c.pool, RequestID: apiclient.NewRequestID()}, &rep); err != nil {
 		return "", nil, err
 	}
 	if rep.Error != nil {
@@ -183,7 +72,7 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 			}
 		case <-poll.C:
 			var ops messages.OperationsReply
-			if err := c.read(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &ops); err != nil {
+			if err := c.api.Call(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{JobID: id}, &ops); err != nil {
 				continue
 			}
 			for _, op := range ops.Operations {
@@ -209,7 +98,7 @@ func (c *schedulerClient) result(ctx context.Context, resultTable string, ev *me
 		id = ev.Output.ID
 	} else {
 		var rep messages.CatalogReply
-		if err := c.read(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {
+		if err := c.api.Call(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: resultTable}, &rep); err != nil {
 			return "", nil, err
 		}
 		for _, p := range rep.Projections {
@@ -249,7 +138,7 @@ type tableInfo struct {
 // manifest cannot be read has none.
 func (c *schedulerClient) tables(ctx context.Context, only string) ([]tableInfo, error) {
 	var rep messages.CatalogReply
-	if err := c.read(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: only}, &rep); err != nil {
+	if err := c.api.Call(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: only}, &rep); err != nil {
 		return nil, err
 	}
 	if rep.Error != nil {

@@ -2,19 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
-	"reflect"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
@@ -22,11 +19,9 @@ import (
 
 // apiClient is the connection of a command that talks to the scheduler.
 type apiClient struct {
-	nc      *nats.Conn
-	js      jetstream.JetStream
-	timeout time.Duration
-	settle  time.Duration // how long a change whose reply does not come is asked again
-	denied  chan error    // permissions violations the server reports
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	api *apiclient.Client
 }
 
 // apiFlags are the flags of the commands that talk to the scheduler.
@@ -58,299 +53,30 @@ func (f *apiFlags) dial(ctx context.Context) (*apiClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", f.common.NATS, err)
 	}
-	return &apiClient{nc: nc, js: js, timeout: f.timeout, settle: f.settle, denied: denied}, nil
+	api := &apiclient.Client{NC: nc, Timeout: f.timeout, Settle: f.settle, Denied: denied, Notices: stderrWriter{}}
+	return &apiClient{nc: nc, js: js, api: api}, nil
 }
 
 func (c *apiClient) Close() { c.nc.Close() }
 
-// reads are the requests that change nothing: the CLI sends one again
-// when its reply may be lost (the NATS node it or the scheduler was
-// connected to died) until --request-timeout.
-var reads = map[string]bool{
-	messages.SubjectAPIOperations:   true,
-	messages.SubjectAPIAcquisitions: true,
-	messages.SubjectAPIPools:        true,
-	messages.SubjectAPICatalog:      true,
-}
-
-// changes are the requests that change something. Each carries a request
-// ID (newRequestID) that the scheduler answers once, recording its answer
-// with the change (a pool alteration sets absolute values, so it needs
-// none), and is settled: sent again until the scheduler answers it, never
-// taken as refused for want of a reply (settleCall).
-var changes = map[string]bool{
-	messages.SubjectAPIRegister:       true,
-	messages.SubjectAPIWindow:         true,
-	messages.SubjectAPIMergeout:       true,
-	messages.SubjectAPIDropContainers: true,
-	messages.SubjectAPIPoolCreate:     true,
-	messages.SubjectAPIPoolAlter:      true,
-	messages.SubjectAPIReserve:        true,
+// call makes a request of the scheduler (apiclient.Client.Call).
+func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.Message) error {
+	return c.api.Call(ctx, subject, req, rep)
 }
 
 // newRequestID returns a random ID for a request the CLI may send again.
-func newRequestID() string {
-	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "" // no ID: the request is answered as a new one each time
-	}
-	return "req-" + hex.EncodeToString(b[:])
-}
+func newRequestID() string { return apiclient.NewRequestID() }
 
-// noRespondersGrace is how long a request that no scheduler receives is
-// sent again before the CLI says none answers: long enough for a scheduler
-// restart or its reconnection to another node.
-const noRespondersGrace = 10 * time.Second
+// refusal returns the scheduler's decision that refused a request, or nil.
+func refusal(err error) *messages.APIError { return apiclient.Refusal(err) }
 
-// errNotReceived wraps the error of a request no scheduler received:
-// nothing was done.
-var errNotReceived = errors.New("no scheduler received the request; nothing was done")
+// errNotReceived wraps the error of a request no scheduler received.
+var errNotReceived = apiclient.ErrNotReceived
 
-// OutcomeUnknownError is the error of a change the scheduler did not
-// answer before the client stopped asking: it may or may not have taken
-// effect. What the change made must be kept (a registration's files), as
-// it may be in use.
-type OutcomeUnknownError struct {
-	Subject, RequestID string
-	Waited             time.Duration
-	Sent               int
-	Last               error // the last thing that went wrong, if known
-}
+// stderrWriter writes to stderr as it is when written to (tests swap it).
+type stderrWriter struct{}
 
-func (e *OutcomeUnknownError) Error() string {
-	msg := fmt.Sprintf("no answer to %s (request %s) in %s, sent %d times: the outcome is unknown",
-		e.Subject, orDash(e.RequestID), e.Waited.Round(time.Second), e.Sent)
-	if e.Last != nil {
-		msg += " (last: " + e.Last.Error() + ")"
-	}
-	return msg
-}
-
-func (e *OutcomeUnknownError) Unwrap() error { return e.Last }
-
-// refusal returns the scheduler's decision that refused a request, or nil
-// when err is not one (the outcome unknown, the request not received).
-func refusal(err error) *messages.APIError {
-	var unknown *OutcomeUnknownError
-	var e *messages.APIError
-	if errors.As(err, &unknown) || !errors.As(err, &e) || !e.Definite() {
-		return nil
-	}
-	return e
-}
-
-// call sends req on subject and decodes the reply into rep. A change is
-// settled (settleCall); a read is sent again when its reply does not come
-// within a third of the client's timeout, and given up after it. A request
-// no scheduler received is sent again for up to noRespondersGrace.
-func (c *apiClient) call(ctx context.Context, subject string, req, rep messages.Message) error {
-	data, err := messages.Marshal(req)
-	if err != nil {
-		return err
-	}
-	if changes[subject] {
-		r, ok := rep.(messages.Reply)
-		if !ok {
-			return fmt.Errorf("request %s: reply %T has no error part", subject, rep)
-		}
-		return c.settleCall(ctx, subject, requestID(req), data, r)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	attempt := c.timeout
-	if reads[subject] {
-		attempt = max(c.timeout/3, time.Second)
-	}
-	start, backoff := time.Now(), 100*time.Millisecond
-	for {
-		msg, err := c.request(ctx, subject, data, attempt)
-		retry := false
-		switch {
-		case err == nil:
-			if err := messages.Unmarshal(msg.Data, rep); err != nil {
-				return fmt.Errorf("reply to %s: %w", subject, err)
-			}
-			return nil
-		case errors.Is(err, nats.ErrNoResponders):
-			if time.Since(start) >= noRespondersGrace {
-				return fmt.Errorf("no scheduler answers on %s: is the scheduler running and connected to %s?", subject, c.nc.ConnectedUrlRedacted())
-			}
-			retry = true
-		case errors.Is(err, context.DeadlineExceeded) && reads[subject]:
-			retry = ctx.Err() == nil
-		}
-		if !retry {
-			return fmt.Errorf("request %s: %w", subject, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("request %s: %w", subject, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// requestID returns the ID a change carries, "" if none.
-func requestID(req messages.Message) string {
-	switch r := req.(type) {
-	case *messages.RegisterRequest:
-		return r.RequestID
-	case *messages.WindowRequest:
-		return r.RequestID
-	case *messages.MergeoutRequest:
-		return r.RequestID
-	case *messages.DropContainersRequest:
-		return r.RequestID
-	case *messages.CreatePoolRequest:
-		return r.RequestID
-	case *messages.ReserveRequest:
-		return r.RequestID
-	}
-	return ""
-}
-
-// settleFirstNotice and settleNotice are when settleCall first says it is
-// still waiting (or at the request timeout, if sooner), and how often
-// after that.
-const (
-	settleFirstNotice = 5 * time.Second
-	settleNotice      = 15 * time.Second
-)
-
-// settleCall sends a change and waits for the scheduler's answer, sending
-// it again (the same bytes, so the same request ID) when no answer comes:
-// first after a third of the client's timeout, then at doubling intervals
-// up to 30s. Every send's reply comes to one subscription (a reply
-// subject of its own under one inbox), so a late answer to an earlier
-// send settles the call as well as the answer to the last. An
-// answer that is not a decision (an internal error: the scheduler could
-// not tell whether its catalog write landed, say) is asked again too.
-//
-// It returns nil with rep filled for an answer (which may be a refusal in
-// rep's error part); errNotReceived wrapped when no send reached a
-// scheduler within noRespondersGrace; an *OutcomeUnknownError when sends
-// may have reached one but no answer came within the settle timeout (or
-// before ctx ended). While it waits it says so on stderr, with why
-// (after settleFirstNotice or the request timeout, then every
-// settleNotice).
-func (c *apiClient) settleCall(ctx context.Context, subject, id string, data []byte, rep messages.Reply) error {
-	// Each send has a reply subject of its own under one subscription:
-	// the scheduler answers through allow_responses, which lets it reply
-	// once to each request it received, so two sends sharing one reply
-	// subject would have both their answers refused.
-	inbox := c.nc.NewInbox()
-	replies := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox+".*", replies)
-	if err != nil {
-		return fmt.Errorf("request %s: subscribe to replies: %w", subject, err)
-	}
-	defer sub.Unsubscribe()
-	start := time.Now()
-	ctx, cancel := context.WithDeadline(ctx, start.Add(max(c.settle, c.timeout)))
-	defer cancel()
-	var sends, notReceived int
-	var last error
-	interval := max(c.timeout/3, time.Second)
-	resend := time.NewTimer(0)
-	defer resend.Stop()
-	notice := time.NewTimer(min(c.timeout, settleFirstNotice))
-	defer notice.Stop()
-	done, resendC := ctx.Done(), resend.C
-	var final <-chan time.Time
-	for {
-		select {
-		case <-resendC:
-			if err := c.nc.PublishRequest(subject, inbox+"."+strconv.Itoa(sends), data); err != nil {
-				last = err
-			} else {
-				sends++
-			}
-			resend.Reset(interval)
-			interval = min(2*interval, 30*time.Second)
-		case msg := <-replies:
-			if msg.Header.Get("Status") == "503" { // no responders to one send
-				notReceived++
-				last = nats.ErrNoResponders
-				if notReceived == sends && time.Since(start) >= noRespondersGrace {
-					return fmt.Errorf("%w: no scheduler answers on %s: is the scheduler running and connected to %s?",
-						errNotReceived, subject, c.nc.ConnectedUrlRedacted())
-				}
-				// Try again soon: a scheduler may be (re)starting.
-				resend.Reset(min(interval, 500*time.Millisecond))
-				continue
-			}
-			// Decoded over a zero reply: fields an earlier answer set
-			// (its error) must not survive into this one.
-			reflect.ValueOf(rep).Elem().SetZero()
-			if err := messages.Unmarshal(msg.Data, rep); err != nil {
-				return fmt.Errorf("reply to %s: %w", subject, err)
-			}
-			if e := rep.ReplyError(); e != nil && !e.Definite() {
-				last = e
-				continue // asked again at the next resend
-			}
-			return nil
-		case err := <-c.denied:
-			return fmt.Errorf("%w: refused: %w (this NATS user may not make it)", errNotReceived, err)
-		case <-notice.C:
-			if !c.nc.IsConnected() {
-				last = fmt.Errorf("NATS unreachable (%s)", c.nc.Status())
-			}
-			fmt.Fprintf(stderr, "strata: no answer yet to %s (request %s) after %s, sent %d times; asking until the outcome is known (--settle-timeout %s)%s\n",
-				subject, orDash(id), time.Since(start).Round(time.Second), sends, max(c.settle, c.timeout), lastSuffix(last))
-			notice.Reset(settleNotice)
-		case <-done:
-			// Replies already on their way (a no-responders status comes
-			// within milliseconds) are still taken for a moment.
-			done, resendC = nil, nil
-			final = time.After(settleDrain)
-		case <-final:
-			if sends == notReceived && sends > 0 {
-				return fmt.Errorf("%w: no scheduler answers on %s", errNotReceived, subject)
-			}
-			return &OutcomeUnknownError{Subject: subject, RequestID: id, Waited: time.Since(start), Sent: sends, Last: last}
-		}
-	}
-}
-
-// settleDrain is how long settleCall still takes replies once it stops
-// asking.
-const settleDrain = 250 * time.Millisecond
-
-func lastSuffix(err error) string {
-	if err == nil {
-		return ""
-	}
-	return " (last: " + err.Error() + ")"
-}
-
-// request makes one request with its own timeout. A request the server
-// refuses gets no reply: it stops waiting as soon as the server says so.
-func (c *apiClient) request(ctx context.Context, subject string, data []byte, timeout time.Duration) (*nats.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	refused := make(chan error, 1)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		select {
-		case err := <-c.denied:
-			refused <- err
-			cancel()
-		case <-stop:
-		}
-	}()
-	msg, err := c.nc.RequestWithContext(ctx, subject, data)
-	if err != nil {
-		select {
-		case perr := <-refused:
-			return nil, fmt.Errorf("refused: %w (this NATS user may not make it)", perr)
-		default:
-		}
-	}
-	return msg, err
-}
+func (stderrWriter) Write(p []byte) (int, error) { return stderr.Write(p) }
 
 func fmtBytes(n int64) string {
 	if n == 0 {

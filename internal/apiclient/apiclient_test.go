@@ -1,9 +1,8 @@
-package main
+package apiclient
 
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +21,7 @@ import (
 // until one answers; one that is not resendable is not.
 func TestCallSendsAgain(t *testing.T) {
 	srv, nc, _ := natstest.Start(t, natsutil.DefaultTopology())
-	client := &apiClient{nc: nc, timeout: 3 * time.Second, denied: make(chan error, 1)}
+	client := &Client{NC: nc, Timeout: 3 * time.Second}
 	var mu sync.Mutex
 	var ids []string
 	sub, err := nc.Subscribe(messages.SubjectAPIWindow, func(m *nats.Msg) {
@@ -45,10 +44,10 @@ func TestCallSendsAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	req := &messages.WindowRequest{RequestID: newRequestID(), Query: messages.WindowQuery{Table: "t",
+	req := &messages.WindowRequest{RequestID: NewRequestID(), Query: messages.WindowQuery{Table: "t",
 		Select: []messages.SelectItem{{Alias: "a", Expr: &messages.Expr{Column: "a"}}}}}
 	var rep messages.WindowReply
-	if err := client.call(context.Background(), messages.SubjectAPIWindow, req, &rep); err != nil {
+	if err := client.Call(context.Background(), messages.SubjectAPIWindow, req, &rep); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -71,7 +70,7 @@ func TestCallSendsAgain(t *testing.T) {
 			_ = m.Respond(data)
 		})
 	}()
-	if err := client.call(context.Background(), messages.SubjectAPIPools, &messages.PoolsRequest{}, &messages.PoolsReply{}); err != nil {
+	if err := client.Call(context.Background(), messages.SubjectAPIPools, &messages.PoolsRequest{}, &messages.PoolsReply{}); err != nil {
 		t.Fatalf("pools request while the scheduler comes up: %v", err)
 	}
 
@@ -83,10 +82,9 @@ func TestCallSendsAgain(t *testing.T) {
 // and no scheduler at all is a request not received.
 func TestSettleCall(t *testing.T) {
 	_, nc, _ := natstest.Start(t, natsutil.DefaultTopology())
-	client := &apiClient{nc: nc, timeout: 300 * time.Millisecond, settle: 20 * time.Second, denied: make(chan error, 1)}
-	var out strings.Builder
-	stderr = &out
-	t.Cleanup(func() { stderr = os.Stderr })
+	client := &Client{NC: nc, Timeout: 300 * time.Millisecond, Settle: 20 * time.Second}
+	var out syncBuilder
+	client.Notices = &out
 	// subscribe plays the scheduler on subject, calling fn with each
 	// request's number (from 1); it returns the requests' bytes.
 	subscribe := func(t *testing.T, subject string, fn func(n int, m *nats.Msg)) *[]string {
@@ -109,7 +107,7 @@ func TestSettleCall(t *testing.T) {
 		data, _ := messages.Marshal(rep)
 		_ = m.Respond(data)
 	}
-	req := &messages.RegisterRequest{Table: "t", Projection: "p", RequestID: newRequestID(),
+	req := &messages.RegisterRequest{Table: "t", Projection: "p", RequestID: NewRequestID(),
 		Containers: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}}
 
 	t.Run("late reply to the first send", func(t *testing.T) {
@@ -119,7 +117,7 @@ func TestSettleCall(t *testing.T) {
 			}
 		})
 		var rep messages.RegisterReply
-		if err := client.call(context.Background(), messages.SubjectAPIRegister, req, &rep); err != nil || rep.Live != 7 {
+		if err := client.Call(context.Background(), messages.SubjectAPIRegister, req, &rep); err != nil || rep.Live != 7 {
 			t.Fatalf("reply %+v, %v", rep, err)
 		}
 		for i, data := range *sent {
@@ -145,8 +143,8 @@ func TestSettleCall(t *testing.T) {
 			reply(m, &messages.DropContainersReply{Live: 3})
 		})
 		var rep messages.DropContainersReply
-		drop := &messages.DropContainersRequest{Table: "t", Projection: "p", IDs: []string{"c1"}, RequestID: newRequestID()}
-		if err := client.call(context.Background(), messages.SubjectAPIDropContainers, drop, &rep); err != nil || rep.Live != 3 || rep.Error != nil {
+		drop := &messages.DropContainersRequest{Table: "t", Projection: "p", IDs: []string{"c1"}, RequestID: NewRequestID()}
+		if err := client.Call(context.Background(), messages.SubjectAPIDropContainers, drop, &rep); err != nil || rep.Live != 3 || rep.Error != nil {
 			t.Fatalf("reply %+v, %v", rep, err)
 		}
 	})
@@ -156,8 +154,8 @@ func TestSettleCall(t *testing.T) {
 			reply(m, &messages.PoolsReply{Error: &messages.APIError{Code: "exists", Message: "pool exists"}})
 		})
 		var rep messages.PoolsReply
-		err := client.call(context.Background(), messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{RequestID: "p1"}, &rep)
-		if err != nil || rep.Error == nil || refusal(rep.Error) == nil || len(*sent) != 1 {
+		err := client.Call(context.Background(), messages.SubjectAPIPoolCreate, &messages.CreatePoolRequest{RequestID: "p1"}, &rep)
+		if err != nil || rep.Error == nil || Refusal(rep.Error) == nil || len(*sent) != 1 {
 			t.Fatalf("reply %+v, %v after %d sends", rep, err, len(*sent))
 		}
 	})
@@ -165,10 +163,10 @@ func TestSettleCall(t *testing.T) {
 	t.Run("no answer", func(t *testing.T) {
 		sent := subscribe(t, messages.SubjectAPIMergeout, func(int, *nats.Msg) {})
 		c := *client
-		c.settle = 2 * time.Second
-		err := c.call(context.Background(), messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: "t", RequestID: "m1"}, &messages.MergeoutReply{})
+		c.Settle = 2 * time.Second
+		err := c.Call(context.Background(), messages.SubjectAPIMergeout, &messages.MergeoutRequest{Table: "t", RequestID: "m1"}, &messages.MergeoutReply{})
 		var unknown *OutcomeUnknownError
-		if !errors.As(err, &unknown) || unknown.RequestID != "m1" || unknown.Sent < 2 || refusal(err) != nil || errors.Is(err, errNotReceived) {
+		if !errors.As(err, &unknown) || unknown.RequestID != "m1" || unknown.Sent < 2 || Refusal(err) != nil || errors.Is(err, ErrNotReceived) {
 			t.Fatalf("no answer: %v", err)
 		}
 		if len(*sent) != unknown.Sent {
@@ -178,9 +176,9 @@ func TestSettleCall(t *testing.T) {
 
 	t.Run("no scheduler", func(t *testing.T) {
 		c := *client
-		c.settle = time.Second
-		err := c.call(context.Background(), messages.SubjectAPIWindow, &messages.WindowRequest{RequestID: "w1"}, &messages.WindowReply{})
-		if !errors.Is(err, errNotReceived) {
+		c.Settle = time.Second
+		err := c.Call(context.Background(), messages.SubjectAPIWindow, &messages.WindowRequest{RequestID: "w1"}, &messages.WindowReply{})
+		if !errors.Is(err, ErrNotReceived) {
 			t.Fatalf("no scheduler: %v", err)
 		}
 	})
@@ -233,12 +231,12 @@ func TestSettleCallWithRolePermissions(t *testing.T) {
 	if err := sched.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	client := &apiClient{nc: cli, timeout: 300 * time.Millisecond, settle: 5 * time.Second, denied: make(chan error, 1)}
-	req := &messages.RegisterRequest{Table: "t", Projection: "p", RequestID: newRequestID(),
+	client := &Client{NC: cli, Timeout: 300 * time.Millisecond, Settle: 5 * time.Second}
+	req := &messages.RegisterRequest{Table: "t", Projection: "p", RequestID: NewRequestID(),
 		Containers: []messages.ContainerRef{{Table: "t", Projection: "p", ID: "c0000"}}}
 	var rep messages.RegisterReply
 	start := time.Now()
-	if err := client.call(context.Background(), messages.SubjectAPIRegister, req, &rep); err != nil || rep.Live != 4 {
+	if err := client.Call(context.Background(), messages.SubjectAPIRegister, req, &rep); err != nil || rep.Live != 4 {
 		t.Fatalf("reply %+v, %v", rep, err)
 	}
 	mu.Lock()
@@ -246,4 +244,23 @@ func TestSettleCallWithRolePermissions(t *testing.T) {
 	if len(held) != 2 || time.Since(start) > 3*time.Second {
 		t.Fatalf("answered after %d sends, %s: a reply to the first two was refused", len(held), time.Since(start))
 	}
+}
+
+// syncBuilder is a strings.Builder safe to write from the call and read
+// from the test.
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
