@@ -140,8 +140,8 @@
 // holds at what a row of a run takes; on more than one thread it is
 // sorted on all of them (as a group in memory is) and written in the
 // background while the next run is read, its sorted columns counted
-// until written. Runs and their merge live only as long as the stage,
-// so they are written uncompressed; every spilled container is written
+// until written. Spilled containers (runs, their merge, stage results)
+// live only as long as the query, so they are written uncompressed and
 // without fsync. The stage then streams the sorted rows through a buffer, evaluating
 // complete partitions as the buffer fills and writing a container that
 // carries the columns later stages need and the results so far. The last

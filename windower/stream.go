@@ -38,8 +38,10 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters
 		s.repeatBytes += longest
 	}
 	outDir := filepath.Join(tmp, "result")
+	// Uncompressed, as the runs: read by the next stage or the Result, then
+	// removed.
 	s.w, err = columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
-		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionLZ4, BlockRows: spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit()),
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit()),
 		NoSync: true}) // spilled: made again if lost
 	if err != nil {
 		return "", fmt.Errorf("windower: result container: %w", err)
