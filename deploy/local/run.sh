@@ -37,6 +37,8 @@
 #   PORT_BASE+2     S3 of SeaweedFS, with S3=1 (S3_PORT overrides it)
 #   PORT_BASE+3..11 SeaweedFS's own: S3 gRPC, master, master gRPC, volume,
 #                   volume gRPC, filer, filer gRPC, admin, admin gRPC
+#   PORT_BASE+12    pgwire's PostgreSQL clients (when bin/pgwire is built)
+#   PORT_BASE+13    pgwire /metrics, /healthz
 #   PORT_BASE+20+N  merger-N /metrics, /healthz
 #   PORT_BASE+50+N  windower-N
 #   PORT_BASE+80+N  walwriter-N
@@ -86,6 +88,8 @@ done
 NATS_PORT=${NATS_PORT:-$PORT_BASE}
 SCHEDULER_HTTP=$((PORT_BASE + 1))
 S3_PORT=${S3_PORT:-$((PORT_BASE + 2))}
+PG_PORT=$((PORT_BASE + 12))
+PGWIRE_HTTP=$((PORT_BASE + 13))
 number NATS_PORT "$NATS_PORT"
 number S3_PORT "$S3_PORT"
 # Worker N of a role listens on ROLE_PORT[role] + N.
@@ -182,6 +186,11 @@ for ((i = 1; i <= WALWRITERS; i++)); do
 	start "walwriter-$i" "$LOGS" "$BIN/walwriter" --nats "$NATS" --data "$DATA" --wal "$DATA/wal-$i" \
 		--http "127.0.0.1:$((ROLE_PORT[walwriter] + i))" --worker "walwriter-$i"
 done
+# The PostgreSQL front door, when built (make build builds it).
+if [ -x "$BIN/pgwire" ]; then
+	start pgwire "$LOGS" "$BIN/pgwire" --nats "$NATS" --data "$DATA" --http "127.0.0.1:$PGWIRE_HTTP" \
+		--pg-listen "127.0.0.1:$PG_PORT" "${STORE[@]}"
+fi
 echo
 echo "strata is running on $NATS; data in $DATA, logs in $LOGS. Ctrl-C stops it."
 ports="NATS $NATS_PORT, scheduler $SCHEDULER_HTTP"
@@ -196,6 +205,7 @@ for role in merger windower walwriter; do
 	esac
 done
 [ ${#STORE[@]} -eq 0 ] || ports+=", S3 $S3_PORT"
+[ ! -x "$BIN/pgwire" ] || ports+=", pgwire $PGWIRE_HTTP, PostgreSQL clients $PG_PORT"
 echo "ports on 127.0.0.1 (/metrics, /healthz): $ports"
 echo "a process that fails is restarted (kill -9 one to see it); one stopped cleanly (kill PID) stays stopped"
 if [ ${#STORE[@]} -gt 0 ]; then
@@ -204,5 +214,8 @@ if [ ${#STORE[@]} -gt 0 ]; then
 	echo "     $BIN/strata containers --store '$STORE_URL'"
 else
 	echo "try: $BIN/strata load --table t --columns 200 --containers 32 --data $DATA --nats $NATS"
+fi
+if [ -x "$BIN/pgwire" ]; then
+	echo "psql: PGPASSWORD=\$(cat $DATA/pg-auth/strata.password) psql \"host=127.0.0.1 port=$PG_PORT user=strata dbname=strata\""
 fi
 supervise
