@@ -7,7 +7,8 @@
 #
 # Environment: BIN (binaries, default ./bin), DEMO_DIR (data and logs,
 # default a new temporary directory), DEMO_PORT (NATS port, default 14222),
-# DEMO_ROWS (rows per container, default 3000).
+# DEMO_PG_PORT (pgwire's PostgreSQL clients, default 15433), DEMO_ROWS
+# (rows per container, default 3000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . deploy/lib.sh
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 DEMO_DIR=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")}
 PORT=${DEMO_PORT:-14222}
+PG_PORT=${DEMO_PG_PORT:-15433}
 ROWS=${DEMO_ROWS:-3000}
 DATA=$DEMO_DIR/data
 LOGS=$DEMO_DIR/logs
@@ -32,6 +34,7 @@ start merger-1 "$LOGS" "$BIN/merger" --nats "$NATS" --data "$DATA" --memory 256M
 start merger-2 "$LOGS" "$BIN/merger" --nats "$NATS" --data "$DATA" --memory 256MiB --http 127.0.0.1:0 --worker merger-2
 start windower "$LOGS" "$BIN/windower" --nats "$NATS" --data "$DATA" --memory 256MiB --http 127.0.0.1:0 --worker windower-1
 start walwriter "$LOGS" "$BIN/walwriter" --nats "$NATS" --data "$DATA" --http 127.0.0.1:0 --worker walwriter-1
+start pgwire "$LOGS" "$BIN/pgwire" --nats "$NATS" --data "$DATA" --http 127.0.0.1:0 --pg-listen "127.0.0.1:$PG_PORT"
 sleep 1
 
 step "loading a generated 200-column table as 32 containers of $ROWS rows"
@@ -56,6 +59,15 @@ strata window "SELECT k0, c002_float64, row_number() OVER (ORDER BY c002_float64
 step "window query: running sum per partition"
 strata window "SELECT k0, c004_int32, sum(c002_float64) OVER (PARTITION BY c004_int32 % 10 ORDER BY k0 ROWS BETWEEN 2 PRECEDING AND CURRENT ROW) AS s FROM demo" --rows 10 ||
 	echo "(window query failed; see $LOGS/windower.log)"
+
+step "the same table over the PostgreSQL protocol (pgwire on 127.0.0.1:$PG_PORT)"
+if command -v psql >/dev/null; then
+	PGPASSWORD=$(cat "$DATA/pg-auth/strata.password") PGCONNECT_TIMEOUT=10 psql "host=127.0.0.1 port=$PG_PORT user=strata dbname=strata" \
+		-c "SELECT k0, c004_int32, rank() OVER (PARTITION BY c004_int32 % 10 ORDER BY k0) AS r FROM demo LIMIT 5" ||
+		echo "(psql failed; see $LOGS/pgwire.log)"
+else
+	echo "psql is not installed; with it: PGPASSWORD=\$(cat $DATA/pg-auth/strata.password) psql \"host=127.0.0.1 port=$PG_PORT user=strata dbname=strata\""
+fi
 
 step "publishing 20000 pgbench-like update events to the walwriter"
 strata updates --table pgbench_accounts --keys 10000 --events 20000
