@@ -7,7 +7,7 @@ replace github.com/strata-db/strata => ../
 require (
 	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/duckdb/duckdb-go/v2 v2.10506.0
-	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/strata-db/strata v0.0.0
 	gonum.org/v1/plot v0.17.0
