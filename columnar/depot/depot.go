@@ -240,7 +240,7 @@ func lockDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("depot %s: lock: %w", dir, err)
 	}
-	ok, err := tryLock(f)
+	ok, err := fsutil.TryLock(f)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("depot %s: lock: %w", dir, err)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // SetSegmentBytes sets the fetch segment size for a test and returns what
@@ -18,7 +19,7 @@ func SetSegmentBytes(n int64) func() {
 }
 
 // CanLock reports whether Open locks the depot directory here.
-const CanLock = canLock
+const CanLock = fsutil.CanLock
 
 // HeldAt returns the file on disk that holds column file name of the
 // depot's container directory dir, and the column file's offset in it:

@@ -2,7 +2,8 @@
 // writer of strata takes the same way: writing a small file whole under a
 // temporary name, synced, then renamed into place (WriteFile), and
 // syncing a directory so that a create or rename in it survives a crash
-// (SyncDir).
+// (SyncDir); and the lock a process holds on a directory it owns while it
+// lives (TryLock: a worker's spill directory, its depot).
 package fsutil
 
 import (
@@ -18,7 +19,8 @@ const TempMarker = ".tmp-"
 
 // WriteFile writes data to path through a temporary file in the same
 // directory, synced before it is renamed to path, so path holds the old
-// bytes or all of the new ones. It does not sync the directory (SyncDir).
+// bytes or all of the new ones, readable by its owner only (0600, as
+// os.CreateTemp makes it). It does not sync the directory (SyncDir).
 // On error the temporary file is removed.
 func WriteFile(path string, data []byte) error {
 	dir, name := filepath.Split(path)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // DirName is the directory of the data directory that holds the users.
@@ -121,7 +123,7 @@ func SetUser(dataDir, name, role, password string) error {
 	if err != nil {
 		return err
 	}
-	return writeFile(userFile(dataDir, name), fmt.Sprintf("role=%s\nverifier=%s\n", role, v))
+	return fsutil.WriteFile(userFile(dataDir, name), fmt.Appendf(nil, "role=%s\nverifier=%s\n", role, v))
 }
 
 // NewPassword returns a random password (24 bytes, URL-safe base64).
@@ -138,7 +140,7 @@ func WritePassword(dataDir, name, password string) error {
 	if err := ensureDir(dataDir); err != nil {
 		return err
 	}
-	return writeFile(PasswordFile(dataDir, name), password+"\n")
+	return fsutil.WriteFile(PasswordFile(dataDir, name), []byte(password+"\n"))
 }
 
 // EnsureDefault makes the user strata (role write) with a random
@@ -164,29 +166,4 @@ func EnsureDefault(dataDir string) (bool, error) {
 		return false, err
 	}
 	return true, nil
-}
-
-// writeFile writes s to path (0600) whole: a temporary file, sync, rename.
-func writeFile(path, s string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.WriteString(s); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // Spill space.
@@ -54,7 +56,7 @@ func OpenSpillDir(root, name string, log *slog.Logger) (*SpillDir, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("spill directory lock: %w", err)
 	}
-	if ok, err := tryLock(f); err != nil || !ok {
+	if ok, err := fsutil.TryLock(f); err != nil || !ok {
 		f.Close()
 		os.RemoveAll(dir)
 		if err == nil {
@@ -76,7 +78,7 @@ func (s *SpillDir) Close() error {
 // process holds, and reports how many and their bytes. Entries that are
 // not worker spill directories (no lock file) are left alone.
 func sweepSpill(root string) (removed int, bytes int64, err error) {
-	if !canLock {
+	if !fsutil.CanLock {
 		return 0, 0, nil
 	}
 	entries, err := os.ReadDir(root)
@@ -92,7 +94,7 @@ func sweepSpill(root string) (removed int, bytes int64, err error) {
 		if err != nil {
 			continue // not a worker's spill directory, or just made
 		}
-		ok, err := tryLock(f)
+		ok, err := fsutil.TryLock(f)
 		if err != nil || !ok {
 			f.Close()
 			continue // its worker lives

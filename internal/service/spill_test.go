@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/strata-db/strata/internal/fsutil"
 )
 
 // TestSpillSweep checks that a worker starting removes the spill
@@ -12,7 +14,7 @@ import (
 // ones and anything that is not a spill directory, and removes its own on
 // Close.
 func TestSpillSweep(t *testing.T) {
-	if !canLock {
+	if !fsutil.CanLock {
 		t.Skip("no flock on this platform: spill directories are not swept")
 	}
 	root := t.TempDir()
