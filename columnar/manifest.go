@@ -40,6 +40,7 @@ type Manifest struct {
 	ID          string         `json:"id"`
 	Schema      []ColumnSchema `json:"schema"`
 	SortKey     SortKey        `json:"sort_key"`
+	PrimaryKey  []string       `json:"primary_key,omitempty"` // a keyed table's key columns (changes.go)
 	Rows        int64          `json:"rows"`
 	BlockRows   int            `json:"block_rows"`
 	Compression string         `json:"compression"`
@@ -149,6 +150,9 @@ func (m *Manifest) Validate() error {
 		if _, err := m.SortKey.Indices(schema); err != nil {
 			return fmt.Errorf("manifest sort key: %w", err)
 		}
+	}
+	if err := checkPrimaryKey(schema, m.PrimaryKey); err != nil {
+		return fmt.Errorf("manifest primary key: %w", err)
 	}
 	if _, err := ParseCompression(m.Compression); err != nil {
 		return fmt.Errorf("manifest: %w", err)

@@ -21,6 +21,7 @@ type WriterOptions struct {
 	Table, Projection, ID string
 	Schema                *arrow.Schema
 	SortKey               SortKey          // may be empty (an unsorted container)
+	PrimaryKey            []string         // a keyed table's key columns (changes.go); the schema must end with the change columns
 	BlockRows             int              // rows per block; default DefaultBlockRows
 	Compression           Compression      // default CompressionLZ4
 	Allocator             memory.Allocator // for every Arrow buffer the writer makes; default Go heap
@@ -233,6 +234,7 @@ func (w *Writer) commit() (*Manifest, error) {
 		ID:          w.opts.ID,
 		Schema:      w.cols,
 		SortKey:     w.opts.SortKey,
+		PrimaryKey:  w.opts.PrimaryKey,
 		Rows:        first.rows,
 		BlockRows:   w.opts.BlockRows,
 		Compression: w.opts.Compression.String(),

@@ -20,6 +20,7 @@ const (
 	SubjectAPICatalog        = SubjectAPIPrefix + "catalog"         // CatalogRequest -> CatalogReply
 	SubjectAPIDropContainers = SubjectAPIPrefix + "containers.drop" // DropContainersRequest -> DropContainersReply
 	SubjectAPIReserve        = SubjectAPIPrefix + "reserve"         // ReserveRequest -> ReserveReply
+	SubjectAPIApply          = SubjectAPIPrefix + "apply"           // ApplyRequest -> ApplyReply
 	SubjectAPIAll            = SubjectAPIPrefix + ">"               // what the scheduler subscribes to
 	DefaultMergeoutPool      = "tm"                                 // pool mergeouts run in
 	DefaultWindowPool        = "general"                            // pool window jobs run in unless the request names one
@@ -495,6 +496,12 @@ type ProjectionCatalog struct {
 	Live       []ContainerRef `msgpack:"live" json:"live"`
 	Dead       []ContainerRef `msgpack:"dead,omitempty" json:"dead,omitempty"` // no longer live, still read by a running job
 	Running    []string       `msgpack:"running,omitempty" json:"running,omitempty"`
+	// PrimaryKey names a keyed table's key columns; empty for an
+	// append-only table.
+	PrimaryKey []string `msgpack:"primary_key,omitempty" json:"primary_key,omitempty"`
+	// Applied is, per WAL ID, the WAL position through which that WAL's
+	// changes of the table are live.
+	Applied map[string]uint64 `msgpack:"applied,omitempty" json:"applied,omitempty"`
 }
 
 // CatalogReply carries the catalog.
@@ -618,3 +625,49 @@ type ReserveReply struct {
 }
 
 func (*ReserveReply) Kind() string { return "reserve_reply" }
+
+// ApplyRequest makes a batch of changes of a keyed table visible: the
+// container holding the batch's rows and delete markers becomes live and
+// the position of the WAL the batch came from is recorded, in one
+// compare-and-set of the projection's catalog entry. A batch whose
+// position the entry already has (To at most Applied[WAL]) is a repeat:
+// nothing is added.
+type ApplyRequest struct {
+	Table      string       `msgpack:"table" json:"table"`
+	Projection string       `msgpack:"projection" json:"projection"`
+	Container  ContainerRef `msgpack:"container" json:"container"`
+	WAL        string       `msgpack:"wal" json:"wal"` // the WAL's ID
+	To         uint64       `msgpack:"to" json:"to"`   // the WAL position the batch reaches
+	RequestID  string       `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
+}
+
+func (*ApplyRequest) Kind() string { return "apply_request" }
+
+func (r *ApplyRequest) Validate() error {
+	if err := validTableProjection(r.Table, r.Projection); err != nil {
+		return err
+	}
+	if err := validRef(r.Container); err != nil {
+		return fmt.Errorf("container: %w", err)
+	}
+	if r.Container.Table != r.Table || r.Container.Projection != r.Projection {
+		return fmt.Errorf("container %s belongs to %s.%s, not %s.%s", r.Container.ID, r.Container.Table, r.Container.Projection, r.Table, r.Projection)
+	}
+	if err := ValidName(r.WAL); err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	if r.To == 0 {
+		return errors.New("to: WAL position 0")
+	}
+	return ValidRequestID(r.RequestID)
+}
+
+// ApplyReply answers an ApplyRequest: the WAL's position now recorded for
+// the table. Repeat is set when the batch was already applied.
+type ApplyReply struct {
+	Applied uint64    `msgpack:"applied" json:"applied"`
+	Repeat  bool      `msgpack:"repeat,omitempty" json:"repeat,omitempty"`
+	Error   *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+func (*ApplyReply) Kind() string { return "apply_reply" }

@@ -37,6 +37,12 @@ type ProjectionState struct {
 	// expired (reserve.go).
 	NextContainer int
 	Reservations  []Reservation
+	// PrimaryKey names the key columns of a keyed table (its first load
+	// sets it); empty for an append-only table.
+	PrimaryKey []string
+	// Applied is, per WAL (by its ID), the position up to which that
+	// WAL's changes of this table are in the live containers (apply.go).
+	Applied map[string]uint64
 
 	// legacy: decoded from an entry written before format version 1; the
 	// next write rewrites it.

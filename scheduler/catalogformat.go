@@ -35,6 +35,10 @@ type storedEntry struct {
 	// loads (reserve.go).
 	NextContainer int                 `json:"next_container,omitempty"`
 	Reservations  []storedReservation `json:"reservations,omitempty"`
+	// PrimaryKey: a keyed table's key columns. Applied: per WAL ID, the
+	// WAL position through which its changes are live (apply.go).
+	PrimaryKey []string          `json:"primary_key,omitempty"`
+	Applied    map[string]uint64 `json:"applied,omitempty"`
 }
 
 type storedReservation struct {
@@ -166,6 +170,10 @@ func encodeEntry(st *ProjectionState) ([]byte, error) {
 		e.Requests = append(e.Requests, storedRequest{ID: r.ID, Op: r.Op, At: r.At, Reply: r.Reply})
 	}
 	e.NextContainer = st.NextContainer
+	e.PrimaryKey = st.PrimaryKey
+	if len(st.Applied) > 0 {
+		e.Applied = st.Applied
+	}
 	for _, r := range st.Reservations {
 		e.Reservations = append(e.Reservations, storedReservation{ID: r.ID, First: r.First, Count: r.Count, Expires: r.Expires})
 	}
@@ -218,6 +226,13 @@ func DecodeEntry(data []byte) (*ProjectionState, error) {
 		return nil, fmt.Errorf("next_container %d", e.NextContainer)
 	}
 	st.NextContainer = e.NextContainer
+	st.PrimaryKey = e.PrimaryKey
+	for wal := range e.Applied {
+		if messages.ValidName(wal) != nil {
+			return nil, fmt.Errorf("applied position of WAL %q: malformed WAL ID", wal)
+		}
+	}
+	st.Applied = e.Applied
 	for _, r := range e.Reservations {
 		if messages.ValidName(r.ID) != nil || r.First < 0 || r.Count < 1 || r.First+r.Count > e.NextContainer {
 			return nil, fmt.Errorf("reservation %q of %d numbers from %d: malformed (next_container %d)", r.ID, r.Count, r.First, e.NextContainer)

@@ -1,0 +1,380 @@
+package columnar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/RoaringBitmap/roaring/v2"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+)
+
+// Keyed tables: the rows of a table with a primary key change by key, and
+// every version of a row carries what is needed to tell which one is
+// current (see the package documentation, # Format, Change columns).
+//
+// A keyed table's containers end with two change columns:
+//
+//   - VersionColumn, int64 not null: the version of the row, the UPDATES
+//     stream sequence of the change event that made it; 0 for rows a load
+//     wrote.
+//   - DeletedColumn, bool not null: the row is a delete marker. A marker
+//     has its key columns set and every other column NULL.
+//
+// For each key the row of the highest version is the current one; a key
+// whose current row is a marker has no row. Rows of the same key and
+// version are the same change (one event applied twice, as after a crash
+// of the service that applies them) and count once. Versions come from
+// the events, not from the order their containers were written in, so a
+// change applied late (an event redelivered after later ones) never
+// overwrites a newer one, and a container holds at most one row per key.
+const (
+	VersionColumn = "_strata_version"
+	DeletedColumn = "_strata_deleted"
+)
+
+// IsChangeColumn reports whether name is one of the change columns (or
+// any name of their reserved prefix), which queries do not see.
+func IsChangeColumn(name string) bool { return strings.HasPrefix(name, "_strata_") }
+
+// ChangeFields are the two change columns a keyed table's schema ends with.
+func ChangeFields() []arrow.Field {
+	return []arrow.Field{
+		{Name: VersionColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: DeletedColumn, Type: arrow.FixedWidthTypes.Boolean},
+	}
+}
+
+// checkPrimaryKey checks a manifest's primary key against its schema: the
+// key's columns exist, once each, are not change columns, and the schema
+// ends with the change columns.
+func checkPrimaryKey(schema *arrow.Schema, pk []string) error {
+	n := schema.NumFields()
+	for i, f := range schema.Fields() {
+		if IsChangeColumn(f.Name) && (len(pk) == 0 || i < n-2) {
+			return fmt.Errorf("%w: column %q uses the reserved prefix _strata_", ErrSchemaMismatch, f.Name)
+		}
+	}
+	if len(pk) == 0 {
+		return nil
+	}
+	if n < 3 {
+		return fmt.Errorf("%w: a keyed table needs a column besides the change columns", ErrSchemaMismatch)
+	}
+	v, d := schema.Field(n-2), schema.Field(n-1)
+	if v.Name != VersionColumn || v.Type.ID() != arrow.INT64 || v.Nullable {
+		return fmt.Errorf("%w: column %d is %s %s, want %s int64 not null", ErrSchemaMismatch, n-2, v.Name, v.Type, VersionColumn)
+	}
+	if d.Name != DeletedColumn || d.Type.ID() != arrow.BOOL || d.Nullable {
+		return fmt.Errorf("%w: column %d is %s %s, want %s bool not null", ErrSchemaMismatch, n-1, d.Name, d.Type, DeletedColumn)
+	}
+	for i, name := range pk {
+		if IsChangeColumn(name) {
+			return fmt.Errorf("%w: key column %q is a change column", ErrSchemaMismatch, name)
+		}
+		if slices.Index(pk[:i], name) >= 0 {
+			return fmt.Errorf("%w: key column %q named twice", ErrSchemaMismatch, name)
+		}
+		if len(schema.FieldIndices(name)) != 1 {
+			return fmt.Errorf("%w: key column %q is not in the schema", ErrSchemaMismatch, name)
+		}
+	}
+	return nil
+}
+
+// PrimaryKeyIndices returns the schema positions of a keyed container's
+// key columns, its version column and its deleted column; ok is false for
+// a container without a primary key.
+func (c *Container) PrimaryKeyIndices() (key []int, version, deleted int, ok bool) {
+	if len(c.m.PrimaryKey) == 0 {
+		return nil, -1, -1, false
+	}
+	for _, name := range c.m.PrimaryKey {
+		key = append(key, c.schema.FieldIndices(name)[0])
+	}
+	n := c.schema.NumFields()
+	return key, n - 2, n - 1, true
+}
+
+// ResolveOptions configure Superseded.
+type ResolveOptions struct {
+	// KeepMarkers keeps the delete markers that are the current row of
+	// their key, for a mergeout whose inputs are not every container of
+	// the table (an older row of the key may be in another one). A reader
+	// always drops them.
+	KeepMarkers bool
+	// DropMarkersThrough, with KeepMarkers, drops the current markers of
+	// version at most this anyway: a mergeout of every container of the
+	// table, through the version below which no change can still arrive.
+	DropMarkersThrough int64
+	// Budget, if set, is charged for the key table and the bitmaps while
+	// they are held; Superseded fails with ErrBudgetExceeded when it has
+	// no room.
+	Budget *Budget
+}
+
+// Resolution is the result of Superseded: the rows of each container that
+// are not current. Release returns its memory to the budget.
+type Resolution struct {
+	// Dropped[i] are the rows of container i to skip, nil when none.
+	Dropped []*roaring.Bitmap
+	// Live is the number of rows kept over all containers.
+	Live   int64
+	budget *Budget
+	held   int64
+}
+
+// DroppedRows is how many rows Dropped holds over all containers.
+func (r *Resolution) DroppedRows() int64 {
+	var n int64
+	for _, b := range r.Dropped {
+		if b != nil {
+			n += int64(b.GetCardinality())
+		}
+	}
+	return n
+}
+
+// Release returns what the resolution holds to its budget.
+func (r *Resolution) Release() {
+	if r != nil && r.budget != nil && r.held > 0 {
+		r.budget.Release(r.held)
+		r.held = 0
+	}
+}
+
+// keyEntry is the current row of a key among the containers read so far.
+type keyEntry struct {
+	version   int64
+	container int32
+	row       int32
+	marker    bool
+}
+
+// entryBytes is what one key of the table costs besides its bytes: the
+// map's slot and string header and the entry.
+const entryBytes = 64
+
+// Superseded resolves the versions of a keyed table's rows over cs: for
+// each container, the rows that another row of the same key replaces (a
+// higher version; on a tie, an earlier container in cs or an earlier row
+// of the same container) and, unless opts keeps them, the delete markers
+// that are their key's current row. Containers without a primary key give
+// nil (nothing to resolve); a mix of keyed and unkeyed containers, or of
+// different keys, is an ErrSchemaMismatch.
+//
+// It reads the key, version and deleted columns of every container once.
+// The key table holds a key of every container but the largest (which is
+// read last and only probed), so its size follows the rows changed since
+// the table's last full mergeout rather than the table; it is charged to
+// opts.Budget, with the bitmaps.
+func Superseded(ctx context.Context, cs []*Container, opts ResolveOptions) (*Resolution, error) {
+	res := &Resolution{Dropped: make([]*roaring.Bitmap, len(cs)), budget: opts.Budget}
+	if len(cs) == 0 || len(cs[0].m.PrimaryKey) == 0 {
+		for i, c := range cs {
+			if len(c.m.PrimaryKey) > 0 {
+				return nil, fmt.Errorf("%w: container %s has primary key (%s), container %s has none",
+					ErrSchemaMismatch, c.dir, strings.Join(c.m.PrimaryKey, ", "), cs[0].dir)
+			}
+			res.Live += cs[i].m.Rows
+		}
+		return res, nil
+	}
+	pk := cs[0].m.PrimaryKey
+	for _, c := range cs[1:] {
+		if !slices.Equal(c.m.PrimaryKey, pk) {
+			return nil, fmt.Errorf("%w: container %s has primary key (%s), container %s (%s)",
+				ErrSchemaMismatch, c.dir, strings.Join(c.m.PrimaryKey, ", "), cs[0].dir, strings.Join(pk, ", "))
+		}
+	}
+	r := &resolver{cs: cs, opts: opts, res: res, keys: map[string]keyEntry{}}
+	if err := r.run(ctx); err != nil {
+		res.Release()
+		return nil, err
+	}
+	return res, nil
+}
+
+type resolver struct {
+	cs   []*Container
+	opts ResolveOptions
+	res  *Resolution
+	keys map[string]keyEntry
+	enc  *KeyEncoder
+	buf  []byte
+}
+
+func (r *resolver) charge(n int64) error {
+	if r.opts.Budget == nil || n == 0 {
+		return nil
+	}
+	if err := r.opts.Budget.Reserve(n); err != nil {
+		return fmt.Errorf("resolve changed rows: %w", err)
+	}
+	r.res.held += n
+	return nil
+}
+
+func (r *resolver) drop(c int, row int32) {
+	b := r.res.Dropped[c]
+	if b == nil {
+		b = roaring.New()
+		r.res.Dropped[c] = b
+	}
+	b.Add(uint32(row))
+}
+
+// wins reports whether a is the current row rather than b.
+func wins(a, b keyEntry) bool {
+	if a.version != b.version {
+		return a.version > b.version
+	}
+	if a.container != b.container {
+		return a.container < b.container
+	}
+	return a.row < b.row
+}
+
+func (r *resolver) run(ctx context.Context) error {
+	largest := 0
+	for i, c := range r.cs {
+		if c.m.Rows > r.cs[largest].m.Rows {
+			largest = i
+		}
+		if c.m.Rows > 1<<31-1 {
+			return fmt.Errorf("resolve changed rows of container %s: %d rows, at most 2^31-1 are resolved", c.dir, c.m.Rows)
+		}
+	}
+	for i := range r.cs {
+		if i == largest {
+			continue
+		}
+		if err := r.scan(ctx, i, false); err != nil {
+			return err
+		}
+	}
+	if err := r.scan(ctx, largest, len(r.cs) > 1); err != nil {
+		return err
+	}
+	// The winners that are markers: dropped unless kept for a partial
+	// mergeout (in which case they are live rows of its output).
+	for _, e := range r.keys {
+		if e.marker && r.dropMarker(e.version) {
+			r.drop(int(e.container), e.row)
+		}
+	}
+	var held int64
+	for _, b := range r.res.Dropped {
+		if b != nil {
+			b.RunOptimize()
+			held += int64(b.GetSizeInBytes())
+		}
+	}
+	// The key table goes; the bitmaps stay with the resolution.
+	if r.opts.Budget != nil {
+		r.opts.Budget.Release(r.res.held)
+		r.res.held = 0
+	}
+	r.keys = nil
+	if err := r.charge(held); err != nil {
+		return err
+	}
+	var total int64
+	for _, c := range r.cs {
+		total += c.m.Rows
+	}
+	r.res.Live = total - r.res.DroppedRows()
+	return nil
+}
+
+func (r *resolver) dropMarker(version int64) bool {
+	return !r.opts.KeepMarkers || version <= r.opts.DropMarkersThrough
+}
+
+// scan reads container i's key, version and deleted columns. Its keys go
+// into the table unless probeOnly (the largest container, read last: a key
+// of it not in the table can have no other row, so only its markers need
+// remembering).
+func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
+	c := r.cs[i]
+	if c.m.Rows == 0 {
+		return nil
+	}
+	key, ver, del, _ := c.PrimaryKeyIndices()
+	if r.enc == nil {
+		sk := make(SortKey, len(key))
+		for j, k := range key {
+			sk[j] = SortColumn{Name: c.schema.Field(k).Name}
+		}
+		enc, err := NewKeyEncoder(c.schema, sk)
+		if err != nil {
+			return fmt.Errorf("resolve changed rows of container %s: %w", c.dir, err)
+		}
+		r.enc = enc
+	}
+	cols := append(slices.Clone(key), ver, del)
+	br, err := c.OpenColumns(cols)
+	if err != nil {
+		return fmt.Errorf("resolve changed rows: %w", err)
+	}
+	defer br.Close()
+	nk := len(key)
+	var row int32
+	for b := 0; b < br.NumBlocks(); b++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := br.ReadBlock(b)
+		if err != nil {
+			return fmt.Errorf("resolve changed rows: %w", err)
+		}
+		arrs := rec.Columns()
+		vers, ok1 := arrs[nk].(*array.Int64)
+		dels, ok2 := arrs[nk+1].(*array.Boolean)
+		if !ok1 || !ok2 || vers.NullN() > 0 || dels.NullN() > 0 {
+			rec.Release()
+			return fmt.Errorf("%w: container %s block %d: change columns are not int64 and bool without NULLs", ErrCorrupt, c.dir, b)
+		}
+		err = r.block(i, probeOnly, arrs[:nk], vers, dels, &row)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, vers *array.Int64, dels *array.Boolean, row *int32) error {
+	var added int64
+	for j := 0; j < vers.Len(); j++ {
+		e := keyEntry{version: vers.Value(j), container: int32(i), row: *row, marker: dels.Value(j)}
+		*row++
+		if e.version < 0 {
+			return fmt.Errorf("%w: container %s row %d: version %d is negative", ErrCorrupt, r.cs[i].dir, e.row, e.version)
+		}
+		r.buf = r.enc.AppendRow(r.buf[:0], key, j)
+		old, found := r.keys[string(r.buf)]
+		switch {
+		case !found && probeOnly:
+			// The key's only row: current. A marker alone drops now.
+			if e.marker && r.dropMarker(e.version) {
+				r.drop(i, e.row)
+			}
+		case !found:
+			r.keys[string(r.buf)] = e
+			added += int64(len(r.buf)) + entryBytes
+		case wins(e, old):
+			r.drop(int(old.container), old.row)
+			r.keys[string(r.buf)] = e
+		default:
+			r.drop(i, e.row)
+		}
+	}
+	return r.charge(added)
+}
+
+// ErrDuplicateKey marks rows of one load that share a primary key.
+var ErrDuplicateKey = errors.New("columnar: duplicate primary key")
