@@ -116,6 +116,9 @@ func RoleGrant(role string) (Grant, bool) {
 				"$JS.API.STREAM.INFO." + messages.StreamUpdates,
 				"$JS.API.STREAM.MSG.GET." + messages.StreamUpdates,
 				messages.SubjectDeadLetter(messages.SubjectUpdatesAll),
+				// Applying changes: the keyed tables, and each batch made visible.
+				messages.SubjectAPICatalog,
+				messages.SubjectAPIApply,
 			},
 			Subscribe: []string{
 				inbox,
@@ -137,6 +140,8 @@ func RoleGrant(role string) (Grant, bool) {
 				"$JS.API.CONSUMER.DELETE." + messages.StreamJobs + ".*",
 				"$JS.API.CONSUMER.INFO." + messages.StreamJobs + ".*",
 				"$JS.API.CONSUMER.MSG.NEXT." + messages.StreamJobs + ".*",
+				// strata changes waits for the walwriter's ack floor: its changes visible.
+				"$JS.API.CONSUMER.INFO." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
 				"$JS.FC.>",
 				// deadletter: reads the dead letters one by one.
 				"$JS.API.STREAM.MSG.GET." + messages.StreamDeadLetter,
@@ -145,7 +150,11 @@ func RoleGrant(role string) (Grant, bool) {
 		}, true
 	case RoleProducer:
 		return Grant{
-			Publish:   []string{messages.SubjectUpdatesAll},
+			Publish: []string{
+				messages.SubjectUpdatesAll,
+				// Whether its changes are visible: the walwriter's ack floor.
+				"$JS.API.CONSUMER.INFO." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
+			},
 			Subscribe: []string{inbox},
 		}, true
 	}
