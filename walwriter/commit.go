@@ -118,14 +118,24 @@ func (w *WAL) encodeBatch(reqs []*request) error {
 		w.nextLSN++
 		var a appended
 		buf, a = w.enc.appendData(buf, r.lsn, &r.u, r.id, r.table, old, r.imageLen)
-		if !w.opts.DisableDelta {
+		switch {
+		case w.opts.DisableDelta:
+		case r.u.Delete:
+			// The key's next record is a full image: a delta must not
+			// be based on a row that no longer exists.
+			if entry != nil {
+				w.cache.evict(entry)
+			}
+		default:
 			w.cache.store(entry, r.keyHash, r.table, r.u.Key, r.u.Row)
 		}
 		w.dedup.add(r.u.EventID, r.idHash, r.lsn)
 		w.stats.records.Add(1)
-		if a.kind == KindDelta {
+		switch a.kind {
+		case KindDelta:
 			w.stats.deltas.Add(1)
-		} else {
+		case KindDelete:
+		default:
 			w.stats.fullImages.Add(1)
 		}
 		w.stats.bytes.Add(uint64(a.defBytes + a.recordBytes))

@@ -15,7 +15,8 @@ import (
 // Record is one data or checkpoint record as a reader returns it.
 type Record struct {
 	LSN     LSN
-	Kind    RecordKind // KindFull, KindDelta or KindCheckpoint
+	Kind    RecordKind // KindFull, KindDelta, KindDelete or KindCheckpoint
+	Version uint64     // the change's version; 0 when it was logged without one
 	EventID string     // empty for checkpoints
 	Table   string
 	Key     []byte
@@ -67,7 +68,9 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 	r := byteReader{b: body}
 	kb := r.byte1("kind")
 	kind := RecordKind(kb & kindMask)
-	if kb&^(kindMask|flagCompactID) != 0 || (kb&flagCompactID != 0 && kind != KindFull && kind != KindDelta) {
+	data := kind == KindFull || kind == KindDelta || kind == KindDelete
+	if kb&^(kindMask|flagCompactID|flagVersion) != 0 || (kb&(flagCompactID|flagVersion) != 0 && !data) ||
+		(kind == KindDelete && kb&flagVersion == 0) {
 		return false, fmt.Errorf("bad kind byte %#x", kb)
 	}
 	switch kind {
@@ -117,7 +120,7 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 			d.images.reset()
 		}
 		return true, r.trailing()
-	case KindFull, KindDelta:
+	case KindFull, KindDelta, KindDelete:
 	default:
 		return false, fmt.Errorf("unknown record kind %d", kind)
 	}
@@ -142,6 +145,9 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 	}
 	tid := r.uvarint("table id")
 	key := r.bytes("key", maxKeyBytes)
+	if kb&flagVersion != 0 {
+		rec.Version = r.uvarint("version")
+	}
 	if r.err != nil {
 		return false, r.err
 	}
@@ -156,6 +162,10 @@ func (d *segmentDecoder) decode(body []byte, rec *Record) (bool, error) {
 		return true, nil
 	}
 	images := d.images.tables[t.Name]
+	if kind == KindDelete {
+		delete(images, string(key))
+		return true, r.trailing()
+	}
 	var row Row
 	var err error
 	if kind == KindFull {

@@ -41,7 +41,9 @@
 //	3 table       defines a segment-local table id
 //	4 producer    defines a segment-local event ID prefix id
 //	5 checkpoint  a checkpoint
+//	6 delete      data record deleting its key: no payload
 //	flag 0x10     (data records) the event ID is in compact form
+//	flag 0x20     (data records) a version follows the key; always set on deletes
 //
 // Data and checkpoint records are numbered by LSN: 1, 2, 3, ... with no
 // gaps, continuing across segments. Definitions carry no LSN. Bodies:
@@ -49,7 +51,13 @@
 //	table:      kind | id uvarint | name length uvarint, name | column count uvarint | one type byte per column
 //	producer:   kind | id uvarint | prefix length uvarint, prefix
 //	checkpoint: kind | LSN delta uvarint
-//	data:       kind | LSN delta uvarint | event ID | table id uvarint | key length uvarint, key | payload
+//	data:       kind | LSN delta uvarint | event ID | table id uvarint | key length uvarint, key | [version uvarint] | payload
+//
+// The version (flag 0x20) is the change's version, the UPDATES stream
+// sequence of its event, so that changes read back from the WAL are applied
+// in the order their events were published; records written before
+// versions existed have none (version 0). A delete has no payload, and the
+// record of its key after it is a full image.
 //
 // The LSN delta is LSN - previous LSN - 1 (0 for consecutive records); the
 // previous LSN of a segment's first record is the header's first LSN - 1.

@@ -96,12 +96,17 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, id eventID, 
 	dst = binary.AppendUvarint(dst, tableID)
 	dst = binary.AppendUvarint(dst, uint64(len(u.Key)))
 	dst = append(dst, u.Key...)
+	if u.Version != 0 || u.Delete {
+		dst = binary.AppendUvarint(dst, u.Version)
+	}
 	headerLen := len(dst) - rec - reserved
 	// The payload is encoded in place: the delta first, replaced by the
 	// full image when it is not smaller.
 	payloadAt := len(dst)
 	kind := KindFull
-	if old != nil {
+	if u.Delete {
+		kind = KindDelete
+	} else if old != nil {
 		dst = s.delta.appendDelta(dst, old, u.Row)
 		if len(dst)-payloadAt < imageLen {
 			kind = KindDelta
@@ -114,6 +119,9 @@ func (s *segmentEncoder) appendData(dst []byte, lsn LSN, u *Update, id eventID, 
 	}
 	payloadLen := len(dst) - payloadAt
 	dst[kindAt] = byte(kind)
+	if u.Version != 0 || u.Delete {
+		dst[kindAt] |= flagVersion
+	}
 	if prod != nil {
 		dst[kindAt] |= flagCompactID
 	}

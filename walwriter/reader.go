@@ -197,6 +197,7 @@ type VerifyReport struct {
 	Records       uint64 `json:"records"` // data records
 	FullImages    uint64 `json:"full_images"`
 	Deltas        uint64 `json:"deltas"`
+	Deletes       uint64 `json:"deletes"`
 	Checkpoints   uint64 `json:"checkpoints"`
 	RecordBytes   uint64 `json:"record_bytes"` // framed bytes of data and checkpoint records
 	FirstLSN      LSN    `json:"first_lsn"`
@@ -262,6 +263,9 @@ func Verify(dir string) (rep VerifyReport, err error) {
 		case KindDelta:
 			rep.Records++
 			rep.Deltas++
+		case KindDelete:
+			rep.Records++
+			rep.Deletes++
 		}
 	}
 	if !sawCheckpoint && (rep.FirstLSN == 0 || ckpt >= rep.FirstLSN) {

@@ -21,6 +21,7 @@ const (
 	KindTable      RecordKind = 3 // defines a segment-local table id
 	KindProducer   RecordKind = 4 // defines a segment-local event ID prefix id
 	KindCheckpoint RecordKind = 5 // a checkpoint
+	KindDelete     RecordKind = 6 // a data record deleting its key: no payload
 )
 
 func (k RecordKind) String() string {
@@ -35,6 +36,8 @@ func (k RecordKind) String() string {
 		return "producer"
 	case KindCheckpoint:
 		return "checkpoint"
+	case KindDelete:
+		return "delete"
 	}
 	return fmt.Sprintf("RecordKind(%d)", uint8(k))
 }
@@ -42,6 +45,7 @@ func (k RecordKind) String() string {
 const (
 	kindMask       = 0x0f
 	flagCompactID  = 0x10 // the event ID is (producer id, sequence delta)
+	flagVersion    = 0x20 // a version uvarint follows the key
 	recordCRCBytes = 4
 	// maxRecordHeader bounds the framing: a length uvarint and the CRC.
 	maxRecordHeader = binary.MaxVarintLen64 + recordCRCBytes

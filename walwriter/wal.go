@@ -23,6 +23,12 @@ type Update struct {
 	// optional and only validated: deltas are computed against the image
 	// the WAL itself last logged for the key, which replay is sure to have.
 	Old Row
+	// Version, if not zero, is the change's version (the UPDATES stream
+	// sequence of its event), logged with it so that changes replayed from
+	// the WAL are applied in the order their events were published.
+	Version uint64
+	// Delete logs the key's deletion: Row and Old must be nil.
+	Delete bool
 }
 
 // WAL is a write-ahead log directory open for appending. Its methods are
@@ -286,6 +292,13 @@ func (w *WAL) validate(r *request) error {
 	t := (*w.tables.Load())[u.Table]
 	if t == nil {
 		return reject(ReasonUnknownTable, "table is not registered")
+	}
+	if u.Delete {
+		if u.Row != nil || u.Old != nil {
+			return reject(ReasonInvalid, "a delete carries no row")
+		}
+		r.table = t
+		return nil
 	}
 	if err := t.checkRow(u.Row); err != nil {
 		return reject(ReasonColumns, "new row: %v", err)
