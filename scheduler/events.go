@@ -140,7 +140,8 @@ func (s *Scheduler) checkOutput(j job) (messages.ContainerRef, error) {
 		out.Rows = max(want, 0)
 		return out, nil
 	}
-	rows, bytes, err := s.opts.Data.CheckContainer(out.Table, out.Projection, out.ID)
+	info, err := s.opts.Data.CheckContainer(out.Table, out.Projection, out.ID)
+	rows, bytes := info.Rows, info.Bytes
 	if err != nil {
 		return out, fmt.Errorf("output %s/%s/%s: %w", out.Table, out.Projection, out.ID, err)
 	}

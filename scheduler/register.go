@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/strata-db/strata/messages"
 )
 
 // Register adds loaded containers to a projection's live set, refusing a
-// load that would pass the projection's container limit, then starts the
-// mergeouts the strata call for. Registering a container already live is a
+// load that would pass the projection's container limit or whose primary
+// key does not fit the table (keyCheck), then starts the mergeouts the
+// strata call for. The first load into a projection sets its primary key
+// from the containers' manifests. Registering a container already live is a
 // no-op. A request with an ID is answered once (requests.go): sent again,
 // it gets the first answer, a refusal included, and adds nothing, even
 // when the containers it names were merged away since.
@@ -40,7 +44,7 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 	s.mu.Lock()
 	s.markRegistering(req, 1)
 	s.mu.Unlock()
-	containers, err := s.checkContainers(ctx, req.Containers)
+	containers, pk, err := s.checkContainers(ctx, req.Containers)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.markRegistering(req, -1)
@@ -61,8 +65,11 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 				add = append(add, c)
 			}
 		}
-		if max := s.opts.Strata.MaxContainers; len(st.Live)+len(add) > max {
+		refused = keyCheck(st, pk)
+		if max := s.opts.Strata.MaxContainers; refused == nil && len(st.Live)+len(add) > max {
 			refused = &TooManyContainersError{Table: req.Table, Projection: req.Projection, Live: len(st.Live), Adding: len(add), Max: max}
+		}
+		if refused != nil {
 			if req.RequestID == "" {
 				return refused
 			}
@@ -70,6 +77,9 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 			// removes its files on this answer never has them registered.
 			st.releaseReservations(req.Reservations)
 			return st.recordRequest(requestRegister, req.RequestID, s.now(), &messages.RegisterReply{Error: APIError(refused)})
+		}
+		if len(add) > 0 && len(pk.columns) > 0 {
+			st.PrimaryKey = slices.Clone(pk.columns)
 		}
 		st.Live = append(st.Live, add...)
 		st.releaseReservations(req.Reservations)
@@ -117,13 +127,14 @@ func (s *Scheduler) repeatRegister(req *messages.RegisterRequest, rec *RequestRe
 
 // checkContainers checks that each container is committed, checkParallel
 // at a time, and returns them with their rows and bytes taken from their
-// manifests, not from the request. A container missing or corrupt is an
-// invalid request.
-func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.ContainerRef) ([]messages.ContainerRef, error) {
+// manifests, not from the request, and the primary key their manifests
+// give. A container missing or corrupt is an invalid request.
+func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.ContainerRef) ([]messages.ContainerRef, loadKey, error) {
 	containers := append([]messages.ContainerRef(nil), refs...)
 	if s.opts.Data == nil {
-		return containers, nil
+		return containers, loadKey{}, nil
 	}
+	keys := make([][]string, len(containers))
 	errs := make([]error, len(containers))
 	sem := make(chan struct{}, checkParallel)
 	var wg sync.WaitGroup
@@ -134,28 +145,98 @@ func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.Contain
 		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(c *messages.ContainerRef, err *error) {
+		go func(c *messages.ContainerRef, key *[]string, err *error) {
 			defer func() { <-sem; wg.Done() }()
-			rows, bytes, cerr := s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
+			info, cerr := s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
 			switch {
 			case errors.Is(cerr, ErrBadOutput):
 				*err = fmt.Errorf("register: %w: container %s: %v", ErrInvalid, c.ID, cerr)
 			case cerr != nil:
 				*err = fmt.Errorf("register: container %s: %w", c.ID, cerr)
 			default:
-				c.Rows, c.Bytes = rows, bytes
+				c.Rows, c.Bytes, *key = info.Rows, info.Bytes, info.PrimaryKey
 			}
-		}(&containers[i], &errs[i])
+		}(&containers[i], &keys[i], &errs[i])
 	}
 	wg.Wait()
 	// An invalid container is the answer, whatever else failed.
 	for _, err := range errs {
 		if errors.Is(err, ErrInvalid) {
-			return nil, err
+			return nil, loadKey{}, err
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, loadKey{}, err
 	}
-	return containers, nil
+	pk := loadKey{table: containers[0].Table, columns: keys[0], first: containers[0].ID}
+	for i, k := range keys {
+		if !slices.Equal(k, pk.columns) {
+			pk.other, pk.otherColumns = containers[i].ID, k
+			break
+		}
+	}
+	return containers, pk, nil
+}
+
+// loadKey is the primary key a load's containers have, from their
+// manifests: columns, as container first has it, or, when they disagree,
+// also the first container other that has otherColumns instead.
+type loadKey struct {
+	table        string
+	columns      []string
+	first        string
+	other        string
+	otherColumns []string
+}
+
+// keyCheck refuses a load whose primary key does not fit the projection
+// st; nil if it fits. Loads are for the first rows of a keyed table: once
+// it has live containers its rows change by key, with strata changes.
+//
+//   - the load's containers must agree on the key;
+//   - a keyed table takes a load only while it has no live container,
+//     and only with its own key;
+//   - an append-only table with live containers takes no keyed load.
+func keyCheck(st *ProjectionState, pk loadKey) error {
+	refuse := func(format string, args ...any) error {
+		return &KeyError{Table: st.Table, Projection: st.Projection, Reason: fmt.Sprintf(format, args...)}
+	}
+	t := st.Table
+	switch {
+	case pk.other != "":
+		return refuse("the load's containers disagree on the primary key: %s has %s, %s has %s",
+			pk.first, keyString(pk.columns), pk.other, keyString(pk.otherColumns))
+	case len(st.PrimaryKey) > 0 && len(st.Live) > 0:
+		return refuse("table %s has a primary key %s; send its changes with strata changes (a load makes only the first rows of a keyed table)",
+			t, keyString(st.PrimaryKey))
+	case len(st.PrimaryKey) > 0 && len(pk.columns) == 0:
+		return refuse("table %s has a primary key %s and the load's containers have none; load with --primary-key %s",
+			t, keyString(st.PrimaryKey), strings.Join(st.PrimaryKey, ","))
+	case len(st.PrimaryKey) > 0 && !slices.Equal(st.PrimaryKey, pk.columns):
+		return refuse("table %s has the primary key %s, the load's containers %s",
+			t, keyString(st.PrimaryKey), keyString(pk.columns))
+	case len(st.PrimaryKey) == 0 && len(pk.columns) > 0 && len(st.Live) > 0:
+		return refuse("table %s has no primary key (it is append-only, with %d live containers); a load with the primary key %s cannot go into it",
+			t, len(st.Live), keyString(pk.columns))
+	}
+	return nil
+}
+
+// KeyError refuses a load whose primary key does not fit its table
+// (keyCheck). It wraps ErrInvalid: the same load is refused every time.
+type KeyError struct {
+	Table, Projection string
+	Reason            string
+}
+
+func (e *KeyError) Error() string { return e.Reason }
+func (e *KeyError) Unwrap() error { return ErrInvalid }
+
+// keyString writes a primary key as a message names it: (a, b), or
+// "none".
+func keyString(cols []string) string {
+	if len(cols) == 0 {
+		return "none"
+	}
+	return "(" + strings.Join(cols, ", ") + ")"
 }

@@ -133,7 +133,7 @@ type blockingStorage struct {
 	release  chan struct{}
 }
 
-func (b *blockingStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
+func (b *blockingStorage) CheckContainer(table, projection, id string) (ContainerInfo, error) {
 	b.checking <- struct{}{}
 	<-b.release
 	return b.rootStorage.CheckContainer(table, projection, id)

@@ -35,9 +35,10 @@ type Publisher interface {
 type Storage interface {
 	// CheckContainer checks a committed container (its manifest names this
 	// table, projection and ID; its files have the manifest's sizes and
-	// header checksums) and returns its rows and bytes on disk. A missing
-	// or corrupt container gives an error wrapping ErrBadOutput.
-	CheckContainer(table, projection, id string) (rows, bytes int64, err error)
+	// header checksums) and returns what its manifest says of it: rows,
+	// bytes on disk, primary key. A missing or corrupt container gives an
+	// error wrapping ErrBadOutput.
+	CheckContainer(table, projection, id string) (ContainerInfo, error)
 	// RemoveContainer deletes a container; a missing one is not an error.
 	RemoveContainer(table, projection, id string) error
 	// ReadDir lists a directory (nil if missing); RemoveAll removes an
@@ -51,6 +52,15 @@ type Storage interface {
 	// does not name (a worker killed mid-upload, the loser of two uploads);
 	// a data directory, whose commits are renames, has none.
 	RemoveUncommitted(table, projection, id string, cutoff time.Time) ([]string, error)
+}
+
+// ContainerInfo is what the scheduler takes from a checked container's
+// manifest, never from a request or an event.
+type ContainerInfo struct {
+	Rows, Bytes int64
+	// PrimaryKey names the key columns of a keyed table's container; empty
+	// for an append-only table's.
+	PrimaryKey []string
 }
 
 // Options configures a Scheduler. Zero values take the defaults.

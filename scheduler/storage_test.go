@@ -32,23 +32,24 @@ type stubManifest struct {
 	Table      string `json:"table"`
 	Projection string `json:"projection"`
 	ID         string `json:"id"`
-	Rows       int64  `json:"rows"`
-	Bytes      int64  `json:"bytes"`
+	Rows       int64    `json:"rows"`
+	Bytes      int64    `json:"bytes"`
+	PrimaryKey []string `json:"primary_key"`
 }
 
-func (s *rootStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
+func (s *rootStorage) CheckContainer(table, projection, id string) (ContainerInfo, error) {
 	data, err := s.root.ReadFile(path.Join(table, projection, id, "manifest.json"))
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, fmt.Errorf("%w: not found", ErrBadOutput)
+		return ContainerInfo{}, fmt.Errorf("%w: not found", ErrBadOutput)
 	}
 	if err != nil {
-		return 0, 0, err
+		return ContainerInfo{}, err
 	}
 	var m stubManifest
 	if err := json.Unmarshal(data, &m); err != nil || m.Table != table || m.Projection != projection || m.ID != id {
-		return 0, 0, fmt.Errorf("%w: manifest %s (%v)", ErrBadOutput, data, err)
+		return ContainerInfo{}, fmt.Errorf("%w: manifest %s (%v)", ErrBadOutput, data, err)
 	}
-	return m.Rows, m.Bytes, nil
+	return ContainerInfo{Rows: m.Rows, Bytes: m.Bytes, PrimaryKey: m.PrimaryKey}, nil
 }
 
 func (s *rootStorage) RemoveContainer(table, projection, id string) error {

@@ -111,7 +111,8 @@ func (s *Scheduler) AlterPool(ctx context.Context, req *messages.AlterPoolReques
 	return s.Pools(), nil
 }
 
-// Catalog returns the live containers of the matching projections.
+// Catalog returns the live containers of the matching projections, with
+// a keyed table's primary key and the WAL positions applied to it.
 func (s *Scheduler) Catalog(ctx context.Context, req *messages.CatalogRequest) (*messages.CatalogReply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -124,7 +125,8 @@ func (s *Scheduler) Catalog(ctx context.Context, req *messages.CatalogRequest) (
 		if req.Projection != "" && st.Projection != req.Projection {
 			continue
 		}
-		pc := messages.ProjectionCatalog{Table: st.Table, Projection: st.Projection, Live: st.Live, Dead: st.Dead}
+		pc := messages.ProjectionCatalog{Table: st.Table, Projection: st.Projection, Live: st.Live, Dead: st.Dead,
+			PrimaryKey: st.PrimaryKey, Applied: st.Applied}
 		for _, p := range st.Pending {
 			pc.Running = append(pc.Running, p.JobID)
 		}

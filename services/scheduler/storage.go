@@ -16,18 +16,25 @@ import (
 // is given is resolved through columnar.DataDir's confined root.
 type dataStorage struct{ *columnar.DataDir }
 
-// CheckContainer checks a worker's output cheaply (manifest, file sizes and
-// header checksums); a missing or corrupt one wraps scheduler.ErrBadOutput.
-// It is safe to call from several goroutines at once.
-func (d dataStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
+// CheckContainer checks a worker's output or a load's container cheaply
+// (manifest, file sizes and header checksums) and returns what its
+// manifest says of it; a missing or corrupt one wraps
+// scheduler.ErrBadOutput. It is safe to call from several goroutines at
+// once.
+func (d dataStorage) CheckContainer(table, projection, id string) (scheduler.ContainerInfo, error) {
 	m, err := d.Check(table, projection, id)
 	if err != nil {
 		if errors.Is(err, columnar.ErrNotFound) || errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, columnar.ErrOutsideRoot) {
-			return 0, 0, fmt.Errorf("%w: %v", scheduler.ErrBadOutput, err)
+			return scheduler.ContainerInfo{}, fmt.Errorf("%w: %v", scheduler.ErrBadOutput, err)
 		}
-		return 0, 0, err
+		return scheduler.ContainerInfo{}, err
 	}
-	return m.Rows, m.CompressedBytes(), nil
+	return containerInfo(m), nil
+}
+
+// containerInfo is what the scheduler takes from a checked manifest.
+func containerInfo(m *columnar.Manifest) scheduler.ContainerInfo {
+	return scheduler.ContainerInfo{Rows: m.Rows, Bytes: m.CompressedBytes(), PrimaryKey: m.PrimaryKey}
 }
 
 // RemoveUncommitted removes nothing: a data directory's containers are
@@ -52,22 +59,22 @@ func (b bucketStorage) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), storeTimeout)
 }
 
-// CheckContainer checks a worker's output in the store (store.Check: the
+// CheckContainer checks a worker's output or a load's container in the store (store.Check: the
 // commit, the manifest, one listing for the object sizes, then the header
 // checksums by ranged reads, store.MaxCheckReads at a time); a missing or
 // corrupt one wraps scheduler.ErrBadOutput. It is safe to call from
 // several goroutines at once, each call bounded by storeTimeout.
-func (b bucketStorage) CheckContainer(table, projection, id string) (int64, int64, error) {
+func (b bucketStorage) CheckContainer(table, projection, id string) (scheduler.ContainerInfo, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
 	m, err := store.Check(ctx, b.st, table, projection, id)
 	if err != nil {
 		if errors.Is(err, columnar.ErrNotFound) || errors.Is(err, columnar.ErrCorrupt) || errors.Is(err, store.ErrInvalidKey) {
-			return 0, 0, fmt.Errorf("%w: %v", scheduler.ErrBadOutput, err)
+			return scheduler.ContainerInfo{}, fmt.Errorf("%w: %v", scheduler.ErrBadOutput, err)
 		}
-		return 0, 0, err
+		return scheduler.ContainerInfo{}, err
 	}
-	return m.Rows, m.CompressedBytes(), nil
+	return containerInfo(m), nil
 }
 
 // RemoveContainer deletes a container's prefix, its manifest first.

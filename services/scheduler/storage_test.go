@@ -54,11 +54,11 @@ func TestBucketStorage(t *testing.T) {
 	if removed, err := (dataStorage{}).RemoveUncommitted("t", "p", ms[0].ID, time.Now()); err != nil || len(removed) != 0 {
 		t.Errorf("a data directory removed %v, %v", removed, err)
 	}
-	rows, bytes, err := s.CheckContainer("t", "p", ms[0].ID)
-	if err != nil || rows != ms[0].Rows || bytes != ms[0].CompressedBytes() {
-		t.Errorf("check = %d rows, %d bytes, %v", rows, bytes, err)
+	info, err := s.CheckContainer("t", "p", ms[0].ID)
+	if err != nil || info.Rows != ms[0].Rows || info.Bytes != ms[0].CompressedBytes() {
+		t.Errorf("check = %d rows, %d bytes, %v", info.Rows, info.Bytes, err)
 	}
-	if _, _, err := s.CheckContainer("t", "p", m1.ID); !errors.Is(err, scheduler.ErrBadOutput) {
+	if _, err := s.CheckContainer("t", "p", m1.ID); !errors.Is(err, scheduler.ErrBadOutput) {
 		t.Errorf("check of an unfinished upload: %v, want ErrBadOutput", err)
 	}
 	ents, err := s.ReadDir("t", "p")
@@ -83,7 +83,7 @@ func TestBucketStorage(t *testing.T) {
 	if ents, err := s.ReadDir("t", "p"); err != nil || len(ents) != 0 {
 		t.Errorf("after removing both: %v, %v", ents, err)
 	}
-	if _, _, err := s.CheckContainer("t", "p", ms[0].ID); !errors.Is(err, scheduler.ErrBadOutput) {
+	if _, err := s.CheckContainer("t", "p", ms[0].ID); !errors.Is(err, scheduler.ErrBadOutput) {
 		t.Errorf("check of a removed container: %v, want ErrBadOutput", err)
 	}
 }
@@ -123,7 +123,8 @@ func TestCheckContainerConcurrent(t *testing.T) {
 				wg.Go(func() {
 					for i := range ms {
 						m := ms[(g+i)%len(ms)]
-						rows, bytes, err := s.CheckContainer("t", "p", m.ID)
+						info, err := s.CheckContainer("t", "p", m.ID)
+						rows, bytes := info.Rows, info.Bytes
 						switch {
 						case m.ID == bad.ID && !errors.Is(err, scheduler.ErrBadOutput):
 							errs <- fmt.Errorf("check of %s, cut short: %v, want ErrBadOutput", m.ID, err)
