@@ -312,3 +312,6 @@ func (b *Batch) Write(dir, id string, opts WriteOptions) (*columnar.Manifest, er
 	}
 	return w.Commit()
 }
+
+// Changes returns the batch's changes, one per key, in no order.
+func (b *Batch) Changes() []Change { return b.changes }

@@ -65,6 +65,7 @@ type Reply interface {
 }
 
 func (r *RegisterReply) ReplyError() *APIError       { return r.Error }
+func (r *ApplyReply) ReplyError() *APIError          { return r.Error }
 func (r *MergeoutReply) ReplyError() *APIError       { return r.Error }
 func (r *WindowReply) ReplyError() *APIError         { return r.Error }
 func (r *OperationsReply) ReplyError() *APIError     { return r.Error }

@@ -76,6 +76,7 @@ var Changes = map[string]bool{
 	messages.SubjectAPIPoolCreate:     true,
 	messages.SubjectAPIPoolAlter:      true,
 	messages.SubjectAPIReserve:        true,
+	messages.SubjectAPIApply:          true,
 }
 
 // NewRequestID returns a random ID for a request a client may send again.
@@ -195,6 +196,8 @@ func RequestID(req messages.Message) string {
 	case *messages.CreatePoolRequest:
 		return r.RequestID
 	case *messages.ReserveRequest:
+		return r.RequestID
+	case *messages.ApplyRequest:
 		return r.RequestID
 	}
 	return ""

@@ -53,7 +53,10 @@ func DefaultTopology() Topology {
 		JobAckWait:          30 * time.Second,
 		JobMaxDeliver:       5,
 		UpdateAckWait:       30 * time.Second,
-		UpdateMaxAckPending: 4096,
+		// The walwriter acks a change once it is visible, up to a flush
+		// interval (1s) after it is durable: room for a few seconds of
+		// changes at 100k/s.
+		UpdateMaxAckPending: 1 << 19,
 		UpdateMaxDeliver:    10,
 		EventAckWait:        30 * time.Second,
 	}

@@ -54,7 +54,7 @@ func newAPIServer(s *scheduler.Scheduler, log *slog.Logger, reg prometheus.Regis
 var apiSubjects = []string{
 	messages.SubjectAPIRegister, messages.SubjectAPIMergeout, messages.SubjectAPIWindow, messages.SubjectAPIOperations,
 	messages.SubjectAPIAcquisitions, messages.SubjectAPIPools, messages.SubjectAPIPoolCreate, messages.SubjectAPIPoolAlter,
-	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers, messages.SubjectAPIReserve,
+	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers, messages.SubjectAPIReserve, messages.SubjectAPIApply,
 }
 
 // serve is the subscription's handler: it answers msg on a goroutine once
@@ -72,7 +72,7 @@ func (a *apiServer) serve(msg *nats.Msg) {
 // why rather than waiting for a timeout.
 func (a *apiServer) handle(msg *nats.Msg) {
 	timeout := a.timeout
-	if msg.Subject == messages.SubjectAPIRegister {
+	if msg.Subject == messages.SubjectAPIRegister || msg.Subject == messages.SubjectAPIApply {
 		timeout = registerTimeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -108,6 +108,10 @@ func (a *apiServer) dispatch(ctx context.Context, subject string, data []byte) (
 		return call(data, new(messages.RegisterRequest), func(r *messages.RegisterRequest) (*messages.RegisterReply, error) {
 			return a.s.Register(ctx, r)
 		}, func(e *messages.APIError) *messages.RegisterReply { return &messages.RegisterReply{Error: e} })
+	case messages.SubjectAPIApply:
+		return call(data, new(messages.ApplyRequest), func(r *messages.ApplyRequest) (*messages.ApplyReply, error) {
+			return a.s.Apply(ctx, r)
+		}, func(e *messages.APIError) *messages.ApplyReply { return &messages.ApplyReply{Error: e} })
 	case messages.SubjectAPIMergeout:
 		return call(data, new(messages.MergeoutRequest), func(r *messages.MergeoutRequest) (*messages.MergeoutReply, error) {
 			return a.s.RequestMergeout(ctx, r)

@@ -41,6 +41,12 @@ type appender struct {
 	log      *slog.Logger
 	appended prometheus.Counter
 	failed   prometheus.Counter
+	// tables and apply, when set, apply the changes of keyed tables:
+	// an event is acked once its change is visible (apply.go). Without
+	// them (--apply=false) every valid event is logged and acked once
+	// durable, and nothing is applied.
+	tables *tableCache
+	apply  *changeApplier
 
 	mu      sync.Mutex
 	pending map[uint64]pendingMsg // events handed to the WAL, not yet durable
@@ -181,6 +187,10 @@ func (a *appender) handle(msg jetstream.Msg) {
 		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
 		return
 	}
+	if a.apply != nil {
+		a.handleChange(ctx, msg, ev)
+		return
+	}
 	u, table, err := toUpdate(ev)
 	if err != nil {
 		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
@@ -219,6 +229,79 @@ func (a *appender) handle(msg jetstream.Msg) {
 		a.failed.Inc()
 		a.log.Error("append update event", "event", ev.EventID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
+	}
+}
+
+// handleChange logs a change of a keyed table with its version and hands
+// it, once durable, to the applier, which acks the event once the change
+// is visible. An event that cannot be applied (its table unknown or
+// without a primary key, its columns or key not the table's) is
+// dead-lettered with the reason; one whose table could not be looked up
+// (the scheduler did not answer) is delivered again.
+func (a *appender) handleChange(ctx context.Context, msg jetstream.Msg, ev *messages.UpdateEvent) {
+	lookup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	t, err := a.tables.get(lookup, ev.Table)
+	cancel()
+	if errors.Is(err, errNotKeyed) {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("event %s: %v", ev.EventID, err))
+		return
+	}
+	if err != nil {
+		a.log.Warn("table of a change event not known yet; delivering it again", "event", ev.EventID, "table", ev.Table, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	c, err := t.Change(ev)
+	if err != nil {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("event %s: %v", ev.EventID, err))
+		return
+	}
+	meta, err := msg.Metadata()
+	if err != nil || meta.Sequence.Stream == 0 {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, fmt.Sprintf("event %s: no stream sequence to version it by: %v", ev.EventID, err))
+		return
+	}
+	c.Version = meta.Sequence.Stream
+	if err := a.wal.RegisterTable(walwriter.Table{Name: ev.Table, Columns: slices.Clone(ev.Columns)}); err != nil {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
+		return
+	}
+	id := a.track(msg)
+	u := walwriter.Update{EventID: ev.EventID, Table: ev.Table, Key: ev.Key, Row: c.Row, Version: c.Version, Delete: c.Delete}
+	err = a.wal.AppendAsync(u, func(lsn walwriter.LSN, err error) {
+		if err != nil {
+			a.untrack(id)
+			a.failed.Inc()
+			a.log.Error("append change event", "event", ev.EventID, "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		// A duplicate (an event delivered again) comes with its first
+		// record's LSN, and is applied again: harmless, and its ack then
+		// waits for its change to be visible.
+		a.apply.add(t, c, lsn, pendingChange{msg: msg, trackID: id})
+	})
+	if err != nil {
+		a.untrack(id)
+	}
+	if errors.Is(err, walwriter.ErrRejected) {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
+		return
+	}
+	if err != nil {
+		a.failed.Inc()
+		a.log.Error("append change event", "event", ev.EventID, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+	}
+}
+
+// ackApplied acks an event whose change is visible.
+func (a *appender) ackApplied(ev pendingChange) {
+	a.untrack(ev.trackID)
+	a.appended.Inc()
+	if err := ev.msg.Ack(); err != nil {
+		// Visible already; a redelivery is applied again, harmlessly.
+		a.log.Warn("ack change event", "err", err)
 	}
 }
 

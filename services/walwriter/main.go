@@ -51,6 +51,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/storeflags"
@@ -73,6 +74,9 @@ func run(args []string) error {
 	inFlight := fs.Int("in-flight", 4096, "events taken from NATS before their records are durable (the group-commit batch)")
 	batchWindow := fs.Duration("batch-window", 0, "wait this long to fill a group commit (0: commit what is queued when the last sync ends)")
 	noDelta := fs.Bool("no-delta", false, "log every update as a full row image")
+	apply := fs.Bool("apply", true, "apply the changes of keyed tables, acking each event once its change is visible (false: log every event and ack it once durable, applying nothing)")
+	flushInterval := fs.Duration("flush-interval", time.Second, "with --apply: make the changes logged since the last flush visible this often")
+	applyLagMax := fs.Duration("apply-lag-threshold", 30*time.Second, "with --apply: /healthz fails while a change waits longer than this to be visible")
 	var sf storeflags.Flags
 	sf.RegisterWALArchive(fs)
 	var af archiveFlags
@@ -125,6 +129,36 @@ func run(args []string) error {
 		appended: m.appended,
 		failed:   m.failed,
 	}
+	var ap *changeApplier
+	if *apply {
+		if *flushInterval <= 0 {
+			return fmt.Errorf("--flush-interval %s: must be positive", *flushInterval)
+		}
+		st, err := sf.OpenStore(ctx)
+		if err != nil {
+			return err
+		}
+		if st != nil {
+			defer st.Close()
+		}
+		state, err := readAppliedState(*walDir)
+		if err != nil {
+			return err
+		}
+		api := &apiclient.Client{NC: nc, Timeout: 10 * time.Second, Settle: 5 * time.Minute}
+		a.tables = newTableCache(api, b.DataDir, st)
+		ap = &changeApplier{walDir: *walDir, state: state, data: b.DataDir, store: st, api: api, log: log, ack: a.ackApplied, m: m,
+			batches: map[string]*tableBatch{}}
+		a.apply = ap
+		r.AddCheck("apply", ap.health(*applyLagMax))
+		replayCtx, cancelReplay := context.WithTimeout(context.Background(), 10*time.Minute)
+		err = ap.replay(replayCtx, a.tables)
+		cancelReplay()
+		if err != nil {
+			return err
+		}
+		log.Info("applying changes of keyed tables", "wal_id", state.WAL, "applied_through", ap.state.LSN, "flush_interval", *flushInterval)
+	}
 	m.register(r.Registry(), wal, a)
 	if arch != nil {
 		registerArchiveMetrics(r.Registry(), arch)
@@ -139,6 +173,9 @@ func run(args []string) error {
 	stop := make(chan struct{})
 	r.Add(func() error {
 		go a.heartbeat(stop, ackWait/3)
+		if ap != nil {
+			go ap.run(stop, *flushInterval)
+		}
 		go func() {
 			if err := a.watchMaxDeliveries(stop, nc, js); err != nil {
 				log.Error("watch for update events out of deliveries", "err", err)
@@ -149,7 +186,19 @@ func run(args []string) error {
 	}, func(error) { close(stop) })
 	err = b.Run()
 	walClosed = true
-	if cerr := closeWAL(wal, arch, func() error { return nc.FlushTimeout(drainTimeout) }, af.stopTimeout, log); cerr != nil && err == nil {
+	flushAcks := func() error {
+		if ap != nil {
+			// The changes made durable while stopping become visible
+			// (and their events acked) now, not after a restart.
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			if err := ap.flush(ctx); err != nil {
+				log.Warn("changes left unapplied at stop; the next start applies them from the WAL", "err", err)
+			}
+			cancel()
+		}
+		return nc.FlushTimeout(drainTimeout)
+	}
+	if cerr := closeWAL(wal, arch, flushAcks, af.stopTimeout, log); cerr != nil && err == nil {
 		err = cerr
 	}
 	return err

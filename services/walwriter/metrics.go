@@ -12,6 +12,11 @@ import (
 type metrics struct {
 	appended, failed                prometheus.Counter
 	fsync, batchRecords, batchBytes prometheus.Histogram
+	// Applying changes: keys changed in live containers, batches applied,
+	// the time to write and apply a batch, and from a change's durability
+	// to its visibility.
+	applied, applyBatches    prometheus.Counter
+	applySeconds, visibleLag prometheus.Histogram
 }
 
 func newMetrics() *metrics {
@@ -30,6 +35,20 @@ func newMetrics() *metrics {
 		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "strata_wal_batch_records", Help: "Updates made durable by each group commit (one write and fdatasync).", ConstLabels: cl,
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14), // 1 .. 8192
+		}),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_changes_applied_total", Help: "Keys changed (inserted, updated or deleted) by batches made visible.", ConstLabels: cl,
+		}),
+		applyBatches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_change_batches_total", Help: "Batches of changes made visible (one container and one catalog write each).", ConstLabels: cl,
+		}),
+		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "strata_change_apply_duration_seconds", Help: "Time to write a batch of changes as a container and make it visible.", ConstLabels: cl,
+			Buckets: prometheus.ExponentialBuckets(1e-3, 2, 14), // 1ms .. 8s
+		}),
+		visibleLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "strata_change_apply_lag_seconds", Help: "Time from a batch's oldest change being durable to the batch being visible.", ConstLabels: cl,
+			Buckets: prometheus.ExponentialBuckets(1e-2, 2, 14), // 10ms .. 80s
 		}),
 		batchBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "strata_wal_batch_bytes", Help: "Bytes written by each group commit.", ConstLabels: cl,
@@ -51,6 +70,7 @@ func (m *metrics) onSync(s walwriter.SyncStats) {
 // reg.
 func (m *metrics) register(reg prometheus.Registerer, wal *walwriter.WAL, a *appender) {
 	reg.MustRegister(m.appended, m.failed, m.fsync, m.batchRecords, m.batchBytes, newWALCollector(wal),
+		m.applied, m.applyBatches, m.applySeconds, m.visibleLag,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "strata_wal_pending_updates", Help: "Update events taken from NATS and not yet durable in the WAL (nor acked).",
 			ConstLabels: prometheus.Labels{"service": "walwriter"},

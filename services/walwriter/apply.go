@@ -1,0 +1,369 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/strata-db/strata/applier"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/apiclient"
+	"github.com/strata-db/strata/internal/fsutil"
+	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/walwriter"
+)
+
+// How changes reach the data (ARCHITECTURE.md, "Changes"):
+//
+// An event of a keyed table is logged in the WAL with its version (its
+// UPDATES stream sequence) and, once durable, added to its table's batch.
+// Every flush interval each table's batch is written as one sorted
+// container of the keys it changed (applier.Batch) and made live by the
+// scheduler's apply request, which records in the same compare-and-set
+// how far this WAL's changes of the table are applied. Only then are the
+// batch's events acked: an ack means the change is visible. A batch that
+// cannot be written or applied stays, joined by the next changes, and is
+// tried again at the next flush.
+//
+// After a restart the WAL is read from the local applied floor (the APPLIED
+// file) and every versioned record past the position the catalog holds
+// for its table is applied again before any event is taken. A change
+// applied twice (the apply's reply lost) is harmless: readers count rows
+// of one key and version once.
+
+// appliedFile is the applier's state in the WAL directory: the WAL's ID
+// (the name its positions have in the catalog) and the LSN through which
+// every change it logged is applied. It is written whole (temporary name,
+// fsync, rename) after each flush that moves it.
+const appliedFile = "APPLIED"
+
+type appliedState struct {
+	WAL string `json:"wal"`
+	LSN uint64 `json:"lsn"`
+}
+
+// readAppliedState returns the WAL directory's applier state, making a new
+// WAL ID the first time.
+func readAppliedState(walDir string) (appliedState, error) {
+	path := filepath.Join(walDir, appliedFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		var b [6]byte
+		if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+			return appliedState{}, err
+		}
+		st := appliedState{WAL: "wal-" + hex.EncodeToString(b[:])}
+		return st, fsutil.WriteFile(path, mustJSON(st))
+	}
+	if err != nil {
+		return appliedState{}, fmt.Errorf("applier state: %w", err)
+	}
+	var st appliedState
+	if err := json.Unmarshal(data, &st); err != nil || messages.ValidName(st.WAL) != nil {
+		return appliedState{}, fmt.Errorf("applier state %s: malformed (%q): remove it to apply the whole WAL again", path, data)
+	}
+	return st, nil
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// pendingChange is a durable change waiting to be applied, with the
+// event to ack once it is (none for a change replayed from the WAL).
+type pendingChange struct {
+	msg     jetstream.Msg
+	trackID uint64
+}
+
+// tableBatch is a table's changes waiting for the next flush.
+type tableBatch struct {
+	t      *applier.Table
+	batch  *applier.Batch
+	from   walwriter.LSN // lowest LSN in the batch
+	to     walwriter.LSN // highest
+	oldest time.Time     // when its oldest change became durable
+	events []pendingChange
+}
+
+// changeApplier batches durable changes by table and applies them every
+// flush interval.
+type changeApplier struct {
+	walDir string
+	state  appliedState
+	data   string
+	store  store.Store
+	api    *apiclient.Client
+	log    *slog.Logger
+	ack    func(pendingChange) // acks the event and stops tracking it
+	m      *metrics
+
+	mu      sync.Mutex
+	batches map[string]*tableBatch
+	last    walwriter.LSN // highest LSN added
+	flushMu sync.Mutex    // one flush at a time
+	failing error         // why the last flush left changes unapplied
+}
+
+// add queues a durable change of t logged at lsn.
+func (a *changeApplier) add(t *applier.Table, c applier.Change, lsn walwriter.LSN, ev pendingChange) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.batches[t.Name]
+	if b == nil {
+		b = &tableBatch{t: t, batch: t.NewBatch(), from: lsn, oldest: time.Now()}
+		a.batches[t.Name] = b
+	}
+	b.batch.Add(c)
+	b.from = min(b.from, lsn)
+	b.to = max(b.to, lsn)
+	if ev.msg != nil {
+		b.events = append(b.events, ev)
+	}
+	a.last = max(a.last, lsn)
+}
+
+// run flushes every interval until stop is closed.
+func (a *changeApplier) run(stop <-chan struct{}, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*interval+30*time.Second)
+		a.flush(ctx)
+		cancel()
+	}
+}
+
+// health is the "apply" check of /healthz: failing while changes older
+// than maxLag wait to be applied.
+func (a *changeApplier) health(maxLag time.Duration) func() error {
+	return func() error {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if lag := a.lagLocked(); lag > maxLag {
+			return fmt.Errorf("changes waiting %s to be applied (over %s): %v", lag.Round(time.Second), maxLag, a.failing)
+		}
+		return nil
+	}
+}
+
+func (a *changeApplier) lagLocked() time.Duration {
+	var lag time.Duration
+	for _, b := range a.batches {
+		lag = max(lag, time.Since(b.oldest))
+	}
+	return lag
+}
+
+// flush applies every table's batch, one container and one apply request
+// each. It returns the error of the first batch left unapplied.
+func (a *changeApplier) flush(ctx context.Context) error {
+	a.flushMu.Lock()
+	defer a.flushMu.Unlock()
+	a.mu.Lock()
+	batches := a.batches
+	a.batches = map[string]*tableBatch{}
+	through := a.last
+	a.mu.Unlock()
+	var first error
+	for name, b := range batches {
+		start := time.Now()
+		err := a.applyBatch(ctx, b)
+		if err != nil {
+			a.log.Warn("changes not applied yet; trying again at the next flush", "table", name, "changes", b.batch.Len(), "err", err)
+			a.requeue(b)
+			first = cmpErr(first, err)
+			continue
+		}
+		a.m.applied.Add(float64(b.batch.Len()))
+		a.m.applyBatches.Inc()
+		a.m.applySeconds.Observe(time.Since(start).Seconds())
+		a.m.visibleLag.Observe(time.Since(b.oldest).Seconds())
+		for _, ev := range b.events {
+			a.ack(ev)
+		}
+	}
+	a.mu.Lock()
+	a.failing = first
+	floor := through
+	for _, b := range a.batches {
+		if b.from <= through {
+			floor = min(floor, b.from-1)
+		}
+	}
+	a.mu.Unlock()
+	if uint64(floor) > a.state.LSN {
+		st := appliedState{WAL: a.state.WAL, LSN: uint64(floor)}
+		if err := fsutil.WriteFile(filepath.Join(a.walDir, appliedFile), mustJSON(st)); err != nil {
+			a.log.Warn("write the applier state", "err", err)
+		} else {
+			a.state = st
+		}
+	}
+	return first
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// requeue puts a batch that was not applied back in front of the changes
+// that came since: versions decide which change of a key wins, so the
+// order they are joined in does not matter.
+func (a *changeApplier) requeue(b *tableBatch) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	cur := a.batches[b.t.Name]
+	if cur == nil {
+		a.batches[b.t.Name] = b
+		return
+	}
+	for _, c := range cur.batch.Changes() {
+		b.batch.Add(c)
+	}
+	b.from = min(b.from, cur.from)
+	b.to = max(b.to, cur.to)
+	b.events = append(b.events, cur.events...)
+	a.batches[b.t.Name] = b
+}
+
+// applyBatch writes b as a container and asks the scheduler to make it
+// live with this WAL's position b.to.
+func (a *changeApplier) applyBatch(ctx context.Context, b *tableBatch) error {
+	t := b.t
+	id := fmt.Sprintf("%s-%d", a.state.WAL, b.to)
+	dir := columnar.ContainerDir(a.data, t.Name, t.Projection, id)
+	m, err := b.batch.Write(dir, id, applier.WriteOptions{})
+	if errors.Is(err, columnar.ErrExists) {
+		// Written by an attempt whose apply did not answer: the same
+		// changes (the same position), so the same container.
+		m, err = columnar.ReadManifest(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("write changes of %s as container %s: %w", t.Name, id, err)
+	}
+	if a.store != nil {
+		if _, err := store.Upload(ctx, a.store, dir, t.Name, t.Projection, id); err != nil && !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("upload changes of %s as container %s: %w", t.Name, id, err)
+		}
+	}
+	req := &messages.ApplyRequest{Table: t.Name, Projection: t.Projection, WAL: a.state.WAL, To: uint64(b.to),
+		Container: messages.ContainerRef{Table: t.Name, Projection: t.Projection, ID: id, Rows: m.Rows, Bytes: m.CompressedBytes()},
+		RequestID: apiclient.NewRequestID()}
+	var rep messages.ApplyReply
+	if err := a.api.Call(ctx, messages.SubjectAPIApply, req, &rep); err != nil {
+		return fmt.Errorf("apply changes of %s: %w", t.Name, err)
+	}
+	if rep.Error != nil {
+		return fmt.Errorf("apply changes of %s: refused: %s", t.Name, rep.Error.Message)
+	}
+	if rep.Repeat {
+		a.log.Info("changes were applied already", "table", t.Name, "container", id, "applied", rep.Applied)
+	}
+	return nil
+}
+
+// replay applies again what the WAL logged after the applied floor and
+// the catalog does not show applied: the changes of the batches a stopped
+// or killed walwriter had not applied. It runs before any event is taken,
+// and flushes until they are applied or ctx ends.
+func (a *changeApplier) replay(ctx context.Context, tables *tableCache) error {
+	r, err := walwriter.NewReader(a.walDir, walwriter.LSN(a.state.LSN+1))
+	if err != nil {
+		return fmt.Errorf("replay the WAL from %d: %w", a.state.LSN+1, err)
+	}
+	defer r.Close()
+	applied := map[string]uint64{}
+	known := map[string]*applier.Table{}
+	var n int
+	for {
+		rec, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("replay the WAL: %w", err)
+		}
+		if rec.LSN <= walwriter.LSN(a.state.LSN) || rec.Kind == walwriter.KindCheckpoint || rec.Version == 0 {
+			continue // applied, or logged before changes were applied (no version)
+		}
+		t, ok := known[rec.Table]
+		if !ok {
+			t, err = tables.get(ctx, rec.Table)
+			if errors.Is(err, errNotKeyed) {
+				a.log.Warn("WAL records of a table whose changes cannot be applied; skipped", "table", rec.Table, "err", err)
+				t = nil
+			} else if err != nil {
+				return err
+			}
+			known[rec.Table] = t
+			if t != nil {
+				if applied[rec.Table], err = a.appliedPosition(ctx, t); err != nil {
+					return err
+				}
+			}
+		}
+		if t == nil || uint64(rec.LSN) <= applied[rec.Table] {
+			continue
+		}
+		c := applier.Change{Version: rec.Version, Delete: rec.Kind == walwriter.KindDelete, Key: rec.Key}
+		if !c.Delete {
+			c.Row = rec.Row
+		}
+		a.add(t, c, rec.LSN, pendingChange{})
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	a.log.Info("applying changes logged before the restart", "changes", n, "from", a.state.LSN+1)
+	for {
+		if err := a.flush(ctx); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("apply the changes logged before the restart: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// appliedPosition is the position the catalog holds for this WAL's
+// changes of t.
+func (a *changeApplier) appliedPosition(ctx context.Context, t *applier.Table) (uint64, error) {
+	var rep messages.CatalogReply
+	if err := a.api.Call(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: t.Name, Projection: t.Projection}, &rep); err != nil {
+		return 0, fmt.Errorf("table %s: read the catalog: %w", t.Name, err)
+	}
+	for _, p := range rep.Projections {
+		if p.Table == t.Name && p.Projection == t.Projection {
+			return p.Applied[a.state.WAL], nil
+		}
+	}
+	return 0, nil
+}
