@@ -44,15 +44,15 @@ type Topology struct {
 // DefaultTopology returns the limits EnsureStreams uses.
 func DefaultTopology() Topology {
 	return Topology{
-		Replicas:            1,
-		Storage:             jetstream.FileStorage,
-		DuplicateWindow:     10 * time.Minute,
-		EventsMaxAge:        7 * 24 * time.Hour,
-		UpdatesMaxAge:       7 * 24 * time.Hour,
-		DeadLetterMaxAge:    30 * 24 * time.Hour,
-		JobAckWait:          30 * time.Second,
-		JobMaxDeliver:       5,
-		UpdateAckWait:       30 * time.Second,
+		Replicas:         1,
+		Storage:          jetstream.FileStorage,
+		DuplicateWindow:  10 * time.Minute,
+		EventsMaxAge:     7 * 24 * time.Hour,
+		UpdatesMaxAge:    7 * 24 * time.Hour,
+		DeadLetterMaxAge: 30 * 24 * time.Hour,
+		JobAckWait:       30 * time.Second,
+		JobMaxDeliver:    5,
+		UpdateAckWait:    30 * time.Second,
 		// The walwriter acks a change once it is visible, up to a flush
 		// interval (1s) after it is durable: room for a few seconds of
 		// changes at 100k/s.
