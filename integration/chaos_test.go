@@ -281,7 +281,7 @@ func newChaos(t *testing.T, nodes int) *chaos {
 	c.svc["merger"] = c.launch("merger-1", filepath.Join(binDir, "merger"), append(common("merger-1"), "--memory", "128MiB")...)
 	c.launch("merger-2", filepath.Join(binDir, "merger"), append(common("merger-2"), "--memory", "128MiB")...)
 	c.svc["windower"] = c.launch("windower-1", filepath.Join(binDir, "windower"), append(common("windower-1"), "--memory", "512MiB")...)
-	c.svc["walwriter"] = c.launch("walwriter-1", filepath.Join(binDir, "walwriter"), append(common("walwriter-1"), "--wal", c.walDir, "--segment-size", "4MiB", "--no-delta")...)
+	c.svc["walwriter"] = c.launch("walwriter-1", filepath.Join(binDir, "walwriter"), append(common("walwriter-1"), "--wal", c.walDir, "--segment-size", "4MiB", "--no-delta", "--apply=false")...)
 	return c
 }
 

@@ -41,7 +41,7 @@ func updateEvent(t *testing.T, i int) *messages.UpdateEvent {
 // graceful stop the WAL holds every event exactly once with its new row.
 func TestWALHoldsEveryEventOnce(t *testing.T) {
 	d := newDeployment(t)
-	w := d.start("walwriter", "walwriter-1")
+	w := d.start("walwriter", "walwriter-1", "--apply=false")
 	const n = 600
 	sent := map[string][]byte{}
 	for i := range n {

@@ -27,7 +27,7 @@ func TestWALArchiveRestore(t *testing.T) {
 	}
 	srv := s3test.Start(t, "strata") // sets the AWS variables the children inherit
 	d := newDeployment(t)
-	args := []string{"--store", srv.URL, "--archive-prefix", "wal/w1/", "--segment-size", "128KiB", "--no-delta"}
+	args := []string{"--store", srv.URL, "--archive-prefix", "wal/w1/", "--segment-size", "128KiB", "--no-delta", "--apply=false"}
 	w := d.start("walwriter", "walwriter-1", args...)
 	const n = 3000
 	for i := range n {
