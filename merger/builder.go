@@ -307,13 +307,25 @@ func (b *binaryBuilder) newData() {
 	}
 }
 
-func (b *binaryBuilder) appendRun(src *blockView, start, n int) error {
-	if b.offsets == nil {
-		b.offsets = memory.NewResizableBuffer(b.mem)
-		b.offsets.Resize((b.capRows + 1) * 4)
-		arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
-		b.newData()
+// begin allocates the offsets and data buffers of an output block, the
+// data buffer of dataBytes bytes (0: sized from the last full block).
+func (b *binaryBuilder) begin(dataBytes int) {
+	if b.offsets != nil {
+		return
 	}
+	b.offsets = memory.NewResizableBuffer(b.mem)
+	b.offsets.Resize((b.capRows + 1) * 4)
+	arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
+	if dataBytes > 0 {
+		b.data = memory.NewResizableBuffer(b.mem)
+		b.data.Resize(dataBytes)
+		return
+	}
+	b.newData()
+}
+
+func (b *binaryBuilder) appendRun(src *blockView, start, n int) error {
+	b.begin(0)
 	if b.n+n > b.capRows {
 		return fmt.Errorf("%w: builder overflow: %d+%d rows > %d", ErrInternal, b.n, n, b.capRows)
 	}

@@ -66,7 +66,30 @@
 // gives them back when the column is done.
 //
 // Equal keys keep input order: container order first, then row order, so the
-// output equals a stable sort of the inputs concatenated in order.
+// output equals a stable sort of the inputs concatenated in order (of the
+// rows kept, for keyed inputs).
+//
+// # Keyed tables
+//
+// The inputs of a keyed table (columnar/changes.go: a primary key, and the
+// change columns _strata_version and _strata_deleted) are folded: Merge
+// first resolves the versions over all its inputs (columnar.Superseded,
+// charged to the budget; its key table holds a key of every row outside
+// the largest input and is gone before the plan is made) and writes only
+// the rows still current among them. Rows superseded by a higher version
+// and second copies of a change applied twice are dropped; delete markers
+// that are their key's current row are kept, since a row they delete may
+// be in a container outside the merge, unless their version is at most
+// Options.DropMarkersThrough, which the scheduler sets only for a merge of
+// every container of the table (Stats.SupersededRows counts what went).
+// Every plan reads the inputs through filters that skip the dropped rows
+// as blocks are decoded, so the key merge, the row-source stream, the
+// selection vectors and the gathers see the kept rows only; with passes,
+// an input is filtered at the level that first reads it. The planner fits
+// the plan to the grant less the bitmaps of dropped rows, which stay until
+// every input is read, and counts a copy of a block without its dropped
+// rows for each reader of an input that has some. The output keeps the
+// primary key. Unkeyed inputs merge as before, with nothing resolved.
 //
 // NewMergeReader exposes the k-way merge as a stream of record batches, for
 // callers (the windower's spill merge) that consume merged rows themselves.

@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
 )
@@ -76,12 +78,30 @@ type merge struct {
 	io       *columnar.IOStats
 	stats    *Stats
 	progress atomic.Int64
+	// fold is the resolved versions of keyed inputs (fold.go); nil for
+	// unkeyed ones.
+	fold *resolution
 }
 
 // input is an open input container.
 type input struct {
 	c   *columnar.Container
 	dir string
+	// drop are the rows of a keyed input the merge skips (fold.go); nil
+	// when it keeps every row.
+	drop *roaring.Bitmap
+}
+
+// keptRows is the rows the merge writes from ins.
+func keptRows(ins []input) int64 {
+	var n int64
+	for _, in := range ins {
+		n += in.c.Rows()
+		if in.drop != nil {
+			n -= int64(in.drop.GetCardinality())
+		}
+	}
+	return n
 }
 
 func (m *merge) run(inputs []columnar.Source, output string) error {
@@ -99,11 +119,18 @@ func (m *merge) run(inputs []columnar.Source, output string) error {
 	if len(keyIdx) == 0 {
 		return fmt.Errorf("%w: %s has no sort key", ErrMismatch, ins[0].dir)
 	}
-	var rows int64
+	var resolvePeak int64
+	if keyedInputs(ins) {
+		if m.fold, err = m.resolve(ins); err != nil {
+			return err
+		}
+		defer m.fold.release()
+		resolvePeak = m.budget.Peak()
+	}
 	for _, in := range ins {
-		rows += in.c.Rows()
 		m.stats.BytesIn += in.c.Manifest().RawBytes()
 	}
+	rows := keptRows(ins)
 	m.stats.Rows = rows
 	m.stats.Columns = schema.NumFields()
 	blockRows := m.opts.BlockRows
@@ -118,15 +145,16 @@ func (m *merge) run(inputs []columnar.Source, output string) error {
 		workers:   m.opts.Parallelism,
 		rowSource: rowSourceEstimate(rows, len(ins)),
 		rows:      rows,
+		held:      m.fold.bytes(),
 	})
 	if err != nil {
 		return err
 	}
 	m.stats.Plan = p.kind
 	m.stats.Overlapped = p.overlap
-	m.stats.EstimatedBytes = p.estimate
+	m.stats.EstimatedBytes = max(p.estimate, resolvePeak)
 	m.stats.PredictedSeconds = p.seconds
-	m.opts.Logger.Info("mergeout plan", "plan", p.kind, "inputs", len(ins), "rows", rows, "columns", len(costs),
+	m.opts.Logger.Info("mergeout plan", "plan", p.kind, "inputs", len(ins), "rows", rows, "superseded_rows", m.stats.SupersededRows, "columns", len(costs),
 		"grant", m.opts.Grant, "key_phase_bytes", p.keyPhase, "gather_phase_bytes", p.gatherPhase,
 		"estimated_bytes", p.estimate, "predicted_seconds", p.seconds, "workers", p.workers, "groups", len(p.groups),
 		"shared_sel", p.sharedSel, "overlap", p.overlap, "row_source_in_memory", p.rowSourceMem > 0, "fan_in", p.fanIn)
@@ -157,6 +185,11 @@ func (m *merge) open(srcs []columnar.Source) ([]input, error) {
 			continue
 		}
 		a, b := ins[0].c.Manifest(), c.Manifest()
+		if !slices.Equal(a.PrimaryKey, b.PrimaryKey) {
+			closeInputs(ins)
+			return nil, fmt.Errorf("%w: primary key of %s (%s) differs from %s (%s)", ErrMismatch,
+				d, strings.Join(b.PrimaryKey, ", "), ins[0].dir, strings.Join(a.PrimaryKey, ", "))
+		}
 		if !slices.Equal(a.Schema, b.Schema) {
 			closeInputs(ins)
 			return nil, fmt.Errorf("%w: schema of %s differs from %s: %s", ErrMismatch, d, ins[0].dir, schemaDiff(a.Schema, b.Schema))
@@ -198,10 +231,7 @@ func rowSourceEstimate(rows int64, k int) int64 {
 // columnCosts sizes every column from the inputs' manifests.
 func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 	schema := ins[0].c.Manifest().Schema
-	var totalRows int64
-	for _, in := range ins {
-		totalRows += in.c.Rows()
-	}
+	totalRows := keptRows(ins)
 	costs := make([]columnCost, len(schema))
 	keyPos := make(map[int]bool, len(keyIdx))
 	for _, k := range keyIdx {
@@ -215,6 +245,14 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 			man := in.c.Manifest()
 			if c >= len(man.Files) {
 				continue
+			}
+			if in.drop != nil {
+				// A block with dropped rows is copied without them
+				// while it is held (fold.go).
+				for _, fb := range man.Files[c].Blocks {
+					cost.filter = max(cost.filter, fb.RawBytes+1024)
+				}
+				cost.filtered++
 			}
 			for b, fb := range man.Files[c].Blocks {
 				cost.raw += fb.RawBytes
@@ -255,6 +293,7 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 		ID:          firstNonEmpty(m.opts.ID, filepath.Base(output)),
 		Schema:      ins[0].c.Schema(),
 		SortKey:     ins[0].c.SortKey(),
+		PrimaryKey:  first.PrimaryKey,
 		BlockRows:   blockRows,
 		Compression: m.opts.Compression,
 		Allocator:   m.budget,
@@ -355,10 +394,7 @@ func (m *merge) keysThenGathers(ins []input, keyIdx, cols []int, p plan, blockRo
 // (its size is reported) and dropped after the key merge.
 func (m *merge) keysBesideGathers(ins []input, keyIdx, cols []int, p plan, blockRows int, w *columnar.Writer,
 	emit func(int, arrow.Array) error) error {
-	var rows int64
-	for _, in := range ins {
-		rows += in.c.Rows()
-	}
+	rows := keptRows(ins)
 	need := 2 * rows
 	if err := m.budget.Reserve(need); err != nil {
 		return fmt.Errorf("merger: selection vector of %d rows: %w", rows, err)
@@ -380,7 +416,7 @@ func (m *merge) keysBesideGathers(ins []input, keyIdx, cols []int, p plan, block
 	rs, err := m.mergeKeys(ctx, ins, keyIdx, blockRows, p, w, ls, emit)
 	if err == nil && ls.n != len(ls.sel) {
 		rs.Close()
-		err = fmt.Errorf("%w: the key columns hold %d rows, the inputs' manifests %d", ErrMismatch, ls.n, len(ls.sel))
+		err = fmt.Errorf("%w: the key columns hold %d rows, the inputs' manifests %d (less the rows folded away)", ErrMismatch, ls.n, len(ls.sel))
 	}
 	if err != nil {
 		// Stop the gathers before waking them, so that none reports the
@@ -462,6 +498,9 @@ func (m *merge) mergeKeys(ctx context.Context, ins []input, keyIdx []int, blockR
 		}
 		readers = append(readers, r)
 		srcs[i], names[i] = r, in.dir
+		if in.drop != nil {
+			srcs[i] = &filteredBatches{src: r, drop: newDropCursor(in.drop), mem: m.budget}
+		}
 	}
 	keyCols := make([]int, len(keyIdx))
 	for j := range keyCols {
@@ -805,6 +844,9 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 			}
 			readers = append(readers, r)
 			srcs[i] = r
+			if in.drop != nil {
+				srcs[i] = &filteredBlocks{src: r, drop: newDropCursor(in.drop), mem: m.budget}
+			}
 		}
 		g, err := newColumnGather(c, schema.Field(c).Name, schema.Field(c).Type, srcs, names, blockRows, m.budget, emit)
 		if err != nil {

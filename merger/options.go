@@ -39,6 +39,14 @@ type Options struct {
 	// (columnar.WriterOptions.NoSync): for output that can be made again,
 	// such as the windower's merged sorted runs.
 	NoSync bool
+	// DropMarkersThrough, for keyed inputs, drops the delete markers of
+	// version at most this that are their key's current row among the
+	// inputs; the others are kept, since a row they delete may be in a
+	// container outside the merge. Only a merge of every container of the
+	// table may drop any: the scheduler sets it, for such a merge, to the
+	// version through which every change is applied. 0 (markers have
+	// versions of at least 1) keeps them all. Unkeyed inputs ignore it.
+	DropMarkersThrough int64
 }
 
 func (o Options) withDefaults() Options {
@@ -55,14 +63,16 @@ func (o Options) withDefaults() Options {
 type Stats struct {
 	Plan       string `json:"plan"` // PlanHorizontal, PlanVertical or PlanPasses
 	Inputs     int    `json:"inputs"`
-	Rows       int64  `json:"rows"`
+	Rows       int64  `json:"rows"` // rows written: the inputs', less SupersededRows
 	Columns    int    `json:"columns"`
 	BytesIn    int64  `json:"bytes_in"`  // uncompressed Arrow bytes of the inputs
 	BytesOut   int64  `json:"bytes_out"` // bytes of the output's column files
 	PeakBytes  int64  `json:"peak_bytes"`
 	GrantBytes int64  `json:"grant_bytes"`
 	// EstimatedBytes is the planner's estimate of PeakBytes (with passes:
-	// of the first level), what the plan was fitted to the grant with.
+	// of the first level), what the plan was fitted to the grant with;
+	// with keyed inputs, at least the peak of resolving their versions,
+	// which runs before the plan is made.
 	EstimatedBytes int64 `json:"estimated_bytes"`
 	// PredictedSeconds is the planner's cost model's duration of the plan
 	// it chose, the fastest of those that fit (0 with passes).
@@ -90,4 +100,8 @@ type Stats struct {
 	RowSourceBytes int64         `json:"row_source_bytes"`
 	SpilledBytes   int64         `json:"spilled_bytes"` // row-source bytes written to disk
 	Duration       time.Duration `json:"duration_ns"`
+	// SupersededRows is the rows of keyed inputs the merge folded away:
+	// superseded by a higher version, the second copy of a change applied
+	// twice, or a delete marker dropped (Options.DropMarkersThrough).
+	SupersededRows int64 `json:"superseded_rows"`
 }

@@ -47,12 +47,21 @@ type columnCost struct {
 	// raw is the column's decoded bytes over every input: what its gather
 	// moves.
 	raw int64
+	// filter is, for keyed inputs, the copy of a block without its folded
+	// rows that a reader of an input with rows to drop makes (fold.go):
+	// the largest decoded block of those inputs. filtered is how many
+	// inputs have rows to drop.
+	filter   int64
+	filtered int
 }
+
+// filters is the block copies of k of the column's readers at most.
+func (c columnCost) filters(k int) int64 { return int64(min(k, c.filtered)) * c.filter }
 
 // gatherState is the memory of gathering column c from k inputs in a pass
 // with other columns: its readers and its output block.
 func (c columnCost) gatherState(k int) int64 {
-	return int64(k)*(c.read+overheadPerReader) + c.block
+	return int64(k)*(c.read+overheadPerReader) + c.block + c.filters(k)
 }
 
 // perPass is what a pass gathering column c needs once, beside the
@@ -68,6 +77,9 @@ type planInput struct {
 	workers   int   // parallelism asked for
 	rowSource int64 // estimated size of the row-source stream
 	rows      int64 // rows of the merge
+	// held is memory the merge holds throughout, besides the plan's own:
+	// the bitmaps of the rows keyed inputs fold away (fold.go).
+	held int64
 
 	// Set by candidates: the largest output side and the sum of the tails
 	// of the non-key columns.
@@ -106,7 +118,7 @@ func keyPhaseCost(k int, cols []columnCost) int64 {
 	n := int64(rowSourceWriterCost)
 	for _, c := range cols {
 		if c.key {
-			n += int64(k)*(c.read+overheadPerReader+c.keyBytes) + c.out
+			n += int64(k)*(c.read+overheadPerReader+c.keyBytes) + c.out + c.filters(k)
 		}
 	}
 	return n
@@ -140,14 +152,17 @@ func withHeadroom(need int64) int64 { return need + need/12 + 8<<10 }
 // makePlan picks the plan for in, or returns a *GrantError.
 func makePlan(in planInput) (plan, error) {
 	grant := in.grant
-	in.grant = (grant - 8<<10) * 12 / 13 // the inverse of withHeadroom
+	in.grant = (grant - in.held - 8<<10) * 12 / 13 // the inverse of withHeadroom
 	p, err := makePlanWithin(in)
 	var ge *GrantError
 	if errors.As(err, &ge) {
 		ge.Grant = grant
-		ge.Minimum = withHeadroom(ge.Minimum)
+		ge.Minimum = withHeadroom(ge.Minimum) + in.held
+		if in.held > 0 {
+			ge.Need += fmt.Sprintf("; the bitmaps of the rows folded away hold %s", bytesize.Format(in.held))
+		}
 	}
-	p.estimate = withHeadroom(p.need)
+	p.estimate = withHeadroom(p.need) + in.held
 	return p, err
 }
 

@@ -297,12 +297,7 @@ func (b *boolBuilder) appendSel(sel []uint16, pos, lens []int, views []blockView
 }
 
 func (b *binaryBuilder) appendSel(sel []uint16, pos, lens []int, views []blockView, valid *validBits, withBits bool) (int, error) {
-	if b.offsets == nil {
-		b.offsets = memory.NewResizableBuffer(b.mem)
-		b.offsets.Resize((b.capRows + 1) * 4)
-		arrow.Int32Traits.CastFromBytes(b.offsets.Bytes())[0] = 0
-		b.newData()
-	}
+	b.begin(0)
 	sel = sel[:min(len(sel), b.capRows-b.n)]
 	if len(sel) == 0 {
 		return 0, nil

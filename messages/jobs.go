@@ -36,6 +36,11 @@ type MergeoutJob struct {
 	Grant      Grant          `msgpack:"grant"`
 	Stratum    int            `msgpack:"stratum"`
 	Created    int64          `msgpack:"created"` // unix nanoseconds, set by the scheduler
+	// DropMarkersThrough, for a keyed table, lets the merge drop the
+	// delete markers of version at most this (merger.Options): set only
+	// when Inputs are every live container of the projection, to the
+	// version through which every change is applied; 0 keeps them all.
+	DropMarkersThrough int64 `msgpack:"drop_markers_through,omitempty" json:"drop_markers_through,omitempty"`
 }
 
 func (*MergeoutJob) Kind() string { return "mergeout_job" }
@@ -59,6 +64,8 @@ func (j *MergeoutJob) Validate() error {
 		return fmt.Errorf("job %s: output is empty", j.JobID)
 	case j.Grant.Bytes <= 0:
 		return fmt.Errorf("job %s: grant of %d bytes", j.JobID, j.Grant.Bytes)
+	case j.DropMarkersThrough < 0:
+		return fmt.Errorf("job %s: drop_markers_through %d is negative", j.JobID, j.DropMarkersThrough)
 	}
 	if err := ValidTable(j.Table); err != nil {
 		return fmt.Errorf("job %s: table: %w", j.JobID, err)

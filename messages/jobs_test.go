@@ -69,6 +69,8 @@ func TestJobsValidate(t *testing.T) {
 		{"mergeout escaping output", mj(func(j *MergeoutJob) { j.Output = "../../etc" }), "invalid name"},
 		{"mergeout escaping input", mj(func(j *MergeoutJob) { j.Inputs[1].ID = ".." }), "input 1"},
 		{"mergeout slash in table", mj(func(j *MergeoutJob) { j.Table = "a/b" }), "invalid name"},
+		{"mergeout drops markers", mj(func(j *MergeoutJob) { j.DropMarkersThrough = 1234 }), ""},
+		{"mergeout negative marker floor", mj(func(j *MergeoutJob) { j.DropMarkersThrough = -1 }), "drop_markers_through -1"},
 		{"window ok", sampleWindowJob(), ""},
 		{"window no output", wj(func(j *WindowJob) { j.Output = "" }), "result table and output"},
 		{"window negative grant", wj(func(j *WindowJob) { j.Grant.Bytes = -1 }), "grant of -1 bytes"},
@@ -127,5 +129,34 @@ func TestEventTypeSubjects(t *testing.T) {
 	}
 	if got := SubjectUpdates("accounts"); got != "strata.updates.accounts" {
 		t.Errorf("SubjectUpdates = %q", got)
+	}
+}
+
+// TestMergeoutJobMarkerFloorRoundTrip: the marker floor crosses the wire,
+// and a job without one (every job before keyed tables) encodes as before.
+func TestMergeoutJobMarkerFloorRoundTrip(t *testing.T) {
+	plain, err := Marshal(sampleMergeoutJob())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := sampleMergeoutJob()
+	j.DropMarkersThrough = 1 << 40
+	data, err := Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got MergeoutJob
+	if err := Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.DropMarkersThrough != 1<<40 {
+		t.Errorf("drop_markers_through %d after a round trip, want %d", got.DropMarkersThrough, int64(1<<40))
+	}
+	if len(data) <= len(plain) {
+		t.Errorf("a job with a marker floor encodes in %d bytes, one without in %d", len(data), len(plain))
+	}
+	var old MergeoutJob
+	if err := Unmarshal(plain, &old); err != nil || old.DropMarkersThrough != 0 {
+		t.Errorf("a job without the field: %v, drop_markers_through %d", err, old.DropMarkersThrough)
 	}
 }

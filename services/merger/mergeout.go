@@ -114,6 +114,9 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		Table:       job.Table,
 		Projection:  job.Projection,
 		ID:          job.Output,
+		// A keyed table's merge of every container drops the markers
+		// of changes every one of which is applied (the scheduler's).
+		DropMarkersThrough: job.DropMarkersThrough,
 		Progress: func(done, total int64) {
 			if total > 0 {
 				progress.Report(done*rowsTotal/total, rowsTotal)
