@@ -4,74 +4,130 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/strata-db/strata/internal/natsutil"
+	"github.com/strata-db/strata/applier"
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/messages"
 )
 
 func init() {
 	register(command{
 		name:    "updates",
-		summary: "publish update events at a rate, like pgbench (the walwriter logs them)",
+		summary: "publish pgbench's UPDATE of pgbench_accounts (abalance += delta on random accounts) as change events",
 		run:     runUpdates,
 	})
 }
 
-// accountsColumns is the pgbench_accounts shape: aid, bid, abalance, filler.
-var accountsColumns = []messages.RowType{messages.RowInt64, messages.RowInt64, messages.RowInt64, messages.RowText}
+const updatesUsage = `usage: strata updates [--table pgbench_accounts] [--events N] [--rate R] [--wait] [flags]
+
+Publishes pgbench's account update, UPDATE pgbench_accounts SET abalance = abalance + delta
+WHERE aid = random(1, N), delta random in -5000..5000, as update events on
+strata.updates.TABLE. TABLE is a keyed table loaded with strata load (--pgbench-accounts):
+its key is one integer column (aid) and it has an integer column abalance. The current
+rows of the accounts drawn are read from the table's live containers (the data directory,
+or --store) once, at the start, and each event carries the account's whole new row; so
+changes of the same accounts made by others while it runs are overwritten (an event is a
+row image, not an increment). An aid without a row is skipped, as pgbench's UPDATE would
+change nothing.`
 
 func runUpdates(ctx context.Context, args []string) error {
-	var nf natsFlags
-	cmd := newCmdLine("updates", "usage: strata updates [flags]\n\nPublishes pgbench-like UPDATE events (abalance += delta on a random account) on strata.updates.TABLE.")
+	cmd := newCmdLine("updates", updatesUsage)
 	fs := cmd.fs
-	nf.register(fs)
-	table := fs.String("table", "pgbench_accounts", "table the events update")
-	keys := fs.Int("keys", 100000, "rows (keys) of the table; each event updates one at random")
+	var af apiFlags
+	af.register(fs)
+	table := fs.String("table", "pgbench_accounts", "the keyed table the events update")
+	projection := fs.String("projection", "", "the projection to read the current rows from (required when the table has several)")
+	keys := fs.Int64("keys", 0, "accounts to draw from: aid in 1..N (default: the table's rows)")
 	events := fs.Int("events", 10000, "events to publish")
 	rate := fs.Float64("rate", 0, "events per second (0: as fast as NATS acknowledges)")
-	seed := fs.Int64("seed", 1, "random seed (the same seed publishes the same events)")
-	prefix := fs.String("id-prefix", "", "event ID prefix (default: the table and seed), so separate runs do not collide")
+	seed := fs.Int64("seed", 1, "random seed (the same seed draws the same accounts and deltas)")
+	prefix := fs.String("id-prefix", "", "event ID prefix (default: the table, the seed and the start time, so separate runs do not collide;\n"+
+		"a run with the prefix of an earlier one is deduplicated against it)")
 	inflight := fs.Int("inflight", 512, "publishes awaiting acknowledgement at once")
+	storeURL := fs.String("store", "", "read the table from this store (s3://BUCKET/PREFIX?endpoint=URL, file:///DIR) instead of the data directory")
+	wait := fs.Bool("wait", false, "wait until every event is visible to queries (the walwriter's ack floor passes the last)")
+	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait: how long to wait")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
-	if *keys <= 0 || *events < 0 || *inflight <= 0 {
-		return fmt.Errorf("%w: --keys and --inflight must be positive, --events not negative", errUsage)
+	if *keys < 0 || *events < 0 || *inflight <= 0 || *waitTimeout <= 0 {
+		return fmt.Errorf("%w: --inflight and --wait-timeout must be positive, --keys and --events not negative", errUsage)
+	}
+	if err := messages.ValidTable(*table); err != nil {
+		return fmt.Errorf("%w: --table: %v", errUsage, err)
 	}
 	if *prefix == "" {
-		*prefix = fmt.Sprintf("%s-%d", *table, *seed)
-	}
-	nc, _, err := nf.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	ajs, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(*inflight))
-	if err != nil {
-		return err
+		*prefix = fmt.Sprintf("%s-%d-%s-", *table, *seed, strconv.FormatInt(time.Now().UnixNano(), 36))
 	}
 
-	rng := rand.New(rand.NewPCG(uint64(*seed), 0x5eed))
-	balances := make(map[int64]int64)
-	filler := strings.Repeat(" ", 84) // pgbench's filler column is char(84)
+	c, err := af.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	accounts, err := openAccounts(ctx, c, af.common.DataDir, *storeURL, *table, *projection)
+	if err != nil {
+		return err
+	}
+	defer accounts.close()
+	n := *keys
+	if n == 0 {
+		if n = accounts.live; n == 0 {
+			return fmt.Errorf("%s has no rows: nothing to update", *table)
+		}
+	}
+	// The accounts drawn, then their current rows: the same draws again
+	// make the events.
+	draw := func(rng *rand.Rand) (aid, delta int64) { return rng.Int64N(n) + 1, rng.Int64N(10001) - 5000 }
+	newRNG := func() *rand.Rand { return rand.New(rand.NewPCG(uint64(*seed), 0x5eed)) }
+	drawn := map[int64]bool{}
+	rng := newRNG()
+	for range *events {
+		aid, _ := draw(rng)
+		drawn[aid] = true
+	}
+	rows, err := accounts.read(ctx, drawn)
+	if err != nil {
+		return err
+	}
+	accounts.close()
+
+	t := accounts.t
+	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(*inflight+1))
+	if err != nil {
+		return err
+	}
+	dlMark, dlErr := deadLetterMark(ctx, js)
+	pub := newChangePublisher(js, *inflight, c.nc.MaxPayload())
 	var tick <-chan time.Time
 	if *rate > 0 {
-		t := time.NewTicker(time.Duration(float64(time.Second) / *rate))
-		defer t.Stop()
-		tick = t.C
+		tk := time.NewTicker(time.Duration(float64(time.Second) / *rate))
+		defer tk.Stop()
+		tick = tk.C
 	}
-	subject := messages.SubjectUpdates(*table)
-	pending := make([]jetstream.PubAckFuture, 0, *inflight)
+	subject := messages.SubjectUpdates(t.Name)
+	rng = newRNG()
+	skipped := 0
 	start := time.Now()
 	lastReport := start
 	for i := range *events {
+		aid, delta := draw(rng)
+		old, ok := rows[aid]
+		if !ok {
+			skipped++
+			continue
+		}
 		if tick != nil {
 			select {
 			case <-tick:
@@ -81,83 +137,260 @@ func runUpdates(ctx context.Context, args []string) error {
 		} else if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		aid := rng.Int64N(int64(*keys)) + 1
-		bid := (aid-1)/100000 + 1
-		old, seen := balances[aid]
-		balance := old + rng.Int64N(10001) - 5000
-		balances[aid] = balance
-		ev := &messages.UpdateEvent{
-			EventID: fmt.Sprintf("%s-%d", *prefix, i),
-			Table:   *table,
-			Columns: accountsColumns,
-			Key:     fmt.Appendf(nil, "%d", aid),
-		}
-		if ev.NewRow, err = messages.EncodeRow(accountsColumns, []any{aid, bid, balance, filler}); err != nil {
-			return err
-		}
-		if seen {
-			if ev.OldRow, err = messages.EncodeRow(accountsColumns, []any{aid, bid, old, filler}); err != nil {
-				return err
-			}
-		}
-		data, err := messages.Marshal(ev)
+		ev, row, err := accounts.update(fmt.Sprintf("%s%d", *prefix, i), aid, old, delta)
 		if err != nil {
 			return err
 		}
-		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-		msg.Header.Set(messages.HeaderMsgID, ev.EventID)
-		fut, err := ajs.PublishMsgAsync(msg)
-		if err != nil {
-			// Disconnected with a full reconnect buffer, say: publish
-			// this one in line, retrying until a server takes it.
-			if _, err := natsutil.PublishRetry(ctx, ajs, msg); err != nil {
-				return fmt.Errorf("publish event %s: %w", ev.EventID, err)
-			}
-		} else {
-			pending = append(pending, fut)
-		}
-		if len(pending) >= *inflight {
-			if err := checkAcks(ctx, ajs, pending); err != nil {
-				return err
-			}
-			pending = pending[:0]
+		rows[aid] = row
+		if err := pub.publish(ctx, subject, ev, i); err != nil {
+			return err
 		}
 		if now := time.Now(); now.Sub(lastReport) >= time.Second {
 			lastReport = now
-			fmt.Fprintf(os.Stderr, "\rpublished %d/%d events, %.0f/s", i+1, *events, float64(i+1)/now.Sub(start).Seconds())
+			fmt.Fprintf(stderr, "\rpublished %d/%d events, %.0f/s", i+1, *events, float64(i+1)/now.Sub(start).Seconds())
 		}
 	}
-	if err := checkAcks(ctx, ajs, pending); err != nil {
+	if err := pub.flush(ctx); err != nil {
 		return err
 	}
 	el := time.Since(start)
-	fmt.Fprintf(os.Stderr, "\rpublished %d events to %s in %v, %.0f events/s\n", *events, subject, el.Round(time.Millisecond), float64(*events)/el.Seconds())
+	var skip string
+	if skipped > 0 {
+		skip = fmt.Sprintf("; %d of the aids drawn (1..%d) have no row and were skipped", skipped, n)
+	}
+	fmt.Fprintf(stderr, "\rpublished %d update events to %s in %v, %.0f events/s, stream sequences %d..%d%s%s\n",
+		pub.published, subject, el.Round(time.Millisecond), float64(pub.published)/el.Seconds(), pub.first, pub.last, skip, pub.duplicateNote())
+	if !*wait || pub.published == 0 {
+		return nil
+	}
+	if err := waitVisible(ctx, js, pub.last, *waitTimeout, fmt.Sprintf("%d update events", pub.published)); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "visible %v after the last publish\n", (time.Since(start) - el).Round(time.Millisecond))
+	if dlErr != nil {
+		fmt.Fprintf(stderr, "could not check the dead letters (%v); `strata deadletter --subject %s` lists them\n", dlErr, subject)
+		return nil
+	}
+	return reportDeadLetters(ctx, js, dlMark, subject, pub.sent, "event")
+}
+
+// accountsTable is a pgbench_accounts-shaped keyed table: its live
+// containers, open, and which of its rows are current.
+type accountsTable struct {
+	t       *applier.Table
+	aid     int // the key column
+	balance int // the abalance column
+	cs      []*columnar.Container
+	res     *columnar.Resolution
+	live    int64 // current rows
+	st      store.Store
+}
+
+// openAccounts opens the live containers of table (from dataDir, or the
+// store at storeURL) and resolves which rows are current.
+func openAccounts(ctx context.Context, c *apiClient, dataDir, storeURL, table, projection string) (*accountsTable, error) {
+	a := &accountsTable{}
+	if storeURL != "" {
+		var err error
+		if a.st, err = store.Open(ctx, storeURL); err != nil {
+			return nil, fmt.Errorf("--store: %w", err)
+		}
+	}
+	for attempt := 1; ; attempt++ {
+		err := a.open(ctx, c, dataDir, table, projection)
+		if errors.Is(err, columnar.ErrNotFound) && attempt < 3 {
+			continue // a container retired by a mergeout since the catalog named it
+		}
+		if err != nil {
+			a.close()
+			return nil, err
+		}
+		return a, nil
+	}
+}
+
+func (a *accountsTable) open(ctx context.Context, c *apiClient, dataDir, table, projection string) error {
+	pc, err := keyedProjection(ctx, c, table, projection)
+	if err != nil {
+		return err
+	}
+	for _, ct := range a.cs {
+		ct.Close() // of an earlier attempt
+	}
+	a.cs = a.cs[:0]
+	for _, ref := range pc.Live {
+		var ct *columnar.Container
+		if a.st != nil {
+			var src *store.Source
+			if src, _, err = store.OpenSource(ctx, a.st, ref.Table, ref.Projection, ref.ID); err == nil {
+				ct, err = columnar.OpenSource(src, columnar.OpenOptions{})
+			}
+		} else {
+			ct, err = columnar.Open(columnar.ContainerDir(dataDir, ref.Table, ref.Projection, ref.ID), columnar.OpenOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("%s.%s: container %s: %w", pc.Table, pc.Projection, ref.ID, err)
+		}
+		a.cs = append(a.cs, ct)
+	}
+	if a.t, err = applier.NewTable(a.cs[0].Manifest()); err != nil {
+		return err
+	}
+	types := a.t.Types()
+	if len(a.t.KeyColumns()) != 1 || types[a.t.KeyColumns()[0]] != messages.RowInt64 {
+		return fmt.Errorf("%s.%s: primary key (%s): want one integer column, pgbench_accounts' aid", pc.Table, pc.Projection, quoteList(a.t.PrimaryKey))
+	}
+	a.aid = a.t.KeyColumns()[0]
+	bal := a.t.Schema.FieldIndices("abalance")
+	if len(bal) != 1 || types[bal[0]] != messages.RowInt64 {
+		return fmt.Errorf("%s.%s has no integer column abalance: strata updates makes pgbench's account updates", pc.Table, pc.Projection)
+	}
+	a.balance = bal[0]
+	for _, ct := range a.cs[1:] {
+		for j := range types {
+			if f, g := a.t.Schema.Field(j), ct.Schema().Field(j); f.Name != g.Name || !arrow.TypeEqual(f.Type, g.Type) {
+				return fmt.Errorf("%s.%s: container %s's column %d is %s %s, container %s's %s %s",
+					pc.Table, pc.Projection, ct.Manifest().ID, j, g.Name, g.Type, a.cs[0].Manifest().ID, f.Name, f.Type)
+			}
+		}
+	}
+	res, err := columnar.Superseded(ctx, a.cs, columnar.ResolveOptions{})
+	if err != nil {
+		return fmt.Errorf("%s.%s: current rows: %w", pc.Table, pc.Projection, err)
+	}
+	a.res, a.live = res, res.Live
 	return nil
 }
 
-// checkAcks waits for each publish's acknowledgement. A publish that
-// failed or was not acknowledged within a minute (a node lost, a leader
-// being elected) is published again, with its Nats-Msg-Id, so the stream
-// stores it once, until it is acknowledged or retryFor passes: an event
-// the stream did not store must not pass silently.
-func checkAcks(ctx context.Context, js jetstream.JetStream, futs []jetstream.PubAckFuture) error {
-	for _, f := range futs {
-		var failed error
-		select {
-		case <-f.Ok():
-			continue
-		case failed = <-f.Err():
-		case <-time.After(time.Minute):
-			failed = errors.New("not acknowledged after a minute")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		rctx, cancel := context.WithTimeout(ctx, retryFor)
-		_, err := natsutil.PublishRetry(rctx, js, f.Msg())
-		cancel()
+func (a *accountsTable) close() {
+	a.res.Release()
+	a.res = nil
+	for _, ct := range a.cs {
+		ct.Close()
+	}
+	a.cs = nil
+	if a.st != nil {
+		a.st.Close()
+		a.st = nil
+	}
+}
+
+// read returns the current row of each account in want that has one, as
+// messages.EncodeRow takes its values.
+func (a *accountsTable) read(ctx context.Context, want map[int64]bool) (map[int64][]any, error) {
+	ncols := len(a.t.Types())
+	cols := make([]int, ncols)
+	for i := range cols {
+		cols[i] = i
+	}
+	rows := make(map[int64][]any, len(want))
+	for i, ct := range a.cs {
+		dropped := a.res.Dropped[i]
+		br, err := ct.OpenColumns(cols)
 		if err != nil {
-			return fmt.Errorf("publish %s: %v; again for %v: %w", f.Msg().Header.Get(messages.HeaderMsgID), failed, retryFor, err)
+			return nil, fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
 		}
+		base := 0
+		for {
+			if err := ctx.Err(); err != nil {
+				br.Close()
+				return nil, err
+			}
+			rec, err := br.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				br.Close()
+				return nil, fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
+			}
+			keys := rec.Column(a.aid)
+			for r := range int(rec.NumRows()) {
+				if dropped != nil && dropped.Contains(uint32(base+r)) {
+					continue
+				}
+				aid, ok := arrowValue(keys, r).(int64)
+				if !ok || !want[aid] {
+					continue
+				}
+				row := make([]any, ncols)
+				for j := range row {
+					row[j] = arrowValue(rec.Column(j), r)
+				}
+				rows[aid] = row
+			}
+			base += int(rec.NumRows())
+			rec.Release()
+		}
+		br.Close()
+	}
+	return rows, nil
+}
+
+// update is the event setting old's balance to balance + delta.
+func (a *accountsTable) update(id string, aid int64, old []any, delta int64) (*messages.UpdateEvent, []any, error) {
+	row := slices.Clone(old)
+	if b, ok := old[a.balance].(int64); ok { // NULL + delta is NULL
+		nb := b + delta
+		f := a.t.Schema.Field(a.balance)
+		bits := f.Type.(arrow.FixedWidthDataType).BitWidth()
+		if (delta > 0) != (nb > b) || (bits < 64 && (nb < -(1<<(bits-1)) || nb >= 1<<(bits-1))) {
+			return nil, nil, fmt.Errorf("aid %d: abalance %d + %d overflows %s", aid, b, delta, f.Type)
+		}
+		row[a.balance] = nb
+	}
+	ev := &messages.UpdateEvent{EventID: id, Table: a.t.Name, Columns: a.t.Types(), Op: messages.OpUpdate}
+	var err error
+	if ev.Key, err = messages.EncodeRow(a.t.KeyTypes(), []any{aid}); err == nil {
+		if ev.OldRow, err = messages.EncodeRow(a.t.Types(), old); err == nil {
+			ev.NewRow, err = messages.EncodeRow(a.t.Types(), row)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("aid %d: %w", aid, err)
+	}
+	return ev, row, nil
+}
+
+// arrowValue is row r of a as messages.EncodeRow takes a value of its row
+// type (applier.RowType); nil for NULL.
+func arrowValue(a arrow.Array, r int) any {
+	if a.IsNull(r) {
+		return nil
+	}
+	switch a := a.(type) {
+	case *array.Int8:
+		return int64(a.Value(r))
+	case *array.Int16:
+		return int64(a.Value(r))
+	case *array.Int32:
+		return int64(a.Value(r))
+	case *array.Int64:
+		return a.Value(r)
+	case *array.Uint8:
+		return int64(a.Value(r))
+	case *array.Uint16:
+		return int64(a.Value(r))
+	case *array.Uint32:
+		return int64(a.Value(r))
+	case *array.Float32:
+		return float64(a.Value(r))
+	case *array.Float64:
+		return a.Value(r)
+	case *array.Boolean:
+		return a.Value(r)
+	case *array.String:
+		return strings.Clone(a.Value(r))
+	case *array.LargeString:
+		return strings.Clone(a.Value(r))
+	case *array.Binary:
+		return slices.Clone(a.Value(r))
+	case *array.LargeBinary:
+		return slices.Clone(a.Value(r))
+	case *array.Date32:
+		return int32(a.Value(r))
+	case *array.Timestamp:
+		return int64(a.Value(r))
 	}
 	return nil
 }
