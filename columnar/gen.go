@@ -40,6 +40,13 @@ type GenOptions struct {
 	// Sync makes the containers durable (fsync). Generated data can be
 	// generated again, so by default it is not synced.
 	Sync bool
+	// Keyed makes a keyed table keyed on k0 (changes.go): k0 is unique
+	// over all the containers of the load (container c of K holds values
+	// j*K+c, n distinct j drawn from [0, 2n) for n rows, so every
+	// container still spans the whole key range), not null, and the
+	// schema ends with the change columns, every row version 0 and not
+	// deleted (GenKeyedSchema).
+	Keyed bool
 }
 
 // ContainerID returns the conventional ID of container number n: c0000,
@@ -110,6 +117,15 @@ func GenSchema(columns, keys int) (*arrow.Schema, SortKey) {
 	return arrow.NewSchema(fields, nil), key
 }
 
+// GenKeyedSchema is GenSchema for a keyed table (GenOptions.Keyed): k0 not
+// null, then the change columns; the primary key is k0.
+func GenKeyedSchema(columns, keys int) (*arrow.Schema, SortKey, []string) {
+	schema, key := GenSchema(columns, keys)
+	fields := schema.Fields()
+	fields[0].Nullable = false
+	return arrow.NewSchema(append(fields, ChangeFields()...), nil), key, []string{fields[0].Name}
+}
+
 // Generate writes opts.Containers containers c0000, c0001, ... (from
 // c<FirstID>) under
 // dataDir/<table>/<projection>/, each sorted on the key columns, with key
@@ -122,6 +138,10 @@ func Generate(dataDir string, opts GenOptions) ([]*Manifest, error) {
 		return nil, fmt.Errorf("generate: first container number %d is negative", opts.FirstID)
 	}
 	schema, key := GenSchema(opts.Columns, opts.KeyColumns)
+	var pk []string
+	if opts.Keyed {
+		schema, key, pk = GenKeyedSchema(opts.Columns, opts.KeyColumns)
+	}
 	out := make([]*Manifest, 0, opts.Containers)
 	var rows int64
 	for c := range opts.Containers {
@@ -131,7 +151,7 @@ func Generate(dataDir string, opts GenOptions) ([]*Manifest, error) {
 			}
 		}
 		id := ContainerID(opts.FirstID + c)
-		m, err := generateContainer(ContainerDir(dataDir, opts.Table, opts.Projection, id), id, schema, key, c, &opts)
+		m, err := generateContainer(ContainerDir(dataDir, opts.Table, opts.Projection, id), id, schema, key, pk, c, &opts)
 		if err != nil {
 			return out, fmt.Errorf("generate container %s: %w", id, err)
 		}
@@ -144,9 +164,9 @@ func Generate(dataDir string, opts GenOptions) ([]*Manifest, error) {
 	return out, nil
 }
 
-func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, c int, o *GenOptions) (*Manifest, error) {
+func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, pk []string, c int, o *GenOptions) (*Manifest, error) {
 	w, err := Create(dir, WriterOptions{
-		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: key,
+		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: key, PrimaryKey: pk,
 		BlockRows: o.BlockRows, Compression: o.Compression, Allocator: o.Allocator, Stats: o.Stats,
 		Epochs: [2]uint64{uint64(c), uint64(c)}, NoSync: !o.Sync,
 	})
@@ -168,7 +188,11 @@ func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, c int,
 	}()
 	for k := range key {
 		rng := genRand(o.Seed, c, k)
-		keys[k] = genKeyArray(o.Allocator, schema.Field(k).Type, rng, n, k, keyRange)
+		if k == 0 && o.Keyed {
+			keys[k] = genUniqueKeys(o.Allocator, rng, n, c, o.Containers)
+		} else {
+			keys[k] = genKeyArray(o.Allocator, schema.Field(k).Type, rng, n, k, keyRange)
+		}
 	}
 	enc, err := NewKeyEncoder(schema, key)
 	if err != nil {
@@ -201,7 +225,7 @@ func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, c int,
 		}
 	}
 	// Other columns: block by block, so memory stays one block.
-	for col := len(key); col < schema.NumFields(); col++ {
+	for col := len(key); col < o.Columns; col++ {
 		rng := genRand(o.Seed, c, col)
 		for start := 0; start < n; start += o.BlockRows {
 			blk := genArray(o.Allocator, schema.Field(col).Type, rng, min(o.BlockRows, n-start), o.NullFraction)
@@ -212,6 +236,204 @@ func generateContainer(dir, id string, schema *arrow.Schema, key SortKey, c int,
 			}
 		}
 		if err := w.FinishColumn(col); err != nil {
+			return nil, err
+		}
+	}
+	if o.Keyed {
+		if err := writeLoadedChanges(w, o.Columns, n, o.BlockRows, o.Allocator); err != nil {
+			return nil, err
+		}
+	}
+	return w.Commit()
+}
+
+// genUniqueKeys makes k0 of container c of a keyed load of k containers:
+// n values j*k+c for distinct j drawn from [0, 2n), unique over the load.
+func genUniqueKeys(mem memory.Allocator, rng *rand.Rand, n, c, k int) arrow.Array {
+	js := make([]int64, 2*n)
+	for i := range js {
+		js[i] = int64(i)
+	}
+	for i := range n { // a partial Fisher-Yates shuffle: js[:n] are distinct draws
+		j := i + rng.IntN(len(js)-i)
+		js[i], js[j] = js[j], js[i]
+	}
+	b := array.NewInt64Builder(mem)
+	defer b.Release()
+	b.Reserve(n)
+	for _, j := range js[:n] {
+		b.UnsafeAppend(j*int64(k) + int64(c))
+	}
+	return b.NewArray()
+}
+
+// writeLoadedChanges writes the change columns (at col and col+1) of n
+// loaded rows: version 0, not deleted.
+func writeLoadedChanges(w *Writer, col, n, blockRows int, mem memory.Allocator) error {
+	vb := array.NewInt64Builder(mem)
+	vb.AppendValues(make([]int64, min(n, blockRows)), nil)
+	version := vb.NewArray()
+	vb.Release()
+	defer version.Release()
+	db := array.NewBooleanBuilder(mem)
+	db.AppendValues(make([]bool, min(n, blockRows)), nil)
+	deleted := db.NewArray()
+	db.Release()
+	defer deleted.Release()
+	for i, arr := range []arrow.Array{version, deleted} {
+		for start := 0; start < n; start += blockRows {
+			blk := array.NewSlice(arr, 0, int64(min(blockRows, n-start)))
+			err := w.WriteColumn(col+i, blk)
+			blk.Release()
+			if err != nil {
+				return err
+			}
+		}
+		if err := w.FinishColumn(col + i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AccountsOptions configures GenerateAccounts.
+type AccountsOptions struct {
+	Table, Projection string // default pgbench_accounts, p
+	Accounts          int64  // rows: aid 1..Accounts
+	RowsPerContainer  int    // default 1Mi
+	// FirstID numbers the first container, as GenOptions.FirstID.
+	FirstID     int
+	BlockRows   int         // default DefaultBlockRows
+	Compression Compression // default LZ4
+	Allocator   memory.Allocator
+	Context     context.Context // stops Generate between blocks once done
+	Progress    func(containers int, rows int64)
+	Sync        bool // fsync, as GenOptions.Sync
+}
+
+// AccountsFiller is pgbench_accounts.filler: char(84), blank.
+var AccountsFiller = string(bytes.Repeat([]byte{' '}, 84))
+
+// AccountsSchema is pgbench's pgbench_accounts as a keyed table: aid
+// int64 not null, bid int64, abalance int64, filler utf8 (pgbench's
+// char(84)), then the change columns; sorted and keyed on aid.
+func AccountsSchema() (*arrow.Schema, SortKey, []string) {
+	fields := []arrow.Field{
+		{Name: "aid", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "bid", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "abalance", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "filler", Type: arrow.BinaryTypes.String, Nullable: true},
+	}
+	return arrow.NewSchema(append(fields, ChangeFields()...), nil), SortKey{{Name: "aid"}}, []string{"aid"}
+}
+
+// GenerateAccounts writes pgbench_accounts as pgbench -i fills it: aid 1
+// to o.Accounts, bid (aid-1)/100000+1, abalance 0, filler 84 blanks, in
+// containers of o.RowsPerContainer consecutive aids (so the containers'
+// key ranges do not overlap), named from c<FirstID>. It returns the
+// manifests of the containers written, also on error.
+func GenerateAccounts(dataDir string, o AccountsOptions) ([]*Manifest, error) {
+	if o.Table == "" {
+		o.Table = "pgbench_accounts"
+	}
+	if o.Projection == "" {
+		o.Projection = "p"
+	}
+	if o.RowsPerContainer <= 0 {
+		o.RowsPerContainer = 1 << 20
+	}
+	if o.BlockRows <= 0 {
+		o.BlockRows = DefaultBlockRows
+	}
+	if o.Allocator == nil {
+		o.Allocator = memory.DefaultAllocator
+	}
+	if o.Context == nil {
+		o.Context = context.Background()
+	}
+	if o.Accounts <= 0 || o.FirstID < 0 {
+		return nil, fmt.Errorf("generate %s: %d accounts from container %d: want at least one account and a container number not negative", o.Table, o.Accounts, o.FirstID)
+	}
+	schema, key, pk := AccountsSchema()
+	// The blocks of columns that do not depend on aid, made once.
+	consts := make([]arrow.Array, 0, 4)
+	defer func() {
+		for _, a := range consts {
+			a.Release()
+		}
+	}()
+	n := int(min(int64(o.BlockRows), o.Accounts))
+	for _, t := range []arrow.DataType{arrow.PrimitiveTypes.Int64, arrow.BinaryTypes.String, arrow.PrimitiveTypes.Int64, arrow.FixedWidthTypes.Boolean} {
+		b := array.NewBuilder(o.Allocator, t)
+		for range n {
+			switch bb := b.(type) {
+			case *array.Int64Builder:
+				bb.Append(0)
+			case *array.StringBuilder:
+				bb.Append(AccountsFiller)
+			case *array.BooleanBuilder:
+				bb.Append(false)
+			}
+		}
+		consts = append(consts, b.NewArray())
+		b.Release()
+	}
+	var out []*Manifest
+	var rows int64
+	for first := int64(1); first <= o.Accounts; first += int64(o.RowsPerContainer) {
+		id := ContainerID(o.FirstID + len(out))
+		last := min(o.Accounts, first+int64(o.RowsPerContainer)-1)
+		m, err := generateAccounts(ContainerDir(dataDir, o.Table, o.Projection, id), id, schema, key, pk, first, last, consts, &o)
+		if err != nil {
+			return out, fmt.Errorf("generate %s container %s: %w", o.Table, id, err)
+		}
+		out = append(out, m)
+		rows += m.Rows
+		if o.Progress != nil {
+			o.Progress(len(out), rows)
+		}
+	}
+	return out, nil
+}
+
+// generateAccounts writes the accounts first..last as one container, a
+// block at a time.
+func generateAccounts(dir, id string, schema *arrow.Schema, key SortKey, pk []string, first, last int64, consts []arrow.Array, o *AccountsOptions) (*Manifest, error) {
+	w, err := Create(dir, WriterOptions{
+		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: key, PrimaryKey: pk,
+		BlockRows: o.BlockRows, Compression: o.Compression, Allocator: o.Allocator, NoSync: !o.Sync,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer w.Abort()
+	ab := array.NewInt64Builder(o.Allocator)
+	defer ab.Release()
+	bb := array.NewInt64Builder(o.Allocator)
+	defer bb.Release()
+	for start := first; start <= last; start += int64(o.BlockRows) {
+		if err := o.Context.Err(); err != nil {
+			return nil, err
+		}
+		n := int(min(int64(o.BlockRows), last-start+1))
+		ab.Reserve(n)
+		bb.Reserve(n)
+		for aid := start; aid < start+int64(n); aid++ {
+			ab.UnsafeAppend(aid)
+			bb.UnsafeAppend((aid-1)/100000 + 1)
+		}
+		// aid, bid, then abalance, filler, version, deleted (consts)
+		cols := []arrow.Array{ab.NewArray(), bb.NewArray()}
+		for _, c := range consts {
+			cols = append(cols, array.NewSlice(c, 0, int64(n)))
+		}
+		rec := array.NewRecordBatch(schema, cols, int64(n))
+		for _, c := range cols {
+			c.Release()
+		}
+		err := w.Write(rec)
+		rec.Release()
+		if err != nil {
 			return nil, err
 		}
 	}

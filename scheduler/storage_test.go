@@ -29,9 +29,9 @@ func newRootStorage(t *testing.T, dir string) *rootStorage {
 }
 
 type stubManifest struct {
-	Table      string `json:"table"`
-	Projection string `json:"projection"`
-	ID         string `json:"id"`
+	Table      string   `json:"table"`
+	Projection string   `json:"projection"`
+	ID         string   `json:"id"`
 	Rows       int64    `json:"rows"`
 	Bytes      int64    `json:"bytes"`
 	PrimaryKey []string `json:"primary_key"`

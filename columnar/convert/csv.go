@@ -66,9 +66,12 @@ type csvSource struct {
 	bld    *array.RecordBuilder
 	append []func(string) error
 	chunk  int
-	cur    arrow.RecordBatch
-	err    error
-	done   bool
+	rows   int64    // rows read so far
+	lines  rowLines // where each row starts
+
+	cur  arrow.RecordBatch
+	err  error
+	done bool
 }
 
 // newCSVSource reads the header (unless o.NoHeader) and, without a schema,
@@ -165,8 +168,13 @@ func checkSchema(schema *arrow.Schema, o *ImportOptions) error {
 	if _, err := o.SortKey.Indices(schema); err != nil {
 		return err
 	}
-	_, err := columnar.NewKeyEncoder(schema, o.SortKey)
-	return err
+	if _, err := columnar.NewKeyEncoder(schema, o.SortKey); err != nil {
+		return err
+	}
+	if len(o.PrimaryKey) > 0 {
+		return checkKeyColumns(schema, o.PrimaryKey)
+	}
+	return nil
 }
 
 // headerNames returns the column names a header row gives: each trimmed of
@@ -290,6 +298,8 @@ func (s *csvSource) Next() bool {
 			s.fail(s.fieldCount(s.lineOf(&p, 0), len(rec)))
 			return false
 		}
+		s.lines.add(s.rows, s.lineOf(&p, 0))
+		s.rows++
 		for i, v := range rec {
 			if err := s.append[i](v); err != nil {
 				line := s.lineOf(&p, i)
@@ -326,7 +336,11 @@ func (s *csvSource) fail(err error) {
 }
 
 func (s *csvSource) RecordBatch() arrow.RecordBatch { return s.cur }
-func (s *csvSource) Err() error                     { return s.err }
+func (s *csvSource) Schema() *arrow.Schema          { return s.schema }
+
+// rowLine returns the line input row (0-based, in input order) starts on.
+func (s *csvSource) rowLine(row int64) int { return s.lines.line(row) }
+func (s *csvSource) Err() error            { return s.err }
 
 // Release frees the batch and the builders.
 func (s *csvSource) Release() {

@@ -64,6 +64,18 @@ type ImportOptions struct {
 	// Progress, if set, is called after each container is committed with
 	// the containers and rows written so far.
 	Progress func(containers int, rows int64)
+	// PrimaryKey, if set, makes the containers a keyed table's: their
+	// schema is the input's with the key columns not null, every other
+	// column nullable and the change columns after them (KeyedSchema),
+	// every row version 0 and not deleted, and their manifests name the
+	// key. A NULL in a key column or two rows with one key anywhere in
+	// the input fail the import (package doc, # Primary keys).
+	PrimaryKey []string
+	// TempDir holds the primary key check's temporary file (its runs of
+	// sorted keys); default os.TempDir().
+	TempDir string
+	// KeyStats, if set, receives what the primary key check did.
+	KeyStats *KeyCheckStats
 	// CSV only.
 	Comma rune // the delimiter; default ','
 	// NoHeader: the first row is data, not column names. The columns are
@@ -222,6 +234,7 @@ var ErrMalformed = errors.New("convert: malformed input")
 
 // batchSource is what arrow's CSV and Parquet readers have in common.
 type batchSource interface {
+	Schema() *arrow.Schema
 	Next() bool
 	RecordBatch() arrow.RecordBatch
 	Err() error
@@ -235,12 +248,20 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 		read     int64 // rows read from the input
 		last     int64 // rows of the last batch read
 		imported int64 // rows written to containers
+		kc       *keyCheck
 	)
 	defer func() {
 		for _, r := range pending {
 			r.Release()
 		}
 	}()
+	if len(o.PrimaryKey) > 0 {
+		var err error
+		if kc, err = newKeyCheck(src.Schema(), src, o); err != nil {
+			return nil, err
+		}
+		defer kc.close()
+	}
 	flush := func() error {
 		if rows == 0 {
 			return nil
@@ -253,12 +274,15 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 			}
 		}
 		id := fmt.Sprintf("%s%04d", o.IDPrefix, n)
-		m, err := writeSorted(pending, id, o)
+		m, err := writeSorted(pending, id, o, kc, imported)
 		for _, r := range pending {
 			r.Release()
 		}
 		pending, rows = pending[:0], 0
 		if err != nil {
+			if m != nil { // committed, then its key run failed: removed with the rest
+				out = append(out, m)
+			}
 			return fmt.Errorf("container %s: %w", id, err)
 		}
 		o.Logger.Info("imported container", "id", id, "rows", m.Rows)
@@ -287,6 +311,12 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 		if rec == nil {
 			break
 		}
+		if kc != nil {
+			if err := kc.checkNulls(rec, read); err != nil {
+				rec.Release()
+				return out, err
+			}
+		}
 		last = rec.NumRows()
 		read += last
 		for off := 0; off < int(rec.NumRows()); {
@@ -303,6 +333,10 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 			}
 		}
 		rec.Release()
+		if kc != nil && kc.dup {
+			// The first duplicate is among the containers written.
+			return out, kc.check(out)
+		}
 	}
 	if err := src.Err(); err != nil {
 		if cerr := o.Context.Err(); cerr != nil && errors.Is(err, cerr) {
@@ -318,13 +352,24 @@ func importBatches(src batchSource, o *ImportOptions) ([]*columnar.Manifest, err
 	if err := flush(); err != nil {
 		return out, err
 	}
+	if kc != nil {
+		if err := kc.check(out); err != nil {
+			return out, err
+		}
+	}
 	return out, nil
 }
 
 // writeSorted sorts the rows of batches on the key and writes them as one
-// container, a column at a time.
-func writeSorted(batches []arrow.RecordBatch, id string, o *ImportOptions) (*columnar.Manifest, error) {
+// container, a column at a time. With a primary key (kc), it appends the
+// change columns and writes the container's run of keys; first is the
+// input row (0-based) of the batches' first row.
+func writeSorted(batches []arrow.RecordBatch, id string, o *ImportOptions, kc *keyCheck, first int64) (*columnar.Manifest, error) {
 	schema := batches[0].Schema()
+	out, pk := schema, []string(nil)
+	if kc != nil {
+		out, pk = kc.out, o.PrimaryKey
+	}
 	idx, err := o.SortKey.Indices(schema)
 	if err != nil {
 		return nil, err
@@ -365,7 +410,7 @@ func writeSorted(batches []arrow.RecordBatch, id string, o *ImportOptions) (*col
 	slices.SortStableFunc(perm, func(a, b int) int { return bytes.Compare(kb.Key(a), kb.Key(b)) })
 	kb = columnar.KeyBatch{}
 	w, err := columnar.Create(columnar.ContainerDir(o.DataDir, o.Table, o.Projection, id), columnar.WriterOptions{
-		Table: o.Table, Projection: o.Projection, ID: id, Schema: schema, SortKey: o.SortKey,
+		Table: o.Table, Projection: o.Projection, ID: id, Schema: out, SortKey: o.SortKey, PrimaryKey: pk,
 		BlockRows: o.BlockRows, Compression: o.Compression, Allocator: o.Allocator, Logger: o.Logger,
 	})
 	if err != nil {
@@ -398,5 +443,49 @@ func writeSorted(batches []arrow.RecordBatch, id string, o *ImportOptions) (*col
 			return nil, err
 		}
 	}
-	return w.Commit()
+	if kc != nil {
+		if err := writeChangeColumns(w, schema.NumFields(), n, o); err != nil {
+			return nil, err
+		}
+	}
+	m, err := w.Commit()
+	if err != nil || kc == nil {
+		return m, err
+	}
+	pkCols := make([]arrow.Array, len(kc.idx))
+	defer func() {
+		for _, a := range pkCols {
+			if a != nil {
+				a.Release()
+			}
+		}
+	}()
+	for i, c := range kc.idx {
+		if pkCols[i], err = column(c); err != nil {
+			return m, err
+		}
+	}
+	return m, kc.addRun(pkCols, perm, first)
+}
+
+// writeChangeColumns writes the change columns, from column col on, of a
+// container of n loaded rows.
+func writeChangeColumns(w *columnar.Writer, col, n int, o *ImportOptions) error {
+	version, deleted := changeColumns(o.Allocator, min(n, o.BlockRows))
+	defer version.Release()
+	defer deleted.Release()
+	for i, arr := range []arrow.Array{version, deleted} {
+		for start := 0; start < n; start += o.BlockRows {
+			blk := array.NewSlice(arr, 0, int64(min(o.BlockRows, n-start)))
+			err := w.WriteColumn(col+i, blk)
+			blk.Release()
+			if err != nil {
+				return err
+			}
+		}
+		if err := w.FinishColumn(col + i); err != nil {
+			return err
+		}
+	}
+	return nil
 }

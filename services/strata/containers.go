@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -18,7 +19,8 @@ func init() {
 func runContainers(ctx context.Context, args []string) error {
 	cmd := newAPICommand("containers", "usage: strata containers [--table T] [--projection P]\n"+
 		"       strata containers --store URL [--table T] [--projection P]\n\n"+
-		"Lists the containers the scheduler's catalog names, live and dead; with --store, what\n"+
+		"Lists the containers the scheduler's catalog names, live and dead, with their rows; a keyed\n"+
+		"table's primary key heads the list (csv and json: the primary_key column); with --store, what\n"+
 		"the store (a bucket) holds instead, without NATS: every upload attempt of each\n"+
 		"container, committed or not (an upload in flight, or one left behind), with its\n"+
 		"objects, bytes and newest modification time.", formatUsage)
@@ -44,19 +46,38 @@ func runContainers(ctx context.Context, args []string) error {
 	if err := cmd.ask(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: *tableName, Projection: *projection}, &rep, &rep.Error); err != nil {
 		return err
 	}
-	t := newTable("table", "projection", "container", "state", "rows", "bytes", "jobs")
-	for _, pc := range rep.Projections {
+	return printContainers(os.Stdout, rep.Projections, cmd.format)
+}
+
+// printContainers writes the containers table. In the aligned table a
+// keyed table's primary key heads the list, a line per keyed projection;
+// CSV and JSON, which have no such lines, carry it in a column.
+func printContainers(w io.Writer, pcs []messages.ProjectionCatalog, format string) error {
+	machine := format == "csv" || format == "json"
+	cols := []string{"table", "projection", "container", "state", "rows", "bytes", "jobs"}
+	if machine {
+		cols = append(cols, "primary key:primary_key")
+	}
+	t := newTable(cols...)
+	for _, pc := range pcs {
+		if len(pc.PrimaryKey) > 0 && !machine {
+			fmt.Fprintf(w, "%s.%s: primary key (%s)\n", pc.Table, pc.Projection, strings.Join(pc.PrimaryKey, ", "))
+		}
 		jobs := textCell(strings.Join(pc.Running, " "))
 		for _, set := range []struct {
 			state string
 			refs  []messages.ContainerRef
 		}{{"live", pc.Live}, {"dead", pc.Dead}} {
 			for _, c := range set.refs {
-				t.add(pc.Table, pc.Projection, c.ID, set.state, c.Rows, sizeCell(c.Bytes), jobs)
+				row := []any{pc.Table, pc.Projection, c.ID, set.state, c.Rows, sizeCell(c.Bytes), jobs}
+				if machine {
+					row = append(row, textCell(strings.Join(pc.PrimaryKey, ",")))
+				}
+				t.add(row...)
 			}
 		}
 	}
-	return t.print(os.Stdout, cmd.format)
+	return t.print(w, format)
 }
 
 func runContainersDrop(ctx context.Context, args []string) error {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -35,7 +36,11 @@ type loadFlags struct {
 	delimiter         string
 	noHeader          bool
 	storeURL          string // --store: upload the containers there
-	firstID           int    // the lowest container number to use (the store's next free one, or the reservation's first)
+	primaryKey        string // --primary-key: a keyed table's key columns
+	pk                []string
+	accounts          int64 // --pgbench-accounts: load pgbench_accounts of this many rows
+	rowsSet           bool  // --rows was given
+	firstID           int   // the lowest container number to use (the store's next free one, or the reservation's first)
 	// number, if set, numbers an import's i-th container (from the
 	// load's reservations).
 	number func(i int) (int, error)
@@ -43,13 +48,24 @@ type loadFlags struct {
 
 func runLoad(ctx context.Context, args []string) error {
 	var f loadFlags
-	cmd := newCmdLine("load", "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [flags]\n"+
-		"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--rows R] [flags]\n"+
-		"       strata load --table NAME --csv FILE --schema 'COL TYPE, ...' [--delimiter C] [--no-header] --sort-key COLS [flags]\n\n"+
+	cmd := newCmdLine("load", "usage: strata load --table NAME [--columns N] [--containers K] [--rows R] [--primary-key k0] [flags]\n"+
+		"       strata load --table NAME --csv FILE|--parquet FILE --sort-key COLS [--primary-key COLS] [--rows R] [flags]\n"+
+		"       strata load --table NAME --csv FILE --schema 'COL TYPE, ...' [--delimiter C] [--no-header] --sort-key COLS [flags]\n"+
+		"       strata load --pgbench-accounts N [--table pgbench_accounts] [--rows R] [flags]\n\n"+
 		"Writes K sorted containers of a generated table (every supported type, some NULLs, overlapping\n"+
 		"sort-key ranges), or of an imported file cut into containers of R rows each sorted by the sort\n"+
 		"key, under the data directory, and registers them with the scheduler, which starts the\n"+
-		"mergeouts its strata call for.")
+		"mergeouts its strata call for.\n\n"+
+		"With --primary-key the table is keyed: its rows then change by key with strata changes, and\n"+
+		"a load makes only its first rows (the scheduler refuses a load into a keyed table that has\n"+
+		"live containers). The containers get the change columns _strata_version (0) and\n"+
+		"_strata_deleted (false); a NULL in a key column, or a key given twice anywhere in the load,\n"+
+		"fails the load before anything is registered, naming the line (CSV) or row and the first\n"+
+		"duplicate's key, and the containers written are removed. A generated table is keyed on k0,\n"+
+		"which is then unique by construction (--primary-key k0). --pgbench-accounts N writes\n"+
+		"pgbench's pgbench_accounts as pgbench -i does (aid 1..N, bid (aid-1)/100000+1, abalance 0,\n"+
+		"filler 84 blanks), sorted and keyed on aid, in containers of R consecutive aids (default 1Mi),\n"+
+		"for strata updates to change.")
 	fs := cmd.fs
 	f.apiFlags.register(fs)
 	fs.StringVar(&f.table, "table", "", "table to load (required)")
@@ -75,11 +91,20 @@ func runLoad(ctx context.Context, args []string) error {
 	fs.StringVar(&f.pqPath, "parquet", "", "import this Parquet file instead of generating")
 	fs.StringVar(&f.sortKey, "sort-key", "", "sort key of an import: 'a, b DESC, c NULLS FIRST' (required with --csv/--parquet)")
 	fs.StringVar(&f.storeURL, "store", "", "write the containers to this store (s3://BUCKET/PREFIX?endpoint=URL, file:///DIR) instead of the data directory")
+	fs.StringVar(&f.primaryKey, "primary-key", "", "key the table on these columns: 'id' or 'a, b' (a generated table: k0); loads then make only its first rows")
+	fs.Int64Var(&f.accounts, "pgbench-accounts", 0, "load pgbench's pgbench_accounts of N rows (aid 1..N), keyed and sorted on aid, instead of generating or importing")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.rowsSet = f.rowsSet || fl.Name == "rows" })
+	if f.accounts != 0 && f.table == "" {
+		f.table = "pgbench_accounts"
+	}
 	if f.table == "" {
 		return cmd.usageError("want --table")
+	}
+	if err := f.checkKeyFlags(); err != nil {
+		return err
 	}
 	comp, err := columnar.ParseCompression(f.compression)
 	if err != nil {
@@ -121,19 +146,30 @@ func runLoad(ctx context.Context, args []string) error {
 		}
 		res = newReservations(c, f.table, f.projection, max(next, f.firstID))
 		defer res.close()
-		if f.csvPath != "" || f.pqPath != "" {
+		switch {
+		case f.csvPath != "" || f.pqPath != "":
 			f.number = func(i int) (int, error) { return res.number(ctx, i) }
-		} else if f.firstID, err = res.take(ctx, f.containers); err != nil {
-			return err
+		case f.accounts != 0:
+			if f.firstID, err = res.take(ctx, f.accountContainers()); err != nil {
+				return err
+			}
+		default:
+			if f.firstID, err = res.take(ctx, f.containers); err != nil {
+				return err
+			}
 		}
 	}
 	opts := columnar.GenOptions{Table: f.table, Projection: f.projection, Columns: f.columns, KeyColumns: f.keys,
-		Containers: f.containers, RowsPerContainer: f.rows, Seed: f.seed, BlockRows: f.blockRows, Compression: comp, FirstID: f.firstID}
+		Containers: f.containers, RowsPerContainer: f.rows, Seed: f.seed, BlockRows: f.blockRows, Compression: comp, FirstID: f.firstID,
+		Keyed: len(f.pk) > 0}
 	start := time.Now()
 	var manifests []*columnar.Manifest
-	if f.csvPath != "" || f.pqPath != "" {
+	switch {
+	case f.accounts != 0:
+		manifests, err = generateAccounts(ctx, dataDir, &f, comp)
+	case f.csvPath != "" || f.pqPath != "":
 		manifests, err = importLoad(ctx, dataDir, &f, comp)
-	} else {
+	default:
 		manifests, err = generate(ctx, dataDir, opts)
 	}
 	if err != nil {

@@ -68,6 +68,9 @@ func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar
 		Nulls: f.nulls, StringsNull: true,
 		Schema: schema, Comma: comma, NoHeader: f.noHeader,
 	}
+	if err := importKeyOptions(&o, dataDir, f); err != nil {
+		return nil, err
+	}
 	var ms []*columnar.Manifest
 	if kind == "parquet" {
 		ms, err = convert.ImportParquet(file, o)
@@ -81,6 +84,7 @@ func importLoad(ctx context.Context, dataDir string, f *loadFlags, comp columnar
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("import %s: the file holds no rows", path)
 	}
+	reportKeyCheck(f, o.KeyStats)
 	return ms, nil
 }
 
