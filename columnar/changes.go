@@ -154,9 +154,12 @@ type keyEntry struct {
 	marker    bool
 }
 
-// entryBytes is what one key of the table costs besides its bytes: the
-// map's slot and string header and the entry.
-const entryBytes = 64
+// Key table costs: what one key of the table takes besides its bytes
+// (the map's slot, a string header and the entry), and one integer key.
+const (
+	entryBytes    = 64
+	intEntryBytes = 48
+)
 
 // Superseded resolves the versions of a keyed table's rows over cs: for
 // each container, the rows that another row of the same key replaces (a
@@ -170,7 +173,9 @@ const entryBytes = 64
 // The key table holds a key of every container but the largest (which is
 // read last and only probed), so its size follows the rows changed since
 // the table's last full mergeout rather than the table; it is charged to
-// opts.Budget, with the bitmaps.
+// opts.Budget, with the bitmaps. A table of one container (or whose
+// other containers are empty) has nothing to resolve but its markers:
+// only its version and deleted columns are read.
 func Superseded(ctx context.Context, cs []*Container, opts ResolveOptions) (*Resolution, error) {
 	res := &Resolution{Dropped: make([]*roaring.Bitmap, len(cs)), budget: opts.Budget}
 	if len(cs) == 0 || len(cs[0].m.PrimaryKey) == 0 {
@@ -190,7 +195,7 @@ func Superseded(ctx context.Context, cs []*Container, opts ResolveOptions) (*Res
 				ErrSchemaMismatch, c.dir, strings.Join(c.m.PrimaryKey, ", "), cs[0].dir, strings.Join(pk, ", "))
 		}
 	}
-	r := &resolver{cs: cs, opts: opts, res: res, keys: map[string]keyEntry{}}
+	r := newResolver(cs, opts, res)
 	if err := r.run(ctx); err != nil {
 		res.Release()
 		return nil, err
@@ -202,10 +207,27 @@ type resolver struct {
 	cs   []*Container
 	opts ResolveOptions
 	res  *Resolution
+	// The key table: ints for a key of one int64 column (no encoding, a
+	// smaller entry), keys, by normalized key, for any other.
+	ints map[int64]keyEntry
 	keys map[string]keyEntry
 	enc  *KeyEncoder
 	buf  []byte
 }
+
+func newResolver(cs []*Container, opts ResolveOptions, res *Resolution) *resolver {
+	r := &resolver{cs: cs, opts: opts, res: res}
+	key, _, _, _ := cs[0].PrimaryKeyIndices()
+	if len(key) == 1 && cs[0].schema.Field(key[0]).Type.ID() == arrow.INT64 {
+		r.ints = map[int64]keyEntry{}
+	} else {
+		r.keys = map[string]keyEntry{}
+	}
+	return r
+}
+
+// tableLen is how many keys the key table holds.
+func (r *resolver) tableLen() int { return len(r.ints) + len(r.keys) }
 
 func (r *resolver) charge(n int64) error {
 	if r.opts.Budget == nil || n == 0 {
@@ -256,15 +278,24 @@ func (r *resolver) run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.scan(ctx, largest, len(r.cs) > 1); err != nil {
+	var err error
+	if r.tableLen() == 0 {
+		// No key of another container to meet: only the largest's
+		// markers can drop.
+		err = r.scanMarkers(ctx, largest)
+	} else {
+		err = r.scan(ctx, largest, true)
+	}
+	if err != nil {
 		return err
 	}
 	// The winners that are markers: dropped unless kept for a partial
 	// mergeout (in which case they are live rows of its output).
+	for _, e := range r.ints {
+		r.dropIfMarker(e)
+	}
 	for _, e := range r.keys {
-		if e.marker && r.dropMarker(e.version) {
-			r.drop(int(e.container), e.row)
-		}
+		r.dropIfMarker(e)
 	}
 	var held int64
 	for _, b := range r.res.Dropped {
@@ -278,7 +309,7 @@ func (r *resolver) run(ctx context.Context) error {
 		r.opts.Budget.Release(r.res.held)
 		r.res.held = 0
 	}
-	r.keys = nil
+	r.ints, r.keys = nil, nil
 	if err := r.charge(held); err != nil {
 		return err
 	}
@@ -294,6 +325,35 @@ func (r *resolver) dropMarker(version int64) bool {
 	return !r.opts.KeepMarkers || version <= r.opts.DropMarkersThrough
 }
 
+// dropIfMarker drops e, the current row of its key, if it is a marker
+// the options do not keep.
+func (r *resolver) dropIfMarker(e keyEntry) {
+	if e.marker && r.dropMarker(e.version) {
+		r.drop(int(e.container), e.row)
+	}
+}
+
+// settle resolves row e of a key against the key's entry in the table,
+// old (if found): it drops whichever of the two loses and reports
+// whether e is to be stored as the key's entry. Probing (the largest
+// container, read last), a key not in the table has no other row: e is
+// current, and dropped at once if it is a marker.
+func (r *resolver) settle(e, old keyEntry, found, probeOnly bool) (store bool) {
+	switch {
+	case !found && probeOnly:
+		r.dropIfMarker(e)
+		return false
+	case !found:
+		return true
+	case wins(e, old):
+		r.drop(int(old.container), old.row)
+		return true
+	default:
+		r.drop(int(e.container), e.row)
+		return false
+	}
+}
+
 // scan reads container i's key, version and deleted columns. Its keys go
 // into the table unless probeOnly (the largest container, read last: a key
 // of it not in the table can have no other row, so only its markers need
@@ -304,7 +364,7 @@ func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
 		return nil
 	}
 	key, ver, del, _ := c.PrimaryKeyIndices()
-	if r.enc == nil {
+	if r.keys != nil && r.enc == nil {
 		sk := make(SortKey, len(key))
 		for j, k := range key {
 			sk[j] = SortColumn{Name: c.schema.Field(k).Name}
@@ -315,13 +375,51 @@ func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
 		}
 		r.enc = enc
 	}
-	cols := append(slices.Clone(key), ver, del)
+	nk := len(key)
+	return r.blocks(ctx, i, append(slices.Clone(key), ver, del), func(arrs []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error {
+		if r.ints != nil {
+			ids, ok := arrs[0].(*array.Int64)
+			if !ok || ids.NullN() > 0 {
+				return fmt.Errorf("%w: container %s: key column %s is not int64 without NULLs", ErrCorrupt, c.dir, c.schema.Field(key[0]).Name)
+			}
+			return r.blockInts(i, probeOnly, ids.Int64Values(), vers, dels, row)
+		}
+		return r.block(i, probeOnly, arrs[:nk], vers, dels, row)
+	})
+}
+
+// scanMarkers drops the markers of container i, which shares no key with
+// another container: its version and deleted columns alone.
+func (r *resolver) scanMarkers(ctx context.Context, i int) error {
+	c := r.cs[i]
+	if c.m.Rows == 0 {
+		return nil
+	}
+	_, ver, del, _ := c.PrimaryKeyIndices()
+	return r.blocks(ctx, i, []int{ver, del}, func(_ []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error {
+		for j, v := range vers.Int64Values() {
+			e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
+			if e.version < 0 {
+				return r.negative(e)
+			}
+			r.dropIfMarker(e)
+		}
+		return nil
+	})
+}
+
+// blocks reads columns cols of container i (its version and deleted
+// columns last) a block at a time and calls fn with each block's
+// arrays, its checked change columns and the container's row of its
+// first row.
+func (r *resolver) blocks(ctx context.Context, i int, cols []int, fn func(arrs []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error) error {
+	c := r.cs[i]
 	br, err := c.OpenColumns(cols)
 	if err != nil {
 		return fmt.Errorf("resolve changed rows: %w", err)
 	}
 	defer br.Close()
-	nk := len(key)
+	n := len(cols)
 	var row int32
 	for b := 0; b < br.NumBlocks(); b++ {
 		if err := ctx.Err(); err != nil {
@@ -332,13 +430,14 @@ func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
 			return fmt.Errorf("resolve changed rows: %w", err)
 		}
 		arrs := rec.Columns()
-		vers, ok1 := arrs[nk].(*array.Int64)
-		dels, ok2 := arrs[nk+1].(*array.Boolean)
+		vers, ok1 := arrs[n-2].(*array.Int64)
+		dels, ok2 := arrs[n-1].(*array.Boolean)
 		if !ok1 || !ok2 || vers.NullN() > 0 || dels.NullN() > 0 {
 			rec.Release()
 			return fmt.Errorf("%w: container %s block %d: change columns are not int64 and bool without NULLs", ErrCorrupt, c.dir, b)
 		}
-		err = r.block(i, probeOnly, arrs[:nk], vers, dels, &row)
+		err = fn(arrs, vers, dels, row)
+		row += int32(vers.Len())
 		rec.Release()
 		if err != nil {
 			return err
@@ -347,30 +446,44 @@ func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
 	return nil
 }
 
-func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, vers *array.Int64, dels *array.Boolean, row *int32) error {
+func (r *resolver) negative(e keyEntry) error {
+	return fmt.Errorf("%w: container %s row %d: version %d is negative", ErrCorrupt, r.cs[e.container].dir, e.row, e.version)
+}
+
+// block resolves a block's rows by their normalized keys.
+func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error {
 	var added int64
-	for j := 0; j < vers.Len(); j++ {
-		e := keyEntry{version: vers.Value(j), container: int32(i), row: *row, marker: dels.Value(j)}
-		*row++
+	for j, v := range vers.Int64Values() {
+		e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
 		if e.version < 0 {
-			return fmt.Errorf("%w: container %s row %d: version %d is negative", ErrCorrupt, r.cs[i].dir, e.row, e.version)
+			return r.negative(e)
 		}
 		r.buf = r.enc.AppendRow(r.buf[:0], key, j)
 		old, found := r.keys[string(r.buf)]
-		switch {
-		case !found && probeOnly:
-			// The key's only row: current. A marker alone drops now.
-			if e.marker && r.dropMarker(e.version) {
-				r.drop(i, e.row)
+		if r.settle(e, old, found, probeOnly) {
+			if !found {
+				added += int64(len(r.buf)) + entryBytes
 			}
-		case !found:
 			r.keys[string(r.buf)] = e
-			added += int64(len(r.buf)) + entryBytes
-		case wins(e, old):
-			r.drop(int(old.container), old.row)
-			r.keys[string(r.buf)] = e
-		default:
-			r.drop(i, e.row)
+		}
+	}
+	return r.charge(added)
+}
+
+// blockInts resolves a block's rows by their one int64 key column.
+func (r *resolver) blockInts(i int, probeOnly bool, ids []int64, vers *array.Int64, dels *array.Boolean, row int32) error {
+	var added int64
+	for j, v := range vers.Int64Values() {
+		e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
+		if e.version < 0 {
+			return r.negative(e)
+		}
+		old, found := r.ints[ids[j]]
+		if r.settle(e, old, found, probeOnly) {
+			if !found {
+				added += intEntryBytes
+			}
+			r.ints[ids[j]] = e
 		}
 	}
 	return r.charge(added)

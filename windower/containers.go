@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync/atomic"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
@@ -300,8 +301,9 @@ func sortedFor(key columnar.SortKey, g *windowGroup) bool {
 }
 
 // loadContainers reads the used columns of every container into memory,
-// a column per goroutine on up to threads goroutines.
-func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, budget *columnar.Budget, threads int) (*input, error) {
+// a column per goroutine on up to threads goroutines, without the rows
+// drop names; rows is how many rows that leaves.
+func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, budget *columnar.Budget, threads int) (*input, error) {
 	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows)}
 	var used []int
 	for c, u := range p.usedCols {
@@ -331,22 +333,23 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, rows
 	}
 	if threads > 1 && rows >= int64(parallelMinRows) {
 		if len(used) < threads && budget.Available() >= int64(threads)*maxBlockBytes(cs, used) {
-			return in, loadBlockRanges(ctx, p, cs, in, used, threads)
+			return in, loadBlockRanges(ctx, p, cs, drop, in, used, threads)
 		}
 		if len(used) > 1 {
-			return in, loadColumnsParallel(ctx, p, cs, in, used, threads)
+			return in, loadColumnsParallel(ctx, p, cs, drop, in, used, threads)
 		}
 	}
-	for _, c := range cs {
-		if err := loadBlocks(ctx, p, c, in, used); err != nil {
+	for i, c := range cs {
+		if err := loadBlocks(ctx, p, c, drop.of(i), in, used); err != nil {
 			return nil, err
 		}
 	}
 	return in, nil
 }
 
-// loadBlocks appends the columns used of container c to in.
-func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, in *input, used []int) error {
+// loadBlocks appends the columns used of container c to in, without the
+// rows of c in drop (nil: none).
+func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, drop *roaring.Bitmap, in *input, used []int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -354,6 +357,8 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, in *input, 
 	if err != nil {
 		return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 	}
+	var first int64 // the container's row of the block's first
+	var scratch vector
 	for {
 		rec, err := br.Next()
 		if errors.Is(err, io.EOF) {
@@ -363,8 +368,10 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, in *input, 
 			br.Close()
 			return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 		}
+		keep := liveMask(drop, first, int(rec.NumRows()))
+		first += rec.NumRows()
 		for j, col := range used {
-			if err := in.cols[col].appendArrow(rec.Column(j)); err != nil {
+			if err := appendLive(in.cols[col], rec.Column(j), keep, &scratch); err != nil {
 				rec.Release()
 				br.Close()
 				return fmt.Errorf("windower: read %s column %q: %w", c.Dir(), p.schema.schema.Field(col).Name, err)
@@ -384,8 +391,10 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, in *input, 
 // and each piece is decoded by one goroutine straight into its rows of the
 // column (the column's storage is sized for every row first). It holds a
 // block per goroutine, which the caller checked the budget has room for.
-// The error is that of the first piece that failed, in row order.
-func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, in *input, used []int, threads int) error {
+// The error is that of the first piece that failed, in row order. A
+// piece's rows are its blocks' rows less those drop names: its place
+// follows from the dropped rows before it, a rank in the bitmap.
+func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, in *input, used []int, threads int) error {
 	type piece struct {
 		col, c     int
 		b0, b1, at int // blocks [b0, b1) of container c hold rows [at, at+rows)
@@ -410,9 +419,14 @@ func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, in 
 				for _, b := range m.Blocks[b0:b1] {
 					rows += b.Rows
 				}
-				pieces = append(pieces, piece{col: col, c: ci, b0: b0, b1: b1, at: base + int(m.Blocks[b0].FirstRow), rows: rows})
+				first := m.Blocks[b0].FirstRow
+				at := base + liveRows(drop.of(ci), 0, int(first))
+				if rows = liveRows(drop.of(ci), first, rows); rows == 0 {
+					continue
+				}
+				pieces = append(pieces, piece{col: col, c: ci, b0: b0, b1: b1, at: at, rows: rows})
 			}
-			base += int(m.Rows)
+			base += liveRows(drop.of(ci), 0, int(m.Rows))
 		}
 	}
 	for _, col := range used {
@@ -434,7 +448,7 @@ func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, in 
 				return
 			}
 			pc := &pieces[k]
-			pc.nulls, pc.payload, pc.err = loadPiece(ctx, p, cs[pc.c], in.cols[pc.col], pc.col, pc.b0, pc.b1, pc.at, pc.rows)
+			pc.nulls, pc.payload, pc.err = loadPiece(ctx, p, cs[pc.c], drop.of(pc.c), in.cols[pc.col], pc.col, pc.b0, pc.b1, pc.at, pc.rows)
 		}
 	})
 	for i := range pieces {
@@ -456,10 +470,11 @@ func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, in 
 	return nil
 }
 
-// loadPiece decodes blocks [b0, b1) of column col of container c into
-// rows [at, at+rows) of v, whose storage already holds every row, and
-// returns the piece's NULLs (nil: none) and string payload bytes.
-func loadPiece(ctx context.Context, p *plan, c *columnar.Container, v *vector, col, b0, b1, at, rows int) ([]bool, int64, error) {
+// loadPiece decodes blocks [b0, b1) of column col of container c,
+// without the rows in drop (nil: none), into rows [at, at+rows) of v,
+// whose storage already holds every row, and returns the piece's NULLs
+// (nil: none) and string payload bytes.
+func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roaring.Bitmap, v *vector, col, b0, b1, at, rows int) ([]bool, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
@@ -480,16 +495,19 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, v *vector, c
 	default:
 		sub.ints = v.ints[at : at : at+rows]
 	}
+	blocks := c.Manifest().Blocks
+	var scratch vector
 	for b := b0; b < b1; b++ {
 		arr, err := r.ReadBlock(b)
 		if err != nil {
 			return nil, 0, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), name, err)
 		}
-		if sub.len()+arr.Len() > rows {
+		keep := liveMask(drop, blocks[b].FirstRow, arr.Len())
+		if sub.len()+liveRows(drop, blocks[b].FirstRow, arr.Len()) > rows {
 			arr.Release()
 			return nil, 0, fmt.Errorf("windower: read %s column %q: block %d has more rows than the manifest gives", c.Dir(), name, b)
 		}
-		err = sub.appendArrow(arr)
+		err = appendLive(sub, arr, keep, &scratch)
 		arr.Release()
 		if err != nil {
 			return nil, 0, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), name, err)
@@ -506,7 +524,7 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, v *vector, c
 // A column's reader holds one block at a time, as a reader of all the
 // columns does: the memory in flight is the same. The error is that of
 // the first column that failed.
-func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container, in *input, used []int, threads int) error {
+func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, in *input, used []int, threads int) error {
 	errs := make([]error, len(used))
 	var next atomic.Int32
 	parallelFor(min(threads, len(used)), func(int) {
@@ -515,8 +533,8 @@ func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container,
 			if k >= len(used) {
 				return
 			}
-			for _, c := range cs {
-				if errs[k] = loadBlocks(ctx, p, c, in, used[k:k+1]); errs[k] != nil {
+			for i, c := range cs {
+				if errs[k] = loadBlocks(ctx, p, c, drop.of(i), in, used[k:k+1]); errs[k] != nil {
 					break
 				}
 			}

@@ -72,18 +72,19 @@ type partCursor struct {
 	c                 *call
 	br                *columnar.BatchReader
 	used, part, order []int
-	keyRow            *input      // row 0 holds the partition's keys
-	blk               *input      // the current block
-	prev              *input      // the last row of the block before (its order keys)
-	r                 int         // current row in blk
-	skip              int         // rows of the first block before the partition
-	filters           []predicate // WHERE, on input that streams sorted
-	pos               int64       // partition position of the current row
-	group             int64       // peer group of the current row, from 0
-	done              bool        // past the partition's last row
-	agg               *aggInput   // the block's argument and FILTER (aggregates)
-	val               *vector     // the block's argument (value functions)
-	reserved          int64       // bytes of budget the block holds
+	keyRow            *input    // row 0 holds the partition's keys
+	blk               *input    // the current block
+	prev              *input    // the last row of the block before (its order keys)
+	r                 int       // current row in blk
+	skip              int       // rows of the first block before the partition
+	filter            rowFilter // superseded rows and WHERE, on input that streams sorted
+	nextFirst         int64     // the source row of the next block's first
+	pos               int64     // partition position of the current row
+	group             int64     // peer group of the current row, from 0
+	done              bool      // past the partition's last row
+	agg               *aggInput // the block's argument and FILTER (aggregates)
+	val               *vector   // the block's argument (value functions)
+	reserved          int64     // bytes of budget the block holds
 	budget            *columnar.Budget
 	rangeCol          int     // the RANGE key column, or -1
 	keyNull           bool    // the current row's RANGE key is NULL
@@ -141,21 +142,21 @@ func cursorBytes(p *plan, c *call, part, order []int, filters []predicate, block
 
 // openCursor opens a cursor at the partition that starts at source row
 // start of src; row 0 of keyRow holds the partition's keys.
-func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, filters []predicate, budget *columnar.Budget) (*partCursor, error) {
+func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, filter rowFilter, budget *columnar.Budget) (*partCursor, error) {
 	blocks := src.Manifest().Blocks
 	b := 0
 	for b+1 < len(blocks) && blocks[b+1].FirstRow <= start {
 		b++
 	}
-	cols := cursorColumns(c, part, order, filters, len(p.usedCols))
-	cur := &partCursor{c: c, used: cols, part: part, order: order, filters: filters, budget: budget, r: -1, rangeCol: -1}
+	cols := cursorColumns(c, part, order, filter.where, len(p.usedCols))
+	cur := &partCursor{c: c, used: cols, part: part, order: order, filter: filter, budget: budget, r: -1, rangeCol: -1}
 	cur.keyRow = newBuffer(p, part, 1)
 	for _, col := range part {
 		appendRow(cur.keyRow.cols[col], keyRow.cols[col], 0)
 	}
 	cur.keyRow.n = 1
 	cur.prev = newBuffer(p, order, 1)
-	cur.reserved = cursorBytes(p, c, part, order, filters, src.Manifest().BlockRows)
+	cur.reserved = cursorBytes(p, c, part, order, filter.where, src.Manifest().BlockRows)
 	if err := budget.Reserve(cur.reserved); err != nil {
 		cur.reserved = 0
 		return nil, fmt.Errorf("windower: cursor of select item %q: %w", c.alias, err)
@@ -171,6 +172,7 @@ func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, st
 		return nil, fmt.Errorf("windower: reread partition: %w", err)
 	}
 	cur.skip = int(start - blocks[b].FirstRow)
+	cur.nextFirst = blocks[b].FirstRow
 	if c.frame.mode == modeRange && len(order) == 1 {
 		cur.rangeCol = order[0]
 	}
@@ -218,20 +220,21 @@ func (cur *partCursor) next() error {
 		if err != nil {
 			return fmt.Errorf("windower: reread partition: %w", err)
 		}
+		blockFirst := cur.nextFirst
+		cur.nextFirst += rec.NumRows()
 		err = cur.blk.appendRecord(rec, cur.used)
 		rec.Release()
 		if err != nil {
 			return err
 		}
-		// The rows before the partition, then those WHERE drops.
-		cur.blk.shift(min(cur.skip, cur.blk.n))
+		// The rows before the partition, then those superseded or WHERE drops.
+		skip := min(cur.skip, cur.blk.n)
+		cur.blk.shift(skip)
 		cur.skip = 0
-		if len(cur.filters) > 0 {
-			keep, err := evalPredicates(cur.filters, cur.blk.cols, cur.blk.n)
-			if err != nil {
-				return fmt.Errorf("windower: where: %w", err)
+		if cur.filter.active() {
+			if _, err := cur.filter.apply(cur.blk, 0, blockFirst+int64(skip)); err != nil {
+				return err
 			}
-			cur.blk.compact(keep)
 		}
 		cur.r = 0
 		if cur.agg, err = aggInputFor(cur.c, cur.blk); err != nil {
@@ -327,7 +330,7 @@ type cursorEntry struct {
 // newCursorEval opens the cursors of c at the partition starting at
 // source row start.
 // rows is the partition's row count, needed by percent_rank and cume_dist.
-func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, rows int64, filters []predicate, budget *columnar.Budget) (*cursorEval, error) {
+func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, part, order []int, start int64, keyRow *input, rows int64, filter rowFilter, budget *columnar.Budget) (*cursorEval, error) {
 	e := &cursorEval{c: c, order: order, budget: budget, pos: -1, frame: &c.frame, rows: rows}
 	e.dq.budget = budget
 	if len(g.order) > 0 {
@@ -339,16 +342,16 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 		return e, nil // the peer group's start is all rank, dense_rank and percent_rank need
 	case info.family == famShift:
 		var err error
-		e.shift, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget)
+		e.shift, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget)
 		return e, err
 	case info.peerFrame:
 		e.frame = &frame{mode: modeGroups, start: bound{kind: boundUnboundedPreceding}, end: bound{kind: boundCurrentRow}}
 	}
 	var err error
-	if e.start, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
+	if e.start, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 		return nil, err
 	}
-	if e.end, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
+	if e.end, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 		e.close()
 		return nil, err
 	}
@@ -363,7 +366,7 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 			curs = append(curs, &pe.peerEnd)
 		}
 		for _, cur := range curs {
-			if *cur, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
+			if *cur, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 				e.close()
 				return nil, err
 			}
@@ -372,18 +375,18 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 		return e, nil
 	}
 	if x := c.frame.exclude; x == excludeGroup || x == excludeTies {
-		if e.xs, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
+		if e.xs, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 			e.close()
 			return nil, err
 		}
-		if e.xe, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
+		if e.xe, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 			e.close()
 			return nil, err
 		}
 		e.xst.reset()
 	}
 	if c.fn == fnNthValue && !c.argNil {
-		if e.nth, err = openCursor(p, c, src, part, order, start, keyRow, filters, budget); err != nil {
+		if e.nth, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 			e.close()
 			return nil, err
 		}

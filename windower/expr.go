@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -65,6 +66,11 @@ func (si *schemaInfo) lookup(name string) (int, error) {
 	}
 	if len(idx) > 1 {
 		return -1, fmt.Errorf("column %q is ambiguous", name)
+	}
+	if columnar.IsChangeColumn(si.schema.Field(idx[0]).Name) {
+		// A keyed table's change columns are how its rows are resolved,
+		// not part of the table a query sees.
+		return -1, fmt.Errorf("column %q does not exist", name)
 	}
 	if si.kinds[idx[0]] == 255 {
 		return -1, fmt.Errorf("column %q has unsupported type %s", name, si.schema.Field(idx[0]).Type)

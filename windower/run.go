@@ -76,6 +76,11 @@ type Stats struct {
 	SortedInput  bool  // the input streamed without a sort
 	PeakBytes    int64 // peak of the budget
 	SpilledBytes int64 // bytes written to spill files
+	// SupersededRows counts the rows of a keyed table's containers that
+	// the run dropped before reading them as input: older versions of a
+	// key, the same change applied twice, and delete markers. InputRows
+	// counts the rest.
+	SupersededRows int64
 	// BlocksFetched and BytesFetched count the input blocks and bytes
 	// read from an object store rather than local disk.
 	BlocksFetched int64
@@ -122,14 +127,37 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 	for _, c := range cs {
 		rows += c.Rows()
 	}
+	// A keyed table's input is its current rows: the others are found
+	// now and dropped as each path reads the blocks.
+	changes, drop, err := resolveChanges(ctx, cs, o.Budget)
+	if err != nil {
+		return nil, err
+	}
+	defer changes.Release()
+	if changes != nil {
+		rows = changes.Live
+	}
+	res, err := runResolved(ctx, p, cs, drop, rows, mem, o)
+	if err != nil {
+		return nil, err
+	}
+	if changes != nil {
+		res.stats.SupersededRows = changes.DroppedRows()
+	}
+	return res, nil
+}
+
+// runResolved evaluates p over the containers cs without the rows drop
+// names (rows are left), in memory when they fit and in stages if not.
+func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, mem *columnar.Recycler, o Options) (*Result, error) {
 	if len(cs) == 1 && len(p.groups) == 1 && sortedFor(cs[0].SortKey(), p.groups[0]) {
 		o.InputSorted = true
 	}
 	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
 		mem.Close() // a spilling run holds nothing it does not use
-		return runExternal(ctx, p, cs, rows, o)
+		return runExternal(ctx, p, cs, drop, rows, o)
 	}
-	in, err := loadContainers(ctx, p, cs, rows, o.Budget, o.Threads)
+	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, o.Threads)
 	mem.Close()
 	if err != nil {
 		return nil, err
@@ -140,7 +168,7 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 		o.Logger.Info("window query spills: results repeat long strings", "rows", rows, "extra_bytes", extra)
 		o.Budget.Release(in.reserved)
 		in = nil
-		return runExternal(ctx, p, cs, rows, o)
+		return runExternal(ctx, p, cs, drop, rows, o)
 	}
 	return evaluate(ctx, p, in, o)
 }

@@ -22,8 +22,9 @@ import (
 
 // sortToContainer writes sorted runs of the input and merges them into one
 // container. It returns that container's directory and the query rewritten
-// to read it (keys as columns, WHERE already applied).
-func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp string, o Options, st *Stats) (string, *messages.WindowQuery, error) {
+// to read it (keys as columns, WHERE already applied). The rows drop
+// names are not read.
+func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, tmp string, o Options, st *Stats) (string, *messages.WindowQuery, error) {
 	r := newSortedRuns(p, tmp, o, st)
 	// Rows per run: three quarters of what the grant has left once an
 	// input block is read, at what a row of a run holds (runRowBytes); the
@@ -36,7 +37,7 @@ func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, tmp
 		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run (%d bytes a row, input blocks of up to %d bytes)",
 			ErrGrantTooSmall, o.Budget.Limit(), max(runRows, 0), perRow, block)
 	}
-	err := readChunks(ctx, p, cs, r.used, runRows, o.Budget, r.write)
+	err := readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, r.write)
 	if werr := r.wait(); err == nil {
 		err = werr
 	}
@@ -381,11 +382,12 @@ func rewriteForRuns(p *plan, keyNames []string) *messages.WindowQuery {
 	return out
 }
 
-// readChunks reads the used columns of the containers in chunks of at
-// most chunkRows rows, and of no more string bytes than chunkRows rows of
-// the input's average hold, and calls fn with each. A block is cut where
-// a chunk fills, so the buffer holds chunkRows rows and no more.
-func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []int, chunkRows int, budget *columnar.Budget, fn func(*input) error) error {
+// readChunks reads the used columns of the containers, without the rows
+// drop names, in chunks of at most chunkRows rows, and of no more string
+// bytes than chunkRows rows of the input's average hold, and calls fn
+// with each. A block is cut where a chunk fills, so the buffer holds
+// chunkRows rows and no more.
+func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, used []int, chunkRows int, budget *columnar.Budget, fn func(*input) error) error {
 	in, reserved, err := reserveBuffer(p, chunkRows, budget)
 	if err != nil {
 		return err
@@ -393,11 +395,13 @@ func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []i
 	defer budget.Release(reserved)
 	strCap := p.stringCap(chunkRows)
 	var strHeld int64
-	for _, c := range cs {
+	for i, c := range cs {
 		br, err := c.OpenColumns(used)
 		if err != nil {
 			return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 		}
+		f := rowFilter{dropped: drop.of(i)}
+		var first int64 // the container's row of the next block's first
 		for {
 			if err := ctx.Err(); err != nil {
 				br.Close()
@@ -417,6 +421,9 @@ func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []i
 				start := in.n
 				err = in.appendRecord(part, used)
 				part.Release()
+				if err == nil && f.active() {
+					_, err = f.apply(in, start, first+off)
+				}
 				if err != nil {
 					rec.Release()
 					br.Close()
@@ -434,6 +441,7 @@ func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, used []i
 					strHeld = 0
 				}
 			}
+			first += rec.NumRows()
 			rec.Release()
 		}
 		if err := br.Close(); err != nil {

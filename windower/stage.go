@@ -32,7 +32,9 @@ import (
 // and a merge) and streams it, writing a container that carries the input
 // columns later stages need and the window results so far; the next
 // stage reads that container. The last stage's container is the result.
-func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows int64, o Options) (res *Result, err error) {
+// The first stage reads cs without the rows drop names; later stages read
+// what it wrote.
+func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, o Options) (res *Result, err error) {
 	if len(p.groups) == 0 && len(p.orderBy) == 0 {
 		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and a query without window functions or ORDER BY does not spill",
 			ErrUnsupported, rows, o.Budget.Limit())
@@ -91,9 +93,10 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, rows in
 			return nil, fmt.Errorf("windower: spill directory: %w", err)
 		}
 		parts := st.Partitions
-		if out, err = runStage(ctx, sp, inputs, so, dir, st); err != nil {
+		if out, err = runStage(ctx, sp, inputs, drop, so, dir, st); err != nil {
 			return nil, err
 		}
+		drop = nil
 		if len(p.orderBy) > 0 && k == len(stages)-1 {
 			st.Partitions = parts // the sort stage's row_number is not a query partition
 		}
@@ -245,22 +248,23 @@ func orderByStage(p *plan, afterWindows bool) (*messages.WindowQuery, error) {
 }
 
 // runStage evaluates a one-group plan over inputs that do not fit the
-// grant and returns the directory of its result container, under dir.
-func runStage(ctx context.Context, p *plan, cs []*columnar.Container, o Options, dir string, st *Stats) (string, error) {
+// grant, without their rows drop names, and returns the directory of its
+// result container, under dir.
+func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, o Options, dir string, st *Stats) (string, error) {
 	st.Rows = 0 // the last stage's rows are the result's
 	var (
-		src     *columnar.Container
-		splan   *plan
-		filters []predicate // applied while streaming (sorted input only)
+		src    *columnar.Container
+		splan  *plan
+		filter rowFilter // applied while streaming (sorted input only)
 	)
 	if o.InputSorted {
 		src = cs[0]
 		cp := *p
 		cp.where = nil
-		splan, filters = &cp, p.where
+		splan, filter = &cp, rowFilter{where: p.where, dropped: drop.of(0)}
 	} else {
 		st.SortedInput = false
-		sorted, q2, err := sortToContainer(ctx, p, cs, dir, o, st)
+		sorted, q2, err := sortToContainer(ctx, p, cs, drop, dir, o, st)
 		if err != nil {
 			return "", err
 		}
@@ -272,5 +276,5 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, o Options,
 		}
 		splan.measureStrings([]*columnar.Container{src})
 	}
-	return streamSorted(ctx, splan, src, filters, dir, o, st)
+	return streamSorted(ctx, splan, src, filter, dir, o, st)
 }

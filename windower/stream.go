@@ -20,10 +20,10 @@ import (
 
 // streamSorted evaluates p (one window group whose keys are plain
 // columns) over src, whose rows are in (partition, order) order, and
-// writes the result as a container under tmp. filters are applied to the
-// rows as they are read.
-func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filters []predicate, tmp string, o Options, st *Stats) (string, error) {
-	s, err := newSortedStream(ctx, p, src, filters, o, st)
+// writes the result as a container under tmp. filter drops rows as they
+// are read.
+func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filter rowFilter, tmp string, o Options, st *Stats) (string, error) {
+	s, err := newSortedStream(ctx, p, src, filter, o, st)
 	if err != nil {
 		return "", err
 	}
@@ -94,15 +94,15 @@ func longestInColumn(src *columnar.Container, col int) (int64, error) {
 
 // sortedStream is the state of streamSorted.
 type sortedStream struct {
-	ctx     context.Context
-	p       *plan
-	g       *windowGroup
-	src     *columnar.Container
-	filters []predicate
-	o       Options
-	eo      Options // evaluation of the buffer's rows: sorted input
-	st      *Stats
-	w       *columnar.Writer
+	ctx    context.Context
+	p      *plan
+	g      *windowGroup
+	src    *columnar.Container
+	filter rowFilter
+	o      Options
+	eo     Options // evaluation of the buffer's rows: sorted input
+	st     *Stats
+	w      *columnar.Writer
 
 	used, partCols, orderCols []int
 	whole                     map[*call]bool
@@ -129,9 +129,8 @@ type sortedStream struct {
 	// when its rows would take more than strCap.
 	repeatBytes int64
 	// Source rows of the buffer's rows, for a first pass or cursors over
-	// a big partition to start where it does: without filters, row 0's
-	// is bufSrc and the rest follow; with filters each row's is in
-	// srcRows.
+	// a big partition to start where it does: without a filter, row 0's
+	// is bufSrc and the rest follow; with one each row's is in srcRows.
 	bufSrc, srcNext int64
 	srcRows         []int64
 
@@ -161,9 +160,9 @@ func (b *bigPartition) close() {
 }
 
 // newSortedStream plans the stream of p over src and reserves its buffer.
-func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filters []predicate, o Options, st *Stats) (*sortedStream, error) {
+func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filter rowFilter, o Options, st *Stats) (*sortedStream, error) {
 	g := p.groups[0]
-	s := &sortedStream{ctx: ctx, p: p, g: g, src: src, filters: filters, o: o, eo: o, st: st}
+	s := &sortedStream{ctx: ctx, p: p, g: g, src: src, filter: filter, o: o, eo: o, st: st}
 	s.eo.InputSorted = true
 	s.used = p.usedColumns()
 	for _, k := range g.partition {
@@ -201,7 +200,7 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 func (s *sortedStream) sizeBuffer() error {
 	p, o := s.p, s.o
 	perRow := p.memoryPerRow() + 9*int64(len(s.used))
-	if len(s.filters) > 0 {
+	if s.filter.active() {
 		perRow += 8 // the row's source row
 	}
 	blockRows := s.src.Manifest().BlockRows
@@ -215,7 +214,7 @@ func (s *sortedStream) sizeBuffer() error {
 		case c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies:
 			n += 2
 		}
-		cursorMem += n * cursorBytes(p, c, s.partCols, s.orderCols, s.filters, blockRows)
+		cursorMem += n * cursorBytes(p, c, s.partCols, s.orderCols, s.filter.where, blockRows)
 	}
 	block := maxBlockBytes([]*columnar.Container{s.src}, s.used) // the reader's
 	s.bufRows = int((o.Budget.Limit() - o.Budget.InUse() - cursorMem - block) / 2 / perRow)
@@ -297,7 +296,7 @@ func (s *sortedStream) full() bool {
 }
 
 // fill appends the source's next block to the buffer, without the rows
-// the filters drop; it reports the end of the source.
+// the filter drops; it reports the end of the source.
 func (s *sortedStream) fill(br *columnar.BatchReader) (eof bool, err error) {
 	rec, err := br.Next()
 	switch {
@@ -313,14 +312,14 @@ func (s *sortedStream) fill(br *columnar.BatchReader) (eof bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("windower: read sorted input: %w", err)
 	}
-	if len(s.filters) > 0 {
-		keep, err := evalPredicates(s.filters, buf.view(start, buf.n).cols, buf.n-start)
+	if s.filter.active() {
+		n := buf.n - start
+		keep, err := s.filter.apply(buf, start, s.srcNext)
 		if err != nil {
-			return false, fmt.Errorf("windower: where: %w", err)
+			return false, err
 		}
-		buf.compactTail(start, keep)
-		for _, k := range keep {
-			if k {
+		for i := range n {
+			if keep == nil || keep[i] {
 				s.srcRows = append(s.srcRows, s.srcNext)
 			}
 			s.srcNext++
@@ -353,14 +352,14 @@ func (s *sortedStream) shift(k int) {
 	s.strHeld -= stringBytes(s.buf, 0, k)
 	s.buf.shift(k)
 	s.bufSrc += int64(k)
-	if len(s.filters) > 0 {
+	if s.filter.active() {
 		s.srcRows = s.srcRows[:copy(s.srcRows, s.srcRows[k:])]
 	}
 }
 
 // srcOf0 is the source row of the buffer's row 0.
 func (s *sortedStream) srcOf0() int64 {
-	if len(s.filters) > 0 {
+	if s.filter.active() {
 		return s.srcRows[0]
 	}
 	return s.bufSrc
@@ -393,7 +392,7 @@ func (s *sortedStream) startPartition() error {
 			rows = b.facts.rows
 		}
 		for i, c := range s.cursored {
-			e, err := newCursorEval(s.p, s.g, c, s.src, s.partCols, s.orderCols, s.srcOf0(), s.buf, rows, s.filters, s.o.Budget)
+			e, err := newCursorEval(s.p, s.g, c, s.src, s.partCols, s.orderCols, s.srcOf0(), s.buf, rows, s.filter, s.o.Budget)
 			if err != nil {
 				return err
 			}
@@ -422,7 +421,7 @@ func (s *sortedStream) firstPass(b *bigPartition) error {
 			pick = append(pick, out.call)
 		}
 	}
-	vals, facts, err := partitionPass(s.ctx, s.p, s.src, s.used, s.partCols, s.srcOf0(), s.buf, calls, pick, s.filters, s.o.Budget)
+	vals, facts, err := partitionPass(s.ctx, s.p, s.src, s.used, s.partCols, s.srcOf0(), s.buf, calls, pick, s.filter, s.o.Budget)
 	if err != nil {
 		return err
 	}

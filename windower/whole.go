@@ -28,13 +28,14 @@ func wholeCalls(g *windowGroup) map[*call]bool {
 }
 
 // partitionPass reads src from row start for as long as the rows that
-// pass filters (WHERE on input that streams sorted) belong to the
+// pass filter (superseded rows and WHERE, on input that streams sorted)
+// belong to the
 // partition whose keys are those of row 0 of keyRow. It returns
 // the value of every call in calls over it, as one-row vectors, and the
 // partition's facts: its row count and, for each positional call in
 // pick, the argument values at the positions positionalPicks names.
 func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, partCols []int, start int64,
-	keyRow *input, calls, pick []*call, filters []predicate, budget *columnar.Budget) ([]*vector, *partitionFacts, error) {
+	keyRow *input, calls, pick []*call, filter rowFilter, budget *columnar.Budget) ([]*vector, *partitionFacts, error) {
 	facts := &partitionFacts{picked: map[int]map[int64]*vector{}}
 	wanted := make([][]int64, len(pick))
 	for i, c := range pick {
@@ -55,6 +56,7 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 		return nil, nil, fmt.Errorf("windower: reread partition: %w", err)
 	}
 	skip := int(start - blocks[b].FirstRow)
+	next := blocks[b].FirstRow // the source row of the next block's first
 	states := make([]aggState, len(calls))
 	bests := make([]*vector, len(calls)) // min/max so far
 	for i := range states {
@@ -77,20 +79,21 @@ func partitionPass(ctx context.Context, p *plan, src *columnar.Container, used, 
 			return nil, nil, fmt.Errorf("windower: reread partition: %w", err)
 		}
 		batch.reset()
+		first := next
+		next += rec.NumRows()
 		err = batch.appendRecord(rec, used)
 		rec.Release()
 		if err != nil {
 			return nil, nil, err
 		}
-		// The rows before the partition, then those WHERE drops.
-		batch.shift(min(skip, batch.n))
+		// The rows before the partition, then those superseded or WHERE drops.
+		k := min(skip, batch.n)
+		batch.shift(k)
 		skip = 0
-		if len(filters) > 0 {
-			keep, err := evalPredicates(filters, batch.cols, batch.n)
-			if err != nil {
-				return nil, nil, fmt.Errorf("windower: where: %w", err)
+		if filter.active() {
+			if _, err := filter.apply(batch, 0, first+int64(k)); err != nil {
+				return nil, nil, err
 			}
-			batch.compact(keep)
 		}
 		from, to := 0, batch.n
 		for r := from; r < batch.n; r++ {
