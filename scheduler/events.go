@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/strata-db/strata/messages"
@@ -17,7 +19,8 @@ import (
 // inputs it retires, the result table — comes from the scheduler's own
 // record of the job, never from the event. A done claim is taken only when
 // the output the job named exists and checks out (for a mergeout, with the
-// rows of its inputs). A refused claim changes nothing and comes back as
+// rows of its inputs; for a keyed table's, which folds them, at most those
+// and its primary key). A refused claim changes nothing and comes back as
 // an error wrapping ErrRejected; events of a job already settled
 // (redeliveries, the scheduler's own queue-timeout event) are ignored.
 func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) error {
@@ -133,8 +136,11 @@ func (s *Scheduler) recordAccepted(ctx context.Context, where projKey, ev *messa
 
 // checkOutput checks the output the pending job named and returns it as the
 // catalog will hold it. A missing or corrupt output, or a mergeout output
-// whose rows are not its inputs', is an error wrapping ErrBadOutput.
-func (s *Scheduler) checkOutput(j job) (messages.ContainerRef, error) {
+// whose rows are not its inputs', is an error wrapping ErrBadOutput. For a
+// keyed table (pk, the primary key of the job's projection) a mergeout
+// folds its inputs' changes, so its output holds at most their rows, and
+// must keep the key.
+func (s *Scheduler) checkOutput(j job, pk []string) (messages.ContainerRef, error) {
 	out, want := j.output()
 	if s.opts.Data == nil {
 		out.Rows = max(want, 0)
@@ -145,7 +151,14 @@ func (s *Scheduler) checkOutput(j job) (messages.ContainerRef, error) {
 	if err != nil {
 		return out, fmt.Errorf("output %s/%s/%s: %w", out.Table, out.Projection, out.ID, err)
 	}
-	if want >= 0 && rows != want {
+	switch keyed := len(pk) > 0; {
+	case want < 0:
+	case keyed && rows > want:
+		return out, fmt.Errorf("output %s/%s/%s: %w: %d rows, more than its inputs' %d", out.Table, out.Projection, out.ID, ErrBadOutput, rows, want)
+	case keyed && !slices.Equal(info.PrimaryKey, pk):
+		return out, fmt.Errorf("output %s/%s/%s: %w: primary key (%s), the table's is (%s)", out.Table, out.Projection, out.ID, ErrBadOutput,
+			strings.Join(info.PrimaryKey, ", "), strings.Join(pk, ", "))
+	case !keyed && rows != want:
 		return out, fmt.Errorf("output %s/%s/%s: %w: %d rows, its inputs hold %d", out.Table, out.Projection, out.ID, ErrBadOutput, rows, want)
 	}
 	out.Rows, out.Bytes = rows, bytes
@@ -157,11 +170,11 @@ func (s *Scheduler) checkOutput(j job) (messages.ContainerRef, error) {
 // nothing is deleted) and the claim is rejected; an I/O error checking it
 // is returned as is, so the event is applied again later.
 func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.JobEvent, now time.Time) error {
-	p, j, err := s.pendingJob(ctx, where, ev.JobID)
+	st, p, j, err := s.pendingJob(ctx, where, ev.JobID)
 	if err != nil {
 		return fmt.Errorf("settle job %s: %w", ev.JobID, err)
 	}
-	out, err := s.checkOutput(j)
+	out, err := s.checkOutput(j, st.PrimaryKey)
 	if err != nil {
 		if !errors.Is(err, ErrBadOutput) {
 			return fmt.Errorf("settle job %s: %w", ev.JobID, err)
@@ -195,21 +208,22 @@ func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.
 	return nil
 }
 
-// pendingJob returns a job pending in its projection's entry and its body.
-func (s *Scheduler) pendingJob(ctx context.Context, where projKey, jobID string) (PendingJob, job, error) {
+// pendingJob returns a job pending in its projection's entry, the entry
+// and the job's body.
+func (s *Scheduler) pendingJob(ctx context.Context, where projKey, jobID string) (*ProjectionState, PendingJob, job, error) {
 	st, _, err := s.catalog.Get(ctx, where.table, where.projection)
 	if err != nil {
-		return PendingJob{}, nil, err
+		return nil, PendingJob{}, nil, err
 	}
 	i, ok := st.pending(jobID)
 	if !ok {
-		return PendingJob{}, nil, errNotPending
+		return nil, PendingJob{}, nil, errNotPending
 	}
 	j, err := s.catalog.Job(ctx, where.table, where.projection, &st.Pending[i])
 	if err != nil {
-		return PendingJob{}, nil, err
+		return nil, PendingJob{}, nil, err
 	}
-	return st.Pending[i], j, nil
+	return st, st.Pending[i], j, nil
 }
 
 var errNotPending = errors.New("not pending in the catalog")
@@ -247,7 +261,7 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak
 	s.granted(ctx, s.adm.Release(jobID, peak, now), now)
 	where, ok := s.where[jobID]
 	if ok {
-		p, j, err := s.pendingJob(ctx, where, jobID)
+		_, p, j, err := s.pendingJob(ctx, where, jobID)
 		if err == nil {
 			_, err = s.endJob(ctx, where, p.Seq, j, nil)
 		}

@@ -111,12 +111,13 @@ func (j *mergeoutJob) settle(st *ProjectionState, out messages.ContainerRef) {
 func (j *mergeoutJob) settled(context.Context, *Scheduler, messages.ContainerRef, time.Time) {}
 
 type mergeoutSpec struct {
-	Output  string `json:"output"`
-	Stratum int    `json:"stratum"`
+	Output             string `json:"output"`
+	Stratum            int    `json:"stratum"`
+	DropMarkersThrough int64  `json:"drop_markers_through,omitempty"`
 }
 
 func (j *mergeoutJob) spec() (any, error) {
-	return mergeoutSpec{Output: j.w.Output, Stratum: j.w.Stratum}, nil
+	return mergeoutSpec{Output: j.w.Output, Stratum: j.w.Stratum, DropMarkersThrough: j.w.DropMarkersThrough}, nil
 }
 
 func decodeMergeout(b *storedJob, data json.RawMessage) (job, error) {
@@ -130,8 +131,11 @@ func decodeMergeout(b *storedJob, data json.RawMessage) (job, error) {
 	if len(b.Inputs) == 0 {
 		return nil, fmt.Errorf("a mergeout with no inputs")
 	}
+	if sp.DropMarkersThrough < 0 {
+		return nil, fmt.Errorf("drop_markers_through %d is negative", sp.DropMarkersThrough)
+	}
 	return &mergeoutJob{messages.MergeoutJob{JobID: b.JobID, Table: b.Table, Projection: b.Projection,
-		Inputs: b.refs(), Output: sp.Output, Stratum: sp.Stratum, Created: b.Created}}, nil
+		Inputs: b.refs(), Output: sp.Output, Stratum: sp.Stratum, Created: b.Created, DropMarkersThrough: sp.DropMarkersThrough}}, nil
 }
 
 // windowJob evaluates a window query over Inputs, the containers live

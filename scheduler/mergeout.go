@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/strata-db/strata/messages"
 )
@@ -44,7 +45,7 @@ func (s *Scheduler) requestMergeout(ctx context.Context, req *messages.MergeoutR
 		if !ok {
 			continue
 		}
-		ref, err := s.startMergeout(ctx, st.Table, st.Projection, sel, req.RequestID)
+		ref, err := s.startMergeout(ctx, st, sel, req.RequestID)
 		if err != nil {
 			return nil, err
 		}
@@ -91,7 +92,7 @@ func (s *Scheduler) selectStrata(ctx context.Context, table, projection string) 
 		return
 	}
 	for _, sel := range SelectStrata(st.Live, st.readers(), s.opts.Strata) {
-		if _, err := s.startMergeout(ctx, table, projection, sel, ""); err != nil {
+		if _, err := s.startMergeout(ctx, st, sel, ""); err != nil {
 			s.log.Error("start mergeout", "table", table, "projection", projection, "stratum", sel.Stratum, "err", err)
 			return
 		}
@@ -103,10 +104,23 @@ var errInputsTaken = errors.New("scheduler: mergeout inputs no longer free")
 
 // startMergeout records the job as pending in the catalog (so its inputs
 // are taken), with the answer to the client request requestID if not
-// empty, then asks the tm pool for its grant.
-func (s *Scheduler) startMergeout(ctx context.Context, table, projection string, sel Selection, requestID string) (messages.JobRef, error) {
+// empty, then asks the tm pool for its grant. sel was chosen from seen,
+// the projection's entry as read before.
+//
+// A mergeout of every live container of a keyed projection may drop the
+// delete markers of the changes every one of which is applied: the change
+// floor is read before the entry the job is added to, so every change at
+// or below it is in a container live in that entry, hence among the
+// inputs, and any change still to arrive has a higher version. Then no
+// row a dropped marker deletes exists outside the job, or ever will.
+func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, sel Selection, requestID string) (messages.JobRef, error) {
+	table, projection := seen.Table, seen.Projection
 	now := s.now()
 	pool := messages.DefaultMergeoutPool
+	var floor int64
+	if len(seen.PrimaryKey) > 0 && coversLive(sel.Inputs, seen.Live) {
+		floor = s.changeFloor(ctx, table, projection)
+	}
 	st, j, err := s.catalog.AddJob(ctx, table, projection, pool, func(st *ProjectionState, seq uint64) (job, error) {
 		busy := st.readers()
 		inputs := make([]messages.ContainerRef, 0, len(sel.Inputs))
@@ -117,14 +131,19 @@ func (s *Scheduler) startMergeout(ctx context.Context, table, projection string,
 			}
 			inputs = append(inputs, st.Live[i])
 		}
+		var through int64
+		if len(st.PrimaryKey) > 0 && coversLive(inputs, st.Live) {
+			through = floor // 0 when the selection was not of every container
+		}
 		return &mergeoutJob{messages.MergeoutJob{
-			JobID:      fmt.Sprintf("mergeout.%s.%s.%d", table, projection, seq),
-			Table:      table,
-			Projection: projection,
-			Inputs:     inputs,
-			Output:     fmt.Sprintf("m%08d", seq),
-			Stratum:    sel.Stratum,
-			Created:    now.UnixNano(),
+			JobID:              fmt.Sprintf("mergeout.%s.%s.%d", table, projection, seq),
+			Table:              table,
+			Projection:         projection,
+			Inputs:             inputs,
+			Output:             fmt.Sprintf("m%08d", seq),
+			Stratum:            sel.Stratum,
+			Created:            now.UnixNano(),
+			DropMarkersThrough: through,
 		}}, nil
 	}, func(st *ProjectionState, j job) error {
 		return st.recordRequest(requestMergeout, requestID, now, &messages.MergeoutReply{Jobs: []messages.JobRef{{JobID: j.id()}}})
@@ -133,9 +152,45 @@ func (s *Scheduler) startMergeout(ctx context.Context, table, projection string,
 		return messages.JobRef{}, fmt.Errorf("start mergeout of %s.%s: %w", table, projection, err)
 	}
 	s.track(st, j, pool)
-	s.log.Info("mergeout selected", "job", j.id(), "stratum", sel.Stratum, "inputs", len(j.inputs()))
+	s.log.Info("mergeout selected", "job", j.id(), "stratum", sel.Stratum, "inputs", len(j.inputs()),
+		"drop_markers_through", j.(*mergeoutJob).w.DropMarkersThrough)
 	if err := s.admit(ctx, j.id(), pool, j.want(), now); err != nil {
 		return messages.JobRef{}, err
 	}
 	return s.jobRef(j.id()), nil
+}
+
+// coversLive reports whether inputs name every container of live.
+func coversLive(inputs, live []messages.ContainerRef) bool {
+	named := make(map[string]bool, len(inputs))
+	for _, in := range inputs {
+		named[in.ID] = true
+	}
+	for _, c := range live {
+		if !named[c.ID] {
+			return false
+		}
+	}
+	return len(live) > 0
+}
+
+// changeFloorTimeout bounds the ChangeFloor hook, which runs under the
+// scheduler's lock.
+const changeFloorTimeout = 2 * time.Second
+
+// changeFloor asks the ChangeFloor hook for the version through which
+// every change is applied; 0 (keep every marker) when there is no hook or
+// it fails.
+func (s *Scheduler) changeFloor(ctx context.Context, table, projection string) int64 {
+	if s.opts.ChangeFloor == nil {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, changeFloorTimeout)
+	defer cancel()
+	floor, err := s.opts.ChangeFloor(ctx)
+	if err != nil || floor < 0 {
+		s.log.Warn("change floor unknown: the mergeout keeps every delete marker", "table", table, "projection", projection, "floor", floor, "err", err)
+		return 0
+	}
+	return floor
 }

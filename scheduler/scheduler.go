@@ -86,6 +86,15 @@ type Options struct {
 	KeepResults int
 	Clock       Clock
 	Logger      *slog.Logger
+	// ChangeFloor returns the version (UPDATES stream sequence) through
+	// which every change of every keyed table is applied, visible in the
+	// live containers or dead-lettered: in production the ack floor of the
+	// walwriter's durable consumer. A mergeout of every live container of
+	// a keyed projection drops the delete markers at or below it
+	// (messages.MergeoutJob.DropMarkersThrough): no row they delete can
+	// arrive later. Nil, or an error, keeps every marker. It is called
+	// with the scheduler's lock held, bounded by changeFloorTimeout.
+	ChangeFloor func(ctx context.Context) (int64, error)
 }
 
 func (o Options) withDefaults() Options {

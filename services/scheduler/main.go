@@ -34,6 +34,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -167,6 +168,7 @@ func run(args []string) error {
 		KeepAcquisitions: *keepOps,
 		KeepResults:      *keepResults,
 		Logger:           log,
+		ChangeFloor:      walwriterAckFloor(js),
 	})
 	if err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
@@ -237,4 +239,22 @@ func natsGiven(fs *flag.FlagSet) bool {
 		given = true
 	}
 	return given
+}
+
+// walwriterAckFloor is the scheduler's ChangeFloor: the ack floor of the
+// walwriter's durable consumer on UPDATES. The walwriter acks an event
+// once its change is visible in a live container (or dead-lettered), so
+// every change at or below the floor is applied.
+func walwriterAckFloor(js jetstream.JetStream) func(context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) {
+		c, err := js.Consumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter)
+		if err != nil {
+			return 0, fmt.Errorf("consumer %s of stream %s: %w", messages.ConsumerWalwriter, messages.StreamUpdates, err)
+		}
+		floor := c.CachedInfo().AckFloor.Stream
+		if floor > math.MaxInt64 {
+			return 0, fmt.Errorf("consumer %s of stream %s: ack floor %d beyond int64", messages.ConsumerWalwriter, messages.StreamUpdates, floor)
+		}
+		return int64(floor), nil
+	}
 }
