@@ -66,15 +66,16 @@ func (m *merge) resolve(ins []input) (*resolution, error) {
 	cs := make([]*columnar.Container, len(ins))
 	for i, in := range ins {
 		cs[i] = in.c
-		// Superseded reads the key, version and deleted columns once more.
-		key, _, _, _ := in.c.PrimaryKeyIndices()
-		m.stats.BlocksTotal += int64(len(in.c.Manifest().Blocks) * (len(key) + 2))
 	}
+	// Superseded reads the key, version and deleted columns (those it
+	// needs) once more: those blocks count among the blocks read.
+	before := m.io.BlocksDecompressed.Load()
 	res, err := columnar.Superseded(m.ctx, cs, columnar.ResolveOptions{
 		KeepMarkers:        true,
 		DropMarkersThrough: m.opts.DropMarkersThrough,
 		Budget:             m.budget,
 	})
+	m.stats.BlocksTotal += m.io.BlocksDecompressed.Load() - before
 	if errors.Is(err, columnar.ErrBudgetExceeded) {
 		// Superseded is deterministic: the same grant fails the same way.
 		return nil, fmt.Errorf("merger: %w: resolving the versions of %d inputs: %w", ErrGrantTooSmall, len(ins), err)

@@ -81,7 +81,8 @@ type Stats struct {
 	// passes, intermediates); every file once is K x columns per level.
 	FilesOpened int64 `json:"files_opened"`
 	// BlocksDecompressed counts blocks decoded; BlocksTotal is the blocks
-	// (column files x blocks) of every container the merge read.
+	// (column files x blocks) of every container the merge read, and for
+	// keyed inputs the blocks resolving their versions read.
 	BlocksDecompressed int64 `json:"blocks_decompressed"`
 	BlocksTotal        int64 `json:"blocks_total"`
 	// BlocksFetched and BytesFetched count the blocks and bytes its
