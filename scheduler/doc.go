@@ -55,6 +55,12 @@
 // sweep leaves the containers of a held reservation alone. Both absent
 // until a load reserves.
 //
+// "primary_key" names a keyed table's key columns (["aid"]), set from the
+// containers' manifests by the projection's first load (register.go),
+// which refuses loads that do not fit it; "applied" maps a WAL ID to the
+// WAL position through which that WAL's changes of the table are live
+// (apply.go). Both absent for an append-only table.
+//
 // "<table>/<projection>/job/<seq>", the body of pending job seq of the
 // projection: the job as made, its full input list and what its kind
 // needs ("spec"), everything but the grant, which the entry holds and the

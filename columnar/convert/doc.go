@@ -56,6 +56,42 @@
 //
 // Input with a header and no rows imports as no containers.
 //
+// # Primary keys
+//
+// With ImportOptions.PrimaryKey the import makes the first containers of
+// a keyed table (columnar's change columns): the schema is the input's
+// with the key columns not null and every other column nullable (a delete
+// marker has them NULL), then _strata_version and _strata_deleted, every
+// row version 0 and not deleted, and each manifest names the key. An
+// input column named with the reserved prefix _strata_ is refused.
+//
+// A NULL in a key column fails the import at the first such row, a
+// *CSVError naming the line and column for CSV ("t.csv:4: column "id":
+// NULL in a primary key column"), the row for Parquet; both wrap
+// ErrNullKey. Two rows with one key anywhere in the input fail it with a
+// *DuplicateKeyError (wrapping columnar.ErrDuplicateKey) naming the first
+// duplicate in input order, its key values and the row it repeats:
+// "duplicate primary key (id)=(7): line 9 repeats line 3" (CSV lines as
+// an editor counts them; "row 9 repeats row 3" for Parquet). Keys are
+// compared as normalized keys, so -0.0 and 0.0, or two NaNs, are one key,
+// as version resolution (columnar.Superseded) sees them.
+//
+// The check scales with the input, not memory. Each container's keys are
+// encoded when it is written and appended, sorted, as a run to one
+// temporary file (ImportOptions.TempDir, unlinked at once): in the
+// container's order when the key's columns are the sort key's first
+// columns (in any order), else sorted on their own. An entry is the
+// normalized key, the row's input position and its row in the container
+// (about 17 bytes for an int64 key). After the last container a k-way
+// merge of the runs finds equal keys, holding one buffer per run (at most
+// 32MiB together); the key values for the message are read back from the
+// container. A run holding a key twice ends the import after that
+// container, since the first duplicate is then among the containers
+// written. CSV line numbers are kept as runs of rows whose line is the
+// row plus a constant, a few entries however long the input. On 1Mi rows
+// in 8 containers the check took 0.25 s with the key leading the sort key
+// and 0.65 s without (BenchmarkImportKeyCheck), a 16MB run file.
+//
 // # Export
 //
 // Export writes containers of one schema, one after the other and one

@@ -292,18 +292,37 @@ func (kc *keyCheck) addRun(keys []arrow.Array, perm []int, first int64) error {
 		for r, i := range perm {
 			row[i] = int32(r)
 		}
-		order := make([]int32, n)
-		for i := range order {
-			order[i] = int32(i)
+		// Sorted on each key's first 8 bytes, held beside its index, and
+		// on the whole key only where those are equal.
+		type ordered struct {
+			head uint64
+			i    int32
 		}
-		slices.SortFunc(order, func(a, b int32) int {
-			if c := bytes.Compare(kb.Key(int(a)), kb.Key(int(b))); c != 0 {
+		order := make([]ordered, n)
+		var pad [8]byte
+		for i := range order {
+			k := kb.Key(i)
+			head := k
+			if len(k) < 8 {
+				head = append(pad[:0:0], k...)
+				head = append(head, pad[len(k):]...)
+			}
+			order[i] = ordered{head: binary.BigEndian.Uint64(head), i: int32(i)}
+		}
+		slices.SortFunc(order, func(a, b ordered) int {
+			if a.head != b.head {
+				if a.head < b.head {
+					return -1
+				}
+				return 1
+			}
+			if c := bytes.Compare(kb.Key(int(a.i)), kb.Key(int(b.i))); c != 0 {
 				return c
 			}
-			return int(a - b)
+			return int(a.i - b.i)
 		})
-		for _, i := range order {
-			if prev, err = put(int(i), int(row[i]), prev); err != nil {
+		for _, o := range order {
+			if prev, err = put(int(o.i), int(row[o.i]), prev); err != nil {
 				return fmt.Errorf("primary key check: %w", err)
 			}
 		}
