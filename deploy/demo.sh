@@ -2,13 +2,16 @@
 # The strata demo (`make demo`): start a scheduler with an embedded NATS
 # server, two mergers, a windower and a walwriter as separate processes;
 # load a generated 200-column table as 32 containers; let mergeout run; run
-# window queries; publish update events; print the system tables; stop
+# window queries; load pgbench_accounts keyed on aid, change an account's
+# balance with strata changes and strata updates and query it again (the
+# demo fails if the balance did not change); print the system tables; stop
 # everything cleanly.
 #
 # Environment: BIN (binaries, default ./bin), DEMO_DIR (data and logs,
 # default a new temporary directory), DEMO_PORT (NATS port, default 14222),
 # DEMO_PG_PORT (pgwire's PostgreSQL clients, default 15433), DEMO_ROWS
-# (rows per container, default 3000).
+# (rows per container, default 3000), DEMO_ACCOUNTS (pgbench_accounts rows,
+# default 100000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . deploy/lib.sh
@@ -18,6 +21,7 @@ DEMO_DIR=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")}
 PORT=${DEMO_PORT:-14222}
 PG_PORT=${DEMO_PG_PORT:-15433}
 ROWS=${DEMO_ROWS:-3000}
+ACCOUNTS=${DEMO_ACCOUNTS:-100000}
 DATA=$DEMO_DIR/data
 LOGS=$DEMO_DIR/logs
 NATS=nats://127.0.0.1:$PORT
@@ -69,9 +73,56 @@ else
 	echo "psql is not installed; with it: PGPASSWORD=\$(cat $DATA/pg-auth/strata.password) psql \"host=127.0.0.1 port=$PG_PORT user=strata dbname=strata\""
 fi
 
-step "publishing 20000 pgbench-like update events to the walwriter"
-strata updates --table pgbench_accounts --keys 10000 --events 20000
-sleep 2
+step "pgbench_accounts: $ACCOUNTS accounts keyed on aid, as pgbench -i loads them"
+strata load --pgbench-accounts "$ACCOUNTS"
+
+# balance prints account 42's balance, from a window query; the demo stops
+# if there is none.
+balance() {
+	strata window "SELECT aid, abalance, sum(abalance) OVER () AS total FROM pgbench_accounts WHERE aid = 42" --format csv >"$DEMO_DIR/balance.csv"
+	cat "$DEMO_DIR/balance.csv" >&2
+	local b
+	b=$(awk -F, 'NR == 2 { print $2 }' "$DEMO_DIR/balance.csv")
+	if ! [[ "$b" =~ ^-?[0-9]+$ ]]; then
+		echo "demo: no balance of account 42 in the query's result" >&2
+		return 1
+	fi
+	echo "$b"
+}
+step "account 42 before"
+before=$(balance)
+
+step "strata changes: account 42 gets 1000 more; account 43 is deleted, account $((ACCOUNTS + 1)) opened"
+# The header is op, then every column of the table; a delete needs only the
+# key (an empty field is NULL, so the filler of 84 blanks is quoted).
+filler=\"$(printf '%84s' '')\"
+cat >"$DEMO_DIR/changes.csv" <<CSV
+op,aid,bid,abalance,filler
+update,42,1,$((before + 1000)),$filler
+delete,43,,,
+insert,$((ACCOUNTS + 1)),$(((ACCOUNTS) / 100000 + 1)),500,$filler
+CSV
+cat "$DEMO_DIR/changes.csv"
+strata changes --table pgbench_accounts --csv "$DEMO_DIR/changes.csv"
+
+step "account 42 after strata changes"
+after=$(balance)
+if [[ "$after" != "$((before + 1000))" ]]; then
+	echo "demo: account 42's balance is $after after strata changes, want $((before + 1000))" >&2
+	exit 1
+fi
+
+step "strata updates: 20000 of pgbench's account updates (abalance += delta on random accounts)"
+strata updates --events 20000 --wait
+
+step "accounts 40..44 after the updates (43 deleted); the whole table's accounts and total"
+strata window "SELECT aid, abalance, count(*) OVER () AS accounts FROM pgbench_accounts WHERE aid >= 40 AND aid <= 44" --format csv >"$DEMO_DIR/accounts.csv"
+cat "$DEMO_DIR/accounts.csv"
+if grep -q '^43,' "$DEMO_DIR/accounts.csv"; then
+	echo "demo: account 43 is still there after strata changes deleted it" >&2
+	exit 1
+fi
+strata window "SELECT aid, abalance, sum(abalance) OVER () AS total, count(*) OVER () AS accounts FROM pgbench_accounts" --rows 3
 
 step "operations"
 strata ops

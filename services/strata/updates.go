@@ -121,6 +121,7 @@ func runUpdates(ctx context.Context, args []string) error {
 	skipped := 0
 	start := time.Now()
 	lastReport := start
+	progressed := false
 	for i := range *events {
 		aid, delta := draw(rng)
 		old, ok := rows[aid]
@@ -146,7 +147,7 @@ func runUpdates(ctx context.Context, args []string) error {
 			return err
 		}
 		if now := time.Now(); now.Sub(lastReport) >= time.Second {
-			lastReport = now
+			lastReport, progressed = now, true
 			fmt.Fprintf(stderr, "\rpublished %d/%d events, %.0f/s", i+1, *events, float64(i+1)/now.Sub(start).Seconds())
 		}
 	}
@@ -158,7 +159,10 @@ func runUpdates(ctx context.Context, args []string) error {
 	if skipped > 0 {
 		skip = fmt.Sprintf("; %d of the aids drawn (1..%d) have no row and were skipped", skipped, n)
 	}
-	fmt.Fprintf(stderr, "\rpublished %d update events to %s in %v, %.0f events/s, stream sequences %d..%d%s%s\n",
+	if progressed {
+		fmt.Fprintln(stderr) // end the progress line
+	}
+	fmt.Fprintf(stderr, "published %d update events to %s in %v, %.0f events/s, stream sequences %d..%d%s%s\n",
 		pub.published, subject, el.Round(time.Millisecond), float64(pub.published)/el.Seconds(), pub.first, pub.last, skip, pub.duplicateNote())
 	if !*wait || pub.published == 0 {
 		return nil
