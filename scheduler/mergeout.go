@@ -117,7 +117,7 @@ func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, se
 	table, projection := seen.Table, seen.Projection
 	now := s.now()
 	pool := messages.DefaultMergeoutPool
-	var floor int64
+	var floor, through int64
 	if len(seen.PrimaryKey) > 0 && coversLive(sel.Inputs, seen.Live) {
 		floor = s.changeFloor(ctx, table, projection)
 	}
@@ -131,7 +131,7 @@ func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, se
 			}
 			inputs = append(inputs, st.Live[i])
 		}
-		var through int64
+		through = 0 // the last attempt's entry decides
 		if len(st.PrimaryKey) > 0 && coversLive(inputs, st.Live) {
 			through = floor // 0 when the selection was not of every container
 		}
@@ -153,7 +153,7 @@ func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, se
 	}
 	s.track(st, j, pool)
 	s.log.Info("mergeout selected", "job", j.id(), "stratum", sel.Stratum, "inputs", len(j.inputs()),
-		"drop_markers_through", j.(*mergeoutJob).w.DropMarkersThrough)
+		"drop_markers_through", through)
 	if err := s.admit(ctx, j.id(), pool, j.want(), now); err != nil {
 		return messages.JobRef{}, err
 	}
