@@ -97,7 +97,10 @@ func queryKeyed(t *testing.T, d *deployment, table string) []string {
 	d.cli("window", "--out", out, fmt.Sprintf("SELECT id, g, v, s, count(*) OVER (PARTITION BY g) AS n FROM %s", table))
 	var rows []string
 	for _, r := range readCSVRows(t, out) {
-		f := strings.Split(r, ",")
+		f := strings.Split(r, "|")
+		if f[3] == "NULL" {
+			f[3] = ""
+		}
 		v, err := strconv.ParseFloat(f[2], 64)
 		if err != nil {
 			t.Fatalf("row %q: %v", r, err)
