@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -155,10 +156,13 @@ type keyEntry struct {
 }
 
 // Key table costs: what one key of the table takes besides its bytes
-// (the map's slot, a string header and the entry), and one integer key.
+// (the map's slot, a string header and the entry); a row of an int64
+// key's table (intRow) and its slot in a map.
 const (
 	entryBytes    = 64
+	intRowBytes   = 32
 	intEntryBytes = 48
+	keyEntryBytes = 24
 )
 
 // Superseded resolves the versions of a keyed table's rows over cs: for
@@ -207,9 +211,10 @@ type resolver struct {
 	cs   []*Container
 	opts ResolveOptions
 	res  *Resolution
-	// The key table: ints for a key of one int64 column (no encoding, a
-	// smaller entry), keys, by normalized key, for any other.
-	ints map[int64]keyEntry
+	// The key table: ints for a key of one int64 column (no encoding,
+	// and a dense index when the keys allow), keys, by normalized key,
+	// for any other.
+	ints *intTable
 	keys map[string]keyEntry
 	enc  *KeyEncoder
 	buf  []byte
@@ -219,15 +224,20 @@ func newResolver(cs []*Container, opts ResolveOptions, res *Resolution) *resolve
 	r := &resolver{cs: cs, opts: opts, res: res}
 	key, _, _, _ := cs[0].PrimaryKeyIndices()
 	if len(key) == 1 && cs[0].schema.Field(key[0]).Type.ID() == arrow.INT64 {
-		r.ints = map[int64]keyEntry{}
+		r.ints = &intTable{min: math.MaxInt64, max: math.MinInt64}
 	} else {
 		r.keys = map[string]keyEntry{}
 	}
 	return r
 }
 
-// tableLen is how many keys the key table holds.
-func (r *resolver) tableLen() int { return len(r.ints) + len(r.keys) }
+// tableLen is how many rows the key table holds.
+func (r *resolver) tableLen() int {
+	if r.ints != nil {
+		return len(r.ints.rows)
+	}
+	return len(r.keys)
+}
 
 func (r *resolver) charge(n int64) error {
 	if r.opts.Budget == nil || n == 0 {
@@ -270,6 +280,11 @@ func (r *resolver) run(ctx context.Context) error {
 			return fmt.Errorf("resolve changed rows of container %s: %d rows, at most 2^31-1 are resolved", c.dir, c.m.Rows)
 		}
 	}
+	if r.ints != nil {
+		if err := r.startInts(largest); err != nil {
+			return err
+		}
+	}
 	for i := range r.cs {
 		if i == largest {
 			continue
@@ -278,8 +293,14 @@ func (r *resolver) run(ctx context.Context) error {
 			return err
 		}
 	}
+	empty := r.tableLen() == 0
+	if r.ints != nil && !empty {
+		if err := r.buildInts(r.cs[largest].m.Rows); err != nil {
+			return err
+		}
+	}
 	var err error
-	if r.tableLen() == 0 {
+	if empty {
 		// No key of another container to meet: only the largest's
 		// markers can drop.
 		err = r.scanMarkers(ctx, largest)
@@ -291,8 +312,8 @@ func (r *resolver) run(ctx context.Context) error {
 	}
 	// The winners that are markers: dropped unless kept for a partial
 	// mergeout (in which case they are live rows of its output).
-	for _, e := range r.ints {
-		r.dropIfMarker(e)
+	if r.ints != nil {
+		r.ints.current(r.dropIfMarker)
 	}
 	for _, e := range r.keys {
 		r.dropIfMarker(e)
@@ -470,23 +491,133 @@ func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, vers *array.I
 	return r.charge(added)
 }
 
-// blockInts resolves a block's rows by their one int64 key column.
+// blockInts takes a block's rows by their one int64 key column: into
+// the table's rows (buildInts resolves them once all are read), or,
+// probing the largest container, against the table.
 func (r *resolver) blockInts(i int, probeOnly bool, ids []int64, vers *array.Int64, dels *array.Boolean, row int32) error {
-	var added int64
+	t := r.ints
 	for j, v := range vers.Int64Values() {
 		e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
 		if e.version < 0 {
 			return r.negative(e)
 		}
-		old, found := r.ints[ids[j]]
-		if r.settle(e, old, found, probeOnly) {
-			if !found {
-				added += intEntryBytes
-			}
-			r.ints[ids[j]] = e
+		if !probeOnly {
+			t.add(ids[j], e)
+			continue
+		}
+		old, found := t.find(ids[j])
+		if r.settle(e, old, found, true) {
+			t.set(ids[j], e)
 		}
 	}
-	return r.charge(added)
+	return nil
+}
+
+// startInts makes room for the rows of every container but the largest
+// in the int64 key's table, which takes them all before resolving them.
+func (r *resolver) startInts(largest int) error {
+	var n int64
+	for i, c := range r.cs {
+		if i != largest {
+			n += c.m.Rows
+		}
+	}
+	if err := r.charge(n * intRowBytes); err != nil {
+		return err
+	}
+	r.ints.rows = make([]intRow, 0, n)
+	return nil
+}
+
+// buildInts indexes the rows read before the largest container by their
+// int64 key, resolving the rows of the same key among them, and lets the
+// rows go. The index is dense (an entry per key between the smallest and
+// the largest) when there are no more such keys than four per row of the
+// table and of the largest container, probed next, and the budget has
+// room: probing it is an array read, in order when the largest container
+// is in key order, where a map of a few hundred thousand keys costs a
+// cache miss a probe.
+func (r *resolver) buildInts(probed int64) error {
+	t := r.ints
+	span := uint64(t.max) - uint64(t.min) + 1
+	if span <= 4*uint64(int64(len(t.rows))+probed) && span < 1<<31 && r.charge(int64(span)*keyEntryBytes) == nil {
+		t.dense = make([]keyEntry, span)
+		for i := range t.dense {
+			t.dense[i].version = -1 // no row
+		}
+	} else {
+		if err := r.charge(int64(len(t.rows)) * intEntryBytes); err != nil {
+			return err
+		}
+		t.byKey = make(map[int64]keyEntry, len(t.rows)/2)
+	}
+	for _, row := range t.rows {
+		old, found := t.find(row.key)
+		if r.settle(row.e, old, found, false) {
+			t.set(row.key, row.e)
+		}
+	}
+	if r.opts.Budget != nil {
+		held := int64(cap(t.rows)) * intRowBytes
+		r.opts.Budget.Release(held)
+		r.res.held -= held
+	}
+	t.rows = nil
+	return nil
+}
+
+// intTable is the key table of a key of one int64 column: the rows of
+// the containers read before the largest, then, once they are all read,
+// each key's current row among them.
+type intTable struct {
+	rows     []intRow
+	min, max int64
+	dense    []keyEntry         // the entry of key min+i; version -1: none
+	byKey    map[int64]keyEntry // when not dense
+}
+
+type intRow struct {
+	key int64
+	e   keyEntry
+}
+
+func (t *intTable) add(k int64, e keyEntry) {
+	t.rows = append(t.rows, intRow{key: k, e: e})
+	t.min, t.max = min(t.min, k), max(t.max, k)
+}
+
+// find returns key k's current row, if the table has the key.
+func (t *intTable) find(k int64) (keyEntry, bool) {
+	if t.dense == nil {
+		e, ok := t.byKey[k]
+		return e, ok
+	}
+	if k < t.min || k > t.max {
+		return keyEntry{}, false
+	}
+	e := t.dense[uint64(k)-uint64(t.min)]
+	return e, e.version >= 0
+}
+
+// set makes e key k's current row; k is in the table's range.
+func (t *intTable) set(k int64, e keyEntry) {
+	if t.dense != nil {
+		t.dense[uint64(k)-uint64(t.min)] = e
+	} else {
+		t.byKey[k] = e
+	}
+}
+
+// current calls fn with each key's current row.
+func (t *intTable) current(fn func(keyEntry)) {
+	for _, e := range t.dense {
+		if e.version >= 0 {
+			fn(e)
+		}
+	}
+	for _, e := range t.byKey {
+		fn(e)
+	}
 }
 
 // ErrDuplicateKey marks rows of one load that share a primary key.

@@ -139,9 +139,15 @@ func bruteSuperseded(pk []string, conts [][]keyedRow, opts ResolveOptions) [][]u
 // container) with versions from a small range, so that versions repeat
 // across containers (one change applied twice), and markers that win or
 // lose. The containers are shuffled so the largest is not always first.
-func randomKeyedContainers(rng *rand.Rand, n, keys int) [][]keyedRow {
+// Dense ids are 0, 1, ... (an int64 key's table is then an array), else
+// spread over a range much wider than the keys (a map).
+func randomKeyedContainers(rng *rand.Rand, n, keys int, dense bool) [][]keyedRow {
 	row := func(k int) keyedRow {
-		return keyedRow{id: int64(k*7919%100003) - 50000, name: strings.Repeat("k", k%5) + fmt.Sprint(k)}
+		r := keyedRow{id: int64(k*7919%100003) - 50000, name: strings.Repeat("k", k%5) + fmt.Sprint(k)}
+		if dense {
+			r.id = int64(k)
+		}
+		return r
 	}
 	conts := make([][]keyedRow, n)
 	for k := range keys {
@@ -165,12 +171,13 @@ func randomKeyedContainers(rng *rand.Rand, n, keys int) [][]keyedRow {
 func TestSupersededMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 1))
 	ctx := context.Background()
-	for iter := range 60 {
-		shape := keyShapes[iter%len(keyShapes)]
+	for iter := range 72 {
+		shape := keyShapes[iter/2%len(keyShapes)]
 		n := 1 + rng.IntN(5)
 		keys := 1 + rng.IntN(600)
 		blockRows := []int{16, 64, 1000}[rng.IntN(3)]
-		conts := randomKeyedContainers(rng, n, keys)
+		dense := iter%2 == 0
+		conts := randomKeyedContainers(rng, n, keys, dense)
 		opts := ResolveOptions{}
 		switch rng.IntN(3) {
 		case 1:
@@ -178,7 +185,7 @@ func TestSupersededMatchesBruteForce(t *testing.T) {
 		case 2:
 			opts.KeepMarkers, opts.DropMarkersThrough = true, rng.Int64N(int64(4*n))
 		}
-		name := fmt.Sprintf("%d-%s-%dconts-%dkeys-block%d-keep%v-through%d", iter, shape.label, n, keys, blockRows, opts.KeepMarkers, opts.DropMarkersThrough)
+		name := fmt.Sprintf("%d-%s-dense%v-%dconts-%dkeys-block%d-keep%v-through%d", iter, shape.label, dense, n, keys, blockRows, opts.KeepMarkers, opts.DropMarkersThrough)
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cs := make([]*Container, n)
@@ -224,7 +231,7 @@ func TestSupersededMatchesBruteForce(t *testing.T) {
 
 func TestSupersededBudget(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 2))
-	conts := randomKeyedContainers(rng, 4, 5000)
+	conts := randomKeyedContainers(rng, 4, 5000, false)
 	dir := t.TempDir()
 	var cs []*Container
 	for i, rows := range conts {
