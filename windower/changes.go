@@ -149,12 +149,36 @@ func appendLive(v *vector, arr arrow.Array, keep []bool, scratch *vector) error 
 	if err := scratch.appendArrow(arr); err != nil {
 		return err
 	}
-	for i, k := range keep {
-		if k {
-			appendRow(v, scratch, i)
+	n := v.len()
+	switch v.kind {
+	case kindFloat:
+		v.floats = appendKept(v.floats, scratch.floats, keep)
+	case kindString:
+		v.strs = appendKept(v.strs, scratch.strs, keep)
+	default:
+		v.ints = appendKept(v.ints, scratch.ints, keep)
+	}
+	switch {
+	case scratch.nulls != nil:
+		if v.nulls == nil {
+			v.nulls = make([]bool, n, v.len())
 		}
+		v.nulls = appendKept(v.nulls, scratch.nulls, keep)
+	case v.nulls != nil:
+		v.nulls = append(v.nulls, make([]bool, v.len()-n)...)
 	}
 	// The kept strings point into the block's copy, which stays whole.
 	v.payload += scratch.payload
 	return nil
+}
+
+// appendKept appends the values of src that keep keeps to dst, in one
+// typed loop.
+func appendKept[T any](dst, src []T, keep []bool) []T {
+	for i, k := range keep {
+		if k {
+			dst = append(dst, src[i])
+		}
+	}
+	return dst
 }

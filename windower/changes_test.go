@@ -471,3 +471,136 @@ func TestKeyedChangeColumnsHidden(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKeyed runs two queries over a keyed table of 1Mi rows, a
+// load and eight containers of changes to 1%, 10% or 50% of its keys
+// (a tenth of them deletes), and over the same current rows in one
+// freshly merged container (keyed, without markers: what a full
+// mergeout writes), in memory.
+func BenchmarkKeyed(b *testing.B) {
+	const n = 1 << 20
+	queries := map[string]string{
+		"running_sum": "sum(v) OVER (PARTITION BY g ORDER BY id)",
+		"q0_count":    "count(*) OVER (PARTITION BY a)",
+	}
+	parse := func(name string) *messages.WindowQuery {
+		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}}}
+		switch name {
+		case "running_sum":
+			q.Select = append(q.Select, messages.SelectItem{Alias: "s", Window: over("sum", []*messages.Expr{col("v")}, []string{"g"}, "id")})
+		default:
+			w := over("count", nil, []string{"a"})
+			w.Star = true
+			q.Select = append(q.Select, messages.SelectItem{Alias: "n", Window: w})
+		}
+		return q
+	}
+	dir := b.TempDir()
+	for _, pct := range []int{1, 10, 50} {
+		keyed, merged := benchKeyedTable(b, filepath.Join(dir, fmt.Sprint(pct)), n, pct)
+		for _, name := range []string{"running_sum", "q0_count"} {
+			q := parse(name)
+			for _, in := range []struct {
+				label string
+				dirs  []string
+			}{{"merged", merged}, {"changed", keyed}} {
+				b.Run(fmt.Sprintf("%s/%d%%/%s", name, pct, in.label), func(b *testing.B) {
+					b.Logf("%s: %s", name, queries[name])
+					for i := 0; i < b.N; i++ {
+						res, err := Run(context.Background(), q, in.dirs, Options{Grant: 1 << 30})
+						if err != nil {
+							b.Fatal(err)
+						}
+						for {
+							rec, err := res.Next()
+							if err != nil {
+								break
+							}
+							rec.Release()
+						}
+						b.ReportMetric(float64(res.Stats().SupersededRows), "superseded")
+						res.Close()
+					}
+				})
+			}
+		}
+	}
+}
+
+// benchKeyedTable writes the keyed table of BenchmarkKeyed under dir:
+// its containers, and one container of its current rows.
+func benchKeyedTable(b *testing.B, dir string, n, pct int) (keyed, merged []string) {
+	rng := rand.New(rand.NewPCG(uint64(pct), 7))
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "g", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "a", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: columnar.VersionColumn, Type: arrow.PrimitiveTypes.Int64},
+		{Name: columnar.DeletedColumn, Type: arrow.FixedWidthTypes.Boolean},
+	}, nil)
+	type row struct {
+		id, a, v, version int64
+		g                 int32
+		marker            bool
+	}
+	random := func(id int64) row {
+		return row{id: id, g: int32(rng.IntN(1000)), a: rng.Int64N(int64(n)), v: rng.Int64N(1000)}
+	}
+	write := func(name string, rows []row) string {
+		b.Helper()
+		d := filepath.Join(dir, name)
+		w, err := columnar.Create(d, columnar.WriterOptions{Table: "t", Projection: "p", ID: name, Schema: schema, PrimaryKey: []string{"id"}, NoSync: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rb := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer rb.Release()
+		for _, r := range rows {
+			rb.Field(0).(*array.Int64Builder).Append(r.id)
+			rb.Field(1).(*array.Int32Builder).Append(r.g)
+			rb.Field(2).(*array.Int64Builder).Append(r.a)
+			if r.marker {
+				rb.Field(3).AppendNull()
+			} else {
+				rb.Field(3).(*array.Int64Builder).Append(r.v)
+			}
+			rb.Field(4).(*array.Int64Builder).Append(r.version)
+			rb.Field(5).(*array.BooleanBuilder).Append(r.marker)
+		}
+		rec := rb.NewRecordBatch()
+		defer rec.Release()
+		if err := w.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := w.Commit(); err != nil {
+			b.Fatal(err)
+		}
+		return d
+	}
+	load := make([]row, n)
+	for i := range load {
+		load[i] = random(int64(i))
+	}
+	current := slices.Clone(load)
+	changed := rng.Perm(n)[:n*pct/100]
+	changes := make([][]row, 8)
+	for k, id := range changed {
+		r := random(int64(id))
+		r.version = int64(k + 1)
+		if rng.IntN(10) == 0 {
+			r.marker, r.g, r.a = true, 0, 0
+		}
+		current[id] = r
+		changes[k*len(changes)/len(changed)] = append(changes[k*len(changes)/len(changed)], r)
+	}
+	keyed = append(keyed, write("load", load))
+	for i, rows := range changes {
+		keyed = append(keyed, write(fmt.Sprint("changes", i), rows))
+	}
+	live := slices.DeleteFunc(current, func(r row) bool { return r.marker })
+	for i := range live {
+		live[i].version = 0
+	}
+	return keyed, []string{write("merged", live)}
+}

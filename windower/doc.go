@@ -183,6 +183,22 @@
 // otherwise it is refused with an error that names the call
 // (ErrUnsupported) rather than run over the grant.
 //
+// # Keyed tables
+//
+// A table with a primary key (columnar, changes.go) keeps every version
+// of its rows until a mergeout folds them. Run reads only the current
+// ones: when its inputs are keyed it calls columnar.Superseded once,
+// before reading any data, and each path drops the rows it names as it
+// decodes a block, before WHERE or anything else sees them (changes.go):
+// the in-memory load (a column's block ranges land where the dropped
+// rows before them leave them), the chunks of sorted runs, and the sorted
+// stream with its first passes and cursors, which take the dropped rows
+// as part of their filter, by the container's row numbers. A block
+// without dropped rows costs one probe of the bitmap; unkeyed inputs
+// cost nothing. Stats.SupersededRows counts the rows dropped, and
+// InputRows does not. The change columns are not columns of the query's
+// table: naming one is an unknown-column error.
+//
 // # Format
 //
 // Spilled data lives in a directory windower-* under Options.TempDir,
