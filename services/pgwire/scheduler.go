@@ -164,7 +164,13 @@ func (c *schedulerClient) tables(ctx context.Context, only string) ([]tableInfo,
 			m, err = columnar.ReadManifest(columnar.ContainerDir(c.dataDir, l.Table, l.Projection, l.ID))
 		}
 		if err == nil {
-			ti.columns = m.Schema
+			// A keyed table's change columns are not columns of the table
+			// (a query naming one fails): \d does not list them.
+			for _, col := range m.Schema {
+				if !columnar.IsChangeColumn(col.Name) {
+					ti.columns = append(ti.columns, col)
+				}
+			}
 		}
 		out = append(out, ti)
 	}
