@@ -60,7 +60,8 @@ func TestEmbeddedServerAuthenticated(t *testing.T) {
 		}
 	}
 	startBinary(t, "merger", freeAddr(t), "--nats", url, "--data", data, "--worker", "merger-1")
-	startBinary(t, "walwriter", freeAddr(t), "--nats", url, "--data", data, "--worker", "walwriter-1")
+	startBinary(t, "walwriter", freeAddr(t), "--nats", url, "--data", data, "--worker", "walwriter-1", "--flush-interval", "200ms")
+	startBinary(t, "windower", freeAddr(t), "--nats", url, "--data", data, "--worker", "windower-1", "--memory", "512MiB")
 
 	if nc, err := natsutil.Connect(natsutil.ConnOptions{URLs: []string{url}, ConnectTimeout: 2 * time.Second}); err == nil {
 		nc.Close()
@@ -83,9 +84,16 @@ func TestEmbeddedServerAuthenticated(t *testing.T) {
 	if out := strata("mergeout", "t"); !strings.Contains(out, "done by merger-1") {
 		t.Fatalf("mergeout did not finish on the merger:\n%s", out)
 	}
-	strata("updates", "--table", "acc", "--keys", "10", "--events", "100")
+	// Changes applied under the roles' permissions: the walwriter reads
+	// the catalog and applies batches, the CLI waits for its ack floor.
+	strata("load", "--pgbench-accounts", "1000")
+	strata("updates", "--keys", "10", "--events", "100", "--wait")
+	// abalance starts at 0: the updates are visible when some rows differ.
+	if out := strata("window", "SELECT aid, abalance, count(*) OVER () AS n FROM pgbench_accounts WHERE abalance <> 0"); strings.Contains(out, ": 0 rows") || !strings.Contains(out, "done by windower-1") {
+		t.Fatalf("window over pgbench_accounts after the updates:\n%s", out)
+	}
 	// The producer role may publish updates with its own password file.
-	strata("updates", "--table", "acc", "--keys", "10", "--events", "100", "--id-prefix", "producer",
+	strata("updates", "--keys", "10", "--events", "100", "--id-prefix", "producer",
 		"--nats-user", natsutil.RoleProducer, "--nats-password-file", natsutil.PasswordFile(data, natsutil.RoleProducer))
 	if out := strata("ops", "--table", "t"); !strings.Contains(out, "done") {
 		t.Fatalf("operations:\n%s", out)

@@ -89,9 +89,13 @@ func TestPipelineEndToEnd(t *testing.T) {
 	d.cli("window", "--out", out, windowSQL)
 	compareRows(t, "window result", readCSVRows(t, out), referenceWindow(t, inputDirs(refDir, ref)))
 
-	// pgbench-like update events.
-	d.cli("updates", "--table", "accounts", "--keys", "50", "--events", "1500", "--seed", "3")
-	waitFor(t, 60*time.Second, "every update acked", func() bool { return wal.metric(t, "strata_wal_events_total") >= 1500 })
+	// pgbench-like update events against a loaded pgbench_accounts,
+	// waited for until they are visible.
+	d.cli("load", "--pgbench-accounts", "2000")
+	d.cli("updates", "--keys", "50", "--events", "1500", "--seed", "3", "--wait")
+	if n := wal.metric(t, "strata_wal_events_total"); n < 1500 {
+		t.Fatalf("walwriter acked %v events, want 1500", n)
+	}
 	wal.stop(t)
 	r, err := walwriter.NewReader(filepath.Join(d.dataDir, "wal"), 0)
 	if err != nil {

@@ -154,6 +154,9 @@ func RoleGrant(role string) (Grant, bool) {
 				messages.SubjectUpdatesAll,
 				// Whether its changes are visible: the walwriter's ack floor.
 				"$JS.API.CONSUMER.INFO." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
+				// A table's primary key and containers (its schema), to
+				// encode its changes.
+				messages.SubjectAPICatalog,
 			},
 			Subscribe: []string{inbox},
 		}, true

@@ -108,7 +108,12 @@ func runUpdates(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	dlMark, dlErr := deadLetterMark(ctx, js)
+	// Only a wait reports dead letters; reading them is cli-admin's.
+	var dlMark uint64
+	var dlErr error
+	if *wait {
+		dlMark, dlErr = deadLetterMark(ctx, js)
+	}
 	pub := newChangePublisher(js, *inflight, c.nc.MaxPayload())
 	var tick <-chan time.Time
 	if *rate > 0 {
