@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/strata-db/strata/messages"
 )
 
@@ -208,4 +210,90 @@ func liveOf(t *testing.T, d *deployment, table string) []messages.ContainerRef {
 		return nil
 	}
 	return rep.Projections[0].Live
+}
+
+// TestChangeEventsRefused: change events that cannot be applied — their
+// table unknown or without a primary key, their key not their row's, their
+// columns not the table's, a delete whose key does not decode — are
+// dead-lettered with a reason; nothing of them is applied, the walwriter
+// stays up and healthy, and a good change after them is applied.
+func TestChangeEventsRefused(t *testing.T) {
+	for _, b := range []string{"scheduler", "windower", "walwriter", "strata"} {
+		if !haveBinary(b) {
+			t.Skipf("%s is not built", b)
+		}
+	}
+	d := newDeployment(t)
+	d.start("scheduler", "scheduler", "--nats", d.nats.ClientURL())
+	d.start("windower", "windower-1", "--memory", "512MiB")
+	w := d.start("walwriter", "walwriter-1", "--flush-interval", "200ms")
+	m := loadKeyed(t, d, "acct", 10)
+	d.cli("load", "--table", "plain", "--columns", "3", "--containers", "1", "--rows", "10")
+
+	row := func(id int64) []byte {
+		b, err := messages.EncodeRow(keyedTypes, []any{id, int64(1), 2.5, "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	key := func(id int64) []byte {
+		b, err := messages.EncodeRow(keyedTypes[:1], []any{id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	bad := []struct {
+		ev   *messages.UpdateEvent
+		want string // in the reason
+	}{
+		{&messages.UpdateEvent{Table: "ghost", Columns: keyedTypes, Key: key(1), NewRow: row(1)}, "not in the catalog"},
+		{&messages.UpdateEvent{Table: "plain", Columns: keyedTypes, Key: key(1), NewRow: row(1)}, "no primary key"},
+		{&messages.UpdateEvent{Table: "acct", Columns: keyedTypes, Key: key(2), NewRow: row(1)}, "not the encoding of the row's key"},
+		{&messages.UpdateEvent{Table: "acct", Columns: []messages.RowType{messages.RowText}, Key: []byte{2, 'a'}, NewRow: []byte{2, 'a'}}, "do not match"},
+		{&messages.UpdateEvent{Table: "acct", Op: messages.OpDelete, Columns: keyedTypes, Key: []byte{9, 9}}, "key does not encode"},
+	}
+	for i, b := range bad {
+		b.ev.EventID = fmt.Sprintf("bad-%d", i)
+		d.publish(messages.SubjectUpdates(b.ev.Table), b.ev.EventID, b.ev)
+	}
+	good := &messages.UpdateEvent{EventID: "good", Table: "acct", Op: messages.OpUpdate, Columns: keyedTypes, Key: key(3), NewRow: row(3)}
+	d.publish(messages.SubjectUpdates("acct"), good.EventID, good)
+	m[3] = []any{int64(3), int64(1), 2.5, "x"}
+	waitApplied(t, d, 60*time.Second)
+	compareRows(t, "after the refused events and one good one", queryKeyed(t, d, "acct"), m.rows())
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dl, err := d.js.Stream(ctx, messages.StreamDeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	cons, err := dl.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{messages.SubjectDeadLetter(messages.SubjectUpdatesAll)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for len(reasons) < len(bad) {
+		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatalf("%d of %d dead letters: %v", len(reasons), len(bad), err)
+		}
+		r := msg.Headers().Get(messages.HeaderReason)
+		for i := range bad {
+			if strings.Contains(r, fmt.Sprintf("bad-%d", i)) || strings.Contains(r, bad[i].want) {
+				reasons[fmt.Sprint(i)] = r
+			}
+		}
+	}
+	for i, b := range bad {
+		if r := reasons[fmt.Sprint(i)]; !strings.Contains(r, b.want) {
+			t.Errorf("event %d: dead-letter reason %q, want one saying %q", i, r, b.want)
+		}
+	}
+	if !w.alive() {
+		t.Fatal("the walwriter died of the bad events")
+	}
+	w.waitHealthy(t)
 }
