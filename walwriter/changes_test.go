@@ -111,3 +111,42 @@ func rowsEqual(a, b Row) bool {
 	}
 	return true
 }
+
+// RemoveSegmentsNotNeededFrom keeps every segment while the checkpoint is
+// after the LSN a reader must still start from, and removes those wholly
+// before the checkpoint once it is not; the reader then reads every record
+// from that LSN, deltas resolved.
+func TestRemoveSegmentsNotNeededFrom(t *testing.T) {
+	dir := t.TempDir()
+	w := openTest(t, dir, Options{SegmentSize: 128 << 10, MaxRowBytes: 4096})
+	rng := rand.New(rand.NewPCG(4, 4))
+	appendMany(t, w, "a-", 2000, 50, rng)
+	ckpt, err := w.Checkpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed, err := w.RemoveSegmentsNotNeededFrom(ckpt - 100); err != nil || len(removed) != 0 {
+		t.Fatalf("from before the checkpoint: removed %v, %v; want nothing", removed, err)
+	}
+	appendMany(t, w, "b-", 500, 50, rng)
+	from := ckpt + 300
+	removed, err := w.RemoveSegmentsNotNeededFrom(from)
+	if err != nil || len(removed) == 0 {
+		t.Fatalf("from after the checkpoint: removed %v, %v; want the segments before it", removed, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for _, r := range readAll(t, dir, from) {
+		if r.LSN >= from && r.Kind != KindCheckpoint {
+			if r.Row == nil {
+				t.Fatalf("record %d read without its row", r.LSN)
+			}
+			n++
+		}
+	}
+	if want := 2000 + 1 + 500 - int(from) + 1; n != want {
+		t.Fatalf("read %d records from %d, want %d", n, from, want)
+	}
+}

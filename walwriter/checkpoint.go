@@ -85,8 +85,23 @@ func ParseCheckpointFile(b []byte) (LSN, error) {
 // checkpoint does not need them. The dedup window rebuilt on the next Open shrinks to what
 // remains.
 func (w *WAL) RemoveObsoleteSegments() ([]string, error) {
+	return w.removeBefore(0)
+}
+
+// RemoveSegmentsNotNeededFrom is RemoveObsoleteSegments for a WAL that
+// must still be read from LSN from (a reader of records not yet applied
+// elsewhere): it removes nothing while the last checkpoint is after from,
+// since such a reader starts at an earlier checkpoint, which the WAL does
+// not track.
+func (w *WAL) RemoveSegmentsNotNeededFrom(from LSN) ([]string, error) {
+	return w.removeBefore(from)
+}
+
+// removeBefore removes the segments wholly before the last checkpoint,
+// provided it is at or before from (0: any checkpoint).
+func (w *WAL) removeBefore(from LSN) ([]string, error) {
 	ckpt, err := ReadCheckpoint(w.dir)
-	if err != nil || ckpt == 0 {
+	if err != nil || ckpt == 0 || (from != 0 && ckpt > from) {
 		return nil, err
 	}
 	segs, err := listSegments(w.dir)

@@ -39,7 +39,9 @@ import (
 //
 // After a restart the WAL is read from the local applied floor (the APPLIED
 // file) and every versioned record past the position the catalog holds
-// for its table is applied again before any event is taken. A change
+// for its table is applied again before any event is taken. Segments that
+// neither that replay nor the WAL's last checkpoint needs are removed as
+// the floor moves (and the archive, if any, has them). A change
 // applied twice (the apply's reply lost) is harmless: readers count rows
 // of one key and version once.
 
@@ -105,6 +107,7 @@ type tableBatch struct {
 // changeApplier batches durable changes by table and applies them every
 // flush interval.
 type changeApplier struct {
+	wal    *walwriter.WAL
 	walDir string
 	state  appliedState
 	data   string
@@ -219,9 +222,24 @@ func (a *changeApplier) flush(ctx context.Context) error {
 			a.log.Warn("write the applier state", "err", err)
 		} else {
 			a.state = st
+			a.trim(walwriter.LSN(st.LSN + 1))
 		}
 	}
 	return first
+}
+
+// trim removes the WAL segments that neither a replay from the applied
+// floor nor the last checkpoint needs (and the archive has, when there is
+// one): without it the WAL would grow for good.
+func (a *changeApplier) trim(from walwriter.LSN) {
+	if a.wal == nil {
+		return
+	}
+	if removed, err := a.wal.RemoveSegmentsNotNeededFrom(from); err != nil {
+		a.log.Warn("remove WAL segments already applied", "err", err)
+	} else if len(removed) > 0 {
+		a.log.Info("removed WAL segments already applied", "segments", len(removed), "applied_through", from-1)
+	}
 }
 
 func cmpErr(first, err error) error {

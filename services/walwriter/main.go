@@ -147,7 +147,7 @@ func run(args []string) error {
 		}
 		api := &apiclient.Client{NC: nc, Timeout: 10 * time.Second, Settle: 5 * time.Minute}
 		a.tables = newTableCache(api, b.DataDir, st)
-		ap = &changeApplier{walDir: *walDir, state: state, data: b.DataDir, store: st, api: api, log: log, ack: a.ackApplied, m: m,
+		ap = &changeApplier{wal: wal, walDir: *walDir, state: state, data: b.DataDir, store: st, api: api, log: log, ack: a.ackApplied, m: m,
 			batches: map[string]*tableBatch{}}
 		a.apply = ap
 		r.AddCheck("apply", ap.health(*applyLagMax))
