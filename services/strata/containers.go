@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 )
@@ -46,15 +47,57 @@ func runContainers(ctx context.Context, args []string) error {
 	if err := cmd.ask(ctx, messages.SubjectAPICatalog, &messages.CatalogRequest{Table: *tableName, Projection: *projection}, &rep, &rep.Error); err != nil {
 		return err
 	}
-	return printContainers(os.Stdout, rep.Projections, cmd.format)
+	return printContainers(os.Stdout, rep.Projections, currentRows(ctx, cmd.common.DataDir, rep.Projections), cmd.format)
+}
+
+// currentRows resolves the versions of each keyed projection's live
+// containers in the data directory (columnar.Superseded, as a query
+// does): by container ID, how many of its rows are current. A projection
+// whose containers cannot be read here (another host's data directory, a
+// bucket) is left out and shows no figure.
+func currentRows(ctx context.Context, dataDir string, pcs []messages.ProjectionCatalog) map[string]int64 {
+	out := map[string]int64{}
+	for _, pc := range pcs {
+		if len(pc.PrimaryKey) == 0 || len(pc.Live) == 0 {
+			continue
+		}
+		var cs []*columnar.Container
+		for _, c := range pc.Live {
+			ct, err := columnar.Open(columnar.ContainerDir(dataDir, c.Table, c.Projection, c.ID), columnar.OpenOptions{})
+			if err != nil {
+				cs = nil
+				break
+			}
+			cs = append(cs, ct)
+		}
+		if cs == nil {
+			continue
+		}
+		res, err := columnar.Superseded(ctx, cs, columnar.ResolveOptions{})
+		if err != nil {
+			continue
+		}
+		for i, c := range pc.Live {
+			n := c.Rows
+			if d := res.Dropped[i]; d != nil {
+				n -= int64(d.GetCardinality())
+			}
+			out[pc.Table+"/"+pc.Projection+"/"+c.ID] = n
+		}
+	}
+	return out
 }
 
 // printContainers writes the containers table. In the aligned table a
 // keyed table's primary key heads the list, a line per keyed projection;
 // CSV and JSON, which have no such lines, carry it in a column.
-func printContainers(w io.Writer, pcs []messages.ProjectionCatalog, format string) error {
+//
+// For a live container of a keyed table, current is how many of its rows
+// a query sees now (current[table/projection/id]): the others are
+// superseded by newer versions of their keys, or delete markers.
+func printContainers(w io.Writer, pcs []messages.ProjectionCatalog, current map[string]int64, format string) error {
 	machine := format == "csv" || format == "json"
-	cols := []string{"table", "projection", "container", "state", "rows", "bytes", "jobs"}
+	cols := []string{"table", "projection", "container", "state", "rows", "current", "bytes", "jobs"}
 	if machine {
 		cols = append(cols, "primary key:primary_key")
 	}
@@ -69,7 +112,11 @@ func printContainers(w io.Writer, pcs []messages.ProjectionCatalog, format strin
 			refs  []messages.ContainerRef
 		}{{"live", pc.Live}, {"dead", pc.Dead}} {
 			for _, c := range set.refs {
-				row := []any{pc.Table, pc.Projection, c.ID, set.state, c.Rows, sizeCell(c.Bytes), jobs}
+				cur := textCell("")
+				if n, ok := current[pc.Table+"/"+pc.Projection+"/"+c.ID]; ok && set.state == "live" {
+					cur = textCell(fmt.Sprint(n))
+				}
+				row := []any{pc.Table, pc.Projection, c.ID, set.state, c.Rows, cur, sizeCell(c.Bytes), jobs}
 				if machine {
 					row = append(row, textCell(strings.Join(pc.PrimaryKey, ",")))
 				}

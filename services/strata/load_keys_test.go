@@ -262,7 +262,7 @@ func TestContainersShowsPrimaryKey(t *testing.T) {
 			Live: []messages.ContainerRef{{Table: "k", Projection: "p", ID: "c0000", Rows: 2500, Bytes: 4096}}},
 	}
 	var out bytes.Buffer
-	if err := printContainers(&out, pcs, "table"); err != nil {
+	if err := printContainers(&out, pcs, nil, "table"); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -270,10 +270,10 @@ func TestContainersShowsPrimaryKey(t *testing.T) {
 		t.Fatalf("table:\n%s", out.String())
 	}
 	out.Reset()
-	if err := printContainers(&out, pcs, "csv"); err != nil {
+	if err := printContainers(&out, pcs, nil, "csv"); err != nil {
 		t.Fatal(err)
 	}
-	want := "table,projection,container,state,rows,bytes,jobs,primary_key\na,p,c0000,live,10,100,,\nk,p,c0000,live,2500,4096,,\"aid,bid\"\n"
+	want := "table,projection,container,state,rows,current,bytes,jobs,primary_key\na,p,c0000,live,10,,100,,\nk,p,c0000,live,2500,,4096,,\"aid,bid\"\n"
 	if out.String() != want {
 		t.Fatalf("csv:\n%s\nwant\n%s", out.String(), want)
 	}
