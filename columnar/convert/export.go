@@ -2,6 +2,7 @@ package convert
 
 import (
 	"bufio"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -236,11 +238,21 @@ func export(dirs []string, o *ExportOptions, what string, mk func(*arrow.Schema)
 			err = fmt.Errorf("export %s: %w", what, cerr)
 		}
 	}()
-	for _, dir := range dirs {
-		c, err := columnar.Open(dir, columnar.OpenOptions{Allocator: o.Allocator})
-		if err != nil {
+	cs := make([]*columnar.Container, len(dirs))
+	for i, dir := range dirs {
+		if cs[i], err = columnar.Open(dir, columnar.OpenOptions{Allocator: o.Allocator}); err != nil {
 			return rows, fmt.Errorf("export %s: %w", what, err)
 		}
+	}
+	// A keyed table's rows are its current ones, as a query sees them:
+	// the rows newer versions supersede and the delete markers are left
+	// out, and so are the change columns unless named.
+	res, err := columnar.Superseded(context.Background(), cs, columnar.ResolveOptions{})
+	if err != nil {
+		return rows, fmt.Errorf("export %s: %w", what, err)
+	}
+	for i, dir := range dirs {
+		c := cs[i]
 		cols, err := columnIndexes(c.Schema(), o.Columns)
 		if err != nil {
 			return rows, fmt.Errorf("export %s of %s: %w", what, dir, err)
@@ -259,7 +271,7 @@ func export(dirs []string, o *ExportOptions, what string, mk func(*arrow.Schema)
 			br.Close()
 			return rows, fmt.Errorf("export %s: container %s has columns %s, the first container %s", what, dir, br.Schema(), schema)
 		}
-		n, err := copyBlocks(br, w)
+		n, err := copyBlocks(br, w, res.Dropped[i], o.Allocator)
 		br.Close()
 		rows += n
 		if err != nil {
@@ -269,9 +281,10 @@ func export(dirs []string, o *ExportOptions, what string, mk func(*arrow.Schema)
 	return rows, nil
 }
 
-// copyBlocks writes every block br reads to w.
-func copyBlocks(br *columnar.BatchReader, w batchWriter) (int64, error) {
-	var rows int64
+// copyBlocks writes every block br reads to w, without the rows in
+// dropped (nil: none).
+func copyBlocks(br *columnar.BatchReader, w batchWriter, dropped *roaring.Bitmap, mem memory.Allocator) (int64, error) {
+	var rows, first int64
 	for {
 		rec, err := br.Next()
 		if errors.Is(err, io.EOF) {
@@ -280,6 +293,16 @@ func copyBlocks(br *columnar.BatchReader, w batchWriter) (int64, error) {
 		if err != nil {
 			return rows, err
 		}
+		n := rec.NumRows()
+		if dropped != nil && dropped.IntersectsWithInterval(uint64(first), uint64(first+n)) {
+			kept, err := keepRows(rec, dropped, first, mem)
+			rec.Release()
+			if err != nil {
+				return rows, err
+			}
+			rec = kept
+		}
+		first += n
 		rows += rec.NumRows()
 		err = w.Write(rec)
 		rec.Release()
@@ -289,13 +312,41 @@ func copyBlocks(br *columnar.BatchReader, w batchWriter) (int64, error) {
 	}
 }
 
-// columnIndexes returns the indexes in schema of the columns names (all,
-// when names is nil).
+// keepRows returns rec without its rows in dropped, rec's first row
+// being row first of its container.
+func keepRows(rec arrow.RecordBatch, dropped *roaring.Bitmap, first int64, mem memory.Allocator) (arrow.RecordBatch, error) {
+	var idx []int
+	for i := range int(rec.NumRows()) {
+		if !dropped.Contains(uint32(first) + uint32(i)) {
+			idx = append(idx, i)
+		}
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	for j, a := range rec.Columns() {
+		var err error
+		if cols[j], err = columnar.Take(mem, a, idx); err != nil {
+			return nil, err
+		}
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
+}
+
+// columnIndexes returns the indexes in schema of the columns names (when
+// names is nil, every column but a keyed table's change columns).
 func columnIndexes(schema *arrow.Schema, names []string) ([]int, error) {
 	if names == nil {
-		cols := make([]int, schema.NumFields())
-		for i := range cols {
-			cols[i] = i
+		var cols []int
+		for i, f := range schema.Fields() {
+			if !columnar.IsChangeColumn(f.Name) {
+				cols = append(cols, i)
+			}
 		}
 		return cols, nil
 	}
