@@ -14,7 +14,15 @@ package integration
 //   - grants: every pool shows nothing in use, running or queued;
 //   - spill: DATA/tmp holds only the directories of live workers;
 //   - updates: every published event is in the WAL exactly once or in the
-//     dead letters with a reason.
+//     dead letters with a reason, a change of the keyed table with the
+//     version (stream sequence) its publish ack gave;
+//   - keyed table (chaos_keyed_test.go): a table loaded with a primary key
+//     at setup takes the round's update traffic as inserts, updates and
+//     deletes, applied by the walwriter and folded by mergeouts during the
+//     fault; once the walwriter's ack floor reaches the stream's last
+//     sequence, a window query returns exactly the replay of every
+//     acknowledged change in stream-sequence order, and so does the table
+//     after a full mergeout, whose one container holds exactly those rows.
 //
 // By default every fault kind runs once per topology (a couple of minutes).
 // STRATA_CHAOS_ROUNDS=N runs the list N times; STRATA_CHAOS_SOAK=30m repeats
@@ -157,6 +165,7 @@ type chaos struct {
 	// roundFaults counts the faults of a round that injects several (a
 	// kill storm), by kind; empty for a round of one fault.
 	roundFaults map[string]int
+	keyed       *keyedState // the keyed table's model (chaos_keyed_test.go)
 }
 
 type chaosFigures struct {
@@ -281,7 +290,7 @@ func newChaos(t *testing.T, nodes int) *chaos {
 	c.svc["merger"] = c.launch("merger-1", filepath.Join(binDir, "merger"), append(common("merger-1"), "--memory", "128MiB")...)
 	c.launch("merger-2", filepath.Join(binDir, "merger"), append(common("merger-2"), "--memory", "128MiB")...)
 	c.svc["windower"] = c.launch("windower-1", filepath.Join(binDir, "windower"), append(common("windower-1"), "--memory", "512MiB")...)
-	c.svc["walwriter"] = c.launch("walwriter-1", filepath.Join(binDir, "walwriter"), append(common("walwriter-1"), "--wal", c.walDir, "--segment-size", "4MiB", "--no-delta", "--apply=false")...)
+	c.svc["walwriter"] = c.launch("walwriter-1", filepath.Join(binDir, "walwriter"), append(common("walwriter-1"), "--wal", c.walDir, "--segment-size", "4MiB", "--no-delta")...)
 	return c
 }
 
@@ -412,7 +421,9 @@ var chaosFaults = []fault{
 			return true
 		}},
 	{name: "kill-storm", inject: func(c *chaos, t *testing.T) bool { c.storm(t, stormKills(t)); return true }},
-	{name: "full-data-disk", inject: func(c *chaos, t *testing.T) bool { return c.fillDataDisk(t) }},
+	// Changes flow through the hold, so the walwriter writes containers of
+	// them into the full disk too.
+	{name: "full-data-disk", events: 20000, inject: func(c *chaos, t *testing.T) bool { return c.fillDataDisk(t) }},
 	{name: "full-wal-disk", events: 60000,
 		// Seen as "WAL write failed; refusing further appends ... create
 		// segment ...: preallocate: no space left on device" in the
@@ -556,6 +567,7 @@ func runChaos(t *testing.T, nodes int) {
 		t.Skip("chaos suite skipped in -short mode")
 	}
 	c := newChaos(t, nodes)
+	c.loadKeyed(t)
 	rounds, soak := chaosRounds(t)
 	start := time.Now()
 	round := 0
@@ -613,6 +625,12 @@ func (c *chaos) report(t *testing.T) {
 		fmt.Fprintf(&sb, "  fault skipped    %-28s known bug: %s\n", k, bug)
 	}
 	fmt.Fprintf(&sb, "  update events: published %d, in the WAL %d, dead-lettered %d, written twice %d\n", f.published, f.inWAL, f.deadLettered, f.dupWAL)
+	if k := c.keyed; k != nil {
+		k.mu.Lock()
+		fmt.Fprintf(&sb, "  keyed table %s: %d changes acknowledged (%d acks of a deduplicated retry), %d never acknowledged, %d dead-lettered; equal to the model after %d checks\n",
+			chaosKeyedTable, len(k.acked), k.dupAcks, len(k.failed), len(k.dead), k.checks)
+		k.mu.Unlock()
+	}
 	fmt.Fprintf(&sb, "  jobs: submitted %d, done %d, failed %d (without a reason %d)\n", f.submitted, f.done, f.failed, f.failedNoReason)
 	for r, n := range f.reasons {
 		fmt.Fprintf(&sb, "    failed %dx: %s\n", n, r)
@@ -652,14 +670,39 @@ func (c *chaos) round(t *testing.T, r int, f fault) {
 		events = f.events
 	}
 	prefix := fmt.Sprintf("r%d", r)
+	// A first tenth of the changes, applied before the fault, so the keyed
+	// table has containers of changes for the mergeout asked for below to
+	// fold while the fault happens.
+	warm := events / 10
+	c.publishChanges(t, prefix, r, 0, warm, 16)
+	if err := c.waitAckFloor(t, settleBound); err != nil {
+		t.Logf("keyed: the round's first %d changes not all visible before the fault: %v", warm, err)
+	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	jobs := map[string]bool{}
-	wg.Add(3)
-	go func() { // update events; a retry republishes the same IDs, which JetStream dedupes
+	published := make(chan struct{})
+	wg.Add(4)
+	go func() { // the rest of the changes; a retry republishes the same IDs, which JetStream dedupes
 		defer wg.Done()
-		c.cliRetry(90*time.Second, "updates", "--table", "acc", "--keys", "40", "--events", strconv.Itoa(events),
-			"--seed", strconv.Itoa(r), "--id-prefix", prefix, "--inflight", "16")
+		defer close(published)
+		c.publishChanges(t, prefix, r, warm, events, 16)
+	}()
+	go func() { // mergeouts of the keyed table while changes land (the strata selection adds its own)
+		defer wg.Done()
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, errOut, err := c.cli(ctx, "mergeout", "--wait=false", chaosKeyedTable)
+			cancel()
+			if err != nil {
+				t.Logf("mergeout of %s: %v: %s", chaosKeyedTable, err, tail(strings.TrimSpace(errOut), 3))
+			}
+			select {
+			case <-published:
+				return
+			case <-time.After(1500 * time.Millisecond):
+			}
+		}
 	}()
 	go func() {
 		defer wg.Done()
@@ -698,6 +741,7 @@ func (c *chaos) round(t *testing.T, r int, f fault) {
 	c.checkGrants(t)
 	c.checkSpill(t)
 	c.checkWAL(t, prefix, events)
+	c.checkKeyed(t, fmt.Sprintf("after round %d (%s)", r, f.name))
 	if !t.Failed() {
 		if len(c.roundFaults) == 0 {
 			c.figures.survived[f.name]++
@@ -1027,6 +1071,7 @@ func (c *chaos) checkWAL(t *testing.T, prefix string, events int) {
 	}
 	defer c.run(w)
 	inWAL := map[string]int{}
+	var wrong []string // changes logged with another version or kind than published
 	rd, err := walwriter.NewReader(c.walDir, 0)
 	if err != nil {
 		t.Errorf("wal: open reader: %v", err)
@@ -1043,6 +1088,9 @@ func (c *chaos) checkWAL(t *testing.T, prefix string, events int) {
 		}
 		if strings.HasPrefix(rec.EventID, prefix+"-") {
 			inWAL[rec.EventID]++
+			if why := c.keyedWALRecord(rec.EventID, rec.Version, rec.Kind == walwriter.KindDelete); why != "" {
+				wrong = append(wrong, why)
+			}
 		}
 	}
 	rd.Close()
@@ -1050,6 +1098,10 @@ func (c *chaos) checkWAL(t *testing.T, prefix string, events int) {
 		t.Errorf("wal: verify: %v (%+v)", err, rep)
 	}
 	dead := c.deadLetteredUpdates(t, prefix)
+	c.keyedDead(t, dead)
+	if len(wrong) > 0 {
+		t.Errorf("wal: %d changes logged unlike their publish, e.g. %v", len(wrong), wrong[:min(5, len(wrong))])
+	}
 	c.figures.published += events
 	var missing, twice []string
 	for i := range events {
