@@ -115,6 +115,10 @@ type ResolveOptions struct {
 	// they are held; Superseded fails with ErrBudgetExceeded when it has
 	// no room.
 	Budget *Budget
+	// Cache, if set, keeps resolutions and the key index of the largest
+	// container for the next call over the same containers
+	// (resolvecache.go). Results are the same with or without it.
+	Cache *ResolveCache
 }
 
 // Resolution is the result of Superseded: the rows of each container that
@@ -173,13 +177,21 @@ const (
 // nil (nothing to resolve); a mix of keyed and unkeyed containers, or of
 // different keys, is an ErrSchemaMismatch.
 //
-// It reads the key, version and deleted columns of every container once.
-// The key table holds a key of every container but the largest (which is
-// read last and only probed), so its size follows the rows changed since
-// the table's last full mergeout rather than the table; it is charged to
-// opts.Budget, with the bitmaps. A table of one container (or whose
-// other containers are empty) has nothing to resolve but its markers:
-// only its version and deleted columns are read.
+// It reads the key, version and deleted columns of every container once,
+// less what a container's change statistics (Manifest.Changes) tell: the
+// version column of a container whose rows have one version, the deleted
+// column of one without markers. The key table holds a key of every
+// container but the largest (which is read last and only probed), so its
+// size follows the rows changed since the table's last full mergeout
+// rather than the table; it is charged to opts.Budget, with the bitmaps.
+// A table of one container (or whose other containers are empty) has
+// nothing to resolve but its markers: only its version and deleted
+// columns are read, and nothing when its statistics count no marker.
+//
+// With opts.Cache, a resolution of the same containers under the same
+// options is a copy of the cached one, and the largest container of an
+// int64 key whose key index the cache keeps is not read: the table's keys
+// are looked up in the index (resolvecache.go).
 func Superseded(ctx context.Context, cs []*Container, opts ResolveOptions) (*Resolution, error) {
 	res := &Resolution{Dropped: make([]*roaring.Bitmap, len(cs)), budget: opts.Budget}
 	if len(cs) == 0 || len(cs[0].m.PrimaryKey) == 0 {
@@ -199,12 +211,130 @@ func Superseded(ctx context.Context, cs []*Container, opts ResolveOptions) (*Res
 				ErrSchemaMismatch, c.dir, strings.Join(c.m.PrimaryKey, ", "), cs[0].dir, strings.Join(pk, ", "))
 		}
 	}
+	var key string
+	if opts.Cache != nil {
+		key = resolutionKey(cs, opts)
+		if cached, err := cachedResolve(opts, key, res); cached || err != nil {
+			return res, err
+		}
+	}
 	r := newResolver(cs, opts, res)
 	if err := r.run(ctx); err != nil {
 		res.Release()
 		return nil, err
 	}
+	if opts.Cache != nil {
+		keep := &cachedResolution{dropped: make([]*roaring.Bitmap, len(cs)), live: res.Live}
+		var size int64
+		for i, b := range res.Dropped {
+			if b != nil {
+				keep.dropped[i] = b.Clone()
+				size += int64(b.GetSizeInBytes())
+			}
+		}
+		opts.Cache.put(&resolveEntry{key: key, bytes: size + int64(len(cs))*8, res: keep})
+	}
 	return res, nil
+}
+
+// cachedResolve fills res from the resolution the cache holds under key,
+// if it holds one: copies of its bitmaps, charged to the budget.
+func cachedResolve(opts ResolveOptions, key string, res *Resolution) (bool, error) {
+	e := opts.Cache.get(key)
+	if e == nil || e.res == nil {
+		return false, nil
+	}
+	var held int64
+	for i, b := range e.res.dropped {
+		if b != nil {
+			res.Dropped[i] = b.Clone()
+			held += int64(b.GetSizeInBytes())
+		}
+	}
+	res.Live = e.res.live
+	if opts.Budget != nil && held > 0 {
+		if err := opts.Budget.Reserve(held); err != nil {
+			return true, fmt.Errorf("resolve changed rows: %w", err)
+		}
+		res.held = held
+	}
+	return true, nil
+}
+
+// index returns the key index of the largest container, i, that
+// opts.Cache keeps, charged to the budget; nil when it keeps none or the
+// budget has no room for it.
+func (r *resolver) index(i int) *keyIndex {
+	if r.opts.Cache == nil || r.ints == nil || r.cs[i].m.Rows < r.opts.Cache.minIndexRows {
+		return nil
+	}
+	e := r.opts.Cache.get(indexKey(r.cs[i]))
+	if e == nil || e.index == nil || r.charge(e.index.size()) != nil {
+		return nil
+	}
+	r.opts.Cache.indexHits.Add(1)
+	return e.index
+}
+
+// probeIndex resolves the largest container, i, against the key table
+// through its key index x, without reading it: each key of the table is
+// looked up in the index, then the largest's markers whose keys are not
+// in the table are dropped as their key's only row.
+func (r *resolver) probeIndex(i int, x *keyIndex) {
+	t := r.ints
+	probe := func(k int64, old keyEntry) (keyEntry, bool) {
+		row, ok := x.lookup(k)
+		if !ok {
+			return old, false
+		}
+		e := keyEntry{version: x.version(row), container: int32(i), row: row, marker: x.marker(row)}
+		return e, r.settle(e, old, true, true)
+	}
+	for j, old := range t.dense {
+		if old.version >= 0 {
+			if e, ok := probe(t.min+int64(j), old); ok {
+				t.dense[j] = e
+			}
+		}
+	}
+	for k, old := range t.byKey {
+		if e, ok := probe(k, old); ok {
+			t.byKey[k] = e
+		}
+	}
+	for _, m := range x.markers {
+		if _, found := t.find(m.key); !found {
+			r.dropIfMarker(keyEntry{version: x.version(m.row), container: int32(i), row: m.row, marker: true})
+		}
+	}
+}
+
+// startIndex starts gathering the key index of the largest container,
+// i, as it is read, when opts.Cache would keep it and the budget has
+// room for it: its keys and versions (16 bytes a row) and, while the
+// index is built, a sorted copy (28 bytes a row at most).
+func (r *resolver) startIndex(i int) {
+	c := r.cs[i]
+	if r.opts.Cache == nil || r.ints == nil || c.m.Rows < r.opts.Cache.minIndexRows || c.m.Rows*12 > r.opts.Cache.max {
+		return
+	}
+	if r.charge(c.m.Rows*(16+28)) != nil {
+		return
+	}
+	r.build = &indexBuilder{keys: make([]int64, 0, c.m.Rows)}
+}
+
+// keepIndex builds the key index gathered while the largest container,
+// i, was read and gives it to the cache.
+func (r *resolver) keepIndex(i int) {
+	if r.build == nil {
+		return
+	}
+	x := r.build.index()
+	r.build = nil
+	if x != nil {
+		r.opts.Cache.put(&resolveEntry{key: indexKey(r.cs[i]), bytes: x.size(), index: x})
+	}
 }
 
 type resolver struct {
@@ -218,6 +348,9 @@ type resolver struct {
 	keys map[string]keyEntry
 	enc  *KeyEncoder
 	buf  []byte
+	// build gathers the largest container's key index while it is read,
+	// for opts.Cache.
+	build *indexBuilder
 }
 
 func newResolver(cs []*Container, opts ResolveOptions, res *Resolution) *resolver {
@@ -294,22 +427,37 @@ func (r *resolver) run(ctx context.Context) error {
 		}
 	}
 	empty := r.tableLen() == 0
+	var index *keyIndex
+	if !empty {
+		index = r.index(largest)
+	}
 	if r.ints != nil && !empty {
-		if err := r.buildInts(r.cs[largest].m.Rows); err != nil {
+		// Probing the largest row by row, its rows count in choosing a
+		// dense table; probing its index, only the table's keys are.
+		probed := r.cs[largest].m.Rows
+		if index != nil {
+			probed = 0
+		}
+		if err := r.buildInts(probed); err != nil {
 			return err
 		}
 	}
 	var err error
-	if empty {
+	switch {
+	case empty:
 		// No key of another container to meet: only the largest's
 		// markers can drop.
 		err = r.scanMarkers(ctx, largest)
-	} else {
+	case index != nil:
+		r.probeIndex(largest, index)
+	default:
+		r.startIndex(largest)
 		err = r.scan(ctx, largest, true)
 	}
 	if err != nil {
 		return err
 	}
+	r.keepIndex(largest)
 	// The winners that are markers: dropped unless kept for a partial
 	// mergeout (in which case they are live rows of its output).
 	if r.ints != nil {
@@ -384,7 +532,7 @@ func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
 	if c.m.Rows == 0 {
 		return nil
 	}
-	key, ver, del, _ := c.PrimaryKeyIndices()
+	key, _, _, _ := c.PrimaryKeyIndices()
 	if r.keys != nil && r.enc == nil {
 		sk := make(SortKey, len(key))
 		for j, k := range key {
@@ -396,30 +544,32 @@ func (r *resolver) scan(ctx context.Context, i int, probeOnly bool) error {
 		}
 		r.enc = enc
 	}
-	nk := len(key)
-	return r.blocks(ctx, i, append(slices.Clone(key), ver, del), func(arrs []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error {
+	return r.blocks(ctx, i, key, func(arrs []arrow.Array, cb *changeBlock, row int32) error {
 		if r.ints != nil {
 			ids, ok := arrs[0].(*array.Int64)
 			if !ok || ids.NullN() > 0 {
 				return fmt.Errorf("%w: container %s: key column %s is not int64 without NULLs", ErrCorrupt, c.dir, c.schema.Field(key[0]).Name)
 			}
-			return r.blockInts(i, probeOnly, ids.Int64Values(), vers, dels, row)
+			if probeOnly && r.build != nil {
+				r.build.add(ids.Int64Values(), cb)
+			}
+			return r.blockInts(i, probeOnly, ids.Int64Values(), cb, row)
 		}
-		return r.block(i, probeOnly, arrs[:nk], vers, dels, row)
+		return r.block(i, probeOnly, arrs, cb, row)
 	})
 }
 
 // scanMarkers drops the markers of container i, which shares no key with
-// another container: its version and deleted columns alone.
+// another container: its version and deleted columns alone, and nothing
+// when its statistics count no marker.
 func (r *resolver) scanMarkers(ctx context.Context, i int) error {
 	c := r.cs[i]
-	if c.m.Rows == 0 {
+	if c.m.Rows == 0 || (c.m.Changes != nil && c.m.Changes.Markers == 0) {
 		return nil
 	}
-	_, ver, del, _ := c.PrimaryKeyIndices()
-	return r.blocks(ctx, i, []int{ver, del}, func(_ []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error {
-		for j, v := range vers.Int64Values() {
-			e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
+	return r.blocks(ctx, i, nil, func(_ []arrow.Array, cb *changeBlock, row int32) error {
+		for j := range cb.n {
+			e := keyEntry{version: cb.version(j), container: int32(i), row: row + int32(j), marker: cb.marker(j)}
 			if e.version < 0 {
 				return r.negative(e)
 			}
@@ -429,18 +579,67 @@ func (r *resolver) scanMarkers(ctx context.Context, i int) error {
 	})
 }
 
-// blocks reads columns cols of container i (its version and deleted
-// columns last) a block at a time and calls fn with each block's
-// arrays, its checked change columns and the container's row of its
-// first row.
-func (r *resolver) blocks(ctx context.Context, i int, cols []int, fn func(arrs []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error) error {
+// changeBlock is a block's change columns, as far as they were read: a
+// column the container's change statistics make known is not.
+type changeBlock struct {
+	vers []int64        // nil: every row has version ver
+	ver  int64          //
+	dels *array.Boolean // nil: no row is a marker
+	n    int            // rows
+}
+
+func (b *changeBlock) version(j int) int64 {
+	if b.vers == nil {
+		return b.ver
+	}
+	return b.vers[j]
+}
+
+func (b *changeBlock) marker(j int) bool { return b.dels != nil && b.dels.Value(j) }
+
+// changeColumns are the change columns of container i that must be read:
+// the version column unless its statistics give one version for every
+// row (ver, constant), the deleted column unless they count no marker.
+func (r *resolver) changeColumns(i int) (cols []int, ver int64, constant, markers bool) {
 	c := r.cs[i]
-	br, err := c.OpenColumns(cols)
+	_, v, d, _ := c.PrimaryKeyIndices()
+	st := c.m.Changes
+	if st == nil || st.MinVersion != st.MaxVersion {
+		cols = append(cols, v)
+	} else {
+		ver, constant = st.MinVersion, true
+	}
+	if st == nil || st.Markers > 0 {
+		cols = append(cols, d)
+		markers = true
+	}
+	return cols, ver, constant, markers
+}
+
+// blocks reads columns cols of container i and those of its change
+// columns its statistics do not make known (changeColumns) a block at a
+// time, and calls fn with each block's arrays of cols, its checked change
+// columns and the container's row of its first row.
+func (r *resolver) blocks(ctx context.Context, i int, cols []int, fn func(arrs []arrow.Array, cb *changeBlock, row int32) error) error {
+	c := r.cs[i]
+	change, ver, constant, markers := r.changeColumns(i)
+	n := len(cols)
+	read := append(slices.Clone(cols), change...)
+	if len(read) == 0 {
+		// Nothing to read: the statistics tell every row's version and
+		// that none is a marker.
+		for _, b := range c.m.Blocks {
+			if err := fn(nil, &changeBlock{ver: ver, n: b.Rows}, int32(b.FirstRow)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	br, err := c.OpenColumns(read)
 	if err != nil {
 		return fmt.Errorf("resolve changed rows: %w", err)
 	}
 	defer br.Close()
-	n := len(cols)
 	var row int32
 	for b := 0; b < br.NumBlocks(); b++ {
 		if err := ctx.Err(); err != nil {
@@ -451,14 +650,27 @@ func (r *resolver) blocks(ctx context.Context, i int, cols []int, fn func(arrs [
 			return fmt.Errorf("resolve changed rows: %w", err)
 		}
 		arrs := rec.Columns()
-		vers, ok1 := arrs[n-2].(*array.Int64)
-		dels, ok2 := arrs[n-1].(*array.Boolean)
-		if !ok1 || !ok2 || vers.NullN() > 0 || dels.NullN() > 0 {
+		cb := &changeBlock{ver: ver, n: int(rec.NumRows())}
+		ok, k := true, n
+		if !constant {
+			vers, ok1 := arrs[k].(*array.Int64)
+			ok = ok1 && vers.NullN() == 0
+			if ok {
+				cb.vers = vers.Int64Values()
+			}
+			k++
+		}
+		if ok && markers {
+			dels, ok2 := arrs[k].(*array.Boolean)
+			ok = ok2 && dels.NullN() == 0
+			cb.dels = dels
+		}
+		if !ok {
 			rec.Release()
 			return fmt.Errorf("%w: container %s block %d: change columns are not int64 and bool without NULLs", ErrCorrupt, c.dir, b)
 		}
-		err = fn(arrs, vers, dels, row)
-		row += int32(vers.Len())
+		err = fn(arrs[:n], cb, row)
+		row += int32(cb.n)
 		rec.Release()
 		if err != nil {
 			return err
@@ -472,10 +684,10 @@ func (r *resolver) negative(e keyEntry) error {
 }
 
 // block resolves a block's rows by their normalized keys.
-func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, vers *array.Int64, dels *array.Boolean, row int32) error {
+func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, cb *changeBlock, row int32) error {
 	var added int64
-	for j, v := range vers.Int64Values() {
-		e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
+	for j := range cb.n {
+		e := keyEntry{version: cb.version(j), container: int32(i), row: row + int32(j), marker: cb.marker(j)}
 		if e.version < 0 {
 			return r.negative(e)
 		}
@@ -494,10 +706,10 @@ func (r *resolver) block(i int, probeOnly bool, key []arrow.Array, vers *array.I
 // blockInts takes a block's rows by their one int64 key column: into
 // the table's rows (buildInts resolves them once all are read), or,
 // probing the largest container, against the table.
-func (r *resolver) blockInts(i int, probeOnly bool, ids []int64, vers *array.Int64, dels *array.Boolean, row int32) error {
+func (r *resolver) blockInts(i int, probeOnly bool, ids []int64, cb *changeBlock, row int32) error {
 	t := r.ints
-	for j, v := range vers.Int64Values() {
-		e := keyEntry{version: v, container: int32(i), row: row + int32(j), marker: dels.Value(j)}
+	for j := range cb.n {
+		e := keyEntry{version: cb.version(j), container: int32(i), row: row + int32(j), marker: cb.marker(j)}
 		if e.version < 0 {
 			return r.negative(e)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -170,7 +171,6 @@ func randomKeyedContainers(rng *rand.Rand, n, keys int, dense bool) [][]keyedRow
 
 func TestSupersededMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewPCG(22, 1))
-	ctx := context.Background()
 	for iter := range 72 {
 		shape := keyShapes[iter/2%len(keyShapes)]
 		n := 1 + rng.IntN(5)
@@ -194,38 +194,254 @@ func TestSupersededMatchesBruteForce(t *testing.T) {
 				cs[i] = writeKeyed(t, filepath.Join(dir, fmt.Sprint(i)), shape.pk, rows, blockRows)
 				total += int64(len(rows))
 			}
-			budget := NewBudget(64<<20, nil)
-			opts.Budget = budget
-			res, err := Superseded(ctx, cs, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
 			want := bruteSuperseded(shape.pk, conts, opts)
-			var dropped int64
+			// As written (with change statistics), then as a manifest
+			// written before them (none: every change column is read).
+			checkSuperseded(t, "with statistics", cs, opts, want, total)
 			for i := range cs {
-				var got []uint32
-				if b := res.Dropped[i]; b != nil {
-					got = b.ToArray()
-					if len(got) == 0 {
-						t.Errorf("container %d: an empty bitmap, want nil", i)
+				cs[i] = withoutChangeStats(t, cs[i])
+			}
+			checkSuperseded(t, "without statistics", cs, opts, want, total)
+		})
+	}
+}
+
+// checkSuperseded runs Superseded over cs and checks its result is want
+// (the rows of each container to drop, ascending) over total rows, and
+// that its memory is charged to the budget and released.
+func checkSuperseded(t *testing.T, label string, cs []*Container, opts ResolveOptions, want [][]uint32, total int64) {
+	t.Helper()
+	budget := NewBudget(64<<20, nil)
+	opts.Budget = budget
+	res, err := Superseded(context.Background(), cs, opts)
+	if err != nil {
+		t.Fatalf("%s: %v", label, err)
+	}
+	var dropped int64
+	for i := range cs {
+		var got []uint32
+		if b := res.Dropped[i]; b != nil {
+			got = b.ToArray()
+			if len(got) == 0 {
+				t.Errorf("%s: container %d: an empty bitmap, want nil", label, i)
+			}
+		}
+		if !slices.Equal(got, want[i]) {
+			t.Errorf("%s: container %d (%d rows): dropped %v, want %v", label, i, cs[i].Rows(), got, want[i])
+		}
+		dropped += int64(len(want[i]))
+	}
+	if res.Live != total-dropped || res.DroppedRows() != dropped {
+		t.Errorf("%s: live %d, dropped %d; want %d and %d", label, res.Live, res.DroppedRows(), total-dropped, dropped)
+	}
+	if dropped > 0 && budget.InUse() == 0 {
+		t.Errorf("%s: the bitmaps of %d rows are not charged to the budget", label, dropped)
+	}
+	res.Release()
+	if budget.InUse() != 0 {
+		t.Errorf("%s: after Release the budget holds %d bytes", label, budget.InUse())
+	}
+}
+
+// withoutChangeStats rewrites c's manifest as one written before change
+// statistics were (no "changes" field) and opens it again.
+func withoutChangeStats(t testing.TB, c *Container) *Container {
+	t.Helper()
+	m := *c.Manifest()
+	m.Changes = nil
+	data, err := m.Encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(data), `"changes"`) {
+		t.Fatalf("a manifest without statistics encodes them: %s", data)
+	}
+	if err := os.WriteFile(filepath.Join(c.Dir(), ManifestName), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old, err := Open(c.Dir(), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old.Manifest().Changes != nil {
+		t.Fatalf("container %s reopened without statistics has %+v", c.Dir(), old.Manifest().Changes)
+	}
+	return old
+}
+
+// TestSupersededCacheMatchesBruteForce resolves random sets of containers
+// through a ResolveCache: the first call over a set fills it (the
+// resolution, and the key index of the largest container), a second over
+// the same set is a hit, and calls over the same largest container with
+// other change containers (a flush added one, a partial mergeout took
+// some) probe its index without reading it. Every result is the brute
+// force's.
+func TestSupersededCacheMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 3))
+	var indexHits int64
+	defer func() {
+		if indexHits < 5 {
+			t.Errorf("the largest containers' indexes were probed %d times, want some", indexHits)
+		}
+	}()
+	for iter := range 48 {
+		shape := keyShapes[iter%len(keyShapes)]
+		n := 2 + rng.IntN(5)
+		keys := 1 + rng.IntN(600)
+		dense := iter%2 == 0
+		conts := randomKeyedContainers(rng, n, keys, dense)
+		// The largest container is last written; the others are changes.
+		largest := 0
+		for i, rows := range conts {
+			if len(rows) > len(conts[largest]) {
+				largest = i
+			}
+		}
+		if iter%4 == 1 {
+			// A largest container with markers and versions of its own,
+			// as a partial mergeout writes.
+			for r := range conts[largest] {
+				conts[largest][r].version = rng.Int64N(int64(4 * n))
+				conts[largest][r].marker = rng.IntN(5) == 0
+			}
+		}
+		opts := ResolveOptions{}
+		if rng.IntN(2) == 0 {
+			opts.KeepMarkers, opts.DropMarkersThrough = true, rng.Int64N(int64(4*n))
+		}
+		name := fmt.Sprintf("%d-%s-dense%v-%dconts-%dkeys-keep%v", iter, shape.label, dense, n, keys, opts.KeepMarkers)
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			all := make([]*Container, n)
+			for i, rows := range conts {
+				all[i] = writeKeyed(t, filepath.Join(dir, fmt.Sprint(i)), shape.pk, rows, []int{16, 64}[rng.IntN(2)])
+				if iter%3 == 2 {
+					all[i] = withoutChangeStats(t, all[i])
+				}
+			}
+			cache := NewResolveCache(64 << 20)
+			cache.minIndexRows = 0
+			opts.Cache = cache
+			check := func(label string, idx []int) {
+				t.Helper()
+				var cs []*Container
+				var rows [][]keyedRow
+				var total int64
+				for _, i := range idx {
+					cs, rows = append(cs, all[i]), append(rows, conts[i])
+					total += int64(len(conts[i]))
+				}
+				checkSuperseded(t, label, cs, opts, bruteSuperseded(shape.pk, rows, opts), total)
+			}
+			everyIdx := make([]int, n)
+			for i := range everyIdx {
+				everyIdx[i] = i
+			}
+			check("first", everyIdx)
+			st := cache.Stats()
+			check("again", everyIdx)
+			if got := cache.Stats(); got.Hits != st.Hits+1 || got.Entries != st.Entries {
+				t.Errorf("the same containers again: %d hits, want %d", got.Hits, st.Hits+1)
+			}
+			// Subsets that keep the largest: new sets, resolved through
+			// its index when it has one.
+			for k := range 3 {
+				var idx []int
+				for _, i := range rng.Perm(n) {
+					if i == largest || rng.IntN(2) == 0 {
+						idx = append(idx, i)
 					}
 				}
-				if !slices.Equal(got, want[i]) {
-					t.Errorf("container %d (%d rows): dropped %v, want %v", i, len(conts[i]), got, want[i])
+				check(fmt.Sprintf("subset %d %v", k, idx), idx)
+				if st := cache.Stats(); st.Bytes > 64<<20 {
+					t.Errorf("the cache holds %d bytes, more than its bound", st.Bytes)
 				}
-				dropped += int64(len(want[i]))
 			}
-			if res.Live != total-dropped || res.DroppedRows() != dropped {
-				t.Errorf("live %d, dropped %d; want %d and %d", res.Live, res.DroppedRows(), total-dropped, dropped)
-			}
-			if dropped > 0 && budget.InUse() == 0 {
-				t.Errorf("the bitmaps of %d rows are not charged to the budget", dropped)
-			}
-			res.Release()
-			if budget.InUse() != 0 {
-				t.Errorf("after Release the budget holds %d bytes", budget.InUse())
-			}
+			indexHits += cache.Stats().IndexHits
 		})
+	}
+}
+
+// TestResolveCacheBound fills a small cache with the resolutions of many
+// sets and checks it never holds more than its bound, keeps the most
+// recent, and keeps nothing larger than the bound.
+func TestResolveCacheBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 4))
+	conts := randomKeyedContainers(rng, 6, 3000, true)
+	dir := t.TempDir()
+	var cs []*Container
+	for i, rows := range conts {
+		cs = append(cs, writeKeyed(t, filepath.Join(dir, fmt.Sprint(i)), []string{"id"}, rows, 64))
+	}
+	const bound = 16 << 10
+	cache := NewResolveCache(bound)
+	cache.minIndexRows = 0
+	ctx := context.Background()
+	for k := range 20 {
+		set := slices.Clone(cs)
+		rng.Shuffle(len(set), func(i, j int) { set[i], set[j] = set[j], set[i] })
+		set = set[:2+k%(len(set)-1)]
+		res, err := Superseded(ctx, set, ResolveOptions{Cache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Release()
+		if st := cache.Stats(); st.Bytes > bound {
+			t.Fatalf("after %d sets the cache holds %d bytes, bound %d", k+1, st.Bytes, bound)
+		}
+	}
+	st := cache.Stats()
+	if st.Entries == 0 {
+		t.Fatalf("a %d-byte cache kept nothing", bound)
+	}
+	// The index of a 3000-key container (12KB or more) and resolutions
+	// fit; each entry is smaller than the bound.
+	cache.mu.Lock()
+	for e := cache.lru.Front(); e != nil; e = e.Next() {
+		if b := e.Value.(*resolveEntry).bytes; b > bound {
+			t.Errorf("an entry of %d bytes in a %d-byte cache", b, bound)
+		}
+	}
+	cache.mu.Unlock()
+	// A cache smaller than any entry keeps none.
+	tiny := NewResolveCache(64)
+	tiny.minIndexRows = 0
+	res, err := Superseded(ctx, cs, ResolveOptions{Cache: tiny})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+	if st := tiny.Stats(); st.Entries != 0 || st.Bytes != 0 {
+		t.Errorf("a 64-byte cache holds %d entries of %d bytes", st.Entries, st.Bytes)
+	}
+}
+
+// TestChangeStatsWritten checks the writer's change statistics and the
+// manifest's checks of them.
+func TestChangeStatsWritten(t *testing.T) {
+	dir := t.TempDir()
+	rows := []keyedRow{{id: 1, version: 7}, {id: 2, version: 3, marker: true}, {id: 3, version: 12}, {id: 4, version: 3, marker: true}}
+	c := writeKeyed(t, filepath.Join(dir, "c"), []string{"id"}, rows, 2)
+	if got, want := c.Manifest().Changes, (&ChangeStats{MinVersion: 3, MaxVersion: 12, Markers: 2}); got == nil || *got != *want {
+		t.Errorf("change statistics %+v, want %+v", got, want)
+	}
+	e := writeKeyed(t, filepath.Join(dir, "e"), []string{"id"}, nil, 2)
+	if got := e.Manifest().Changes; got == nil || *got != (ChangeStats{}) {
+		t.Errorf("an empty container's change statistics %+v, want zeros", got)
+	}
+	for _, bad := range []ChangeStats{{MinVersion: -1, MaxVersion: 3}, {MinVersion: 4, MaxVersion: 3}, {Markers: 5, MaxVersion: 12}, {Markers: -1}} {
+		m := *c.Manifest()
+		m.Changes = &bad
+		if err := m.Validate(); err == nil {
+			t.Errorf("change statistics %+v of 4 rows accepted", bad)
+		}
+	}
+	m := *c.Manifest()
+	m.PrimaryKey = nil
+	m.Schema = m.Schema[:3]
+	m.Files = m.Files[:3]
+	if err := m.Validate(); err == nil {
+		t.Error("change statistics of a container without a primary key accepted")
 	}
 }
 
@@ -289,5 +505,75 @@ func TestSupersededUnkeyedAndMixed(t *testing.T) {
 	}
 	if got := res.Dropped[0].ToArray(); !slices.Equal(got, []uint32{1}) {
 		t.Errorf("one container: dropped %v, want its marker, row 1", got)
+	}
+}
+
+// BenchmarkSuperseded resolves a keyed table of 1Mi rows as the
+// windower's BenchmarkKeyed lays it out (a load of ids 0..n-1, then
+// eight containers of changes to 1%, 10% or 50% of the keys, a tenth of
+// them deletes): without a cache ("cold"), through the key index of the
+// load with the resolution not cached (the first query after a flush,
+// "index"), and with the resolution cached (the next queries, "hit").
+func BenchmarkSuperseded(b *testing.B) {
+	const n = 1 << 20
+	dir := b.TempDir()
+	for _, pct := range []int{1, 10, 50} {
+		rng := rand.New(rand.NewPCG(uint64(pct), 7))
+		load := make([]keyedRow, n)
+		for i := range load {
+			load[i] = keyedRow{id: int64(i)}
+		}
+		cs := []*Container{writeKeyed(b, filepath.Join(dir, fmt.Sprint(pct, "load")), []string{"id"}, load, DefaultBlockRows)}
+		changed := rng.Perm(n)[:n*pct/100]
+		changes := make([][]keyedRow, 8)
+		for k, id := range changed {
+			c := k * len(changes) / len(changed)
+			changes[c] = append(changes[c], keyedRow{id: int64(id), version: int64(k + 1), marker: rng.IntN(10) == 0})
+		}
+		for i, rows := range changes {
+			cs = append(cs, writeKeyed(b, filepath.Join(dir, fmt.Sprint(pct, "changes", i)), []string{"id"}, rows, DefaultBlockRows))
+		}
+		for _, mode := range []string{"cold", "index", "hit"} {
+			b.Run(fmt.Sprintf("%d%%/%s", pct, mode), func(b *testing.B) {
+				cache := NewResolveCache(DefaultResolveCacheBytes)
+				opts := ResolveOptions{Budget: NewBudget(1<<30, nil)}
+				if mode != "cold" {
+					opts.Cache = cache
+					res, err := Superseded(context.Background(), cs, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					res.Release()
+				}
+				b.ResetTimer()
+				for range b.N {
+					if mode == "index" {
+						cache.dropResolutions()
+					}
+					res, err := Superseded(context.Background(), cs, opts)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(res.DroppedRows()), "dropped")
+					res.Release()
+				}
+				if mode == "index" && cache.Stats().IndexHits < int64(b.N) {
+					b.Fatalf("%d index hits in %d resolutions", cache.Stats().IndexHits, b.N)
+				}
+			})
+		}
+	}
+}
+
+// dropResolutions empties the cache of resolutions, keeping the indexes.
+func (c *ResolveCache) dropResolutions() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.entries {
+		if re := e.Value.(*resolveEntry); re.res != nil {
+			c.lru.Remove(e)
+			delete(c.entries, k)
+			c.bytes -= re.bytes
+		}
 	}
 }

@@ -116,6 +116,20 @@
 //	             uncompressed Arrow buffer size
 //	epochs       [first, last] epochs of the data, as the writer was told
 //	created      RFC 3339 time of the commit
+//	primary_key  [names]: a keyed table's key columns (absent: unkeyed);
+//	             the schema then ends with the change columns (below)
+//	changes      {min_version, max_version, markers}: a keyed
+//	             container's change statistics, the least and greatest
+//	             value of its version column (0 and 0 when it has no
+//	             rows) and how many rows its deleted column sets
+//
+// Change columns. A keyed container's last two columns are
+// _strata_version (int64, not null) and _strata_deleted (bool, not null);
+// changes.go gives their meaning. The writer records "changes" for every
+// keyed container; Superseded trusts it to skip reading a version column
+// whose rows all have one version and a deleted column without markers.
+// A manifest written before the field has none ("unknown"): its change
+// columns are read, as they always were.
 //
 // A committed manifest never changes, so a process caches the manifests
 // it has decoded by their bytes (manifestcache.go): opening a container

@@ -41,6 +41,7 @@ type Manifest struct {
 	Schema      []ColumnSchema `json:"schema"`
 	SortKey     SortKey        `json:"sort_key"`
 	PrimaryKey  []string       `json:"primary_key,omitempty"` // a keyed table's key columns (changes.go)
+	Changes     *ChangeStats   `json:"changes,omitempty"`     // a keyed container's change statistics; nil: unknown
 	Rows        int64          `json:"rows"`
 	BlockRows   int            `json:"block_rows"`
 	Compression string         `json:"compression"`
@@ -48,6 +49,18 @@ type Manifest struct {
 	Files       []FileMeta     `json:"files"`
 	Epochs      [2]uint64      `json:"epochs"`
 	Created     time.Time      `json:"created"`
+}
+
+// ChangeStats summarize a keyed container's change columns (changes.go),
+// so that resolving versions can skip reading what they already tell: the
+// version column of a container whose rows all have one version, the
+// deleted column of one without delete markers. The writer records them
+// for every keyed container; a manifest written before them has none, and
+// its change columns are read.
+type ChangeStats struct {
+	MinVersion int64 `json:"min_version"` // 0 when the container has no rows
+	MaxVersion int64 `json:"max_version"`
+	Markers    int64 `json:"markers"` // rows whose deleted column is set
 }
 
 // BlockMeta describes block i of every column file: all columns are cut at
@@ -153,6 +166,16 @@ func (m *Manifest) Validate() error {
 	}
 	if err := checkPrimaryKey(schema, m.PrimaryKey); err != nil {
 		return fmt.Errorf("manifest primary key: %w", err)
+	}
+	if c := m.Changes; c != nil {
+		switch {
+		case len(m.PrimaryKey) == 0:
+			return fmt.Errorf("manifest changes: a container without a primary key has no change statistics")
+		case c.MinVersion < 0 || c.MinVersion > c.MaxVersion:
+			return fmt.Errorf("manifest changes: versions [%d, %d] are not an ascending range of non-negative versions", c.MinVersion, c.MaxVersion)
+		case c.Markers < 0 || c.Markers > m.Rows:
+			return fmt.Errorf("manifest changes: %d markers out of range [0, %d]", c.Markers, m.Rows)
+		}
 	}
 	if _, err := ParseCompression(m.Compression); err != nil {
 		return fmt.Errorf("manifest: %w", err)

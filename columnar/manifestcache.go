@@ -80,6 +80,11 @@ func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Schema = slices.Clone(m.Schema)
 	c.SortKey = slices.Clone(m.SortKey)
+	c.PrimaryKey = slices.Clone(m.PrimaryKey)
+	if m.Changes != nil {
+		ch := *m.Changes
+		c.Changes = &ch
+	}
 	c.Blocks = slices.Clone(m.Blocks)
 	for i := range c.Blocks {
 		c.Blocks[i].MinKey = slices.Clone(c.Blocks[i].MinKey)

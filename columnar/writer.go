@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/strata-db/strata/internal/fsutil"
@@ -55,7 +57,15 @@ type Writer struct {
 	columns  []*columnWriter
 	comp     *blockCompressor // shared by the column files
 	done     bool
-	log      *slog.Logger
+	// A keyed container's change statistics, gathered as its change
+	// columns are written (each by WriteColumn of its own column, so
+	// concurrent writes of different columns touch different fields).
+	versions struct {
+		min, max int64
+		seen     bool
+	}
+	markers int64
+	log     *slog.Logger
 }
 
 // Create starts a container that will appear, at Commit, as dir (for
@@ -175,7 +185,46 @@ func (w *Writer) WriteColumn(col int, arr arrow.Array) error {
 	if err := c.append(arr, w.opts.BlockRows, w.enc); err != nil {
 		return fmt.Errorf("write container %s column %q: %w", w.dir, c.field.Name, err)
 	}
+	if len(w.opts.PrimaryKey) > 0 {
+		w.changeStats(col, arr)
+	}
 	return nil
+}
+
+// changeStats gathers a keyed container's change statistics from arr,
+// rows of column col, if col is a change column.
+func (w *Writer) changeStats(col int, arr arrow.Array) {
+	switch col {
+	case len(w.columns) - 2:
+		vers, ok := arr.(*array.Int64)
+		if !ok || vers.Len() == 0 {
+			return
+		}
+		v := &w.versions
+		if !v.seen {
+			v.min, v.max, v.seen = vers.Value(0), vers.Value(0), true
+		}
+		for _, x := range vers.Int64Values() {
+			v.min, v.max = min(v.min, x), max(v.max, x)
+		}
+	case len(w.columns) - 1:
+		if dels, ok := arr.(*array.Boolean); ok && dels.Len() > 0 {
+			w.markers += int64(bitutil.CountSetBits(dels.Data().Buffers()[1].Bytes(), dels.Data().Offset(), dels.Len()))
+		}
+	}
+}
+
+// changeManifest is the change statistics of a keyed container of rows
+// rows: nil for an unkeyed one, and for versions the manifest cannot
+// hold (a negative version, which resolving reports as corrupt).
+func (w *Writer) changeManifest(rows int64) *ChangeStats {
+	if len(w.opts.PrimaryKey) == 0 || w.versions.min < 0 {
+		return nil
+	}
+	if rows == 0 {
+		return &ChangeStats{}
+	}
+	return &ChangeStats{MinVersion: w.versions.min, MaxVersion: w.versions.max, Markers: w.markers}
 }
 
 // FinishColumn writes column col's last block and closes its file. Writing
@@ -235,6 +284,7 @@ func (w *Writer) commit() (*Manifest, error) {
 		Schema:      w.cols,
 		SortKey:     w.opts.SortKey,
 		PrimaryKey:  w.opts.PrimaryKey,
+		Changes:     w.changeManifest(first.rows),
 		Rows:        first.rows,
 		BlockRows:   w.opts.BlockRows,
 		Compression: w.opts.Compression.String(),

@@ -29,6 +29,13 @@ func (s superseded) of(c int) *roaring.Bitmap {
 	return s[c]
 }
 
+// resolveCache keeps the resolutions of the process's recent queries over
+// keyed tables, and the key indexes of their largest containers, so that
+// queries over the same containers, or the same largest container and
+// new changes, do not read them again (columnar.ResolveCache). It holds
+// at most columnar.DefaultResolveCacheBytes, outside any grant.
+var resolveCache = columnar.NewResolveCache(columnar.DefaultResolveCacheBytes)
+
 // resolveChanges resolves the versions of keyed inputs: the rows each
 // container drops, and how many. It returns a nil resolution for inputs
 // without a primary key. The caller releases the resolution (its bitmaps
@@ -41,7 +48,7 @@ func resolveChanges(ctx context.Context, cs []*columnar.Container, budget *colum
 	if !keyed {
 		return nil, nil, nil
 	}
-	res, err := columnar.Superseded(ctx, cs, columnar.ResolveOptions{Budget: budget})
+	res, err := columnar.Superseded(ctx, cs, columnar.ResolveOptions{Budget: budget, Cache: resolveCache})
 	if err != nil {
 		return nil, nil, fmt.Errorf("windower: resolve the changed rows of %d input containers: %w", len(cs), err)
 	}
