@@ -219,7 +219,11 @@ func Superseded(ctx context.Context, cs []*Container, opts ResolveOptions) (*Res
 		}
 	}
 	r := newResolver(cs, opts, res)
-	if err := r.run(ctx); err != nil {
+	run := r.run
+	if mergeable(cs, opts) {
+		run = r.mergeRun
+	}
+	if err := run(ctx); err != nil {
 		res.Release()
 		return nil, err
 	}
@@ -466,6 +470,12 @@ func (r *resolver) run(ctx context.Context) error {
 	for _, e := range r.keys {
 		r.dropIfMarker(e)
 	}
+	return r.finish()
+}
+
+// finish keeps the bitmaps (charged to the budget) and lets the key table
+// go.
+func (r *resolver) finish() error {
 	var held int64
 	for _, b := range r.res.Dropped {
 		if b != nil {
@@ -584,8 +594,11 @@ func (r *resolver) scanMarkers(ctx context.Context, i int) error {
 type changeBlock struct {
 	vers []int64        // nil: every row has version ver
 	ver  int64          //
-	dels *array.Boolean // nil: no row is a marker
-	n    int            // rows
+	dels *array.Boolean // nil: no row is a marker (unless marks)
+	// marks is the deleted column copied out of its block (the merge
+	// path holds a block past its record's release).
+	marks []bool
+	n     int // rows
 }
 
 func (b *changeBlock) version(j int) int64 {
@@ -595,7 +608,12 @@ func (b *changeBlock) version(j int) int64 {
 	return b.vers[j]
 }
 
-func (b *changeBlock) marker(j int) bool { return b.dels != nil && b.dels.Value(j) }
+func (b *changeBlock) marker(j int) bool {
+	if b.marks != nil {
+		return b.marks[j]
+	}
+	return b.dels != nil && b.dels.Value(j)
+}
 
 // changeColumns are the change columns of container i that must be read:
 // the version column unless its statistics give one version for every

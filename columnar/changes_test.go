@@ -49,10 +49,15 @@ func keyedTestSchema() *arrow.Schema {
 
 // writeKeyed writes rows as a keyed container at dir.
 func writeKeyed(t testing.TB, dir string, pk []string, rows []keyedRow, blockRows int) *Container {
+	return writeKeyedSorted(t, dir, pk, nil, rows, blockRows)
+}
+
+// writeKeyedSorted is writeKeyed with a sort key (rows in its order).
+func writeKeyedSorted(t testing.TB, dir string, pk []string, sk SortKey, rows []keyedRow, blockRows int) *Container {
 	t.Helper()
 	schema := keyedTestSchema()
 	w, err := Create(dir, WriterOptions{Table: "t", Projection: "p", ID: filepath.Base(dir), Schema: schema,
-		PrimaryKey: pk, BlockRows: blockRows, NoSync: true})
+		SortKey: sk, PrimaryKey: pk, BlockRows: blockRows, NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
