@@ -34,10 +34,15 @@ func Unanswered(parent context.Context, err error) bool {
 		errors.Is(err, nats.ErrNoServers), errors.Is(err, nats.ErrReconnectBufExceeded):
 		return true
 	case errors.As(err, &apiErr):
-		return apiErr.Code == http.StatusServiceUnavailable
+		return apiErr.Code == http.StatusServiceUnavailable || apiErr.ErrorCode == errCodeClusterNoPeers
 	}
 	return false
 }
+
+// errCodeClusterNoPeers is JetStream's "no suitable peers for placement"
+// (nats-server's JSClusterNoPeersErr): a stream or bucket asked of a
+// cluster whose nodes have not all joined yet, as just after they start.
+const errCodeClusterNoPeers jetstream.ErrorCode = 10005
 
 // RetryUnanswered runs op, each attempt bounded by APIAttempt, until it
 // returns an error Unanswered does not recognise, or nil, or ctx ends.

@@ -26,6 +26,9 @@ func TestUnanswered(t *testing.T) {
 		{jetstream.ErrNoStreamResponse, true},
 		{&jetstream.APIError{Code: 503, Description: "JetStream system temporarily unavailable"}, true},
 		{&jetstream.APIError{Code: 400, Description: "stream name already in use"}, false},
+		// A cluster whose nodes are still joining (seen as the chaos
+		// suite's fresh three-node cluster started its scheduler).
+		{&jetstream.APIError{Code: 500, ErrorCode: 10005, Description: "insufficient resources: no suitable peers for placement, peer offline"}, true},
 		{jetstream.ErrStreamNotFound, false},
 		{errors.New("permissions violation"), false},
 	} {
