@@ -12,6 +12,7 @@ import (
 	"net"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-db/strata/applier"
 	"github.com/strata-db/strata/internal/pgauth"
 	"github.com/strata-db/strata/messages"
 )
@@ -56,6 +58,15 @@ type backend interface {
 	// runWindow returns the result container's directory and a func to
 	// call once it has been read.
 	runWindow(ctx context.Context, q *messages.WindowQuery) (dir string, release func(), err error)
+	// keyedTable describes a keyed table (a *pgError 42P01 if there is no
+	// such table, 0A000 if it has no primary key).
+	keyedTable(ctx context.Context, table string) (*applier.Table, error)
+	// currentRows returns the current row of each of keys (row encodings
+	// of the key columns) that has one, by key.
+	currentRows(ctx context.Context, t *applier.Table, keys [][]byte) (map[string][]any, error)
+	// applyChanges sends change events of one table and returns once
+	// they are visible to queries.
+	applyChanges(ctx context.Context, evs []*messages.UpdateEvent) error
 }
 
 type server struct {
@@ -592,7 +603,9 @@ func (s *session) parse(m *pgproto3.Parse) error {
 	copy(p.oids, m.ParameterOIDs)
 	if slices.Contains(p.oids, 0) {
 		// Types the client left open: from where each $n stands.
-		inferred := inferParams(m.Query, n, s.tableColumnTypes(m.Query))
+		cols := s.tableColumnTypes(m.Query)
+		inferred := inferParams(m.Query, n, cols)
+		inferInsertParams(m.Query, inferred, cols)
 		for i, oid := range p.oids {
 			if oid == 0 {
 				p.oids[i] = inferred[i]
@@ -727,11 +740,22 @@ func (s *session) tableColumnTypes(sql string) map[string]uint32 {
 	if err != nil || len(tree.Stmts) != 1 {
 		return nil
 	}
-	sel := tree.Stmts[0].Stmt.GetSelectStmt()
-	if sel == nil || len(sel.FromClause) != 1 || sel.FromClause[0].GetRangeVar() == nil || isCatalogQuery(sel) {
-		return nil
+	table := ""
+	n := tree.Stmts[0].Stmt
+	switch {
+	case n.GetInsertStmt() != nil && n.GetInsertStmt().Relation != nil:
+		table = n.GetInsertStmt().Relation.Relname
+	case n.GetUpdateStmt() != nil && n.GetUpdateStmt().Relation != nil:
+		table = n.GetUpdateStmt().Relation.Relname
+	case n.GetDeleteStmt() != nil && n.GetDeleteStmt().Relation != nil:
+		table = n.GetDeleteStmt().Relation.Relname
+	default:
+		sel := n.GetSelectStmt()
+		if sel == nil || len(sel.FromClause) != 1 || sel.FromClause[0].GetRangeVar() == nil || isCatalogQuery(sel) {
+			return nil
+		}
+		table = sel.FromClause[0].GetRangeVar().Relname
 	}
-	table := sel.FromClause[0].GetRangeVar().Relname
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	tables, err := s.srv.sched.tables(ctx, table)
@@ -741,10 +765,42 @@ func (s *session) tableColumnTypes(sql string) map[string]uint32 {
 	out := map[string]uint32{}
 	for _, t := range tables {
 		if t.name == table {
-			for _, c := range t.columns {
+			for i, c := range t.columns {
 				out[strings.ToLower(c.Name)] = columnType(c.Type, c.TimeZone)
+				// An INSERT without a column list: VALUES in table order.
+				out["\x00"+strconv.Itoa(i)] = columnType(c.Type, c.TimeZone)
 			}
 		}
 	}
 	return out
+}
+
+// inferInsertParams gives a $n that is a whole VALUES item of an INSERT
+// the type of its column.
+func inferInsertParams(sql string, oids []uint32, cols map[string]uint32) {
+	tree, err := pg.Parse(sql)
+	if err != nil || len(tree.Stmts) != 1 || tree.Stmts[0].Stmt.GetInsertStmt() == nil {
+		return
+	}
+	in := tree.Stmts[0].Stmt.GetInsertStmt()
+	sel := in.SelectStmt.GetSelectStmt()
+	if sel == nil {
+		return
+	}
+	for _, l := range sel.ValuesLists {
+		for j, item := range l.GetList().Items {
+			pr := item.GetParamRef()
+			if pr == nil || pr.Number < 1 || int(pr.Number) > len(oids) || oids[pr.Number-1] != 0 {
+				continue
+			}
+			name := "\x00" + strconv.Itoa(j)
+			if in.Cols != nil {
+				if j >= len(in.Cols) {
+					continue
+				}
+				name = strings.ToLower(in.Cols[j].GetResTarget().Name)
+			}
+			oids[pr.Number-1] = cols[name]
+		}
+	}
 }

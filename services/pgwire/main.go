@@ -3,8 +3,10 @@
 // scheduler like the strata CLI. A SELECT with window functions becomes a
 // window job (windower/sqlparse, strata.api.window); pgwire waits for its
 // done event and streams the result container's rows to the client block
-// by block. It keeps no state a restart loses: start more of them to
-// serve more clients.
+// by block. INSERT, UPDATE and DELETE of a keyed table become change
+// events on strata.updates.<table> (dml.go, changes.go); the statement
+// returns once the walwriter has made them visible. It keeps no state a
+// restart loses: start more of them to serve more clients.
 //
 // Clients authenticate with SCRAM-SHA-256 against the users of
 // DATA/pg-auth (package internal/pgauth); the first start makes the user
@@ -57,6 +59,7 @@ func run(args []string) error {
 	var sf storeflags.Flags
 	sf.Register(fs, false)
 	reqTimeout := fs.Duration("request-timeout", 30*time.Second, "how long to wait for one reply of the scheduler")
+	changeTimeout := fs.Duration("change-timeout", 5*time.Minute, "how long an INSERT, UPDATE or DELETE waits until its changes are visible")
 	settle := fs.Duration("settle-timeout", 5*time.Minute, "how long to keep asking the scheduler about a job request whose reply does not come")
 	if err := b.Start(args); err != nil {
 		return err
@@ -100,7 +103,7 @@ func run(args []string) error {
 		defer st.Close()
 	}
 	sched := &schedulerClient{nc: b.NC, api: &apiclient.Client{NC: b.NC, Timeout: *reqTimeout, Settle: *settle},
-		dataDir: b.DataDir, pool: *pool, st: st}
+		dataDir: b.DataDir, pool: *pool, st: st, changeTimeout: *changeTimeout}
 	srv := newServer(b.Log, sched, b.DataDir, tlsConf, b.Runner.Registry())
 	srv.maxSessions = *maxConns
 	b.Log.Info("listening for PostgreSQL clients", "addr", ln.Addr().String(), "tls", tlsConf != nil)

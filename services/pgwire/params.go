@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 )
@@ -114,6 +116,25 @@ func literal(oid uint32, format int16, v []byte) (string, error) {
 			}
 		case oidText, 1043: // text, varchar
 			return quote(string(v))
+		case oidTimestamp, oidTimestamptz:
+			// Microseconds since 2000-01-01 UTC.
+			if len(v) == 8 {
+				us := int64(binary.BigEndian.Uint64(v))
+				t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(us) * time.Microsecond)
+				zone := ""
+				if oid == oidTimestamptz {
+					zone = "+00"
+				}
+				return quote(t.Format("2006-01-02 15:04:05.999999") + zone)
+			}
+		case oidDate:
+			// Days since 2000-01-01.
+			if len(v) == 4 {
+				d := int32(binary.BigEndian.Uint32(v))
+				return quote(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(d)).Format("2006-01-02"))
+			}
+		case oidBytea:
+			return quote(`\x` + hex.EncodeToString(v))
 		default:
 			return "", fmt.Errorf("binary parameters of type %d are not supported", oid)
 		}
@@ -187,7 +208,7 @@ func inferParams(sql string, n int, cols map[string]uint32) []uint32 {
 	}
 	isOp := func(s string) bool {
 		switch s {
-		case "=", "<>", "!=", "<", ">", "<=", ">=":
+		case "=", "<>", "!=", "<", ">", "<=", ">=", "+", "-", "*", "/":
 			return true
 		}
 		return false

@@ -44,9 +44,12 @@ import (
 type localBackend struct {
 	dataDir string
 	dirs    []string
-	n       atomic.Int64
-	block   chan struct{} // if set, runWindow waits on it (or ctx)
-	panics  atomic.Bool   // runWindow panics
+	// keyed, when set, is a keyed table k (keyed on k0) whose changes the
+	// backend applies in process, as the walwriter would (changes_test.go).
+	keyed  *keyedLocal
+	n      atomic.Int64
+	block  chan struct{} // if set, runWindow waits on it (or ctx)
+	panics atomic.Bool   // runWindow panics
 }
 
 func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, error) {
@@ -54,10 +57,14 @@ func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, er
 	if err != nil {
 		return nil, err
 	}
-	if only != "" && only != "t" {
-		return nil, nil
+	var out []tableInfo
+	if only == "" || only == "t" {
+		out = append(out, tableInfo{name: "t", columns: m.Schema})
 	}
-	return []tableInfo{{name: "t", columns: m.Schema}}, nil
+	if b.keyed != nil && (only == "" || only == "k") {
+		out = append(out, tableInfo{name: "k", columns: b.keyed.columns()})
+	}
+	return out, nil
 }
 
 func (b *localBackend) runWindow(ctx context.Context, q *messages.WindowQuery) (string, func(), error) {
@@ -76,10 +83,14 @@ func (b *localBackend) run(ctx context.Context, q *messages.WindowQuery) (string
 			return "", ctx.Err()
 		}
 	}
-	if q.Table != "t" {
+	dirs := b.dirs
+	switch {
+	case q.Table == "k" && b.keyed != nil:
+		dirs = b.keyed.liveDirs()
+	case q.Table != "t":
 		return "", &messages.APIError{Code: "not_found", Message: "scheduler: unknown table: " + q.Table}
 	}
-	res, err := windower.Run(ctx, q, b.dirs, windower.Options{Threads: 2})
+	res, err := windower.Run(ctx, q, dirs, windower.Options{Threads: 2})
 	if err != nil {
 		return "", &jobFailedError{reason: err.Error()}
 	}

@@ -57,6 +57,9 @@ type stmt struct {
 	window        *messages.WindowQuery
 	offset, limit int64
 	apply         func(*session) // a statement's effect on the session, at execution
+	// change is an INSERT, UPDATE or DELETE of a keyed table (dml.go),
+	// run as change events (changes.go).
+	change *changeStmt
 }
 
 // plan parses sql into its statements.
@@ -135,6 +138,12 @@ func (s *session) planOne(ctx context.Context, sql string, raw *pg.RawStmt, vers
 		return planTransaction(n.GetTransactionStmt())
 	case n.GetSelectStmt() != nil:
 		return s.planSelect(ctx, stmtText(sql, raw), n.GetSelectStmt(), version)
+	case n.GetInsertStmt() != nil:
+		return planInsert(n.GetInsertStmt())
+	case n.GetUpdateStmt() != nil:
+		return planUpdate(n.GetUpdateStmt())
+	case n.GetDeleteStmt() != nil:
+		return planDelete(n.GetDeleteStmt())
 	}
 	return nil, notSupported(statementName(n))
 }

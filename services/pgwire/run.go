@@ -80,6 +80,8 @@ func (s *session) run(ctx context.Context, st *stmt, pt *portal, formats []int16
 		return nil
 	case st.window != nil:
 		return s.runWindow(ctx, st, pt, formats, maxRows, describe)
+	case st.change != nil:
+		return s.runChange(ctx, st)
 	}
 	if st.apply != nil {
 		before := make(map[string]string, len(reported))

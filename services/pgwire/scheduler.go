@@ -27,6 +27,9 @@ type schedulerClient struct {
 	// from it, and a result is fetched into a staging directory of its
 	// own, removed when the result has been sent.
 	st store.Store
+	// changeTimeout bounds the wait until a change statement's changes
+	// are visible (default 5m).
+	changeTimeout time.Duration
 }
 
 // jobFailedError is a window job that failed for good.
