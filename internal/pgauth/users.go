@@ -19,8 +19,8 @@ const DirName = "pg-auth"
 // DefaultUser is the user made at the first start.
 const DefaultUser = "strata"
 
-// Roles of a user: read runs queries; write is for statements that
-// change data, which the front door does not take yet.
+// Roles of a user: read runs queries; write may also change keyed tables
+// (INSERT, UPDATE and DELETE by key, sent as change events).
 const (
 	RoleRead  = "read"
 	RoleWrite = "write"
