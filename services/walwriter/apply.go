@@ -142,9 +142,12 @@ func (a *changeApplier) add(t *applier.Table, c applier.Change, lsn walwriter.LS
 	a.last = max(a.last, lsn)
 }
 
-// run flushes every interval until stop is closed.
+// run flushes every half interval until stop is closed: a change waits
+// at most half the interval for its flush, which leaves the other half
+// for writing and applying its batch, so it is visible within the
+// interval while batches apply in less than half of it.
 func (a *changeApplier) run(stop <-chan struct{}, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := time.NewTicker(interval / 2)
 	defer t.Stop()
 	for {
 		select {

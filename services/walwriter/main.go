@@ -75,7 +75,7 @@ func run(args []string) error {
 	batchWindow := fs.Duration("batch-window", 0, "wait this long to fill a group commit (0: commit what is queued when the last sync ends)")
 	noDelta := fs.Bool("no-delta", false, "log every update as a full row image")
 	apply := fs.Bool("apply", true, "apply the changes of keyed tables, acking each event once its change is visible (false: log every event and ack it once durable, applying nothing)")
-	flushInterval := fs.Duration("flush-interval", time.Second, "with --apply: make the changes logged since the last flush visible this often")
+	flushInterval := fs.Duration("flush-interval", time.Second, "with --apply: a durable change is visible within this long (batches are flushed every half of it; a batch that takes longer to apply delays it)")
 	applyLagMax := fs.Duration("apply-lag-threshold", 30*time.Second, "with --apply: /healthz fails while a change waits longer than this to be visible")
 	var sf storeflags.Flags
 	sf.RegisterWALArchive(fs)
