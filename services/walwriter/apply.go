@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -121,6 +122,7 @@ type changeApplier struct {
 	batches map[string]*tableBatch
 	last    walwriter.LSN // highest LSN added
 	flushMu sync.Mutex    // one flush at a time
+	floor   atomic.Uint64 // state.LSN, for the metrics
 	failing error         // why the last flush left changes unapplied
 }
 
@@ -174,6 +176,15 @@ func (a *changeApplier) health(maxLag time.Duration) func() error {
 	}
 }
 
+// lagRecords is how many WAL records past the applied floor were logged:
+// the apply lag in WAL positions.
+func (a *changeApplier) lagRecords() float64 {
+	a.mu.Lock()
+	last := uint64(a.last)
+	a.mu.Unlock()
+	return float64(last - min(last, a.floor.Load()))
+}
+
 func (a *changeApplier) lagLocked() time.Duration {
 	var lag time.Duration
 	for _, b := range a.batches {
@@ -225,6 +236,7 @@ func (a *changeApplier) flush(ctx context.Context) error {
 			a.log.Warn("write the applier state", "err", err)
 		} else {
 			a.state = st
+			a.floor.Store(st.LSN)
 			a.trim(walwriter.LSN(st.LSN + 1))
 		}
 	}

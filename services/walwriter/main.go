@@ -51,6 +51,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/service"
@@ -150,6 +152,11 @@ func run(args []string) error {
 		ap = &changeApplier{wal: wal, walDir: *walDir, state: state, data: b.DataDir, store: st, api: api, log: log, ack: a.ackApplied, m: m,
 			batches: map[string]*tableBatch{}}
 		a.apply = ap
+		ap.floor.Store(state.LSN)
+		r.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "strata_change_apply_lag_records", Help: "WAL records logged past the position through which every change is visible.",
+			ConstLabels: prometheus.Labels{"service": "walwriter"},
+		}, ap.lagRecords))
 		r.AddCheck("apply", ap.health(*applyLagMax))
 		replayCtx, cancelReplay := context.WithTimeout(context.Background(), 10*time.Minute)
 		err = ap.replay(replayCtx, a.tables)

@@ -22,6 +22,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/internal/storeflags"
@@ -46,7 +48,13 @@ func run(args []string) error {
 		return err
 	}
 	defer closeDepot()
-	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, threads: *threads, log: w.Log, depot: dep}
+	superseded := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name:        "strata_table_superseded_fraction",
+		Help:        "By table, the share of the rows the last window query over it read that newer changes replaced or deleted (folded away by the next mergeout; 0 for an append-only table).",
+		ConstLabels: prometheus.Labels{"service": "windower"},
+	}, []string{"table"})
+	w.Runner.Registry().MustRegister(superseded)
+	wj := &windowJob{dataDir: w.DataDir, tempDir: w.TempDir, threads: *threads, log: w.Log, depot: dep, superseded: superseded}
 	return service.RunJobs(w, service.JobSpec[*messages.WindowJob]{
 		Operation: messages.OperationWindow,
 		Consumer:  messages.ConsumerWindower,

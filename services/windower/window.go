@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
@@ -29,6 +31,10 @@ type windowJob struct {
 	// depot, if set, holds the containers of a store (--store): inputs
 	// are fetched into it, the result written there and uploaded.
 	depot *depot.Depot
+	// superseded is strata_table_superseded_fraction: by table, the
+	// share of the rows the last query read that newer changes replaced
+	// or deleted (0 for an append-only table).
+	superseded *prometheus.GaugeVec
 
 	rootOnce sync.Once
 	root     *columnar.DataDir
@@ -130,6 +136,12 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		}
 		if err != nil {
 			return service.Outcome{}, fmt.Errorf("upload result: %w", err)
+		}
+	}
+	if final := res.Stats(); w.superseded != nil {
+		read := final.InputRows + final.SupersededRows
+		if read > 0 {
+			w.superseded.WithLabelValues(job.Query.Table).Set(float64(final.SupersededRows) / float64(read))
 		}
 	}
 	plan := "streamed"
