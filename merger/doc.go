@@ -28,6 +28,12 @@
 //   - passes: even one column of all K inputs does not fit. Groups of
 //     consecutive inputs are merged into intermediate containers (in
 //     Options.TempDir), which are then merged, until one container remains.
+//     The fan-in is the largest whose smallest single-level plan (one
+//     column a pass, one worker, the row source spilled; always among the
+//     plans listed, however few the columns) fits, with every reader
+//     sized for the larger of an input's blocks and an intermediate
+//     container's (the output's block rows at the inputs' largest bytes
+//     per row), so that each level plans every group as one merge.
 //
 // The planner lists every single-level plan (columns per pass, workers, the
 // row source in memory or spilled, the row source expanded once into a

@@ -274,10 +274,16 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 		// The gather's selection vector (counted per column: conservative
 		// when a worker gathers several).
 		cost.out += 2 * int64(outBlockRows)
+		// A block of an intermediate container of passes (written in the
+		// output's block size): decoded, and encoded (at most its bytes
+		// again, LZ4's growth and the IPC message's framing).
+		rawBlock := int64(perRow * float64(outBlockRows))
+		cost.interRead = 2*rawBlock + rawBlock/128 + 1024
 		if cost.key {
 			// Normalized key: marker + value (strings escaped: ~+10% and a terminator),
 			// plus 16 bytes of offsets per row.
 			cost.keyBytes = int64((perRow*1.1+3+16)*float64(blockRows)) + 1024
+			cost.interKeyBytes = int64((perRow*1.1+3+16)*float64(outBlockRows)) + 1024
 		}
 		costs[c] = cost
 	}

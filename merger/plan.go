@@ -53,6 +53,23 @@ type columnCost struct {
 	// inputs have rows to drop.
 	filter   int64
 	filtered int
+	// interRead and interKeyBytes are read and keyBytes for a block of an
+	// intermediate container of a merge in passes, written in the output's
+	// block size (levelCosts).
+	interRead, interKeyBytes int64
+}
+
+// levelCosts is the columns' costs for a level of a merge in passes: the
+// most a reader holds of an input or of an intermediate container, whose
+// blocks have the output's rows (more than the inputs' may have) at the
+// inputs' largest bytes per row.
+func levelCosts(cols []columnCost) []columnCost {
+	out := slices.Clone(cols)
+	for i := range out {
+		out[i].read = max(out[i].read, out[i].interRead)
+		out[i].keyBytes = max(out[i].keyBytes, out[i].interKeyBytes)
+	}
+	return out
 }
 
 // filters is the block copies of k of the column's readers at most.
@@ -223,10 +240,13 @@ func makePlanWithin(in planInput) (plan, error) {
 	if found {
 		return best, nil
 	}
-	// Passes: the largest fan-in whose vertical merge fits.
+	// Passes: the largest fan-in whose smallest single-level plan fits
+	// (minimalNeed), for the inputs and the intermediate containers alike,
+	// so that every level plans each group of fan-in inputs as one merge.
 	p := plan{keyPhase: keyPhaseCost(in.inputs, in.columns)}
+	level := levelCosts(in.columns)
 	for f := in.inputs - 1; f >= 2; f-- {
-		if need := max(keyPhaseCost(f, in.columns), maxGather(f, in.columns)); need <= in.grant {
+		if need := minimalNeed(f, level); need <= in.grant {
 			p.kind = PlanPasses
 			p.fanIn = f
 			p.workers = 1
@@ -303,8 +323,8 @@ func candidates(in planInput) []plan {
 				runningOut += outs[i]
 			}
 			for _, inMemory := range []bool{true, false} {
-				if horizontal && !inMemory {
-					continue
+				if horizontal && !inMemory && len(groups) > 0 {
+					continue // the same as a vertical plan of one column a pass
 				}
 				for _, sel := range []struct{ shared, overlap bool }{{false, false}, {true, false}, {true, true}} {
 					shared := sel.shared
@@ -363,13 +383,21 @@ func candidates(in planInput) []plan {
 }
 
 // groupSizes are the columns per pass the planner tries: powers of two
-// below an even share of the columns per worker, and 0 for the horizontal
-// plan (one group per worker).
+// below an even share of the columns per worker (and 1 however few the
+// columns), and 0 for the horizontal plan (one group per worker).
 func groupSizes(cols, workers int) []int {
 	sizes := []int{0}
 	share := (cols + workers - 1) / workers
 	for s := 1; s < share; s *= 2 {
 		sizes = append(sizes, s)
+	}
+	if cols > 0 && share <= 1 {
+		// One column a pass all the same, with fewer columns than workers:
+		// the smallest plan (minimalNeed), which passes and the grant's
+		// minimum count on, gathers one column at a time with the row
+		// source spilled, and a horizontal plan gathers them all at once
+		// from a row source in memory.
+		sizes = append(sizes, 1)
 	}
 	return sizes
 }
@@ -521,6 +549,14 @@ func predictSeconds(in planInput, p plan) float64 {
 	return serial + work/math.Max(1, running)
 }
 
+// minimalNeed bounds the memory of the smallest single-level plan of k
+// inputs, which candidates always lists: one worker gathering one column a
+// pass from a spilled row source (or, with no columns to gather, the key
+// merge alone).
+func minimalNeed(k int, cols []columnCost) int64 {
+	return max(keyPhaseCost(k, cols), maxGather(k, cols))
+}
+
 func maxGather(k int, cols []columnCost) int64 {
 	var m int64
 	for _, c := range cols {
@@ -532,9 +568,10 @@ func maxGather(k int, cols []columnCost) int64 {
 }
 
 func grantError(in planInput) *GrantError {
-	minimum := max(keyPhaseCost(2, in.columns), maxGather(2, in.columns))
-	if in.inputs < 2 {
-		minimum = max(keyPhaseCost(in.inputs, in.columns), maxGather(in.inputs, in.columns))
+	// A single-level merge, or passes of fan-in 2 (levelCosts).
+	minimum := minimalNeed(in.inputs, in.columns)
+	if in.inputs > 2 {
+		minimum = min(minimum, minimalNeed(2, levelCosts(in.columns)))
 	}
 	var worst columnCost
 	for _, c := range in.columns {
