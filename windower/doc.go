@@ -136,9 +136,11 @@
 // one per window group (and one more for a final ORDER BY): a stage sorts
 // its input in runs that fit the grant, spills them as containers and
 // merges them with merger.Merge (input already sorted on the group's keys
-// skips this). A run is as many rows as about three quarters of the grant
-// holds at what a row of a run takes; on more than one thread it is
-// sorted on all of them (as a group in memory is) and written in the
+// skips this; a group without PARTITION BY or ORDER BY, whose runs are in
+// no order, concatenates them instead). A run is as many rows as about
+// three quarters of the grant holds at what a row of a run takes; on more
+// than one thread it is sorted on all of them (as a group in memory is)
+// and written in the
 // background while the next run is read, its sorted columns counted
 // until written. Spilled containers (runs, their merge, stage results)
 // live only as long as the query, so they are written uncompressed and
@@ -208,7 +210,9 @@
 //	                     computed keys (such as a % 1000) as columns
 //	                     __key0, __key1, ...; sorted on the group's
 //	                     PARTITION BY (ascending, NULLS LAST) then ORDER BY
-//	stage-N/sorted/      the runs merged (merger.Merge); absent for sorted input
+//	stage-N/sorted/      the runs merged (merger.Merge), or concatenated for a
+//	                     group without keys (no sort key); absent for sorted
+//	                     input
 //	stage-N/result/      the stage's output: the input columns later stages
 //	                     use, window results so far as __w<item>, and this
 //	                     stage's results; the last stage's is the query's

@@ -706,20 +706,9 @@ func spillRoom(t *testing.T, q *messages.WindowQuery, dirs []string) (room int64
 	return room, room < held+need
 }
 
-// kcKnownSpillBug reports whether err is one of the known failures of
-// the windower's spilled sorts that unkeyed input has too: a window group
-// without keys (OVER (), here with a FILTER, and a WHERE) before another
-// group writes sorted runs without a sort key, which the merger refuses
-// ("has no sort key"); and the merger's passes plan, whose group of
-// fan-in inputs then does not fit one merge ("planned as passes").
-func kcKnownSpillBug(err error) bool {
-	return errors.Is(err, merger.ErrMismatch) && strings.Contains(err.Error(), "sorted runs") && strings.Contains(err.Error(), "has no sort key") ||
-		errors.Is(err, merger.ErrInternal) && strings.Contains(err.Error(), "planned as passes")
-}
-
 // kcTally counts what the runs did, to check the test covers what it claims.
 type kcTally struct {
-	runs, spillRuns, spilled, refused, knownBugs, unspillable, sortedInput, pgQueries, refChecks, plainChecks int
+	runs, spillRuns, spilled, refused, unspillable, sortedInput, pgQueries, refChecks, plainChecks int
 }
 
 // kcChecker runs the queries of one case over each state.
@@ -783,13 +772,6 @@ func (k *kcChecker) check(t *testing.T, label string, live *kcLive) {
 					// Documented limits (TestShapesDifferential): refused with
 					// the reason, never run over the grant.
 					k.tally.refused++
-					continue
-				}
-				if r.spill && kcKnownSpillBug(err) {
-					// Bugs of spilled sorts, not of keyed tables: reported,
-					// reproduced over unkeyed input.
-					t.Logf("known spill bug: %s: %v", what, err)
-					k.tally.knownBugs++
 					continue
 				}
 				t.Fatalf("%s: %v", what, err)
@@ -1089,8 +1071,8 @@ func keyedChangesDifferential(t *testing.T, seed uint64, iterations, bigEvery, q
 	if pg {
 		psql(t, "DROP TABLE IF EXISTS "+kcTable, "")
 	}
-	t.Logf("%d cases: %d runs (%d spilling: %d spilled, %d refused for the grant, %d failed by known spill bugs; %d queries with less input than key table, not spilled; %d streamed sorted input), %d PostgreSQL queries, %d checked against the reference, %d against RunRecords",
-		iterations, tally.runs, tally.spillRuns, tally.spilled, tally.refused, tally.knownBugs, tally.unspillable, tally.sortedInput, tally.pgQueries, tally.refChecks, tally.plainChecks)
+	t.Logf("%d cases: %d runs (%d spilling: %d spilled, %d refused for the grant; %d queries with less input than key table, not spilled; %d streamed sorted input), %d PostgreSQL queries, %d checked against the reference, %d against RunRecords",
+		iterations, tally.runs, tally.spillRuns, tally.spilled, tally.refused, tally.unspillable, tally.sortedInput, tally.pgQueries, tally.refChecks, tally.plainChecks)
 	if tally.spillRuns == 0 || tally.refused > tally.spillRuns/4 || tally.spilled < tally.spillRuns*2/3 || tally.unspillable > tally.spillRuns/4 {
 		t.Errorf("of %d spilling runs, %d spilled and %d were refused for the grant; %d queries could not spill", tally.spillRuns, tally.spilled, tally.refused, tally.unspillable)
 	}

@@ -275,12 +275,8 @@ func (r *sortedRuns) sortPerm(sk []sortedKey, kv []*vector, n int) []int32 {
 // spill writes cols, in the order perm (nil: as they are), as the run at
 // dir, writing up to t columns at once.
 func (r *sortedRuns) spill(dir string, cols []*vector, perm []int32, t int) error {
-	p, o := r.p, r.o
-	// Uncompressed: a run is read once, by the merge, and removed; LZ4
-	// would cost more CPU than the page cache saves.
-	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
-		Schema: r.schema, SortKey: r.sortKey, Allocator: o.Budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(r.computed)), o.Budget.Limit()),
-		NoSync: true}) // spilled: made again if lost
+	o := r.o
+	w, err := r.create(dir)
 	if err != nil {
 		return fmt.Errorf("windower: spill run: %w", err)
 	}
@@ -312,6 +308,17 @@ func (r *sortedRuns) spill(dir string, cols []*vector, perm []int32, t int) erro
 	return nil
 }
 
+// create starts the container of a run, or of the runs concatenated, at
+// dir.
+func (r *sortedRuns) create(dir string) (*columnar.Writer, error) {
+	p, o := r.p, r.o
+	// Uncompressed: a run is read once, by the merge, and removed; LZ4
+	// would cost more CPU than the page cache saves.
+	return columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "run", ID: filepath.Base(dir),
+		Schema: r.schema, SortKey: r.sortKey, Allocator: o.Budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(p.rowBytes()+9*int64(len(r.computed)), o.Budget.Limit()),
+		NoSync: true}) // spilled: made again if lost
+}
+
 // wait waits for the run being written in the background, if any, and
 // returns its error.
 func (r *sortedRuns) wait() error {
@@ -340,6 +347,15 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 	case 1:
 		merged = r.runs[0]
 	default:
+		if len(r.sortKey) == 0 {
+			// A group without PARTITION BY or ORDER BY: its runs are in
+			// no order, so any order of their rows is sorted, and the
+			// merger takes only inputs with a sort key.
+			if err := r.concat(ctx, merged); err != nil {
+				return "", err
+			}
+			break
+		}
 		o.Logger.Debug("merging sorted runs", "runs", len(r.runs))
 		ms, err := merger.Merge(ctx, r.runs, merged, merger.Options{
 			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: r.tmp, Logger: o.Logger, Parallelism: o.Threads, NoSync: true, Compression: columnar.CompressionNone,
@@ -354,6 +370,66 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 		}
 	}
 	return merged, nil
+}
+
+// concat writes the runs one after another as the container at dir, a
+// block of every column at a time, and removes them.
+func (r *sortedRuns) concat(ctx context.Context, dir string) error {
+	o := r.o
+	w, err := r.create(dir)
+	if err != nil {
+		return fmt.Errorf("windower: concatenate sorted runs: %w", err)
+	}
+	all := make([]int, len(r.fields))
+	for i := range all {
+		all[i] = i
+	}
+	for _, run := range r.runs {
+		if err := r.append(ctx, w, run, all); err != nil {
+			w.Abort()
+			return fmt.Errorf("windower: concatenate sorted runs: %w", err)
+		}
+	}
+	m, err := w.Commit()
+	if err != nil {
+		return fmt.Errorf("windower: concatenate sorted runs: %w", err)
+	}
+	o.Logger.Debug("concatenated runs without a sort key", "runs", len(r.runs))
+	r.st.SpilledBytes += m.CompressedBytes()
+	for _, run := range r.runs {
+		os.RemoveAll(run)
+	}
+	return nil
+}
+
+// append writes the rows of the run at dir to w.
+func (r *sortedRuns) append(ctx context.Context, w *columnar.Writer, dir string, cols []int) error {
+	c, err := columnar.Open(dir, columnar.OpenOptions{Allocator: r.o.Budget, Logger: r.o.Logger})
+	if err != nil {
+		return err
+	}
+	br, err := c.OpenColumns(cols)
+	if err != nil {
+		return err
+	}
+	defer br.Close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		err = w.Write(rec)
+		rec.Release()
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // rewriteForRuns rebuilds the query from the plan's source query shape:

@@ -18,7 +18,8 @@ import (
 //     in chunks that fit the grant; each chunk is filtered, sorted and
 //     written as a sorted run (a container in the temp directory, with
 //     computed keys such as a % 1000 materialized as columns __key0, ...).
-//     The runs are merged into one sorted container with merger.Merge.
+//     The runs are merged into one sorted container with merger.Merge
+//     (concatenated, for a group without PARTITION BY or ORDER BY).
 //  2. The sorted rows stream through a buffer. Whenever the buffer is
 //     full, the complete partitions in it are evaluated in memory and
 //     their result rows appended to a result container in the temp
