@@ -3,8 +3,10 @@ package applier
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
@@ -105,4 +107,50 @@ func RowType(t arrow.DataType) (messages.RowType, error) {
 		}
 	}
 	return "", fmt.Errorf("type %s has no change-event row type", t)
+}
+
+// Value is row r of a as the Go value of its row type that
+// messages.EncodeRow takes (RowType: int64 for every integer width,
+// float64 for both float widths, int32 days for a date, int64
+// microseconds for a timestamp, copies of strings and bytes); nil for
+// NULL or a type without a row type.
+func Value(a arrow.Array, r int) any {
+	if a.IsNull(r) {
+		return nil
+	}
+	switch a := a.(type) {
+	case *array.Int8:
+		return int64(a.Value(r))
+	case *array.Int16:
+		return int64(a.Value(r))
+	case *array.Int32:
+		return int64(a.Value(r))
+	case *array.Int64:
+		return a.Value(r)
+	case *array.Uint8:
+		return int64(a.Value(r))
+	case *array.Uint16:
+		return int64(a.Value(r))
+	case *array.Uint32:
+		return int64(a.Value(r))
+	case *array.Float32:
+		return float64(a.Value(r))
+	case *array.Float64:
+		return a.Value(r)
+	case *array.Boolean:
+		return a.Value(r)
+	case *array.String:
+		return strings.Clone(a.Value(r))
+	case *array.LargeString:
+		return strings.Clone(a.Value(r))
+	case *array.Binary:
+		return slices.Clone(a.Value(r))
+	case *array.LargeBinary:
+		return slices.Clone(a.Value(r))
+	case *array.Date32:
+		return int32(a.Value(r))
+	case *array.Timestamp:
+		return int64(a.Value(r))
+	}
+	return nil
 }

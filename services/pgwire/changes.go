@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -526,7 +525,7 @@ func readCurrentRows(ctx context.Context, cs []*columnar.Container, t *applier.T
 					continue
 				}
 				for j, c := range keyCols {
-					kv[j] = rowValue(rec.Column(c), r)
+					kv[j] = applier.Value(rec.Column(c), r)
 				}
 				k, err := messages.EncodeRow(keyTypes, kv)
 				if err != nil || !want[string(k)] {
@@ -534,7 +533,7 @@ func readCurrentRows(ctx context.Context, cs []*columnar.Container, t *applier.T
 				}
 				row := make([]any, ncols)
 				for j := range row {
-					row[j] = rowValue(rec.Column(j), r)
+					row[j] = applier.Value(rec.Column(j), r)
 				}
 				out[string(k)] = row
 			}
@@ -544,49 +543,6 @@ func readCurrentRows(ctx context.Context, cs []*columnar.Container, t *applier.T
 		br.Close()
 	}
 	return out, nil
-}
-
-// rowValue is row r of a as messages.EncodeRow takes a value of its row
-// type (applier.RowType); nil for NULL.
-func rowValue(a arrow.Array, r int) any {
-	if a.IsNull(r) {
-		return nil
-	}
-	switch a := a.(type) {
-	case *array.Int8:
-		return int64(a.Value(r))
-	case *array.Int16:
-		return int64(a.Value(r))
-	case *array.Int32:
-		return int64(a.Value(r))
-	case *array.Int64:
-		return a.Value(r)
-	case *array.Uint8:
-		return int64(a.Value(r))
-	case *array.Uint16:
-		return int64(a.Value(r))
-	case *array.Uint32:
-		return int64(a.Value(r))
-	case *array.Float32:
-		return float64(a.Value(r))
-	case *array.Float64:
-		return a.Value(r)
-	case *array.Boolean:
-		return a.Value(r)
-	case *array.String:
-		return strings.Clone(a.Value(r))
-	case *array.LargeString:
-		return strings.Clone(a.Value(r))
-	case *array.Binary:
-		return slices.Clone(a.Value(r))
-	case *array.LargeBinary:
-		return slices.Clone(a.Value(r))
-	case *array.Date32:
-		return int32(a.Value(r))
-	case *array.Timestamp:
-		return int64(a.Value(r))
-	}
-	return nil
 }
 
 // ---- the scheduler's side: catalog, containers, UPDATES ----

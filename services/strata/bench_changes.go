@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/applier"
 	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
@@ -254,12 +255,12 @@ func readAccountState(ctx context.Context, a *accountsTable, n int64) (*accountS
 				if dropped != nil && dropped.Contains(uint32(base+r)) {
 					continue
 				}
-				aid, ok := arrowValue(keyCol, r).(int64)
+				aid, ok := applier.Value(keyCol, r).(int64)
 				if !ok || aid < 1 || aid > n {
 					continue
 				}
 				for j := range row {
-					row[j] = arrowValue(rec.Column(j), r)
+					row[j] = applier.Value(rec.Column(j), r)
 				}
 				i := aid - 1
 				p, err := messages.EncodeRow(types[:a.balance], row[:a.balance])

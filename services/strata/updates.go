@@ -8,11 +8,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/applier"
@@ -318,13 +316,13 @@ func (a *accountsTable) read(ctx context.Context, want map[int64]bool) (map[int6
 				if dropped != nil && dropped.Contains(uint32(base+r)) {
 					continue
 				}
-				aid, ok := arrowValue(keys, r).(int64)
+				aid, ok := applier.Value(keys, r).(int64)
 				if !ok || !want[aid] {
 					continue
 				}
 				row := make([]any, ncols)
 				for j := range row {
-					row[j] = arrowValue(rec.Column(j), r)
+					row[j] = applier.Value(rec.Column(j), r)
 				}
 				rows[aid] = row
 			}
@@ -359,49 +357,6 @@ func (a *accountsTable) update(id string, aid int64, old []any, delta int64) (*m
 		return nil, nil, fmt.Errorf("aid %d: %w", aid, err)
 	}
 	return ev, row, nil
-}
-
-// arrowValue is row r of a as messages.EncodeRow takes a value of its row
-// type (applier.RowType); nil for NULL.
-func arrowValue(a arrow.Array, r int) any {
-	if a.IsNull(r) {
-		return nil
-	}
-	switch a := a.(type) {
-	case *array.Int8:
-		return int64(a.Value(r))
-	case *array.Int16:
-		return int64(a.Value(r))
-	case *array.Int32:
-		return int64(a.Value(r))
-	case *array.Int64:
-		return a.Value(r)
-	case *array.Uint8:
-		return int64(a.Value(r))
-	case *array.Uint16:
-		return int64(a.Value(r))
-	case *array.Uint32:
-		return int64(a.Value(r))
-	case *array.Float32:
-		return float64(a.Value(r))
-	case *array.Float64:
-		return a.Value(r)
-	case *array.Boolean:
-		return a.Value(r)
-	case *array.String:
-		return strings.Clone(a.Value(r))
-	case *array.LargeString:
-		return strings.Clone(a.Value(r))
-	case *array.Binary:
-		return slices.Clone(a.Value(r))
-	case *array.LargeBinary:
-		return slices.Clone(a.Value(r))
-	case *array.Date32:
-		return int32(a.Value(r))
-	case *array.Timestamp:
-		return int64(a.Value(r))
-	}
-	return nil
 }
 
 // retryFor bounds how long a failed publish is tried again: longer than a
