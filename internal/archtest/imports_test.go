@@ -19,7 +19,7 @@ const module = "github.com/strata-db/strata"
 // the engines, which run within a grant on data they are handed and are
 // reached over NATS only through services/ and internal/; the wire types;
 // and the scheduler's logic, which takes its catalog as an interface.
-var noNATS = []string{"columnar", "merger", "windower", "walwriter", "messages", "scheduler"}
+var noNATS = []string{"columnar", "merger", "windower", "walwriter", "messages", "scheduler", "applier"}
 
 // natsPrefix starts the import path of every NATS module: the client
 // (nats.go), the server, and their own dependencies (nkeys, jwt, nuid).
