@@ -23,7 +23,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/strata-db/strata/applier"
 	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
@@ -225,71 +224,35 @@ func readAccountState(ctx context.Context, a *accountsTable, n int64) (*accountS
 	}
 	pre := make([][]byte, n)
 	interned := map[string]uint32{}
-	cols := make([]int, len(types))
-	for i := range cols {
-		cols[i] = i
-	}
-	for ci, ct := range a.cs {
-		dropped := a.res.Dropped[ci]
-		br, err := ct.OpenColumns(cols)
+	err := a.eachCurrent(ctx, func(aid int64, row []any) error {
+		if aid < 1 || aid > n {
+			return nil
+		}
+		i := aid - 1
+		p, err := messages.EncodeRow(types[:a.balance], row[:a.balance])
 		if err != nil {
-			return nil, fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
+			return fmt.Errorf("aid %d: %w", aid, err)
 		}
-		base := 0
-		for {
-			if err := ctx.Err(); err != nil {
-				br.Close()
-				return nil, err
-			}
-			rec, err := br.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				br.Close()
-				return nil, fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
-			}
-			keyCol := rec.Column(a.aid)
-			row := make([]any, len(types))
-			for r := range int(rec.NumRows()) {
-				if dropped != nil && dropped.Contains(uint32(base+r)) {
-					continue
-				}
-				aid, ok := applier.Value(keyCol, r).(int64)
-				if !ok || aid < 1 || aid > n {
-					continue
-				}
-				for j := range row {
-					row[j] = applier.Value(rec.Column(j), r)
-				}
-				i := aid - 1
-				p, err := messages.EncodeRow(types[:a.balance], row[:a.balance])
-				if err != nil {
-					br.Close()
-					return nil, fmt.Errorf("aid %d: %w", aid, err)
-				}
-				s, err := messages.EncodeRow(types[a.balance+1:], row[a.balance+1:])
-				if err != nil {
-					br.Close()
-					return nil, fmt.Errorf("aid %d: %w", aid, err)
-				}
-				id, ok := interned[string(s)]
-				if !ok {
-					id = uint32(len(st.suffixes))
-					interned[string(s)] = id
-					st.suffixes = append(st.suffixes, s)
-				}
-				st.has[i], pre[i], st.suffixID[i] = true, p, id
-				if b, ok := row[a.balance].(int64); ok {
-					st.balance[i], st.null[i] = b, false
-				} else {
-					st.null[i] = true
-				}
-			}
-			base += int(rec.NumRows())
-			rec.Release()
+		s, err := messages.EncodeRow(types[a.balance+1:], row[a.balance+1:])
+		if err != nil {
+			return fmt.Errorf("aid %d: %w", aid, err)
 		}
-		br.Close()
+		id, ok := interned[string(s)]
+		if !ok {
+			id = uint32(len(st.suffixes))
+			interned[string(s)] = id
+			st.suffixes = append(st.suffixes, s)
+		}
+		st.has[i], pre[i], st.suffixID[i] = true, p, id
+		if b, ok := row[a.balance].(int64); ok {
+			st.balance[i], st.null[i] = b, false
+		} else {
+			st.null[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	st.poff = make([]uint32, n+1)
 	for i, p := range pre {

@@ -282,56 +282,76 @@ func (a *accountsTable) close() {
 	}
 }
 
-// read returns the current row of each account in want that has one, as
-// messages.EncodeRow takes its values.
-func (a *accountsTable) read(ctx context.Context, want map[int64]bool) (map[int64][]any, error) {
+// eachCurrent calls fn with each current row of the table (rows newer
+// versions replaced, and delete markers, skipped): its aid and its values
+// as messages.EncodeRow takes them. row is reused between calls.
+func (a *accountsTable) eachCurrent(ctx context.Context, fn func(aid int64, row []any) error) error {
 	ncols := len(a.t.Types())
 	cols := make([]int, ncols)
 	for i := range cols {
 		cols[i] = i
 	}
-	rows := make(map[int64][]any, len(want))
+	row := make([]any, ncols)
 	for i, ct := range a.cs {
-		dropped := a.res.Dropped[i]
-		br, err := ct.OpenColumns(cols)
-		if err != nil {
-			return nil, fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
+		if err := a.eachCurrentOf(ctx, i, ct, cols, row, fn); err != nil {
+			return err
 		}
-		base := 0
-		for {
-			if err := ctx.Err(); err != nil {
-				br.Close()
-				return nil, err
-			}
-			rec, err := br.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				br.Close()
-				return nil, fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
-			}
-			keys := rec.Column(a.aid)
-			for r := range int(rec.NumRows()) {
-				if dropped != nil && dropped.Contains(uint32(base+r)) {
-					continue
-				}
-				aid, ok := applier.Value(keys, r).(int64)
-				if !ok || !want[aid] {
-					continue
-				}
-				row := make([]any, ncols)
-				for j := range row {
-					row[j] = applier.Value(rec.Column(j), r)
-				}
-				rows[aid] = row
-			}
-			base += int(rec.NumRows())
-			rec.Release()
-		}
-		br.Close()
 	}
-	return rows, nil
+	return nil
+}
+
+func (a *accountsTable) eachCurrentOf(ctx context.Context, i int, ct *columnar.Container, cols []int, row []any, fn func(int64, []any) error) error {
+	dropped := a.res.Dropped[i]
+	br, err := ct.OpenColumns(cols)
+	if err != nil {
+		return fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
+	}
+	defer br.Close()
+	base := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rec, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("container %s: %w", ct.Manifest().ID, err)
+		}
+		keys := rec.Column(a.aid)
+		for r := range int(rec.NumRows()) {
+			if dropped != nil && dropped.Contains(uint32(base+r)) {
+				continue
+			}
+			aid, ok := applier.Value(keys, r).(int64)
+			if !ok {
+				continue
+			}
+			for j := range row {
+				row[j] = applier.Value(rec.Column(j), r)
+			}
+			if err := fn(aid, row); err != nil {
+				rec.Release()
+				return err
+			}
+		}
+		base += int(rec.NumRows())
+		rec.Release()
+	}
+}
+
+// read returns the current row of each account in want that has one, as
+// messages.EncodeRow takes its values.
+func (a *accountsTable) read(ctx context.Context, want map[int64]bool) (map[int64][]any, error) {
+	rows := make(map[int64][]any, len(want))
+	err := a.eachCurrent(ctx, func(aid int64, row []any) error {
+		if want[aid] {
+			rows[aid] = slices.Clone(row)
+		}
+		return nil
+	})
+	return rows, err
 }
 
 // update is the event setting old's balance to balance + delta.
