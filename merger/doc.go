@@ -88,6 +88,15 @@
 // be in a container outside the merge, unless their version is at most
 // Options.DropMarkersThrough, which the scheduler sets only for a merge of
 // every container of the table (Stats.SupersededRows counts what went).
+// Such a merge may also freeze (Options.FreezeThrough): the versions at
+// most the floor are written as 0, as a load writes them, so the folded
+// container compresses like a fresh load's (a version column of one
+// value is next to nothing) and its change statistics let readers skip
+// both change columns. Any change still to come has a higher version, so
+// it resolves against a frozen row as against the row's old version; the
+// scheduler refuses to make live a change at or below the floor the table
+// was frozen through (a late event, dead-lettered), which a frozen row
+// would otherwise lose to.
 // Every plan reads the inputs through filters that skip the dropped rows
 // as blocks are decoded, so the key merge, the row-source stream, the
 // selection vectors and the gathers see the kept rows only; with passes,

@@ -3,6 +3,7 @@ package merger
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
@@ -214,4 +215,51 @@ func keepRows(mem memory.Allocator, arr arrow.Array, drop []int) (arrow.Array, e
 		from = to + 1
 	}
 	return b.finish(), nil
+}
+
+// freezeColumn is the column whose versions the merge freezes
+// (Options.FreezeThrough): the version column of keyed inputs, or -1 when
+// nothing is frozen. A version column in the sort key is not frozen, as
+// writing it as 0 could unsort the output.
+func (m *merge) freezeColumn(ins []input, keyIdx []int) int {
+	if m.opts.FreezeThrough <= 0 || !keyedInputs(ins) {
+		return -1
+	}
+	_, v, _, ok := ins[0].c.PrimaryKeyIndices()
+	if !ok || slices.Contains(keyIdx, v) {
+		return -1
+	}
+	return v
+}
+
+// freezeCost counts, in the frozen column's cost, the copy of an output
+// block freezeVersions makes.
+func freezeCost(costs []columnCost, col int) {
+	if col >= 0 && col < len(costs) {
+		costs[col].out += costs[col].block
+	}
+}
+
+// freezeVersions returns arr, a block of the version column, with the
+// versions at most through written as 0, as a copy from mem; arr itself
+// (not retained) when it holds none.
+func freezeVersions(mem memory.Allocator, arr arrow.Array, through int64) (arrow.Array, bool, error) {
+	vers, ok := arr.(*array.Int64)
+	if !ok || vers.NullN() > 0 {
+		return nil, false, fmt.Errorf("%w: version column is %s with %d NULLs, want int64 without NULLs", ErrInternal, arr.DataType(), arr.NullN())
+	}
+	vals := vers.Int64Values()
+	if !slices.ContainsFunc(vals, func(v int64) bool { return v > 0 && v <= through }) {
+		return arr, false, nil
+	}
+	b := array.NewInt64Builder(mem)
+	defer b.Release()
+	b.Reserve(len(vals))
+	for _, v := range vals {
+		if v <= through {
+			v = 0
+		}
+		b.UnsafeAppend(v)
+	}
+	return b.NewArray(), true, nil
 }

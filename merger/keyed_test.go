@@ -241,6 +241,12 @@ func writeKeyed(t testing.TB, dir string, rec arrow.RecordBatch, key columnar.So
 // dropThrough; then a stable sort of the kept rows by the sort key. It
 // returns the rows formatted and the number dropped.
 func referenceFold(t testing.TB, dirs []string, dropThrough int64) ([]string, int64) {
+	return referenceFoldFrozen(t, dirs, dropThrough, 0)
+}
+
+// referenceFoldFrozen is referenceFold with the kept rows' versions at
+// most freezeThrough written as 0 (Options.FreezeThrough).
+func referenceFoldFrozen(t testing.TB, dirs []string, dropThrough, freezeThrough int64) ([]string, int64) {
 	t.Helper()
 	type row struct {
 		sortKey []byte
@@ -304,6 +310,9 @@ func referenceFold(t testing.TB, dirs []string, dropThrough int64) ([]string, in
 	out := make([]string, len(kept))
 	for i, r := range kept {
 		out[i] = r.text
+		if r.version <= freezeThrough {
+			out[i] = frozenText(r.text, freezeThrough)
+		}
 	}
 	return out, int64(len(all) - len(kept))
 }
@@ -322,7 +331,7 @@ func checkFold(t *testing.T, dirs []string, opts Options) *Stats {
 		t.Fatalf("Merge (grant %d): %v", opts.Grant, err)
 	}
 	got := readContainerRows(t, out)
-	want, dropped := referenceFold(t, dirs, opts.DropMarkersThrough)
+	want, dropped := referenceFoldFrozen(t, dirs, opts.DropMarkersThrough, opts.FreezeThrough)
 	if len(got) != len(want) {
 		t.Fatalf("plan %s, grant %d: %d rows, want %d", st.Plan, opts.Grant, len(got), len(want))
 	}

@@ -138,6 +138,7 @@ func (m *merge) run(inputs []columnar.Source, output string) error {
 		blockRows = first.Manifest().BlockRows
 	}
 	costs := columnCosts(ins, keyIdx, blockRows)
+	freezeCost(costs, m.freezeColumn(ins, keyIdx))
 	p, err := makePlan(planInput{
 		inputs:    len(ins),
 		columns:   costs,
@@ -325,7 +326,18 @@ func (m *merge) once(ins []input, output string, p plan, keyIdx []int, blockRows
 	}
 	// Serialize progress reports; writes to distinct columns run in parallel.
 	var progressMu sync.Mutex
+	freeze := m.freezeColumn(ins, keyIdx)
 	emit := func(col int, arr arrow.Array) error {
+		if col == freeze {
+			frozen, copied, err := freezeVersions(m.budget, arr, m.opts.FreezeThrough)
+			if err != nil {
+				return err
+			}
+			if copied {
+				defer frozen.Release()
+				arr = frozen
+			}
+		}
 		if err := w.WriteColumn(col, arr); err != nil {
 			return err
 		}

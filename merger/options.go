@@ -47,6 +47,16 @@ type Options struct {
 	// version through which every change is applied. 0 (markers have
 	// versions of at least 1) keeps them all. Unkeyed inputs ignore it.
 	DropMarkersThrough int64
+	// FreezeThrough, for keyed inputs, writes the versions at most this
+	// as 0 ("freezing", as PostgreSQL freezes xmin): the output's rows
+	// then compress like loaded rows. Only a merge of every container of
+	// the table, at or below whose version no change can still arrive,
+	// may freeze: a row of version 0 loses to any other version of its
+	// key, so a change at or below it applied later would beat it. The
+	// mergeout worker sets it with DropMarkersThrough; the scheduler
+	// refuses later applies at or below it (scheduler/apply.go). 0
+	// freezes nothing. Unkeyed inputs ignore it.
+	FreezeThrough int64
 }
 
 func (o Options) withDefaults() Options {

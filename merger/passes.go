@@ -81,9 +81,11 @@ func (m *merge) level(dirs []columnar.Source, drops []*roaring.Bitmap, dst strin
 		return fmt.Errorf("merger: %w", err)
 	}
 	rows := keptRows(ins)
+	costs := columnCosts(ins, keyIdx, blockRows)
+	freezeCost(costs, m.freezeColumn(ins, keyIdx))
 	p, err := makePlan(planInput{
 		inputs:    len(ins),
-		columns:   columnCosts(ins, keyIdx, blockRows),
+		columns:   costs,
 		grant:     m.opts.Grant,
 		workers:   m.opts.Parallelism,
 		rowSource: rowSourceEstimate(rows, len(ins)),

@@ -117,6 +117,10 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		// A keyed table's merge of every container drops the markers
 		// of changes every one of which is applied (the scheduler's).
 		DropMarkersThrough: job.DropMarkersThrough,
+		// And writes the versions at or below it as 0 (freezing), so
+		// a folded table is as small as a fresh load; the scheduler
+		// refuses any later change at or below it.
+		FreezeThrough: job.DropMarkersThrough,
 		Progress: func(done, total int64) {
 			if total > 0 {
 				progress.Report(done*rowsTotal/total, rowsTotal)
