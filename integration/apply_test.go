@@ -163,11 +163,23 @@ func TestChangesReachQueries(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	i := 0
+	// Half the changes travel one per event, half as change batches of 1
+	// to 40, which change a key several times and then keep its last.
 	publish := func(n int) {
-		for range n {
-			ev := changeEvent(t, m, "acct", i, rng)
-			d.publish(messages.SubjectUpdates("acct"), ev.EventID, ev)
-			i++
+		for n > 0 {
+			if rng.IntN(2) == 0 {
+				ev := changeEvent(t, m, "acct", i, rng)
+				d.publish(messages.SubjectUpdates("acct"), ev.EventID, ev)
+				i, n = i+1, n-1
+				continue
+			}
+			b := &messages.ChangeBatch{BatchID: fmt.Sprintf("acct-batch-%d", i), Table: "acct", Columns: keyedTypes}
+			for range min(n, 1+rng.IntN(40)) {
+				ev := changeEvent(t, m, "acct", i, rng)
+				b.Changes = append(b.Changes, messages.Change{Op: ev.Op, Key: ev.Key, NewRow: ev.NewRow})
+				i, n = i+1, n-1
+			}
+			d.publish(messages.SubjectUpdates("acct"), b.BatchID, b)
 		}
 	}
 	publish(200)
@@ -212,7 +224,7 @@ func liveOf(t *testing.T, d *deployment, table string) []messages.ContainerRef {
 	return rep.Projections[0].Live
 }
 
-// TestChangeEventsRefused: change events that cannot be applied — their
+// TestChangeEventsRefused: change events (and a change batch) that cannot be applied — their
 // table unknown or without a primary key, their key not their row's, their
 // columns not the table's, a delete whose key does not decode — are
 // dead-lettered with a reason; nothing of them is applied, the walwriter
@@ -258,6 +270,17 @@ func TestChangeEventsRefused(t *testing.T) {
 		b.ev.EventID = fmt.Sprintf("bad-%d", i)
 		d.publish(messages.SubjectUpdates(b.ev.Table), b.ev.EventID, b.ev)
 	}
+	// A batch with one bad change is refused whole: its good change is
+	// not applied.
+	badBatch := &messages.ChangeBatch{BatchID: "bad-batch", Table: "acct", Columns: keyedTypes, Changes: []messages.Change{
+		{Op: messages.OpUpdate, Key: key(4), NewRow: row(4)},
+		{Op: messages.OpUpdate, Key: key(6), NewRow: row(5)},
+	}}
+	d.publish(messages.SubjectUpdates("acct"), badBatch.BatchID, badBatch)
+	bad = append(bad, struct {
+		ev   *messages.UpdateEvent
+		want string
+	}{&messages.UpdateEvent{EventID: "bad-batch"}, "batch bad-batch: change 1: key"})
 	good := &messages.UpdateEvent{EventID: "good", Table: "acct", Op: messages.OpUpdate, Columns: keyedTypes, Key: key(3), NewRow: row(3)}
 	d.publish(messages.SubjectUpdates("acct"), good.EventID, good)
 	m[3] = []any{int64(3), int64(1), 2.5, "x"}
@@ -282,7 +305,7 @@ func TestChangeEventsRefused(t *testing.T) {
 		}
 		r := msg.Headers().Get(messages.HeaderReason)
 		for i := range bad {
-			if strings.Contains(r, fmt.Sprintf("bad-%d", i)) || strings.Contains(r, bad[i].want) {
+			if strings.Contains(r, bad[i].ev.EventID+":") || strings.Contains(r, bad[i].want) {
 				reasons[fmt.Sprint(i)] = r
 			}
 		}

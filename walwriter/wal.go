@@ -238,6 +238,14 @@ func (w *WAL) AppendAsync(u Update, done func(LSN, error)) error {
 	return nil
 }
 
+// Check returns the *RejectError AppendAsync would return for u, without
+// queueing it: a caller logging several updates as one unit (a change
+// batch) checks them all before it queues any.
+func (w *WAL) Check(u Update) error {
+	r := request{u: u}
+	return w.validate(&r)
+}
+
 // Checkpoint writes a checkpoint record and, once it is durable, the
 // checkpoint file. Every key's next record is a full image, so replay can
 // start at the returned LSN with nothing but the WAL from there.

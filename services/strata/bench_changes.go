@@ -36,13 +36,16 @@ func init() {
 	})
 }
 
-const benchChangesUsage = `usage: strata bench changes [--table pgbench_accounts] [--rate R] [--duration D | --events N] [--walwriter-metrics ADDR] [--json] [flags]
+const benchChangesUsage = `usage: strata bench changes [--table pgbench_accounts] [--rate R] [--batch N] [--duration D | --events N] [--walwriter-metrics ADDR] [--json] [flags]
 
 Publishes pgbench's account update (abalance += delta on a random account, as strata
 updates does) as change events to a running deployment at --rate events/s (0: as fast
 as JetStream acknowledges, up to --inflight awaiting acknowledgement) for --duration,
 and measures each event's publish-to-visible latency: from its publish to the first poll
 of the walwriter consumer's ack floor (every --poll) that has passed its stream sequence.
+With --batch N over 1 the events go as change batches of up to N (at a --rate, of at most
+10ms of events), one message each, and an event's latency runs from the time the first
+event of its batch was due.
 Prints the latency's p50/p90/p99/max, the publish rate achieved and the rate at which
 changes became visible; with --walwriter-metrics (and --scheduler-metrics, whose process runs
 an embedded NATS server), the CPU seconds those processes used meanwhile, read from their
@@ -69,6 +72,7 @@ func runBenchChanges(ctx context.Context, args []string) error {
 	distinct := fs.Bool("distinct", false, "draw each account at most once (a random permutation of 1..N): N events change N distinct rows")
 	seed := fs.Int64("seed", 1, "random seed of the accounts and deltas")
 	inflight := fs.Int("inflight", 4096, "publishes awaiting JetStream's acknowledgement at once")
+	batch := fs.Int("batch", 1, "events per message (a change batch; at a --rate, at most 10ms of events); 1: one update event per message")
 	poll := fs.Duration("poll", 10*time.Millisecond, "how often the walwriter consumer's ack floor is read")
 	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "after publishing, how long to wait for the last event to be visible")
 	walwriterHTTP := fs.String("walwriter-metrics", "", "the walwriter's HTTP listener, host:port (or the URL of its /metrics): its CPU seconds and batches during the run")
@@ -89,6 +93,8 @@ func runBenchChanges(ctx context.Context, args []string) error {
 		return cmd.usageError(fmt.Sprintf("--duration at most %v", maxBenchChangesSpan))
 	case *inflight <= 0 || *poll <= 0 || *waitTimeout <= 0:
 		return cmd.usageError("--inflight, --poll and --wait-timeout must be positive")
+	case *batch < 1 || *batch > messages.MaxBatchChanges:
+		return cmd.usageError(fmt.Sprintf("--batch must be 1 to %d", messages.MaxBatchChanges))
 	}
 	if err := messages.ValidTable(*table); err != nil {
 		return fmt.Errorf("%w: --table: %v", errUsage, err)
@@ -138,7 +144,7 @@ func runBenchChanges(ctx context.Context, args []string) error {
 	}
 	r, err := benchChanges(ctx, js, st, benchChangesConfig{
 		Rate: *rate, Duration: *duration, Events: *events, Keys: n, Distinct: *distinct, Seed: *seed,
-		InFlight: *inflight, Poll: *poll, WaitTimeout: *waitTimeout,
+		InFlight: *inflight, Batch: *batch, Poll: *poll, WaitTimeout: *waitTimeout,
 		WalwriterMetrics: metricsURL(*walwriterHTTP), SchedulerMetrics: metricsURL(*schedulerHTTP),
 		CPUProfile: *cpuProfile, MaxPayload: c.nc.MaxPayload(),
 	})
@@ -307,6 +313,7 @@ type benchChangesConfig struct {
 	Distinct    bool
 	Seed        int64
 	InFlight    int
+	Batch       int // events per message; at a Rate, at most 10ms of them
 	Poll        time.Duration
 	WaitTimeout time.Duration
 
@@ -322,6 +329,8 @@ type benchChangesResult struct {
 	Keys        int64   `json:"keys"`
 	TargetRate  float64 `json:"target_rate"` // 0: as fast as possible
 	InFlight    int     `json:"inflight"`
+	Batch       int     `json:"batch"` // events per message (the largest batch sent)
+	Messages    int     `json:"messages"`
 	PollMS      float64 `json:"poll_ms"`
 	Published   int     `json:"published"`
 	Skipped     int     `json:"skipped"` // accounts drawn without a row
@@ -342,8 +351,8 @@ type benchChangesResult struct {
 	// publishing stopped: the sustained rate, without the start and the
 	// final flush.
 	SteadyVisibleRate float64 `json:"steady_visible_rate"`
-	// MaxBacklog is the most events published and not yet visible at a
-	// poll.
+	// MaxBacklog is the most messages (an event or a batch each)
+	// published and not yet visible at a poll.
 	MaxBacklog uint64 `json:"max_backlog"`
 
 	Latency latencySummary `json:"latency_ms"`
@@ -381,9 +390,10 @@ type floorObs struct {
 type pubTimes struct {
 	base uint64 // the stream's last sequence before the run
 	t    []uint32
+	n    []uint32 // the events of each message (a batch holds several)
 }
 
-func (p *pubTimes) record(seq uint64, at uint32) error {
+func (p *pubTimes) record(seq uint64, at uint32, events int) error {
 	if seq <= p.base {
 		return fmt.Errorf("stream sequence %d acknowledged, not after %d, the stream's last before the run", seq, p.base)
 	}
@@ -394,38 +404,60 @@ func (p *pubTimes) record(seq uint64, at uint32) error {
 		}
 		p.t = slices.Grow(p.t, int(off+1)-len(p.t))
 		p.t = p.t[:off+1]
+		p.n = slices.Grow(p.n, int(off+1)-len(p.n))
+		p.n = p.n[:off+1]
 	}
 	p.t[off] = at + 1
+	p.n[off] = uint32(events)
 	return nil
 }
 
+// eventsThrough returns a function giving the events of this run in the
+// messages through each stream sequence.
+func (p *pubTimes) eventsThrough() func(seq uint64) uint64 {
+	cum := make([]uint64, len(p.n)+1)
+	for i, n := range p.n {
+		cum[i+1] = cum[i] + uint64(n)
+	}
+	return func(seq uint64) uint64 {
+		if seq <= p.base {
+			return 0
+		}
+		return cum[min(seq-p.base, uint64(len(p.n)))]
+	}
+}
+
 // changeLatencies computes each event's publish-to-visible latency in
-// microseconds: from its publish to the first observation whose floor is
-// at or past its sequence. obs is in time order, floors not decreasing.
-// It reuses p's storage (p is spent) and returns the latencies in
-// sequence order and how many events no observation saw visible.
+// microseconds: from its message's publish to the first observation whose
+// floor is at or past the message's sequence, once per event of the
+// message. obs is in time order, floors not decreasing. It returns the
+// latencies in sequence order and how many events no observation saw
+// visible; p is spent.
 func changeLatencies(p *pubTimes, obs []floorObs) (lat []uint32, notVisible int) {
-	lat = p.t[:0]
+	lat = make([]uint32, 0, len(p.t))
 	j := 0
 	for off, t := range p.t {
 		if t == 0 {
 			continue
 		}
+		events := int(p.n[off])
 		seq := p.base + 1 + uint64(off)
 		for j < len(obs) && obs[j].floor < seq {
 			j++
 		}
 		if j == len(obs) {
-			notVisible++
+			notVisible += events
 			continue
 		}
 		d := int64(obs[j].at) - int64(t-1)
 		if d < 0 {
 			d = 0 // an observation taken as its publish was acknowledged
 		}
-		lat = append(lat, uint32(d))
+		for range events {
+			lat = append(lat, uint32(d))
+		}
 	}
-	p.t = nil
+	p.t, p.n = nil, nil
 	return lat, notVisible
 }
 
@@ -454,10 +486,11 @@ func percentileRank(sorted []uint32, p float64) uint32 {
 	return sorted[min(max(k, 1), len(sorted))-1]
 }
 
-// steadyRate is the rate at which the floor advanced between the first
-// observation at or past from and the last at or before to (microseconds
-// since the start), or 0 when they do not span a second.
-func steadyRate(obs []floorObs, from, to uint32) float64 {
+// steadyRate is the rate at which the floor advanced, in events (events
+// counts those through a sequence), between the first observation at or
+// past from and the last at or before to (microseconds since the start),
+// or 0 when they do not span a second.
+func steadyRate(obs []floorObs, from, to uint32, events func(seq uint64) uint64) float64 {
 	i := slices.IndexFunc(obs, func(o floorObs) bool { return o.at >= from })
 	j := -1
 	for k := len(obs) - 1; k >= 0; k-- {
@@ -469,12 +502,13 @@ func steadyRate(obs []floorObs, from, to uint32) float64 {
 	if i < 0 || j <= i || obs[j].at-obs[i].at < 1e6 {
 		return 0
 	}
-	return float64(obs[j].floor-obs[i].floor) / (float64(obs[j].at-obs[i].at) / 1e6)
+	return float64(events(obs[j].floor)-events(obs[i].floor)) / (float64(obs[j].at-obs[i].at) / 1e6)
 }
 
 type pendingChange struct {
-	fut jetstream.PubAckFuture
-	at  uint32
+	fut    jetstream.PubAckFuture
+	at     uint32
+	events int
 }
 
 func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState, cfg benchChangesConfig) (*benchChangesResult, error) {
@@ -491,6 +525,11 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 	}
 	pt := &pubTimes{base: stream.CachedInfo().State.LastSeq}
 	res := &benchChangesResult{Keys: cfg.Keys, TargetRate: cfg.Rate, InFlight: cfg.InFlight, PollMS: float64(cfg.Poll) / 1e6}
+	batchSize := max(1, cfg.Batch)
+	if cfg.Rate > 0 {
+		batchSize = min(batchSize, max(1, int(cfg.Rate/100))) // an event waits at most 10ms for its batch
+	}
+	res.Batch = batchSize
 
 	ww0, wwErr := scrapeMetrics(ctx, cfg.WalwriterMetrics)
 	sc0, scErr := scrapeMetrics(ctx, cfg.SchedulerMetrics)
@@ -576,7 +615,7 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 		if block {
 			select {
 			case ack := <-pc.fut.Ok():
-				return true, recordAck(pt, ack, pc.at, &mu, &lastSent)
+				return true, recordAck(pt, ack, pc.at, pc.events, &mu, &lastSent)
 			case failed = <-pc.fut.Err():
 			case <-time.After(time.Minute):
 				failed = errors.New("not acknowledged after a minute")
@@ -586,7 +625,7 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 		} else {
 			select {
 			case ack := <-pc.fut.Ok():
-				return true, recordAck(pt, ack, pc.at, &mu, &lastSent)
+				return true, recordAck(pt, ack, pc.at, pc.events, &mu, &lastSent)
 			case failed = <-pc.fut.Err():
 			default:
 				return false, nil
@@ -598,9 +637,70 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 		if err != nil {
 			return false, fmt.Errorf("publish %s: %v; again for %v: %w", pc.fut.Msg().Header.Get(messages.HeaderMsgID), failed, retryFor, err)
 		}
-		return true, recordAck(pt, ack, pc.at, &mu, &lastSent)
+		return true, recordAck(pt, ack, pc.at, pc.events, &mu, &lastSent)
 	}
 	published := 0
+	// send publishes one message (an event, or a batch of events whose
+	// first was due at at) once fewer than cfg.InFlight await their ack.
+	send := func(id string, data []byte, at uint32, events int) error {
+		if cfg.MaxPayload > 0 && int64(len(data)) > cfg.MaxPayload {
+			return fmt.Errorf("message of %d bytes, more than the NATS server's limit of %d", len(data), cfg.MaxPayload)
+		}
+		for len(pending)-head >= cfg.InFlight {
+			if _, err := settle(pending[head], true); err != nil {
+				return err
+			}
+			pending[head] = pendingChange{}
+			head++
+		}
+		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
+		msg.Header.Set(messages.HeaderMsgID, id)
+		fut, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			rctx, cancel := context.WithTimeout(ctx, retryFor)
+			ack, err := natsutil.PublishRetry(rctx, js, msg)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("publish %s: %w", id, err)
+			}
+			if err := recordAck(pt, ack, at, events, &mu, &lastSent); err != nil {
+				return err
+			}
+		} else {
+			if head > 0 && head >= len(pending)/2 {
+				pending = append(pending[:0], pending[head:]...)
+				head = 0
+			}
+			pending = append(pending, pendingChange{fut: fut, at: at, events: events})
+		}
+		published += events
+		res.Messages++
+		for head < len(pending) {
+			done, err := settle(pending[head], false)
+			if err != nil {
+				return err
+			}
+			if !done {
+				break
+			}
+			pending[head] = pendingChange{}
+			head++
+		}
+		return nil
+	}
+	var (
+		batch   *messages.ChangeBatch
+		batchAt uint32
+	)
+	sendBatch := func() error {
+		b := batch
+		batch = nil
+		data, err := messages.Marshal(b)
+		if err != nil {
+			return err
+		}
+		return send(b.BatchID, data, batchAt, len(b.Changes))
+	}
 	for i := 0; ; i++ {
 		if cfg.Events > 0 && i >= cfg.Events {
 			break
@@ -635,52 +735,30 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 			res.Skipped++
 			continue
 		}
-		data, err := messages.Marshal(ev)
-		if err != nil {
+		if batchSize == 1 {
+			data, err := messages.Marshal(ev)
+			if err != nil {
+				return nil, err
+			}
+			if err := send(ev.EventID, data, since(), 1); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if batch == nil {
+			batch = &messages.ChangeBatch{BatchID: ev.EventID, Table: ev.Table, Columns: ev.Columns}
+			batchAt = since()
+		}
+		batch.Changes = append(batch.Changes, messages.Change{Op: ev.Op, Key: ev.Key, NewRow: ev.NewRow, OldRow: ev.OldRow})
+		if len(batch.Changes) == batchSize {
+			if err := sendBatch(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if batch != nil {
+		if err := sendBatch(); err != nil {
 			return nil, err
-		}
-		if cfg.MaxPayload > 0 && int64(len(data)) > cfg.MaxPayload {
-			return nil, fmt.Errorf("event of %d bytes, more than the NATS server's limit of %d", len(data), cfg.MaxPayload)
-		}
-		for len(pending)-head >= cfg.InFlight {
-			if _, err := settle(pending[head], true); err != nil {
-				return nil, err
-			}
-			pending[head] = pendingChange{}
-			head++
-		}
-		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-		msg.Header.Set(messages.HeaderMsgID, ev.EventID)
-		at := since()
-		fut, err := js.PublishMsgAsync(msg)
-		if err != nil {
-			rctx, cancel := context.WithTimeout(ctx, retryFor)
-			ack, err := natsutil.PublishRetry(rctx, js, msg)
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("publish %s: %w", ev.EventID, err)
-			}
-			if err := recordAck(pt, ack, at, &mu, &lastSent); err != nil {
-				return nil, err
-			}
-		} else {
-			if head > 0 && head >= len(pending)/2 {
-				pending = append(pending[:0], pending[head:]...)
-				head = 0
-			}
-			pending = append(pending, pendingChange{fut: fut, at: at})
-		}
-		published++
-		for head < len(pending) {
-			done, err := settle(pending[head], false)
-			if err != nil {
-				return nil, err
-			}
-			if !done {
-				break
-			}
-			pending[head] = pendingChange{}
-			head++
 		}
 	}
 	for ; head < len(pending); head++ {
@@ -763,7 +841,7 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 			}
 		}
 	}
-	res.SteadyVisibleRate = steadyRate(obs, 1e6, pubEnd)
+	res.SteadyVisibleRate = steadyRate(obs, 1e6, pubEnd, pt.eventsThrough())
 	var lastVisible uint32
 	for _, o := range obs {
 		if o.floor >= last {
@@ -781,14 +859,14 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 	return res, nil
 }
 
-func recordAck(pt *pubTimes, ack *jetstream.PubAck, at uint32, mu *sync.Mutex, lastSent *uint64) error {
+func recordAck(pt *pubTimes, ack *jetstream.PubAck, at uint32, events int, mu *sync.Mutex, lastSent *uint64) error {
 	if ack.Stream != messages.StreamUpdates {
 		return fmt.Errorf("an event was stored in stream %s, not %s: the deployment's streams are not strata's", ack.Stream, messages.StreamUpdates)
 	}
 	if ack.Duplicate {
 		return fmt.Errorf("an event's ID was already in the stream (sequence %d): event IDs of this run are unique", ack.Sequence)
 	}
-	if err := pt.record(ack.Sequence, at); err != nil {
+	if err := pt.record(ack.Sequence, at, events); err != nil {
 		return err
 	}
 	mu.Lock()
@@ -862,7 +940,7 @@ func (r *benchChangesResult) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "table %s (%d rows), accounts 1..%d, %s, %d in flight, ack floor polled every %.0fms\n",
 		r.Table, r.Rows, r.Keys, rate, r.InFlight, r.PollMS)
-	fmt.Fprintf(w, "published %d update events in %.2fs: %.0f events/s (stream sequences %d..%d", r.Published, r.PublishS, r.PublishRate, r.FirstSeq, r.LastSeq)
+	fmt.Fprintf(w, "published %d update events in %d messages (batches of up to %d) in %.2fs: %.0f events/s (stream sequences %d..%d", r.Published, r.Messages, r.Batch, r.PublishS, r.PublishRate, r.FirstSeq, r.LastSeq)
 	if r.Foreign > 0 {
 		fmt.Fprintf(w, ", %d of them others'", r.Foreign)
 	}
@@ -876,7 +954,7 @@ func (r *benchChangesResult) print(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, ", the last %.2fs after the start: %.0f changes/s", r.VisibleS, r.VisibleRate)
 	}
-	fmt.Fprintf(w, "; steady state (1s after the start to the end of publishing) %.0f changes/s; largest backlog %d events\n", r.SteadyVisibleRate, r.MaxBacklog)
+	fmt.Fprintf(w, "; steady state (1s after the start to the end of publishing) %.0f changes/s; largest backlog %d messages\n", r.SteadyVisibleRate, r.MaxBacklog)
 	l := r.Latency
 	fmt.Fprintf(w, "publish-to-visible latency: p50 %.0fms, p90 %.0fms, p99 %.0fms, max %.0fms, mean %.0fms\n", l.P50, l.P90, l.P99, l.Max, l.Mean)
 	fmt.Fprintf(w, "CPU over %.1fs: this command %.1fs", r.WallS, r.BenchCPUS)

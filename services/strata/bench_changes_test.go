@@ -55,14 +55,14 @@ func TestChangeLatencies(t *testing.T) {
 		{102, 2000}, {101, 1000}, {103, 2500}, {106, 9000}, {105, 4000},
 	}
 	for _, a := range acks {
-		if err := p.record(a.seq, a.at); err != nil {
+		if err := p.record(a.seq, a.at, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if len(p.t) != 6 || p.t[3] != 0 {
 		t.Fatalf("publish times by offset = %v, want 6 with offset 3 (sequence 104) unset", p.t)
 	}
-	if err := p.record(100, 5); err == nil || !strings.Contains(err.Error(), "not after 100") {
+	if err := p.record(100, 5, 1); err == nil || !strings.Contains(err.Error(), "not after 100") {
 		t.Errorf("record of sequence 100 (before the run): err = %v", err)
 	}
 	// Polls: the floor at 102 at 1.5ms (before 103 was published: its
@@ -84,7 +84,7 @@ func TestChangeLatenciesMany(t *testing.T) {
 	p := &pubTimes{base: 7}
 	const n = 100000
 	for i := range n {
-		if err := p.record(8+uint64(i), uint32(i+1)*1000); err != nil {
+		if err := p.record(8+uint64(i), uint32(i+1)*1000, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,14 +104,44 @@ func TestChangeLatenciesMany(t *testing.T) {
 	}
 }
 
+// TestChangeLatenciesBatches: a batch's events each count, with the
+// batch's latency, in the latencies, the events not visible and the
+// steady rate.
+func TestChangeLatenciesBatches(t *testing.T) {
+	p := &pubTimes{base: 10}
+	for _, a := range []struct {
+		seq    uint64
+		at     uint32
+		events int
+	}{{11, 1000, 3}, {12, 2000, 1}, {13, 3000, 5}} {
+		if err := p.record(a.seq, a.at, a.events); err != nil {
+			t.Fatal(err)
+		}
+	}
+	through := p.eventsThrough()
+	if got := []uint64{through(10), through(11), through(12), through(13), through(99)}; !slices.Equal(got, []uint64{0, 3, 4, 9, 9}) {
+		t.Errorf("events through sequences 10..13, 99 = %v, want 0 3 4 9 9", got)
+	}
+	obs := []floorObs{{at: 1000000, floor: 11}, {at: 2500000, floor: 12}}
+	if got := steadyRate(obs, 0, 3000000, through); got != 1/1.5 {
+		t.Errorf("steadyRate = %v events/s, want 1 event in 1.5s", got)
+	}
+	lat, notVisible := changeLatencies(p, obs)
+	want := []uint32{999000, 999000, 999000, 2498000}
+	if !slices.Equal(lat, want) || notVisible != 5 {
+		t.Fatalf("latencies = %v, %d not visible; want %v, 5", lat, notVisible, want)
+	}
+}
+
 func TestSteadyRate(t *testing.T) {
 	obs := []floorObs{{at: 500000, floor: 10}, {at: 1100000, floor: 1000}, {at: 2100000, floor: 3000}, {at: 3100000, floor: 5000}, {at: 4000000, floor: 9000}}
 	// From the first poll at or past 1s (1.1s, 1000) to the last at or
 	// before 3.5s (3.1s, 5000): 4000 in 2s.
-	if got := steadyRate(obs, 1e6, 3500000); got != 2000 {
+	one := func(seq uint64) uint64 { return seq }
+	if got := steadyRate(obs, 1e6, 3500000, one); got != 2000 {
 		t.Errorf("steadyRate = %v, want 2000", got)
 	}
-	if got := steadyRate(obs, 1e6, 1500000); got != 0 {
+	if got := steadyRate(obs, 1e6, 1500000, one); got != 0 {
 		t.Errorf("steadyRate over less than a second = %v, want 0", got)
 	}
 }

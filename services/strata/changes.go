@@ -30,11 +30,12 @@ func init() {
 	})
 }
 
-const changesUsage = `usage: strata changes --table T --csv FILE [--projection P] [--no-wait] [flags]
+const changesUsage = `usage: strata changes --table T --csv FILE [--projection P] [--batch N] [--no-wait] [flags]
 
-Publishes one change event per row of FILE on strata.updates.T and waits until the
-walwriter has made every one visible to queries (its consumer's ack floor passes the
-last of them).
+Publishes the changes in FILE, one per row, on strata.updates.T, as change batches of up
+to --batch changes each (one message per batch; --batch 1 sends one update event per
+row), and waits until the walwriter has made every one visible to queries (its
+consumer's ack floor passes the last of them). A batch is applied whole or not at all.
 
 FILE is CSV. Its header is op, then every column of T (in any order); each row is one
 change: op is insert, update or delete (or I, U, D; any case). A delete needs only the
@@ -57,6 +58,7 @@ func runChanges(ctx context.Context, args []string) error {
 	noWait := fs.Bool("no-wait", false, "return once JetStream has stored every change, without waiting until they are visible")
 	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "how long to wait until the changes are visible")
 	inflight := fs.Int("inflight", 1024, "publishes awaiting JetStream's acknowledgement at once")
+	batch := fs.Int("batch", defaultChangeBatch, "changes per message (a change batch); 1: one update event per change")
 	var nulls []string
 	fs.Func("null", "a spelling of NULL in the file; repeat for more (default: the empty field and NULL)", func(s string) error {
 		nulls = append(nulls, s)
@@ -72,6 +74,8 @@ func runChanges(ctx context.Context, args []string) error {
 		return cmd.usageError("want --csv FILE")
 	case *inflight <= 0:
 		return cmd.usageError("--inflight must be positive")
+	case *batch < 1 || *batch > messages.MaxBatchChanges:
+		return cmd.usageError(fmt.Sprintf("--batch must be 1 to %d", messages.MaxBatchChanges))
 	case *waitTimeout <= 0:
 		return cmd.usageError("--wait-timeout must be positive")
 	}
@@ -110,7 +114,7 @@ func runChanges(ctx context.Context, args []string) error {
 		return err
 	}
 	dlMark, dlErr := deadLetterMark(ctx, js)
-	pub := newChangePublisher(js, *inflight, c.nc.MaxPayload())
+	pub := newChangePublisher(js, *inflight, c.nc.MaxPayload(), *batch)
 	subject := messages.SubjectUpdates(kt.Name)
 	start := time.Now()
 	again, _, err := scanChangeFile(*csvPath, kt, nulls, func(ch *change) error {

@@ -380,7 +380,7 @@ func TestChangesCommand(t *testing.T) {
 		"D,2,,,,,,,,,eu\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"changes", "--table", "t", "--csv", file, "--nats", url, "--data", data, "--wait-timeout", "30s"}
+	args := []string{"changes", "--table", "t", "--csv", file, "--nats", url, "--data", data, "--wait-timeout", "30s", "--batch", "1"}
 	code, _, errText := run(t, args...)
 	if code != 1 || !strings.Contains(errText, "published 3 changes") ||
 		!strings.Contains(errText, "line 3 (stream sequence 2): key does not match the key columns") ||
@@ -443,6 +443,84 @@ func TestChangesCommand(t *testing.T) {
 	select {
 	case ev := <-got:
 		t.Errorf("event %s delivered again", ev.EventID)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestChangesCommandBatches is TestChangesCommand with the default
+// --batch: the file's changes travel as one change batch, with
+// Nats-Msg-Id = batch ID; a batch dead-lettered for its second change is
+// reported as the batch's lines, naming line 3; the same file sent again
+// is stored once.
+func TestChangesCommandBatches(t *testing.T) {
+	data := t.TempDir()
+	m := writeChangesTable(t, data, "t", 3)
+	url := fakeCatalog(t, messages.ProjectionCatalog{Table: "t", Projection: "p", PrimaryKey: []string{"region", "id"},
+		Live: []messages.ContainerRef{{Table: "t", Projection: "p", ID: m.ID, Rows: m.Rows}}})
+	js := connectJS(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cons, err := js.Consumer(ctx, messages.StreamUpdates, messages.ConsumerWalwriter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *messages.ChangeBatch, 100)
+	cc, err := cons.Consume(func(msg jetstream.Msg) {
+		b := new(messages.ChangeBatch)
+		if err := messages.Unmarshal(msg.Data(), b); err != nil {
+			t.Error(err)
+		}
+		if id := msg.Headers().Get(messages.HeaderMsgID); id != b.BatchID {
+			t.Errorf("Nats-Msg-Id %q, batch ID %q", id, b.BatchID)
+		}
+		dl := natsutil.DeadLetterFromMsg(msg, "walwriter", fmt.Sprintf("batch %s: change 1: key does not match the key columns", b.BatchID))
+		if err := natsutil.PublishDeadLetter(ctx, js, dl); err != nil {
+			t.Error(err)
+		}
+		msg.Term()
+		got <- b
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+
+	file := filepath.Join(t.TempDir(), "changes.csv")
+	if err := os.WriteFile(file, []byte(changesHeader+
+		"update,1,one,1.5,,,,,,,eu\n"+
+		"i,9,\"nine, new\",,,,,,,,eu\n"+
+		"D,2,,,,,,,,,eu\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"changes", "--table", "t", "--csv", file, "--nats", url, "--data", data, "--wait-timeout", "30s"}
+	code, _, errText := run(t, args...)
+	if code != 1 || !strings.Contains(errText, "published 3 changes") ||
+		!strings.Contains(errText, "the 3 lines of one batch, 2 to 4, for line 3 (stream sequence 1)") ||
+		!strings.Contains(errText, "3 of 3 changes were dead-lettered") {
+		t.Fatalf("exit %d, want 1 naming the batch and line 3:\n%s", code, errText)
+	}
+	var b *messages.ChangeBatch
+	select {
+	case b = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch taken")
+	}
+	if len(b.Changes) != 3 || b.Changes[0].Op != messages.OpUpdate || b.Changes[1].Op != messages.OpInsert || b.Changes[2].Op != messages.OpDelete ||
+		len(b.Changes[2].NewRow) != 0 || !strings.HasPrefix(b.BatchID, "chg-") || !strings.HasSuffix(b.BatchID, "-2+3") {
+		t.Errorf("batch %s: %+v, want the update, insert and delete of lines 2..4", b.BatchID, b.Changes)
+	}
+	if err := b.Validate(); err != nil {
+		t.Error(err)
+	}
+
+	// The same file again: stored once.
+	code, _, errText = run(t, args...)
+	if !strings.Contains(errText, "3 of them were already in the stream") {
+		t.Errorf("the same file again: exit %d:\n%s", code, errText)
+	}
+	select {
+	case b := <-got:
+		t.Errorf("batch %s delivered again", b.BatchID)
 	case <-time.After(200 * time.Millisecond):
 	}
 }

@@ -27,7 +27,7 @@ func init() {
 	})
 }
 
-const updatesUsage = `usage: strata updates [--table pgbench_accounts] [--events N] [--rate R] [--wait] [flags]
+const updatesUsage = `usage: strata updates [--table pgbench_accounts] [--events N] [--rate R] [--batch N] [--wait] [flags]
 
 Publishes pgbench's account update, UPDATE pgbench_accounts SET abalance = abalance + delta
 WHERE aid = random(1, N), delta random in -5000..5000, as update events on
@@ -37,7 +37,8 @@ rows of the accounts drawn are read from the table's live containers (the data d
 or --store) once, at the start, and each event carries the account's whole new row; so
 changes of the same accounts made by others while it runs are overwritten (an event is a
 row image, not an increment). An aid without a row is skipped, as pgbench's UPDATE would
-change nothing.`
+change nothing. Events are sent as change batches of up to --batch (with --rate, of at
+most 10ms of events), one message each.`
 
 func runUpdates(ctx context.Context, args []string) error {
 	cmd := newCmdLine("updates", updatesUsage)
@@ -53,6 +54,7 @@ func runUpdates(ctx context.Context, args []string) error {
 	prefix := fs.String("id-prefix", "", "event ID prefix (default: the table, the seed and the start time, so separate runs do not collide;\n"+
 		"a run with the prefix of an earlier one is deduplicated against it)")
 	inflight := fs.Int("inflight", 512, "publishes awaiting acknowledgement at once")
+	batch := fs.Int("batch", defaultChangeBatch, "events per message (a change batch; with --rate, at most 10ms of events); 1: one update event per message")
 	storeURL := fs.String("store", "", "read the table from this store (s3://BUCKET/PREFIX?endpoint=URL, file:///DIR) instead of the data directory")
 	wait := fs.Bool("wait", false, "wait until every event is visible to queries (the walwriter's ack floor passes the last)")
 	waitTimeout := fs.Duration("wait-timeout", 5*time.Minute, "with --wait: how long to wait")
@@ -61,6 +63,12 @@ func runUpdates(ctx context.Context, args []string) error {
 	}
 	if *keys < 0 || *events < 0 || *inflight <= 0 || *waitTimeout <= 0 {
 		return fmt.Errorf("%w: --inflight and --wait-timeout must be positive, --keys and --events not negative", errUsage)
+	}
+	if *batch < 1 || *batch > messages.MaxBatchChanges {
+		return fmt.Errorf("%w: --batch must be 1 to %d", errUsage, messages.MaxBatchChanges)
+	}
+	if *rate > 0 {
+		*batch = min(*batch, max(1, int(*rate/100))) // a change waits at most 10ms for its batch
 	}
 	if err := messages.ValidTable(*table); err != nil {
 		return fmt.Errorf("%w: --table: %v", errUsage, err)
@@ -112,7 +120,7 @@ func runUpdates(ctx context.Context, args []string) error {
 	if *wait {
 		dlMark, dlErr = deadLetterMark(ctx, js)
 	}
-	pub := newChangePublisher(js, *inflight, c.nc.MaxPayload())
+	pub := newChangePublisher(js, *inflight, c.nc.MaxPayload(), *batch)
 	var tick <-chan time.Time
 	if *rate > 0 {
 		tk := time.NewTicker(time.Duration(float64(time.Second) / *rate))

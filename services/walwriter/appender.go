@@ -182,6 +182,10 @@ func (a *appender) consume(stop <-chan struct{}, cons jetstream.Consumer, inFlig
 // so many events share one fdatasync.
 func (a *appender) handle(msg jetstream.Msg) {
 	ctx := context.Background()
+	if kind, _, err := messages.PeekKind(msg.Data()); err == nil && kind == changeBatchKind {
+		a.handleBatch(ctx, msg)
+		return
+	}
 	ev := new(messages.UpdateEvent)
 	if err := messages.Unmarshal(msg.Data(), ev); err != nil {
 		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
@@ -298,7 +302,7 @@ func (a *appender) handleChange(ctx context.Context, msg jetstream.Msg, ev *mess
 // ackApplied acks an event whose change is visible.
 func (a *appender) ackApplied(ev pendingChange) {
 	a.untrack(ev.trackID)
-	a.appended.Inc()
+	a.appended.Add(float64(max(1, ev.changes)))
 	if err := ev.msg.Ack(); err != nil {
 		// Visible already; a redelivery is applied again, harmlessly.
 		a.log.Warn("ack change event", "err", err)

@@ -93,6 +93,7 @@ func mustJSON(v any) []byte {
 type pendingChange struct {
 	msg     jetstream.Msg
 	trackID uint64
+	changes int // the changes of a change batch; 0 for an update event's one
 }
 
 // tableBatch is a table's changes waiting for the next flush.
@@ -142,6 +143,28 @@ func (a *changeApplier) add(t *applier.Table, c applier.Change, lsn walwriter.LS
 		b.events = append(b.events, ev)
 	}
 	a.last = max(a.last, lsn)
+}
+
+// addAll queues the durable changes of one change batch, cs[i] logged at
+// lsns[i], all of one table: the batch's event is acked once every one of
+// them is applied. Added under one lock, they join one flush's batch, or
+// (if a flush takes the batch between) an earlier flush's batch, which is
+// requeued in front of this one if it fails.
+func (a *changeApplier) addAll(t *applier.Table, cs []applier.Change, lsns []walwriter.LSN, ev pendingChange) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	b := a.batches[t.Name]
+	if b == nil {
+		b = &tableBatch{t: t, batch: t.NewBatch(), from: lsns[0], oldest: time.Now()}
+		a.batches[t.Name] = b
+	}
+	for i, c := range cs {
+		b.batch.Add(c)
+		b.from = min(b.from, lsns[i])
+		b.to = max(b.to, lsns[i])
+		a.last = max(a.last, lsns[i])
+	}
+	b.events = append(b.events, ev)
 }
 
 // run flushes every half interval until stop is closed: a change waits

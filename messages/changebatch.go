@@ -1,0 +1,97 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// MaxBatchChanges bounds the changes of one ChangeBatch. A batch is also
+// bounded by MaxMessageBytes, which usually binds first.
+const MaxBatchChanges = 1 << 16
+
+// ChangeBatch is several changes of one table in one message, published on
+// SubjectUpdates(Table) like an UpdateEvent: a producer with many changes
+// (a CDC feed, a bulk update) pays one publish, one stream entry and one
+// ack for the lot instead of one each. Its changes are in order, and they
+// share the batch's version (its UPDATES stream sequence), so a key
+// changed twice in one batch keeps its last change: the walwriter applies
+// the last change of each key and no other. The batch is applied whole or
+// not at all: if any change fails the table's checks, the batch is
+// dead-lettered with that change's index.
+//
+// The i-th change's event ID, under which the WAL logs and deduplicates
+// it, is ChangeEventID(BatchID, i).
+type ChangeBatch struct {
+	BatchID string    `msgpack:"batch_id"` // unique per batch; also the Nats-Msg-Id
+	Table   string    `msgpack:"table"`
+	Columns []RowType `msgpack:"columns"` // the table's column types, in order
+	Changes []Change  `msgpack:"changes"`
+}
+
+// Change is one change of a ChangeBatch: an UpdateEvent without the
+// fields the batch holds once. It travels as a msgpack array
+// [op, key, new_row, old_row].
+type Change struct {
+	_msgpack struct{} `msgpack:",as_array"`
+	Op       string   `msgpack:"op"` // OpInsert, OpUpdate, OpDelete; empty: OpUpsert
+	Key      []byte   `msgpack:"key"`
+	NewRow   []byte   `msgpack:"new_row"` // empty only for a delete
+	OldRow   []byte   `msgpack:"old_row"` // optional: the row before the change
+}
+
+func (*ChangeBatch) Kind() string { return "change_batch" }
+
+// maxBatchIDBytes leaves room in an event ID (at most 1024 bytes) for the
+// change's index.
+const maxBatchIDBytes = 1000
+
+// ChangeEventID is the event ID of the i-th change of the batch batchID.
+func ChangeEventID(batchID string, i int) string {
+	return batchID + "/" + strconv.Itoa(i)
+}
+
+// Event returns the batch's i-th change as an update event, with its
+// event ID (ChangeEventID). Its slices are the batch's.
+func (b *ChangeBatch) Event(i int) *UpdateEvent {
+	c := &b.Changes[i]
+	return &UpdateEvent{EventID: ChangeEventID(b.BatchID, i), Table: b.Table, Columns: b.Columns,
+		Key: c.Key, NewRow: c.NewRow, OldRow: c.OldRow, Op: c.Op}
+}
+
+// LastPerKey returns the indexes of the changes a reader applies: the last
+// change of each key, in the order of the batch.
+func (b *ChangeBatch) LastPerKey() []int {
+	last := make(map[string]int, len(b.Changes))
+	for i := range b.Changes {
+		last[string(b.Changes[i].Key)] = i
+	}
+	keep := make([]int, 0, len(last))
+	for i := range b.Changes {
+		if last[string(b.Changes[i].Key)] == i {
+			keep = append(keep, i)
+		}
+	}
+	return keep
+}
+
+// Validate checks the batch's fields and each change as UpdateEvent.Validate
+// does; the error names the first change that fails by its index.
+func (b *ChangeBatch) Validate() error {
+	switch {
+	case b.BatchID == "":
+		return errors.New("batch_id is empty")
+	case len(b.BatchID) > maxBatchIDBytes:
+		return fmt.Errorf("batch %.40q...: batch_id of %d bytes exceeds %d", b.BatchID, len(b.BatchID), maxBatchIDBytes)
+	case len(b.Changes) == 0:
+		return fmt.Errorf("batch %s: no changes", b.BatchID)
+	case len(b.Changes) > MaxBatchChanges:
+		return fmt.Errorf("batch %s: %d changes exceed %d", b.BatchID, len(b.Changes), MaxBatchChanges)
+	}
+	for i := range b.Changes {
+		if err := b.Event(i).Validate(); err != nil {
+			return fmt.Errorf("batch %s: change %d: %w", b.BatchID, i, err)
+		}
+	}
+	return nil
+}
