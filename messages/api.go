@@ -28,6 +28,7 @@ const (
 	OperationWindow          = "window"                             //
 	ErrCodeTooManyContainers = "too_many_containers"                // APIError.Code of a refused load
 	ErrCodeInternal          = "internal"                           // APIError.Code of a request the scheduler could not carry out; its outcome may be unknown
+	ErrCodeFrozen            = "frozen"                             // APIError.Code of a refused apply: the batch holds changes at or below the table's frozen floor (ApplyReply.FrozenThrough)
 )
 
 // APIError is the error part of every reply. Code is a stable machine-readable
@@ -233,11 +234,14 @@ type WindowReply struct {
 func (*WindowReply) Kind() string { return "window_reply" }
 
 // OperationsRequest lists the operations system table, newest first.
-// Zero Limit means all the scheduler keeps.
+// Zero Limit means all the scheduler keeps. Applies also asks for the
+// applies log (the walwriter's flushes, kept apart from the jobs), under
+// the same Table filter and Limit.
 type OperationsRequest struct {
-	Table string `msgpack:"table,omitempty" json:"table,omitempty"`
-	JobID string `msgpack:"job_id,omitempty" json:"job_id,omitempty"`
-	Limit int    `msgpack:"limit,omitempty" json:"limit,omitempty"`
+	Table   string `msgpack:"table,omitempty" json:"table,omitempty"`
+	JobID   string `msgpack:"job_id,omitempty" json:"job_id,omitempty"`
+	Limit   int    `msgpack:"limit,omitempty" json:"limit,omitempty"`
+	Applies bool   `msgpack:"applies,omitempty" json:"applies,omitempty"`
 }
 
 func (*OperationsRequest) Kind() string { return "operations_request" }
@@ -292,10 +296,30 @@ type Operation struct {
 	InputIDs          []string `msgpack:"input_ids,omitempty" json:"input_ids,omitempty"`
 }
 
-// OperationsReply carries the operations table.
+// OperationsReply carries the operations table and, when asked, the
+// applies log.
 type OperationsReply struct {
-	Operations []Operation `msgpack:"operations" json:"operations"`
-	Error      *APIError   `msgpack:"error,omitempty" json:"error,omitempty"`
+	Operations []Operation    `msgpack:"operations" json:"operations"`
+	Applies    []AppliedBatch `msgpack:"applies,omitempty" json:"applies,omitempty"`
+	Error      *APIError      `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+// AppliedBatch is one row of the applies log: a batch of changes the
+// scheduler made live (one walwriter flush of one table), or refused.
+// At is unix nanoseconds.
+type AppliedBatch struct {
+	Table      string `msgpack:"table" json:"table"`
+	Projection string `msgpack:"projection" json:"projection"`
+	Container  string `msgpack:"container" json:"container"`
+	WAL        string `msgpack:"wal" json:"wal"`
+	To         uint64 `msgpack:"to" json:"to"` // the WAL position the batch reaches
+	Rows       int64  `msgpack:"rows" json:"rows"`
+	Bytes      int64  `msgpack:"bytes,omitempty" json:"bytes,omitempty"`
+	MinVersion int64  `msgpack:"min_version,omitempty" json:"min_version,omitempty"`
+	MaxVersion int64  `msgpack:"max_version,omitempty" json:"max_version,omitempty"`
+	Live       int    `msgpack:"live" json:"live"` // live containers after it
+	At         int64  `msgpack:"at" json:"at"`
+	Refused    string `msgpack:"refused,omitempty" json:"refused,omitempty"` // why, when it was refused
 }
 
 func (*OperationsReply) Kind() string { return "operations_reply" }
@@ -665,10 +689,18 @@ func (r *ApplyRequest) Validate() error {
 
 // ApplyReply answers an ApplyRequest: the WAL's position now recorded for
 // the table. Repeat is set when the batch was already applied.
+//
+// An apply refused with code ErrCodeFrozen carries FrozenThrough: the
+// version through which the table's folded rows were written as version 0
+// (the change floor of a full mergeout). A change at or below it would
+// beat a newer change frozen into such a row; it is a late event (acked,
+// or dead-lettered after MaxDeliver), so the walwriter drops the batch's
+// changes at or below it and applies the rest.
 type ApplyReply struct {
-	Applied uint64    `msgpack:"applied" json:"applied"`
-	Repeat  bool      `msgpack:"repeat,omitempty" json:"repeat,omitempty"`
-	Error   *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
+	Applied       uint64    `msgpack:"applied" json:"applied"`
+	Repeat        bool      `msgpack:"repeat,omitempty" json:"repeat,omitempty"`
+	FrozenThrough uint64    `msgpack:"frozen_through,omitempty" json:"frozen_through,omitempty"`
+	Error         *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
 }
 
 func (*ApplyReply) Kind() string { return "apply_reply" }
