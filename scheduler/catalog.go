@@ -43,6 +43,20 @@ type ProjectionState struct {
 	// Applied is, per WAL (by its ID), the position up to which that
 	// WAL's changes of this table are in the live containers (apply.go).
 	Applied map[string]uint64
+	// FrozenThrough is the version through which a full mergeout of this
+	// keyed table wrote its rows' versions as 0 (its change floor): an
+	// apply whose changes reach down to it is refused (apply.go). It is
+	// set when such a mergeout is added, and again in the write that makes
+	// its output live; it only grows.
+	FrozenThrough int64
+	// ChangedRows estimates the rows of changes since the last full
+	// mergeout of this keyed table: the rows of every applied batch, less
+	// the rows each mergeout folded away; a full mergeout starts it again
+	// from the rows applied while it ran. Each change supersedes at most
+	// one older row, so it bounds the superseded rows the live containers
+	// hold; strata selection merges the table early when it passes a share
+	// of the table's rows (strata.go, SelectPurge).
+	ChangedRows int64
 
 	// legacy: decoded from an entry written before format version 1; the
 	// next write rewrites it.

@@ -39,6 +39,15 @@ type storedEntry struct {
 	// WAL position through which its changes are live (apply.go).
 	PrimaryKey []string          `json:"primary_key,omitempty"`
 	Applied    map[string]uint64 `json:"applied,omitempty"`
+	// FrozenThrough: the version through which a full mergeout of the
+	// keyed table wrote its rows' versions as 0; applies of changes at
+	// or below it are refused (apply.go). ChangedRows: the rows of
+	// changes since the last full mergeout, less those folds dropped, for
+	// the purge rule of strata selection (strata.go). Both are absent (0)
+	// in entries written before they existed, which load as a table never
+	// frozen and with no changes counted yet.
+	FrozenThrough int64 `json:"frozen_through,omitempty"`
+	ChangedRows   int64 `json:"changed_rows,omitempty"`
 }
 
 type storedReservation struct {
@@ -171,6 +180,7 @@ func encodeEntry(st *ProjectionState) ([]byte, error) {
 	}
 	e.NextContainer = st.NextContainer
 	e.PrimaryKey = st.PrimaryKey
+	e.FrozenThrough, e.ChangedRows = st.FrozenThrough, st.ChangedRows
 	if len(st.Applied) > 0 {
 		e.Applied = st.Applied
 	}
@@ -233,6 +243,10 @@ func DecodeEntry(data []byte) (*ProjectionState, error) {
 		}
 	}
 	st.Applied = e.Applied
+	if e.FrozenThrough < 0 || e.ChangedRows < 0 {
+		return nil, fmt.Errorf("frozen_through %d, changed_rows %d: negative", e.FrozenThrough, e.ChangedRows)
+	}
+	st.FrozenThrough, st.ChangedRows = e.FrozenThrough, e.ChangedRows
 	for _, r := range e.Reservations {
 		if messages.ValidName(r.ID) != nil || r.First < 0 || r.Count < 1 || r.First+r.Count > e.NextContainer {
 			return nil, fmt.Errorf("reservation %q of %d numbers from %d: malformed (next_container %d)", r.ID, r.Count, r.First, e.NextContainer)

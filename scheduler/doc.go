@@ -61,6 +61,18 @@
 // WAL position through which that WAL's changes of the table are live
 // (apply.go). Both absent for an append-only table.
 //
+// "frozen_through" (a keyed table's) is the change floor through which a
+// full mergeout wrote its rows' versions as 0 (merger.Options.FreezeThrough):
+// set, to the job's drop_markers_through, in the write that adds such a
+// mergeout and again in the one that makes its output live, and only ever
+// raised; an apply whose container's least version (its manifest's
+// changes.min_version) is at or below it is refused with code "frozen"
+// (apply.go). "changed_rows" counts the rows of the changes applied since
+// the last full mergeout, less the rows mergeouts folded away since; it
+// drives the purge of strata selection (strata.go). Both absent when 0,
+// and in entries written before they existed, which read as 0: a table
+// never frozen, with no changes counted yet.
+//
 // "<table>/<projection>/job/<seq>", the body of pending job seq of the
 // projection: the job as made, its full input list and what its kind
 // needs ("spec"), everything but the grant, which the entry holds and the
@@ -72,7 +84,9 @@
 //	 "spec": {"result_table": "t_window_8", "output": "w00000008",
 //	          "query": "<base64 of the query's wire encoding, a messages.WindowQuery>"}}
 //
-// A mergeout's spec is {"output": "m00000007", "stratum": 0}.
+// A mergeout's spec is {"output": "m00000007", "stratum": 0}, with
+// "drop_markers_through" (the change floor) for a full mergeout of a keyed
+// table, which drops delete markers and freezes versions through it.
 //
 // Every change of an entry is a compare-and-set on its revision, retried
 // on conflict, so a finished mergeout removes its inputs from live, adds

@@ -24,7 +24,35 @@ var (
 	// that is missing or does not verify (as opposed to an I/O error that
 	// may pass).
 	ErrBadOutput = errors.New("scheduler: output missing or corrupt")
+	// ErrFrozen is returned (as *FrozenError) for an apply whose changes
+	// reach down to the version a full mergeout froze the table through.
+	ErrFrozen = errors.New("scheduler: changes at or below the frozen floor")
 )
+
+// FrozenError refuses an apply: its container holds a change of version
+// MinVersion, at or below FrozenThrough, the floor through which a full
+// mergeout of the table wrote versions as 0. Such a change is a late
+// event (acked, or dead-lettered after MaxDeliver, since the floor is the
+// walwriter consumer's ack floor) that would beat a newer change frozen
+// into its key's row.
+type FrozenError struct {
+	Table, Projection, Container string
+	MinVersion, FrozenThrough    int64
+	// Unknown: the container has no change statistics, so its least
+	// version is unknown.
+	Unknown bool
+}
+
+func (e *FrozenError) Error() string {
+	if e.Unknown {
+		return fmt.Sprintf("apply to %s.%s refused: container %s has no change statistics, and the table was frozen through version %d: write it again with them",
+			e.Table, e.Projection, e.Container, e.FrozenThrough)
+	}
+	return fmt.Sprintf("apply to %s.%s refused: container %s holds changes from version %d, at or below %d, through which the table's folded rows were frozen (late events, past the ack floor): apply the changes above %d only",
+		e.Table, e.Projection, e.Container, e.MinVersion, e.FrozenThrough, e.FrozenThrough)
+}
+
+func (e *FrozenError) Unwrap() error { return ErrFrozen }
 
 // TooManyContainersError refuses a load into a projection that already has
 // too many containers: mergeout is not keeping up, or the load is cut too fine.
@@ -54,6 +82,8 @@ func APIError(err error) *messages.APIError {
 		return recorded
 	case errors.Is(err, ErrTooManyContainers):
 		code = messages.ErrCodeTooManyContainers
+	case errors.Is(err, ErrFrozen):
+		code = messages.ErrCodeFrozen
 	case errors.Is(err, ErrUnknownPool), errors.Is(err, ErrUnknownTable):
 		code = "not_found"
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNeverFits), errors.Is(err, messages.ErrMalformed),

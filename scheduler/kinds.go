@@ -95,10 +95,16 @@ func (j *mergeoutJob) output() (messages.ContainerRef, int64) {
 }
 
 // settle retires the inputs (dead until no job reads them) and makes the
-// output live, in one write.
+// output live, in one write. Of a keyed table it also counts the changes
+// left (ChangedRows): a full mergeout with a change floor (it froze the
+// versions through it, recorded again as the entry's FrozenThrough) leaves
+// only the rows applied while it ran; any other, those it did not fold
+// away.
 func (j *mergeoutJob) settle(st *ProjectionState, out messages.ContainerRef) {
-	for _, in := range j.w.Inputs {
-		if i := st.liveIndex(in.ID); i >= 0 {
+	var in int64
+	for _, c := range j.w.Inputs {
+		in += c.Rows
+		if i := st.liveIndex(c.ID); i >= 0 {
 			st.Dead = append(st.Dead, st.Live[i])
 			st.Live = append(st.Live[:i], st.Live[i+1:]...)
 		}
@@ -106,6 +112,20 @@ func (j *mergeoutJob) settle(st *ProjectionState, out messages.ContainerRef) {
 	if st.liveIndex(out.ID) < 0 {
 		st.Live = append(st.Live, out)
 	}
+	if len(st.PrimaryKey) == 0 {
+		return
+	}
+	if j.w.DropMarkersThrough > 0 {
+		st.FrozenThrough = max(st.FrozenThrough, j.w.DropMarkersThrough)
+		st.ChangedRows = 0
+		for _, c := range st.Live {
+			if c.ID != out.ID {
+				st.ChangedRows += c.Rows
+			}
+		}
+		return
+	}
+	st.ChangedRows = max(0, st.ChangedRows-max(0, in-out.Rows))
 }
 
 func (j *mergeoutJob) settled(context.Context, *Scheduler, messages.ContainerRef, time.Time) {}

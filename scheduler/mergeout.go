@@ -91,10 +91,21 @@ func (s *Scheduler) selectStrata(ctx context.Context, table, projection string) 
 		s.log.Error("strata selection", "table", table, "projection", projection, "err", err)
 		return
 	}
-	for _, sel := range SelectStrata(st.Live, st.readers(), s.opts.Strata) {
+	sels := SelectStrata(st.Live, st.readers(), s.opts.Strata)
+	for _, sel := range sels {
 		if _, err := s.startMergeout(ctx, st, sel, ""); err != nil {
 			s.log.Error("start mergeout", "table", table, "projection", projection, "stratum", sel.Stratum, "err", err)
 			return
+		}
+	}
+	if len(sels) > 0 || len(st.PrimaryKey) == 0 {
+		return
+	}
+	if sel, ok := SelectPurge(st.Live, st.readers(), st.ChangedRows, s.opts.Strata); ok {
+		s.log.Info("purge: the table's changes reach the purge fraction of its rows", "table", table, "projection", projection,
+			"changed_rows", st.ChangedRows, "containers", len(sel.Inputs), "purge_fraction", s.opts.Strata.withDefaults().PurgeFraction)
+		if _, err := s.startMergeout(ctx, st, sel, ""); err != nil {
+			s.log.Error("start purge mergeout", "table", table, "projection", projection, "err", err)
 		}
 	}
 }
@@ -113,6 +124,14 @@ var errInputsTaken = errors.New("scheduler: mergeout inputs no longer free")
 // or below it is in a container live in that entry, hence among the
 // inputs, and any change still to arrive has a higher version. Then no
 // row a dropped marker deletes exists outside the job, or ever will.
+//
+// Such a mergeout also freezes: its output has the versions at or below
+// the floor written as 0. A change at or below the floor can still be
+// applied late (an event JetStream dead-lettered after MaxDeliver that a
+// walwriter had in its WAL, or a change applied twice), and would beat a
+// frozen row holding a newer change; so the entry's FrozenThrough is
+// raised to the floor in the same write that adds the job, and applies
+// below it are refused from then on (apply.go).
 func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, sel Selection, requestID string) (messages.JobRef, error) {
 	table, projection := seen.Table, seen.Projection
 	now := s.now()
@@ -146,6 +165,11 @@ func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, se
 			DropMarkersThrough: through,
 		}}, nil
 	}, func(st *ProjectionState, j job) error {
+		// The job freezes the versions through the floor (its output
+		// writes them as 0): from this write on, no change at or below
+		// it is made live (apply.go), so none can land between the
+		// inputs chosen here and the output made live.
+		st.FrozenThrough = max(st.FrozenThrough, through)
 		return st.recordRequest(requestMergeout, requestID, now, &messages.MergeoutReply{Jobs: []messages.JobRef{{JobID: j.id()}}})
 	})
 	if err != nil {

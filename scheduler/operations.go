@@ -101,3 +101,47 @@ func (l *operationLog) recommend(pools []messages.PoolStatus) {
 			bytesize.Format(p.LargestPeak), bytesize.Format(p.Target))
 	}
 }
+
+// applyLog is the applies log: the last keep batches of changes the
+// scheduler made live or refused (apply.go), oldest first. Walwriters
+// apply every half flush interval per table, so these rows are kept apart
+// from the operations table, whose bound they would otherwise fill,
+// pushing the jobs out; in memory only, like it.
+type applyLog struct {
+	keep int
+	rows []messages.AppliedBatch // a ring once full: next is the oldest
+	next int
+}
+
+func newApplyLog(keep int) *applyLog {
+	if keep <= 0 {
+		keep = 1000
+	}
+	return &applyLog{keep: keep}
+}
+
+func (l *applyLog) add(row messages.AppliedBatch) {
+	if len(l.rows) < l.keep {
+		l.rows = append(l.rows, row)
+		return
+	}
+	l.rows[l.next] = row
+	l.next = (l.next + 1) % l.keep
+}
+
+// list returns the rows of req.Table (all when empty), newest first, at
+// most req.Limit when set.
+func (l *applyLog) list(req *messages.OperationsRequest) []messages.AppliedBatch {
+	out := []messages.AppliedBatch{}
+	for i := range len(l.rows) {
+		r := l.rows[(l.next+len(l.rows)-1-i)%len(l.rows)]
+		if req.Table != "" && r.Table != req.Table {
+			continue
+		}
+		out = append(out, r)
+		if req.Limit > 0 && len(out) == req.Limit {
+			break
+		}
+	}
+	return out
+}

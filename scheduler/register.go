@@ -130,10 +130,18 @@ func (s *Scheduler) repeatRegister(req *messages.RegisterRequest, rec *RequestRe
 // manifests, not from the request, and the primary key their manifests
 // give. A container missing or corrupt is an invalid request.
 func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.ContainerRef) ([]messages.ContainerRef, loadKey, error) {
+	containers, pk, _, err := s.checkContainerInfos(ctx, refs)
+	return containers, pk, err
+}
+
+// checkContainerInfos is checkContainers, with what each container's
+// manifest says (nil without Options.Data).
+func (s *Scheduler) checkContainerInfos(ctx context.Context, refs []messages.ContainerRef) ([]messages.ContainerRef, loadKey, []ContainerInfo, error) {
 	containers := append([]messages.ContainerRef(nil), refs...)
 	if s.opts.Data == nil {
-		return containers, loadKey{}, nil
+		return containers, loadKey{}, nil, nil
 	}
+	infos := make([]ContainerInfo, len(containers))
 	keys := make([][]string, len(containers))
 	errs := make([]error, len(containers))
 	sem := make(chan struct{}, checkParallel)
@@ -145,9 +153,10 @@ func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.Contain
 		}
 		sem <- struct{}{}
 		wg.Add(1)
-		go func(c *messages.ContainerRef, key *[]string, err *error) {
+		go func(c *messages.ContainerRef, key *[]string, info *ContainerInfo, err *error) {
 			defer func() { <-sem; wg.Done() }()
-			info, cerr := s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
+			var cerr error
+			*info, cerr = s.opts.Data.CheckContainer(c.Table, c.Projection, c.ID)
 			switch {
 			case errors.Is(cerr, ErrBadOutput):
 				*err = fmt.Errorf("register: %w: container %s: %v", ErrInvalid, c.ID, cerr)
@@ -156,17 +165,17 @@ func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.Contain
 			default:
 				c.Rows, c.Bytes, *key = info.Rows, info.Bytes, info.PrimaryKey
 			}
-		}(&containers[i], &keys[i], &errs[i])
+		}(&containers[i], &keys[i], &infos[i], &errs[i])
 	}
 	wg.Wait()
 	// An invalid container is the answer, whatever else failed.
 	for _, err := range errs {
 		if errors.Is(err, ErrInvalid) {
-			return nil, loadKey{}, err
+			return nil, loadKey{}, nil, err
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, loadKey{}, err
+		return nil, loadKey{}, nil, err
 	}
 	pk := loadKey{table: containers[0].Table, columns: keys[0], first: containers[0].ID}
 	for i, k := range keys {
@@ -175,7 +184,7 @@ func (s *Scheduler) checkContainers(ctx context.Context, refs []messages.Contain
 			break
 		}
 	}
-	return containers, pk, nil
+	return containers, pk, infos, nil
 }
 
 // loadKey is the primary key a load's containers have, from their

@@ -61,6 +61,19 @@ type ContainerInfo struct {
 	// PrimaryKey names the key columns of a keyed table's container; empty
 	// for an append-only table's.
 	PrimaryKey []string
+	// Changes are a keyed container's change statistics (the manifest's
+	// "changes"); nil when it has none.
+	Changes *ChangeInfo
+}
+
+// ChangeInfo is a keyed container's change statistics: the least and
+// greatest version of its rows and how many are delete markers (columnar
+// package doc, Format). An apply is refused when MinVersion is at or below
+// the table's frozen floor (apply.go).
+type ChangeInfo struct {
+	MinVersion int64 `json:"min_version"`
+	MaxVersion int64 `json:"max_version"`
+	Markers    int64 `json:"markers"`
 }
 
 // Options configures a Scheduler. Zero values take the defaults.
@@ -80,6 +93,7 @@ type Options struct {
 	// unless renewed (reserve.go). Default 10m.
 	ReserveLease     time.Duration
 	KeepOperations   int // rows of the operations table kept; default 10000
+	KeepApplies      int // rows of the applies log kept (operations.go); default 1000
 	KeepAcquisitions int // rows of the acquisitions table kept; default 10000
 	// KeepResults is how many window result tables are kept; older ones
 	// are dropped (containers deleted once no job reads them). Default 100.
@@ -139,6 +153,7 @@ type Scheduler struct {
 	adm     *Admission
 	pub     Publisher
 	ops     *operationLog
+	applies *applyLog // the applies log (operations.go)
 	// where is the projection whose catalog entry holds each pending job.
 	where map[string]projKey
 	// unpublished are granted jobs whose publish failed; Tick retries them.
@@ -181,6 +196,7 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		pools:       poolStore{kv: withRetries(poolsKV)},
 		pub:         pub,
 		ops:         newOperationLog(opts.KeepOperations),
+		applies:     newApplyLog(opts.KeepApplies),
 		where:       map[string]projKey{},
 		unpublished: map[string]bool{},
 		accepted:    map[string]delivery{},

@@ -29,12 +29,13 @@ func newRootStorage(t *testing.T, dir string) *rootStorage {
 }
 
 type stubManifest struct {
-	Table      string   `json:"table"`
-	Projection string   `json:"projection"`
-	ID         string   `json:"id"`
-	Rows       int64    `json:"rows"`
-	Bytes      int64    `json:"bytes"`
-	PrimaryKey []string `json:"primary_key"`
+	Table      string      `json:"table"`
+	Projection string      `json:"projection"`
+	ID         string      `json:"id"`
+	Rows       int64       `json:"rows"`
+	Bytes      int64       `json:"bytes"`
+	PrimaryKey []string    `json:"primary_key"`
+	Changes    *ChangeInfo `json:"changes"`
 }
 
 func (s *rootStorage) CheckContainer(table, projection, id string) (ContainerInfo, error) {
@@ -49,7 +50,7 @@ func (s *rootStorage) CheckContainer(table, projection, id string) (ContainerInf
 	if err := json.Unmarshal(data, &m); err != nil || m.Table != table || m.Projection != projection || m.ID != id {
 		return ContainerInfo{}, fmt.Errorf("%w: manifest %s (%v)", ErrBadOutput, data, err)
 	}
-	return ContainerInfo{Rows: m.Rows, Bytes: m.Bytes, PrimaryKey: m.PrimaryKey}, nil
+	return ContainerInfo{Rows: m.Rows, Bytes: m.Bytes, PrimaryKey: m.PrimaryKey, Changes: m.Changes}, nil
 }
 
 func (s *rootStorage) RemoveContainer(table, projection, id string) error {

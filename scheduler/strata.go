@@ -29,6 +29,11 @@ type StrataOptions struct {
 	// MaxInputs bounds the inputs of one requested ("now") mergeout.
 	// Default MaxContainers.
 	MaxInputs int
+	// PurgeFraction is the purge rule of keyed tables (SelectPurge): a
+	// table whose changes since its last full mergeout reach this share of
+	// its rows is merged whole, whatever its strata. Default 0.5;
+	// negative turns purging off.
+	PurgeFraction float64
 }
 
 func (o StrataOptions) withDefaults() StrataOptions {
@@ -47,8 +52,14 @@ func (o StrataOptions) withDefaults() StrataOptions {
 	if o.MaxInputs <= 1 {
 		o.MaxInputs = o.MaxContainers
 	}
+	if o.PurgeFraction == 0 {
+		o.PurgeFraction = DefaultPurgeFraction
+	}
 	return o
 }
+
+// DefaultPurgeFraction is StrataOptions.PurgeFraction's default.
+const DefaultPurgeFraction = 0.5
 
 // Stratum returns the stratum of a container of the given on-disk size:
 // 0 below BaseBytes, then s for sizes in [Base*Ratio^(s-1), Base*Ratio^s).
@@ -130,4 +141,36 @@ func SelectAll(live []messages.ContainerRef, busy map[string]bool, opts StrataOp
 // smallestFirst orders containers by size, then ID.
 func smallestFirst(a, b messages.ContainerRef) int {
 	return cmp.Or(cmp.Compare(a.Bytes, b.Bytes), cmp.Compare(a.ID, b.ID))
+}
+
+// SelectPurge is the purge of a keyed table, Vertica's purge of deleted
+// rows: strata selection merges containers by size only, so the rows a
+// table's changes superseded stay in its large old containers until their
+// stratum fills, and every query resolves them again. changed is the
+// entry's ChangedRows, the rows of changes since its last full mergeout
+// (less those folded away since): each supersedes at most one older row
+// (an insert of a new key, none), so changed/rows bounds the share of the
+// live containers' rows a full fold would drop. When it reaches
+// PurgeFraction and no running job reads any container, every live
+// container is merged: a full fold, which drops the superseded rows and
+// the delete markers and freezes the versions. It costs nothing to decide
+// (two sums over the entry) and, after the fold, changed starts again
+// from 0, so a table is purged again only once as many changes again have
+// come.
+func SelectPurge(live []messages.ContainerRef, busy map[string]bool, changed int64, opts StrataOptions) (Selection, bool) {
+	opts = opts.withDefaults()
+	if opts.PurgeFraction < 0 || changed <= 0 || len(live) < 2 {
+		return Selection{}, false
+	}
+	var rows int64
+	for _, c := range live {
+		if busy[c.ID] {
+			return Selection{}, false // a full fold only: wait for the job
+		}
+		rows += c.Rows
+	}
+	if rows <= 0 || float64(changed) < opts.PurgeFraction*float64(rows) {
+		return Selection{}, false
+	}
+	return SelectAll(live, busy, opts)
 }

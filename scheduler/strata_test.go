@@ -110,3 +110,97 @@ func BenchmarkSelectStrata(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(live)), "containers/op")
 }
+
+// TestSelectPurge: the purge rule merges every live container once the
+// changes reach PurgeFraction of the rows, and only when no job reads
+// any of them (a full fold); never with purging off, without changes, or
+// for a single container.
+func TestSelectPurge(t *testing.T) {
+	live := []messages.ContainerRef{
+		{ID: "base", Rows: 1000, Bytes: 10 << 20},
+		{ID: "w-1", Rows: 300, Bytes: 4 << 10},
+		{ID: "w-2", Rows: 200, Bytes: 3 << 10},
+	}
+	for _, tc := range []struct {
+		name     string
+		live     []messages.ContainerRef
+		busy     map[string]bool
+		changed  int64
+		fraction float64
+		want     bool
+	}{
+		{"below", live, nil, 749, 0, false},
+		{"at the default half", live, nil, 750, 0, true},
+		{"above", live, nil, 1500, 0, true},
+		{"a lower fraction", live, nil, 150, 0.1, true},
+		{"just below a lower fraction", live, nil, 149, 0.1, false},
+		{"purging off", live, nil, 1500, -1, false},
+		{"no changes counted", live, nil, 0, 0, false},
+		{"a container read by a job", live, map[string]bool{"w-2": true}, 1500, 0, false},
+		{"one container", live[:1], nil, 1500, 0, false},
+	} {
+		sel, ok := SelectPurge(tc.live, tc.busy, tc.changed, StrataOptions{PurgeFraction: tc.fraction})
+		if ok != tc.want {
+			t.Errorf("%s: selected %v, want %v", tc.name, ok, tc.want)
+			continue
+		}
+		if ok && len(sel.Inputs) != len(tc.live) {
+			t.Errorf("%s: %d inputs, want every live container (%d)", tc.name, len(sel.Inputs), len(tc.live))
+		}
+	}
+}
+
+// TestPurgeMergesMostlyChangedTable: batches of changes applied to a keyed
+// table start, once their rows reach half the table's, a mergeout of
+// every container with the change floor (a full fold); none while it
+// runs; after it the count starts again from the changes applied
+// meanwhile; a partial fold takes off the rows it folded away.
+func TestPurgeMergesMostlyChangedTable(t *testing.T) {
+	hook := &floorHook{floor: 100}
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}, ChangeFloor: hook.get})
+	if _, err := h.s.Register(h.ctx, h.keyedReq("load", 0, 2, "id")); err != nil { // 200 rows
+		t.Fatal(err)
+	}
+	// 40 rows a batch: 200 changed of 400 rows after the fifth.
+	for i := 1; i <= 5; i++ {
+		id := fmt.Sprintf("w1-%d", i)
+		if _, err := h.s.Apply(h.ctx, h.changesReq(id, "w1", uint64(i), 40, int64(100+i), int64(100+i))); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(h.pub.mergeouts); (i < 5 && got != 0) || (i == 5 && got != 1) {
+			t.Fatalf("after batch %d (%d changed rows): %d mergeouts", i, h.state("t").ChangedRows, got)
+		}
+	}
+	purge := h.pub.mergeouts[0]
+	if len(purge.Inputs) != 7 || purge.DropMarkersThrough != 100 {
+		t.Fatalf("purge: %d inputs, drop_markers_through %d; want every one of the 7, 100", len(purge.Inputs), purge.DropMarkersThrough)
+	}
+	// Applied while it runs, enough for another purge: none started.
+	if _, err := h.s.Apply(h.ctx, h.changesReq("w1-6", "w1", 6, 300, 106, 106)); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.pub.mergeouts) != 1 {
+		t.Fatalf("%d mergeouts while the purge runs, want 1", len(h.pub.mergeouts))
+	}
+	// The purge folds 400 rows into 200; what was applied meanwhile
+	// (300 rows, 60% of 500) is purged next.
+	if err := h.finishKeyed(purge, 200, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if len(h.pub.mergeouts) != 2 || len(h.pub.mergeouts[1].Inputs) != 2 {
+		t.Fatalf("after the purge: %d mergeouts (changed rows %d), want a second one of the 2 live", len(h.pub.mergeouts), h.state("t").ChangedRows)
+	}
+	if err := h.finishKeyed(h.pub.mergeouts[1], 400, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.state("t"); st.ChangedRows != 0 || st.FrozenThrough != 100 || len(st.Live) != 1 {
+		t.Fatalf("after both: changed rows %d, frozen through %d, %d live", st.ChangedRows, st.FrozenThrough, len(st.Live))
+	}
+	// A partial fold takes off what it folded away.
+	st := &ProjectionState{PrimaryKey: []string{"id"}, ChangedRows: 50,
+		Live: []messages.ContainerRef{{ID: "a", Rows: 30}, {ID: "b", Rows: 20}}}
+	(&mergeoutJob{messages.MergeoutJob{Inputs: st.Live, Output: "m"}}).settle(st, messages.ContainerRef{ID: "m", Rows: 35})
+	if st.ChangedRows != 35 {
+		t.Errorf("after a partial fold of 50 rows into 35: changed rows %d, want 35", st.ChangedRows)
+	}
+}

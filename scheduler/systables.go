@@ -16,7 +16,11 @@ func (s *Scheduler) Operations(req *messages.OperationsRequest) (*messages.Opera
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &messages.OperationsReply{Operations: s.ops.list(req)}, nil
+	rep := &messages.OperationsReply{Operations: s.ops.list(req)}
+	if req.Applies {
+		rep.Applies = s.applies.list(req)
+	}
+	return rep, nil
 }
 
 // Acquisitions returns the acquisitions system table, newest first.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -109,9 +110,19 @@ func (a *apiServer) dispatch(ctx context.Context, subject string, data []byte) (
 			return a.s.Register(ctx, r)
 		}, func(e *messages.APIError) *messages.RegisterReply { return &messages.RegisterReply{Error: e} })
 	case messages.SubjectAPIApply:
+		var frozen *scheduler.FrozenError
 		return call(data, new(messages.ApplyRequest), func(r *messages.ApplyRequest) (*messages.ApplyReply, error) {
-			return a.s.Apply(ctx, r)
-		}, func(e *messages.APIError) *messages.ApplyReply { return &messages.ApplyReply{Error: e} })
+			rep, err := a.s.Apply(ctx, r)
+			errors.As(err, &frozen)
+			return rep, err
+		}, func(e *messages.APIError) *messages.ApplyReply {
+			rep := &messages.ApplyReply{Error: e}
+			if frozen != nil {
+				// The floor, for the walwriter to drop the changes at or below it.
+				rep.FrozenThrough = uint64(frozen.FrozenThrough)
+			}
+			return rep
+		})
 	case messages.SubjectAPIMergeout:
 		return call(data, new(messages.MergeoutRequest), func(r *messages.MergeoutRequest) (*messages.MergeoutReply, error) {
 			return a.s.RequestMergeout(ctx, r)

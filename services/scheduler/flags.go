@@ -12,6 +12,8 @@ type schedulerLimits struct {
 	capacity, maxContainers, keepResults, keepOps int
 	tick, orphanGrace, orphanSweep                time.Duration
 	baseBytes                                     int64
+	purgeFraction                                 float64
+	keepApplies                                   int
 }
 
 func (l schedulerLimits) check() error {
@@ -29,6 +31,8 @@ func (l schedulerLimits) check() error {
 		{"orphan-grace", l.orphanGrace >= 0, "a duration of 0 or more", l.orphanGrace},
 		{"orphan-sweep", l.orphanSweep >= 0, "a duration of 0 or more", l.orphanSweep},
 		{"strata-base", l.baseBytes > 0, "a positive size", l.baseBytes},
+		{"purge-fraction", l.purgeFraction >= 0 && l.purgeFraction <= 1, "between 0 (no purge) and 1", l.purgeFraction},
+		{"keep-applies", l.keepApplies >= 1, "at least 1", l.keepApplies},
 	} {
 		if !c.ok {
 			return fmt.Errorf("--%s %v: must be %s", c.flag, c.got, c.want)

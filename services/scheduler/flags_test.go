@@ -9,7 +9,8 @@ import (
 // TestSchedulerRefusesImpossibleLimits: --tick 0 panicked, --capacity 0
 // and --max-containers -1 were silently replaced by defaults.
 func TestSchedulerRefusesImpossibleLimits(t *testing.T) {
-	good := schedulerLimits{capacity: 32, maxContainers: 1024, keepResults: 100, keepOps: 10000, tick: time.Second, orphanGrace: time.Hour, baseBytes: 1 << 20}
+	good := schedulerLimits{capacity: 32, maxContainers: 1024, keepResults: 100, keepOps: 10000, tick: time.Second, orphanGrace: time.Hour, baseBytes: 1 << 20,
+		purgeFraction: 0.5, keepApplies: 1000}
 	if err := good.check(); err != nil {
 		t.Fatalf("defaults refused: %v", err)
 	}
@@ -24,6 +25,9 @@ func TestSchedulerRefusesImpossibleLimits(t *testing.T) {
 		{func(l *schedulerLimits) { l.keepResults = 0 }, "--keep-results 0"},
 		{func(l *schedulerLimits) { l.keepOps = -5 }, "--keep-operations -5"},
 		{func(l *schedulerLimits) { l.orphanGrace = -time.Second }, "--orphan-grace -1s"},
+		{func(l *schedulerLimits) { l.purgeFraction = 1.5 }, "--purge-fraction 1.5: must be between 0 (no purge) and 1"},
+		{func(l *schedulerLimits) { l.purgeFraction = -0.1 }, "--purge-fraction -0.1"},
+		{func(l *schedulerLimits) { l.keepApplies = 0 }, "--keep-applies 0"},
 	} {
 		l := good
 		tc.edit(&l)

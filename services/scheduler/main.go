@@ -70,6 +70,8 @@ func run(args []string) error {
 	tick := fs.Duration("tick", time.Second, "how often queue timeouts and failed publishes are checked")
 	keepResults := fs.Int("keep-results", 100, "window result tables kept; older ones are dropped")
 	keepOps := fs.Int("keep-operations", 10000, "rows of the operations and acquisitions tables kept (and restored at start)")
+	keepApplies := fs.Int("keep-applies", 1000, "rows of the applies log kept (the walwriters' flushes, strata ops --applies; in memory)")
+	purgeFraction := fs.Float64("purge-fraction", scheduler.DefaultPurgeFraction, "merge a keyed table whole once the rows of its changes since its last full mergeout reach this share of its rows (Vertica's purge); 0: never")
 	var sf storeflags.Flags
 	sf.Register(fs, false)
 	if err := b.Start(args); err != nil {
@@ -81,9 +83,14 @@ func run(args []string) error {
 		return fmt.Errorf("--strata-base: %w", err)
 	}
 	limits := schedulerLimits{capacity: *capacity, maxContainers: *maxContainers, keepResults: *keepResults, keepOps: *keepOps,
-		tick: *tick, orphanGrace: *orphanGrace, orphanSweep: *orphanSweep, baseBytes: baseBytes}
+		tick: *tick, orphanGrace: *orphanGrace, orphanSweep: *orphanSweep, baseBytes: baseBytes,
+		purgeFraction: *purgeFraction, keepApplies: *keepApplies}
 	if err := limits.check(); err != nil {
 		return err
+	}
+	purge := *purgeFraction
+	if purge == 0 {
+		purge = -1 // StrataOptions: negative turns purging off
 	}
 	data, err := columnar.OpenDataDir(b.DataDir)
 	if err != nil {
@@ -162,9 +169,10 @@ func run(args []string) error {
 
 	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
 		Data:             storage,
-		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers},
+		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers, PurgeFraction: purge},
 		OrphanGrace:      *orphanGrace,
 		KeepOperations:   *keepOps,
+		KeepApplies:      *keepApplies,
 		KeepAcquisitions: *keepOps,
 		KeepResults:      *keepResults,
 		Logger:           log,

@@ -34,7 +34,11 @@ func (d dataStorage) CheckContainer(table, projection, id string) (scheduler.Con
 
 // containerInfo is what the scheduler takes from a checked manifest.
 func containerInfo(m *columnar.Manifest) scheduler.ContainerInfo {
-	return scheduler.ContainerInfo{Rows: m.Rows, Bytes: m.CompressedBytes(), PrimaryKey: m.PrimaryKey}
+	info := scheduler.ContainerInfo{Rows: m.Rows, Bytes: m.CompressedBytes(), PrimaryKey: m.PrimaryKey}
+	if c := m.Changes; c != nil {
+		info.Changes = &scheduler.ChangeInfo{MinVersion: c.MinVersion, MaxVersion: c.MaxVersion, Markers: c.Markers}
+	}
+	return info
 }
 
 // RemoveUncommitted removes nothing: a data directory's containers are
