@@ -2,11 +2,11 @@ package applier
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -183,13 +183,23 @@ func sortColumns(mem memory.Allocator, t *Table, cols []arrow.Array) ([]arrow.Ar
 		keyCols[i] = cols[c]
 	}
 	rows := cols[0].Len()
-	keys := make([][]byte, rows)
+	// The rows' encoded keys back to back, row i's at buf[off[i]:off[i+1]].
+	var buf []byte
+	off := make([]int, rows+1)
 	perm := make([]int, rows)
 	for i := range rows {
-		keys[i] = enc.AppendRow(nil, keyCols, i)
+		buf = enc.AppendRow(buf, keyCols, i)
+		off[i+1] = len(buf)
 		perm[i] = i
 	}
-	sort.SliceStable(perm, func(a, b int) bool { return bytes.Compare(keys[perm[a]], keys[perm[b]]) < 0 })
+	// Rows of equal keys keep their order: the same batch is the same
+	// container.
+	slices.SortFunc(perm, func(a, b int) int {
+		if c := bytes.Compare(buf[off[a]:off[a+1]], buf[off[b]:off[b+1]]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
 	out := make([]arrow.Array, len(cols))
 	for i, c := range cols {
 		if out[i], err = columnar.Take(mem, c, perm); err != nil {

@@ -78,6 +78,30 @@ func (b *ChangeBatch) LastPerKey() []int {
 // Validate checks the batch's fields and each change as UpdateEvent.Validate
 // does; the error names the first change that fails by its index.
 func (b *ChangeBatch) Validate() error {
+	if err := b.CheckShape(); err != nil {
+		return err
+	}
+	for i := range b.Changes {
+		c := &b.Changes[i]
+		if c.Op == OpDelete {
+			continue
+		}
+		if _, err := SplitRow(b.Columns, c.NewRow); err != nil {
+			return fmt.Errorf("batch %s: change %d: new_row: %v", b.BatchID, i, err)
+		}
+		if len(c.OldRow) > 0 {
+			if _, err := SplitRow(b.Columns, c.OldRow); err != nil {
+				return fmt.Errorf("batch %s: change %d: old_row: %v", b.BatchID, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckShape is Validate without decoding the rows, for a reader that
+// decodes each row it uses anyway (against its table's types, which is
+// stricter): every check but that one.
+func (b *ChangeBatch) CheckShape() error {
 	switch {
 	case b.BatchID == "":
 		return errors.New("batch_id is empty")
@@ -87,10 +111,30 @@ func (b *ChangeBatch) Validate() error {
 		return fmt.Errorf("batch %s: no changes", b.BatchID)
 	case len(b.Changes) > MaxBatchChanges:
 		return fmt.Errorf("batch %s: %d changes exceed %d", b.BatchID, len(b.Changes), MaxBatchChanges)
+	case len(b.Columns) == 0:
+		return fmt.Errorf("batch %s: no columns", b.BatchID)
+	}
+	if err := ValidTable(b.Table); err != nil {
+		return fmt.Errorf("batch %s: table: %v", b.BatchID, err)
+	}
+	for i, c := range b.Columns {
+		if !c.Valid() {
+			return fmt.Errorf("batch %s: column %d: unknown type %q", b.BatchID, i, c)
+		}
 	}
 	for i := range b.Changes {
-		if err := b.Event(i).Validate(); err != nil {
-			return fmt.Errorf("batch %s: change %d: %w", b.BatchID, i, err)
+		c := &b.Changes[i]
+		switch {
+		case len(c.Key) == 0:
+			return fmt.Errorf("batch %s: change %d: key is empty", b.BatchID, i)
+		case c.Op != OpUpsert && c.Op != OpInsert && c.Op != OpUpdate && c.Op != OpDelete:
+			return fmt.Errorf("batch %s: change %d: unknown op %.40q (insert, update or delete)", b.BatchID, i, c.Op)
+		case c.Op == OpDelete && (len(c.NewRow) > 0 || len(c.OldRow) > 0):
+			return fmt.Errorf("batch %s: change %d: a delete carries the key only, not a row", b.BatchID, i)
+		case c.Op != OpDelete && len(c.NewRow) == 0:
+			return fmt.Errorf("batch %s: change %d: new_row is empty", b.BatchID, i)
+		case len(c.NewRow) > MaxRowBytes || len(c.OldRow) > MaxRowBytes:
+			return fmt.Errorf("batch %s: change %d: row larger than %d bytes", b.BatchID, i, MaxRowBytes)
 		}
 	}
 	return nil

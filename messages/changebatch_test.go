@@ -84,11 +84,14 @@ func TestChangeBatchValidate(t *testing.T) {
 		{"no batch id", func(b *ChangeBatch) { b.BatchID = "" }, "batch_id is empty"},
 		{"long batch id", func(b *ChangeBatch) { b.BatchID = strings.Repeat("i", 1001) }, "exceeds 1000"},
 		{"no changes", func(b *ChangeBatch) { b.Changes = nil }, "no changes"},
-		{"bad table", func(b *ChangeBatch) { b.Table = "a b" }, "change 0"},
-		{"delete with a row", func(b *ChangeBatch) { b.Changes[2].NewRow = b.Changes[0].NewRow }, "change 2: event p1-7/2: a delete carries the key only"},
+		{"bad table", func(b *ChangeBatch) { b.Table = "a b" }, "batch p1-7: table"},
+		{"unknown column type", func(b *ChangeBatch) { b.Columns[1] = "decimal" }, "column 1: unknown type"},
+		{"delete with a row", func(b *ChangeBatch) { b.Changes[2].NewRow = b.Changes[0].NewRow }, "change 2: a delete carries the key only"},
+		{"update without a row", func(b *ChangeBatch) { b.Changes[1].NewRow = nil }, "change 1: new_row is empty"},
+		{"bad old row", func(b *ChangeBatch) { b.Changes[1].OldRow = []byte{9} }, "change 1: old_row"},
 		{"row of other columns", func(b *ChangeBatch) { b.Changes[3].NewRow = []byte{1} }, "change 3"},
 		{"unknown op", func(b *ChangeBatch) { b.Changes[1].Op = "merge" }, "change 1"},
-		{"no key", func(b *ChangeBatch) { b.Changes[1].Key = nil }, "change 1: event p1-7/1: key is empty"},
+		{"no key", func(b *ChangeBatch) { b.Changes[1].Key = nil }, "change 1: key is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := sampleBatch(t)

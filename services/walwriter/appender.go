@@ -122,6 +122,14 @@ func (a *appender) health() error {
 	return nil
 }
 
+// pullMaxBytes bounds the bytes of one pull request for events. The
+// client buffers at most two requests' worth, which must stay under its
+// subscription's pending limit (64MB by default: past it, messages are
+// dropped as a slow consumer's and wait out their AckWait to come again)
+// and at least one message of the largest size (messages.MaxMessageBytes).
+// 4096 change batches in flight would otherwise be a gigabyte.
+const pullMaxBytes = 16 << 20
+
 // consume takes events from cons while the WAL can write, and stops taking
 // them (draining the ones already fetched into the WAL) while it cannot. It
 // returns when stop is closed, after draining, or with an error if the
@@ -145,7 +153,7 @@ func (a *appender) consume(stop <-chan struct{}, cons jetstream.Consumer, inFlig
 		switch {
 		case werr == nil && cc == nil:
 			var err error
-			if cc, err = cons.Consume(a.handle, jetstream.PullMaxMessages(inFlight)); err != nil {
+			if cc, err = cons.Consume(a.handle, jetstream.PullMaxMessagesWithBytesLimit(inFlight, pullMaxBytes)); err != nil {
 				return fmt.Errorf("consume updates: %w", err)
 			}
 			if a.paused.Swap(false) {

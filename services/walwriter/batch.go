@@ -23,9 +23,15 @@ import (
 // a failed check dead-letters the whole batch, and the message is acked
 // once all of its changes are visible (once durable, with --apply=false).
 func (a *appender) handleBatch(ctx context.Context, msg jetstream.Msg) {
+	// Each row is decoded once, below: against the table's types
+	// (applier.Table.Change), or the batch's own (toUpdate).
 	b := new(messages.ChangeBatch)
-	if err := messages.Unmarshal(msg.Data(), b); err != nil {
-		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
+	err := messages.UnmarshalUnvalidated(msg.Data(), b)
+	if err == nil {
+		err = b.CheckShape()
+	}
+	if err != nil {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, fmt.Sprintf("change batch: %v", err))
 		return
 	}
 	keep := b.LastPerKey()
