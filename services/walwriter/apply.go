@@ -104,6 +104,9 @@ type tableBatch struct {
 	to     walwriter.LSN // highest
 	oldest time.Time     // when its oldest change became durable
 	events []pendingChange
+	// frozen is the frozen floor whose changes were dropped from the
+	// batch (dropFrozen); it names the container written again.
+	frozen uint64
 }
 
 // changeApplier batches durable changes by table and applies them every
@@ -308,10 +311,65 @@ func (a *changeApplier) requeue(b *tableBatch) {
 }
 
 // applyBatch writes b as a container and asks the scheduler to make it
-// live with this WAL's position b.to.
+// live with this WAL's position b.to. Refused for changes at or below the
+// table's frozen floor (a full mergeout wrote the versions through it as
+// 0), it drops them from the batch (dropFrozen) and applies the rest.
 func (a *changeApplier) applyBatch(ctx context.Context, b *tableBatch) error {
+	for range 3 { // the floor can rise between two attempts
+		floor, err := a.applyOnce(ctx, b)
+		if floor == 0 {
+			return err
+		}
+		if a.dropFrozen(b, floor) == 0 {
+			return err // refused, and nothing at or below the floor
+		}
+		if b.batch.Len() == 0 {
+			return nil // nothing left to apply: the events are acked
+		}
+	}
+	return fmt.Errorf("apply changes of %s: refused for the frozen floor three times", b.t.Name)
+}
+
+// dropFrozen removes from b its changes at or below floor, the version
+// through which a full mergeout froze the table, and returns how many.
+// Their events are past the walwriter consumer's ack floor, which the
+// frozen floor was when the mergeout was made: applied already (a change
+// applied twice), or dead-lettered after MaxDeliver while this WAL still
+// held them (their producer was told so); applied now they would beat the
+// newer changes frozen into their keys' rows. Their events stay in the
+// batch, acked with it.
+func (a *changeApplier) dropFrozen(b *tableBatch, floor uint64) int {
+	kept := b.t.NewBatch()
+	var versions []uint64
+	for _, c := range b.batch.Changes() {
+		if c.Version > floor {
+			kept.Add(c)
+		} else {
+			versions = append(versions, c.Version)
+		}
+	}
+	if len(versions) == 0 {
+		return 0
+	}
+	b.batch, b.frozen = kept, floor
+	a.m.droppedFrozen.Add(float64(len(versions)))
+	const shown = 100
+	a.log.Warn("late changes at or below the table's frozen floor dropped (dead-lettered or applied already)",
+		"table", b.t.Name, "frozen_through", floor, "dropped", len(versions), "versions", versions[:min(len(versions), shown)],
+		"more", max(0, len(versions)-shown), "left", kept.Len())
+	return len(versions)
+}
+
+// applyOnce writes b as a container and applies it. A refusal for the
+// table's frozen floor returns the floor (the refused container is
+// removed); any other outcome returns 0.
+func (a *changeApplier) applyOnce(ctx context.Context, b *tableBatch) (uint64, error) {
 	t := b.t
 	id := fmt.Sprintf("%s-%d", a.state.WAL, b.to)
+	if b.frozen > 0 {
+		// Other changes than the refused container of this position.
+		id = fmt.Sprintf("%s-%d-f%d", a.state.WAL, b.to, b.frozen)
+	}
 	dir := columnar.ContainerDir(a.data, t.Name, t.Projection, id)
 	m, err := b.batch.Write(dir, id, applier.WriteOptions{})
 	if errors.Is(err, columnar.ErrExists) {
@@ -320,11 +378,11 @@ func (a *changeApplier) applyBatch(ctx context.Context, b *tableBatch) error {
 		m, err = columnar.ReadManifest(dir)
 	}
 	if err != nil {
-		return fmt.Errorf("write changes of %s as container %s: %w", t.Name, id, err)
+		return 0, fmt.Errorf("write changes of %s as container %s: %w", t.Name, id, err)
 	}
 	if a.store != nil {
 		if _, err := store.Upload(ctx, a.store, dir, t.Name, t.Projection, id); err != nil && !errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("upload changes of %s as container %s: %w", t.Name, id, err)
+			return 0, fmt.Errorf("upload changes of %s as container %s: %w", t.Name, id, err)
 		}
 	}
 	req := &messages.ApplyRequest{Table: t.Name, Projection: t.Projection, WAL: a.state.WAL, To: uint64(b.to),
@@ -332,15 +390,24 @@ func (a *changeApplier) applyBatch(ctx context.Context, b *tableBatch) error {
 		RequestID: apiclient.NewRequestID()}
 	var rep messages.ApplyReply
 	if err := a.api.Call(ctx, messages.SubjectAPIApply, req, &rep); err != nil {
-		return fmt.Errorf("apply changes of %s: %w", t.Name, err)
+		return 0, fmt.Errorf("apply changes of %s: %w", t.Name, err)
 	}
 	if rep.Error != nil {
-		return fmt.Errorf("apply changes of %s: refused: %s", t.Name, rep.Error.Message)
+		err := fmt.Errorf("apply changes of %s: refused: %s", t.Name, rep.Error.Message)
+		if rep.Error.Code == messages.ErrCodeFrozen && rep.FrozenThrough > 0 {
+			// Never live: the scheduler's orphan sweep takes a copy in
+			// the store.
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				a.log.Warn("remove a refused container of changes", "container", id, "err", rerr)
+			}
+			return rep.FrozenThrough, err
+		}
+		return 0, err
 	}
 	if rep.Repeat {
 		a.log.Info("changes were applied already", "table", t.Name, "container", id, "applied", rep.Applied)
 	}
-	return nil
+	return 0, nil
 }
 
 // replay applies again what the WAL logged after the applied floor and

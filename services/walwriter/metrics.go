@@ -17,6 +17,9 @@ type metrics struct {
 	// to its visibility.
 	applied, applyBatches    prometheus.Counter
 	applySeconds, visibleLag prometheus.Histogram
+	// droppedFrozen counts the late changes dropped for a table's frozen
+	// floor (apply.go, dropFrozen).
+	droppedFrozen prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -38,6 +41,9 @@ func newMetrics() *metrics {
 		}),
 		applied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_changes_applied_total", Help: "Keys changed (inserted, updated or deleted) by batches made visible.", ConstLabels: cl,
+		}),
+		droppedFrozen: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "strata_changes_dropped_frozen_total", Help: "Late changes (dead-lettered or applied already) dropped because a full mergeout froze their table past their version.", ConstLabels: cl,
 		}),
 		applyBatches: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "strata_change_batches_total", Help: "Batches of changes made visible (one container and one catalog write each).", ConstLabels: cl,
@@ -70,7 +76,7 @@ func (m *metrics) onSync(s walwriter.SyncStats) {
 // reg.
 func (m *metrics) register(reg prometheus.Registerer, wal *walwriter.WAL, a *appender) {
 	reg.MustRegister(m.appended, m.failed, m.fsync, m.batchRecords, m.batchBytes, newWALCollector(wal),
-		m.applied, m.applyBatches, m.applySeconds, m.visibleLag,
+		m.applied, m.applyBatches, m.applySeconds, m.visibleLag, m.droppedFrozen,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "strata_wal_pending_updates", Help: "Update events taken from NATS and not yet durable in the WAL (nor acked).",
 			ConstLabels: prometheus.Labels{"service": "walwriter"},
