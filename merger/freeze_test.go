@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/strata-db/strata/columnar"
 )
@@ -236,5 +241,139 @@ func TestLateApplyBeatsFrozenRow(t *testing.T) {
 		if len(got) != 1 || !strings.Contains(got[0], "|"+want+"|") {
 			t.Errorf("freeze %v: rows %q, want the %q row", freeze, got, want)
 		}
+	}
+}
+
+// TestFullFoldBytesMatchFreshLoad is BENCHMARKS' folding figure in
+// miniature: pgbench_accounts loaded (versions 0), changed (updates of
+// random accounts over many batches, a few deletes), then folded by a full
+// mergeout, against the same current rows loaded fresh into one container.
+// Frozen, the fold is within 5% of the fresh load's bytes (the same rows,
+// the same versions: the same bytes); unfrozen, every changed row keeps its
+// stream sequence and the version column grows.
+func TestFullFoldBytesMatchFreshLoad(t *testing.T) {
+	const accounts, batches, perBatch = 200_000, 40, 4000
+	dir := t.TempDir()
+	if _, err := columnar.GenerateAccounts(dir, columnar.AccountsOptions{Accounts: accounts, RowsPerContainer: accounts / 2}); err != nil {
+		t.Fatal(err)
+	}
+	inputs, err := filepath.Glob(filepath.Join(dir, "pgbench_accounts", "p", "c*"))
+	if err != nil || len(inputs) != 2 {
+		t.Fatalf("generated %v, %v", inputs, err)
+	}
+	schema, key, pk := columnar.AccountsSchema()
+	balance := make([]int64, accounts+1) // by aid; 0 as loaded
+	deleted := make([]bool, accounts+1)
+	rng := rand.New(rand.NewPCG(71, 72))
+	var version int64
+	for b := range batches {
+		aids := map[int64]bool{}
+		for len(aids) < perBatch {
+			aids[1+rng.Int64N(accounts)] = true
+		}
+		sorted := make([]int64, 0, len(aids))
+		for a := range aids {
+			sorted = append(sorted, a)
+		}
+		slices.Sort(sorted)
+		rows := make([]accountRow, 0, len(sorted))
+		for _, a := range sorted {
+			version++
+			r := accountRow{aid: a, version: version}
+			if rng.IntN(200) == 0 {
+				r.deleted, deleted[a] = true, true
+			} else {
+				balance[a] += rng.Int64N(10001) - 5000
+				r.balance, deleted[a] = balance[a], false
+			}
+			rows = append(rows, r)
+		}
+		writeAccounts(t, filepath.Join(dir, fmt.Sprintf("w%03d", b)), schema, key, pk, rows)
+		inputs = append(inputs, filepath.Join(dir, fmt.Sprintf("w%03d", b)))
+	}
+	var current []accountRow
+	for a := int64(1); a <= accounts; a++ {
+		if !deleted[a] {
+			current = append(current, accountRow{aid: a, balance: balance[a]})
+		}
+	}
+	fresh := filepath.Join(dir, "fresh")
+	writeAccounts(t, fresh, schema, key, pk, current)
+	size := func(d string) int64 {
+		m, err := columnar.ReadManifest(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.CompressedBytes()
+	}
+	freshBytes := size(fresh)
+	for _, freeze := range []bool{false, true} {
+		out := filepath.Join(dir, fmt.Sprintf("fold-%v", freeze))
+		opts := Options{Grant: 256 << 20, DropMarkersThrough: version}
+		if freeze {
+			opts.FreezeThrough = version
+		}
+		st, err := Merge(context.Background(), inputs, out, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Rows != int64(len(current)) {
+			t.Fatalf("freeze %v: %d rows, want the %d live", freeze, st.Rows, len(current))
+		}
+		got := size(out)
+		ratio := float64(got)/float64(freshBytes) - 1
+		t.Logf("freeze %v: %d bytes against %d fresh: %+.1f%%", freeze, got, freshBytes, 100*ratio)
+		if freeze && (ratio > 0.05 || ratio < -0.05) {
+			t.Errorf("frozen fold: %d bytes, %+.1f%% from a fresh load's %d; want within 5%%", got, 100*ratio, freshBytes)
+		}
+		if !freeze && ratio <= 0.05 {
+			t.Errorf("unfrozen fold: %d bytes, %+.1f%% from a fresh load's %d; the versions should cost more than 5%%", got, 100*ratio, freshBytes)
+		}
+	}
+}
+
+// accountRow is a row of pgbench_accounts as TestFullFoldBytesMatchFreshLoad
+// changes it: bid and filler follow the aid, as pgbench -i fills them.
+type accountRow struct {
+	aid, balance, version int64
+	deleted               bool
+}
+
+// writeAccounts writes rows, in aid order, as a keyed container of
+// pgbench_accounts with the generator's block size; a marker has bid,
+// abalance and filler NULL.
+func writeAccounts(t *testing.T, dir string, schema *arrow.Schema, key columnar.SortKey, pk []string, rows []accountRow) {
+	t.Helper()
+	w, err := columnar.Create(dir, columnar.WriterOptions{Table: "pgbench_accounts", Projection: "p", ID: filepath.Base(dir),
+		Schema: schema, SortKey: key, PrimaryKey: pk, BlockRows: columnar.DefaultBlockRows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lo := 0; lo < len(rows); lo += columnar.DefaultBlockRows {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		for _, r := range rows[lo:min(len(rows), lo+columnar.DefaultBlockRows)] {
+			b.Field(0).(*array.Int64Builder).Append(r.aid)
+			if r.deleted {
+				b.Field(1).AppendNull()
+				b.Field(2).AppendNull()
+				b.Field(3).AppendNull()
+			} else {
+				b.Field(1).(*array.Int64Builder).Append((r.aid-1)/100000 + 1)
+				b.Field(2).(*array.Int64Builder).Append(r.balance)
+				b.Field(3).(*array.StringBuilder).Append(columnar.AccountsFiller)
+			}
+			b.Field(4).(*array.Int64Builder).Append(r.version)
+			b.Field(5).(*array.BooleanBuilder).Append(r.deleted)
+		}
+		rec := b.NewRecordBatch()
+		b.Release()
+		err := w.Write(rec)
+		rec.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }
