@@ -20,19 +20,44 @@ func init() {
 }
 
 func runOps(ctx context.Context, args []string) error {
-	cmd := newAPICommand("ops", "usage: strata ops [--table T] [--limit N] [--format table|json|csv] [flags]\n\n"+
+	cmd := newAPICommand("ops", "usage: strata ops [--table T] [--limit N] [--applies] [--format table|json|csv] [flags]\n\n"+
 		"The operations table: each mergeout and window job with its plan, worker, duration, peak memory,\n"+
-		"grant and, for a failure, the reason.", formatUsage)
+		"grant and, for a failure, the reason. With --applies, the applies log instead: each batch of\n"+
+		"changes a walwriter flushed and the scheduler made visible (or refused), with its table, rows,\n"+
+		"versions, WAL position and time; kept apart from the jobs (the scheduler's --keep-applies).", formatUsage)
 	tableName := cmd.fs.String("table", "", "only operations on this table")
 	limit := cmd.fs.Int("limit", 50, "newest operations to show (0: all the scheduler keeps)")
+	applies := cmd.fs.Bool("applies", false, "show the applies log (the walwriters' flushes) instead of the jobs")
 	if err := cmd.parse(args); err != nil {
 		return err
 	}
 	var rep messages.OperationsReply
-	if err := cmd.ask(ctx, messages.SubjectAPIOperations, &messages.OperationsRequest{Table: *tableName, Limit: *limit}, &rep, &rep.Error); err != nil {
+	req := &messages.OperationsRequest{Table: *tableName, Limit: *limit, Applies: *applies}
+	if err := cmd.ask(ctx, messages.SubjectAPIOperations, req, &rep, &rep.Error); err != nil {
 		return err
 	}
+	if *applies {
+		return appliesTable(rep.Applies).print(os.Stdout, cmd.format)
+	}
 	return opsTable(rep.Operations).print(os.Stdout, cmd.format)
+}
+
+// appliesTable is the applies log. Its JSON and CSV keys are those of
+// messages.AppliedBatch, the time as RFC 3339.
+func appliesTable(rows []messages.AppliedBatch) *table {
+	t := newTable("at", "table", "projection", "rows", "bytes:bytes", "versions", "wal", "to", "container", "live", "refused")
+	for _, r := range rows {
+		versions := any(nil)
+		if r.MaxVersion > 0 {
+			versions = fmt.Sprintf("%d..%d", r.MinVersion, r.MaxVersion)
+		}
+		live := any(int64(r.Live))
+		if r.Refused != "" {
+			live = nil
+		}
+		t.add(timeCell(r.At), r.Table, r.Projection, r.Rows, sizeCell(r.Bytes), versions, r.WAL, int64(r.To), r.Container, live, textCell(r.Refused))
+	}
+	return t
 }
 
 // opsTable is the operations table. Its JSON and CSV keys are those of
