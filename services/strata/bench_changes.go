@@ -112,28 +112,28 @@ func runBenchChanges(ctx context.Context, args []string) error {
 			return fmt.Errorf("load %s: %w", *table, err)
 		}
 	}
-	accounts, err := openAccounts(ctx, c, af.common.DataDir, *storeURL, *table, *projection)
-	if err != nil {
+	var (
+		st   *accountState
+		n    int64
+		live int64
+	)
+	err = readAccounts(ctx, c, af.common.DataDir, *storeURL, *table, *projection, func(accounts *accountsTable) error {
+		live = accounts.live
+		if n = *keys; n == 0 {
+			n = accounts.live
+		}
+		switch {
+		case n == 0:
+			return fmt.Errorf("%s has no rows: nothing to update", *table)
+		case *distinct && *events == 0:
+			return cmd.usageError("--distinct needs --events (at most the accounts drawn from)")
+		case *distinct && int64(*events) > n:
+			return cmd.usageError(fmt.Sprintf("--distinct: --events %d is more than the %d accounts", *events, n))
+		}
+		var err error
+		st, err = readAccountState(ctx, accounts, n)
 		return err
-	}
-	n := *keys
-	if n == 0 {
-		n = accounts.live
-	}
-	if n == 0 {
-		accounts.close()
-		return fmt.Errorf("%s has no rows: nothing to update", *table)
-	}
-	if *distinct && *events == 0 {
-		accounts.close()
-		return cmd.usageError("--distinct needs --events (at most the accounts drawn from)")
-	}
-	if *distinct && int64(*events) > n {
-		accounts.close()
-		return cmd.usageError(fmt.Sprintf("--distinct: --events %d is more than the %d accounts", *events, n))
-	}
-	st, err := readAccountState(ctx, accounts, n)
-	accounts.close()
+	})
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func runBenchChanges(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	r.Table, r.Rows = *table, accounts.live
+	r.Table, r.Rows = *table, live
 	if *asJSON {
 		b, err := json.Marshal(r)
 		if err != nil {

@@ -82,34 +82,42 @@ func runUpdates(ctx context.Context, args []string) error {
 		return err
 	}
 	defer c.Close()
-	accounts, err := openAccounts(ctx, c, af.common.DataDir, *storeURL, *table, *projection)
-	if err != nil {
-		return err
-	}
-	defer accounts.close()
-	n := *keys
-	if n == 0 {
-		if n = accounts.live; n == 0 {
-			return fmt.Errorf("%s has no rows: nothing to update", *table)
-		}
-	}
 	// The accounts drawn, then their current rows: the same draws again
 	// make the events.
-	draw := func(rng *rand.Rand) (aid, delta int64) { return rng.Int64N(n) + 1, rng.Int64N(10001) - 5000 }
-	newRNG := func() *rand.Rand { return rand.New(rand.NewPCG(uint64(*seed), 0x5eed)) }
-	drawn := map[int64]bool{}
-	rng := newRNG()
-	for range *events {
-		aid, _ := draw(rng)
-		drawn[aid] = true
-	}
-	rows, err := accounts.read(ctx, drawn)
+	var (
+		n    int64
+		t    *applier.Table
+		rows map[int64][]any
+		// accounts makes the events: its table and abalance column stay
+		// after its containers are closed.
+		accounts *accountsTable
+		draw     func(rng *rand.Rand) (aid, delta int64)
+		rng      *rand.Rand
+		newRNG   = func() *rand.Rand { return rand.New(rand.NewPCG(uint64(*seed), 0x5eed)) }
+	)
+	err = readAccounts(ctx, c, af.common.DataDir, *storeURL, *table, *projection, func(a *accountsTable) error {
+		accounts = a
+		if n = *keys; n == 0 {
+			if n = accounts.live; n == 0 {
+				return fmt.Errorf("%s has no rows: nothing to update", *table)
+			}
+		}
+		draw = func(rng *rand.Rand) (aid, delta int64) { return rng.Int64N(n) + 1, rng.Int64N(10001) - 5000 }
+		drawn := map[int64]bool{}
+		rng = newRNG()
+		for range *events {
+			aid, _ := draw(rng)
+			drawn[aid] = true
+		}
+		var err error
+		rows, err = accounts.read(ctx, drawn)
+		t = accounts.t
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	accounts.close()
 
-	t := accounts.t
 	js, err := jetstream.New(c.nc, jetstream.WithPublishAsyncMaxPending(*inflight+1))
 	if err != nil {
 		return err
@@ -201,27 +209,49 @@ type accountsTable struct {
 	st      store.Store
 }
 
-// openAccounts opens the live containers of table (from dataDir, or the
-// store at storeURL) and resolves which rows are current.
-func openAccounts(ctx context.Context, c *apiClient, dataDir, storeURL, table, projection string) (*accountsTable, error) {
+// readAccounts opens the live containers of table (from dataDir, or the
+// store at storeURL), resolves which rows are current and calls read with
+// them, then closes them. A mergeout may retire a container (and remove
+// its files) between the catalog naming it and read reading it: when
+// opening or read fails and one of the containers is no longer live, it
+// starts again from the catalog, up to three times.
+func readAccounts(ctx context.Context, c *apiClient, dataDir, storeURL, table, projection string, read func(*accountsTable) error) error {
 	a := &accountsTable{}
 	if storeURL != "" {
 		var err error
 		if a.st, err = store.Open(ctx, storeURL); err != nil {
-			return nil, fmt.Errorf("--store: %w", err)
+			return fmt.Errorf("--store: %w", err)
 		}
 	}
+	defer a.close()
 	for attempt := 1; ; attempt++ {
 		err := a.open(ctx, c, dataDir, table, projection)
-		if errors.Is(err, columnar.ErrNotFound) && attempt < 3 {
-			continue // a container retired by a mergeout since the catalog named it
+		if err == nil {
+			err = read(a)
 		}
-		if err != nil {
-			a.close()
-			return nil, err
+		if err != nil && attempt < 3 && (errors.Is(err, columnar.ErrNotFound) || a.retired(ctx, c, table, projection)) {
+			continue
 		}
-		return a, nil
+		return err
 	}
+}
+
+// retired reports whether a container a opened is no longer live.
+func (a *accountsTable) retired(ctx context.Context, c *apiClient, table, projection string) bool {
+	pc, err := keyedProjection(ctx, c, table, projection)
+	if err != nil {
+		return false
+	}
+	live := map[string]bool{}
+	for _, ref := range pc.Live {
+		live[ref.ID] = true
+	}
+	for _, ct := range a.cs {
+		if !live[ct.Manifest().ID] {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *accountsTable) open(ctx context.Context, c *apiClient, dataDir, table, projection string) error {

@@ -87,12 +87,16 @@ func TestUpdatesAccounts(t *testing.T) {
 	}
 	got := make(chan *messages.UpdateEvent, 100)
 	cc, err := cons.Consume(func(msg jetstream.Msg) {
-		ev := new(messages.UpdateEvent)
-		if err := messages.Unmarshal(msg.Data(), ev); err != nil {
+		// Events come in change batches (--batch, 1000 by default): each
+		// change of a batch in order.
+		b := new(messages.ChangeBatch)
+		if err := messages.Unmarshal(msg.Data(), b); err != nil {
 			t.Error(err)
 		}
 		msg.Ack()
-		got <- ev
+		for i := range b.Changes {
+			got <- b.Event(i)
+		}
 	})
 	if err != nil {
 		t.Fatal(err)
