@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -209,6 +211,27 @@ func TestChangesReachQueries(t *testing.T) {
 	live := liveOf(t, d, "acct")
 	if live[0].Rows != int64(len(m)) {
 		t.Errorf("merged container holds %d rows, the table %d", live[0].Rows, len(m))
+	}
+	// Every change was at or below the change floor: the fold froze them
+	// all (version 0, as loaded) and the table is frozen through the floor.
+	man, err := columnar.ReadManifest(columnar.ContainerDir(d.dataDir, "acct", "p", live[0].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := man.Changes; c == nil || c.MinVersion != 0 || c.MaxVersion != 0 || c.Markers != 0 {
+		t.Errorf("merged container's change statistics %+v, want every version frozen to 0 and no marker", man.Changes)
+	}
+	// Changes after the fold resolve against the frozen rows.
+	publish(80)
+	waitApplied(t, d, 60*time.Second)
+	compareRows(t, "after changes to the frozen table", queryKeyed(t, d, "acct"), m.rows())
+	// strata ops --applies shows the flushes.
+	var applies []map[string]any
+	if err := json.Unmarshal([]byte(d.cli("ops", "--applies", "--table", "acct", "--limit", "0", "--format", "json")), &applies); err != nil {
+		t.Fatal(err)
+	}
+	if len(applies) == 0 || applies[0]["table"] != "acct" || applies[0]["wal"] == nil || applies[0]["rows"] == nil {
+		t.Errorf("strata ops --applies: %v", applies)
 	}
 	w.stop(t)
 }
