@@ -33,19 +33,9 @@ import (
 // has made them visible, so the session's next query sees them.
 func (s *session) runChange(ctx context.Context, st *stmt) error {
 	cs := st.change
-	if s.user.Role != pgauth.RoleWrite {
-		return &pgError{code: "42501", msg: fmt.Sprintf("permission denied for table %s: user %q has role %s; %s needs role write (strata auth pg-user %s --role write)",
-			cs.table, s.user.Name, s.user.Role, cs.kind, s.user.Name)}
-	}
-	t, err := s.srv.sched.keyedTable(ctx, cs.table)
+	p, err := s.newChangePlan(ctx, cs)
 	if err != nil {
-		return changeBackendError(ctx, err)
-	}
-	p := &changePlan{t: t, tc: &tableCols{name: t.Name}, cs: cs, idPrefix: newEventPrefix()}
-	for _, f := range t.Schema.Fields() {
-		if !columnar.IsChangeColumn(f.Name) {
-			p.tc.fields = append(p.tc.fields, f)
-		}
+		return err
 	}
 	var n int
 	switch cs.kind {
@@ -57,13 +47,8 @@ func (s *session) runChange(ctx context.Context, st *stmt) error {
 	if err != nil {
 		return changeBackendError(ctx, err)
 	}
-	if len(p.events) > 0 {
-		if err := s.srv.sched.applyChanges(ctx, p.events); err != nil {
-			if ctx.Err() != nil {
-				return &pgError{code: "57014", msg: context.Cause(ctx).Error() + ": the changes were sent, and become visible whether or not this statement waits for them"}
-			}
-			return changeBackendError(ctx, err)
-		}
+	if err := s.publish(ctx, p); err != nil {
+		return err
 	}
 	tag := cs.kind + " " + strconv.Itoa(n)
 	if cs.kind == "INSERT" {
@@ -71,6 +56,41 @@ func (s *session) runChange(ctx context.Context, st *stmt) error {
 	}
 	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 	s.srv.queries.WithLabelValues("ok").Inc()
+	return nil
+}
+
+// newChangePlan checks that the session may change cs's table and that
+// the table has a primary key, and starts the statement's plan.
+func (s *session) newChangePlan(ctx context.Context, cs *changeStmt) (*changePlan, error) {
+	if s.user.Role != pgauth.RoleWrite {
+		return nil, &pgError{code: "42501", msg: fmt.Sprintf("permission denied for table %s: user %q has role %s; %s needs role write (strata auth pg-user %s --role write)",
+			cs.table, s.user.Name, s.user.Role, cs.kind, s.user.Name)}
+	}
+	t, err := s.srv.sched.keyedTable(ctx, cs.table)
+	if err != nil {
+		return nil, changeBackendError(ctx, err)
+	}
+	p := &changePlan{t: t, tc: &tableCols{name: t.Name}, cs: cs, idPrefix: newEventPrefix()}
+	for _, f := range t.Schema.Fields() {
+		if !columnar.IsChangeColumn(f.Name) {
+			p.tc.fields = append(p.tc.fields, f)
+		}
+	}
+	return p, nil
+}
+
+// publish sends the plan's events, if any, and returns once they are
+// visible to queries.
+func (s *session) publish(ctx context.Context, p *changePlan) error {
+	if len(p.events) == 0 {
+		return nil
+	}
+	if err := s.srv.sched.applyChanges(ctx, p.events); err != nil {
+		if ctx.Err() != nil {
+			return &pgError{code: "57014", msg: context.Cause(ctx).Error() + ": the changes were sent, and become visible whether or not this statement waits for them"}
+		}
+		return changeBackendError(ctx, err)
+	}
 	return nil
 }
 
@@ -224,24 +244,9 @@ func mustKey(p *changePlan, row []any) []byte {
 // is a unique violation (23505) unless ON CONFLICT says otherwise.
 func (p *changePlan) insert(ctx context.Context, be backend) (int, error) {
 	cs := p.cs
-	cols := make([]int, 0, len(p.tc.fields))
-	if cs.cols == nil {
-		for i := range p.tc.fields {
-			cols = append(cols, i)
-		}
-	} else {
-		seen := map[int]bool{}
-		for _, name := range cs.cols {
-			i, err := p.tc.index(name)
-			if err != nil {
-				return 0, err
-			}
-			if seen[i] {
-				return 0, &pgError{code: "42701", msg: fmt.Sprintf("column %q specified more than once", p.tc.fields[i].Name)}
-			}
-			seen[i] = true
-			cols = append(cols, i)
-		}
+	cols, err := p.targetColumns()
+	if err != nil {
+		return 0, err
 	}
 	if cs.target != nil {
 		var want []int
@@ -289,6 +294,40 @@ func (p *changePlan) insert(ctx context.Context, be backend) (int, error) {
 		rows = append(rows, row)
 		keys = append(keys, key)
 	}
+	return p.insertRows(ctx, be, rows, keys)
+}
+
+// targetColumns are the indexes of the columns an INSERT (or COPY) names,
+// in its order; every column in table order when it names none.
+func (p *changePlan) targetColumns() ([]int, error) {
+	cols := make([]int, 0, len(p.tc.fields))
+	if p.cs.cols == nil {
+		for i := range p.tc.fields {
+			cols = append(cols, i)
+		}
+		return cols, nil
+	}
+	seen := map[int]bool{}
+	for _, name := range p.cs.cols {
+		i, err := p.tc.index(name)
+		if err != nil {
+			return nil, err
+		}
+		if seen[i] {
+			return nil, &pgError{code: "42701", msg: fmt.Sprintf("column %q specified more than once", p.tc.fields[i].Name)}
+		}
+		seen[i] = true
+		cols = append(cols, i)
+	}
+	return cols, nil
+}
+
+// insertRows makes the events of inserting rows (checked, with their
+// keys): the keys' current rows are read, and a key that has one is a
+// unique violation (23505) unless ON CONFLICT says otherwise; so is a key
+// twice among the rows.
+func (p *changePlan) insertRows(ctx context.Context, be backend, rows [][]any, keys [][]byte) (int, error) {
+	cs := p.cs
 	current, err := be.currentRows(ctx, p.t, keys)
 	if err != nil {
 		return 0, err

@@ -161,6 +161,7 @@ type session struct {
 
 	stmts   map[string]*prepared
 	portals map[string]*portal
+	cursors map[string]*namedCursor // DECLAREd (cursors.go)
 
 	cancelMu sync.Mutex
 	cancel   context.CancelCauseFunc // of the running statement
@@ -307,6 +308,7 @@ func (s *server) handle(c net.Conn) {
 		for name := range sess.portals {
 			sess.closePortal(name)
 		}
+		sess.closeCursors(func(*namedCursor) bool { return true })
 	}()
 	be.Send(&pgproto3.AuthenticationOk{})
 	for _, r := range reported {
@@ -520,6 +522,9 @@ func (s *session) dispatch(msg pgproto3.FrontendMessage) (qerr error) {
 		qerr = s.be.Flush()
 	case *pgproto3.Terminate:
 		return errTerminate
+	case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+		// What a client still sends of a COPY FROM STDIN that failed:
+		// dropped, as PostgreSQL does.
 	default:
 		s.sendError(&pgError{code: "08P01", msg: fmt.Sprintf("unexpected message %T", msg)})
 		s.ready()
@@ -537,7 +542,7 @@ func (s *session) sendError(err error) {
 		pe = &pgError{code: "XX000", msg: err.Error()}
 	}
 	s.srv.queries.WithLabelValues(pe.code[:2]).Inc()
-	s.be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.code, Message: pe.msg, Position: pe.pos})
+	s.be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.code, Message: pe.msg, Position: pe.pos, Where: pe.where})
 }
 
 // statementContext is the context of one statement: cancelled by a
@@ -638,6 +643,9 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	if len(stmts) != 1 {
 		return &pgError{code: "42601", msg: "cannot insert multiple commands into a prepared statement"}
 	}
+	if stmts[0].copy != nil {
+		return notSupported("COPY in the extended query protocol (send it as a simple query, as psql, psycopg and pgx's CopyFrom do)")
+	}
 	s.closePortal(m.DestinationPortal)
 	s.portals[m.DestinationPortal] = &portal{stmt: stmts[0], formats: append([]int16(nil), m.ResultFormatCodes...)}
 	s.be.Send(&pgproto3.BindComplete{})
@@ -682,6 +690,11 @@ func (s *session) describe(m *pgproto3.Describe) error {
 	}
 	pt, ok := s.portals[m.Name]
 	if !ok {
+		if c, ok := s.cursors[m.Name]; ok {
+			// A DECLAREd cursor is a portal too (psycopg describes it).
+			s.sendRowDescription(c.cols, nil)
+			return nil
+		}
 		return &pgError{code: "34000", msg: fmt.Sprintf("portal %q does not exist", m.Name)}
 	}
 	ctx, done := s.statementContext()

@@ -23,6 +23,9 @@ type pgError struct {
 	code string
 	msg  string
 	pos  int32 // 1-based character position in the query, 0 if none
+	// where is the error's context (PostgreSQL's CONTEXT line): "COPY
+	// t, line 3, column v: \"x\"".
+	where string
 }
 
 func (e *pgError) Error() string { return e.msg }
@@ -60,6 +63,13 @@ type stmt struct {
 	// change is an INSERT, UPDATE or DELETE of a keyed table (dml.go),
 	// run as change events (changes.go).
 	change *changeStmt
+	// copy is a COPY FROM STDIN or TO STDOUT (copy.go).
+	copy *copyStmt
+	// declare, fetch and closeCursor are the statements of SQL cursors
+	// (cursors.go).
+	declare     *declareStmt
+	fetch       *fetchStmt
+	closeCursor *closeStmt
 }
 
 // plan parses sql into its statements.
@@ -144,6 +154,14 @@ func (s *session) planOne(ctx context.Context, sql string, raw *pg.RawStmt, vers
 		return planUpdate(n.GetUpdateStmt())
 	case n.GetDeleteStmt() != nil:
 		return planDelete(n.GetDeleteStmt())
+	case n.GetCopyStmt() != nil:
+		return s.planCopy(ctx, stmtText(sql, raw), n.GetCopyStmt(), version)
+	case n.GetDeclareCursorStmt() != nil:
+		return s.planDeclare(ctx, stmtText(sql, raw), n.GetDeclareCursorStmt(), version)
+	case n.GetFetchStmt() != nil:
+		return planFetch(n.GetFetchStmt())
+	case n.GetClosePortalStmt() != nil:
+		return &stmt{tag: "CLOSE CURSOR", closeCursor: &closeStmt{name: n.GetClosePortalStmt().Portalname}}, nil
 	}
 	return nil, notSupported(statementName(n))
 }
@@ -153,9 +171,9 @@ func planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
 		return &stmt{tag: "BEGIN", apply: func(s *session) { s.txn = 'T' }}, nil
 	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:
-		return &stmt{tag: "COMMIT", apply: func(s *session) { s.txn = 'I' }}, nil
+		return &stmt{tag: "COMMIT", apply: func(s *session) { s.endTransaction(true) }}, nil
 	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK:
-		return &stmt{tag: "ROLLBACK", apply: func(s *session) { s.txn = 'I' }}, nil
+		return &stmt{tag: "ROLLBACK", apply: func(s *session) { s.endTransaction(false) }}, nil
 	}
 	return nil, notSupported("this transaction statement (savepoints, two-phase commit)")
 }

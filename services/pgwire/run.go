@@ -19,6 +19,13 @@ import (
 // schema, worked out without data (an empty run), so an unknown column
 // or function is reported before any job.
 func (s *session) columns(ctx context.Context, st *stmt, pt *portal) ([]column, error) {
+	if st.fetch != nil && !st.fetch.move {
+		c, err := s.namedCursor(st.fetch.name)
+		if err != nil {
+			return nil, err
+		}
+		return c.cols, nil
+	}
 	if st.window == nil {
 		return st.cols, nil
 	}
@@ -82,6 +89,14 @@ func (s *session) run(ctx context.Context, st *stmt, pt *portal, formats []int16
 		return s.runWindow(ctx, st, pt, formats, maxRows, describe)
 	case st.change != nil:
 		return s.runChange(ctx, st)
+	case st.copy != nil:
+		return s.runCopy(ctx, st.copy)
+	case st.declare != nil:
+		return s.runDeclare(ctx, st.declare)
+	case st.fetch != nil:
+		return s.runFetch(ctx, st.fetch, formats, describe)
+	case st.closeCursor != nil:
+		return s.runClose(st.closeCursor)
 	}
 	if st.apply != nil {
 		before := make(map[string]string, len(reported))
@@ -193,26 +208,9 @@ func (c *cursor) close() {
 // that many rows and keeps the rest for the next Execute.
 func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats []int16, maxRows int64, describe bool) error {
 	if pt.cur == nil {
-		// The query is checked (and its columns worked out) before the job.
-		if _, err := s.columns(ctx, st, pt); err != nil {
-			return err
-		}
-		dir, release, err := s.srv.sched.runWindow(ctx, st.window)
+		cur, err := s.windowResult(ctx, st, pt)
 		if err != nil {
-			if ctx.Err() != nil {
-				return err
-			}
-			return jobError(err)
-		}
-		cur, err := openCursor(dir, st)
-		if err != nil {
-			release()
 			return err
-		}
-		cur.release = release
-		if pt.cols != nil && !sameColumns(cur.cols, pt.cols) {
-			cur.close()
-			return &pgError{code: "XX000", msg: "the result's columns differ from those described"}
 		}
 		pt.cur = cur
 		if describe {
@@ -220,7 +218,7 @@ func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats [
 		}
 	}
 	cur := pt.cur
-	done, err := s.pump(ctx, cur, formats, maxRows)
+	done, err := s.pump(ctx, cur, formats, maxRows, s.sendDataRow)
 	if err != nil {
 		cur.close()
 		pt.cur, pt.done = nil, true
@@ -235,6 +233,34 @@ func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats [
 	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte("SELECT " + strconv.FormatInt(cur.sent, 10))})
 	s.srv.queries.WithLabelValues("ok").Inc()
 	return nil
+}
+
+func (s *session) sendDataRow(vals [][]byte) { s.be.Send(&pgproto3.DataRow{Values: vals}) }
+
+// windowResult checks a window query (and works out its columns) before
+// the job, has the scheduler run it, and opens its result.
+func (s *session) windowResult(ctx context.Context, st *stmt, pt *portal) (*cursor, error) {
+	if _, err := s.columns(ctx, st, pt); err != nil {
+		return nil, err
+	}
+	dir, release, err := s.srv.sched.runWindow(ctx, st.window)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, jobError(err)
+	}
+	cur, err := openCursor(dir, st)
+	if err != nil {
+		release()
+		return nil, err
+	}
+	cur.release = release
+	if pt.cols != nil && !sameColumns(cur.cols, pt.cols) {
+		cur.close()
+		return nil, &pgError{code: "XX000", msg: "the result's columns differ from those described"}
+	}
+	return cur, nil
 }
 
 func openCursor(dir string, st *stmt) (*cursor, error) {
@@ -259,9 +285,11 @@ func openCursor(dir string, st *stmt) (*cursor, error) {
 	return &cursor{ct: ct, br: br, cols: cols, dir: dir, skip: st.offset, left: st.limit}, nil
 }
 
-// pump sends rows of cur, at most maxRows (0: all), flushing after each
-// block; done when the result (or LIMIT) is used up.
-func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRows int64) (done bool, err error) {
+// pump passes rows of cur to emit (each value in its format, nil for
+// NULL; the slices are reused for the next row), at most maxRows (0:
+// all), flushing what was sent after each block; done when the result
+// (or LIMIT) is used up. A nil emit skips the rows (MOVE).
+func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRows int64, emit func([][]byte)) (done bool, err error) {
 	var buf []byte
 	vals := make([][]byte, len(cur.cols))
 	offs := make([]int, len(cur.cols))
@@ -301,6 +329,9 @@ func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRow
 		r := cur.row
 		buf = buf[:0]
 		for c := range cur.cols {
+			if emit == nil {
+				break
+			}
 			v := arrowValue(cur.rec.Column(c), r)
 			if v == nil {
 				offs[c] = -1
@@ -311,8 +342,10 @@ func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRow
 				return false, &pgError{code: "XX000", msg: err.Error()}
 			}
 		}
-		fillValues(vals, buf, offs)
-		s.be.Send(&pgproto3.DataRow{Values: vals})
+		if emit != nil {
+			fillValues(vals, buf, offs)
+			emit(vals)
+		}
 		cur.row++
 		cur.sent++
 		n++

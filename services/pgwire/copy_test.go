@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/strata-db/strata/columnar/convert"
+	"github.com/strata-db/strata/windower/sqlparse"
+)
+
+func copyFrom(t *testing.T, c *pgx.Conn, sql, data string) (string, error) {
+	t.Helper()
+	tag, err := c.PgConn().CopyFrom(context.Background(), strings.NewReader(data), sql)
+	return tag.String(), err
+}
+
+// COPY FROM STDIN in the text and CSV formats loads a keyed table's rows
+// as insert events; the next query sees them. NULL is \N in text and an
+// unquoted empty field in CSV; a quoted empty field is the empty string;
+// escapes, quotes holding delimiters and line breaks, a header, a column
+// list, \r\n line ends and the end marker \. are read as PostgreSQL does.
+func TestCopyFrom(t *testing.T) {
+	s := startKeyedServer(t)
+	c := s.connect(t)
+	sent := len(s.be.keyed.events)
+	text := "5001\ta\\tb\\\\c\\nd\t1.5\t2024-01-02 03:04:05.5\t7\tt\n" +
+		"5002\t\\N\t\\N\t\\N\t\\N\t\\N\n" +
+		"5003\t\t-0.25\t\\N\t-8\tf\r\n" +
+		"\\.\n" +
+		"this is after the end marker\n"
+	if tag, err := copyFrom(t, c, "COPY k (k0, c001_utf8, c002_float64, c003_timestamp_us, c004_int32, c005_bool) FROM STDIN", text); err != nil || tag != "COPY 3" {
+		t.Fatalf("text: %q %v", tag, err)
+	}
+	for k0, want := range map[int64]string{5001: "5001|a\tb\\c\nd|1.5|7|true|1", 5002: "5002|<nil>|<nil>|<nil>|<nil>|1", 5003: "5003||-0.25|-8|false|1"} {
+		if got := keyedRow(t, c, k0); got != want {
+			t.Errorf("text: key %d is %q, want %q", k0, got, want)
+		}
+	}
+	csv := "k0,c004_int32,c001_utf8,c005_bool\n" +
+		"6001,1,\"quoted, with \"\"quotes\"\"\nand a line\",true\n" +
+		"6002,,\"\",\n" +
+		"6003,3,,false" // no line end at the end
+	if tag, err := copyFrom(t, c, "COPY k (k0, c004_int32, c001_utf8, c005_bool) FROM STDIN WITH (FORMAT csv, HEADER match)", csv); err != nil || tag != "COPY 3" {
+		t.Fatalf("csv: %q %v", tag, err)
+	}
+	for k0, want := range map[int64]string{6001: "6001|quoted, with \"quotes\"\nand a line|<nil>|1|true|1", 6002: "6002||<nil>|<nil>|<nil>|1", 6003: "6003|<nil>|<nil>|3|false|1"} {
+		if got := keyedRow(t, c, k0); got != want {
+			t.Errorf("csv: key %d is %q, want %q", k0, got, want)
+		}
+	}
+	// The old spelling, another delimiter and NULL string.
+	if tag, err := copyFrom(t, c, "COPY k (k0, c001_utf8) FROM STDIN DELIMITER ';' NULL 'none' CSV HEADER", "whatever;header\n7001;none\n7002;\"none\"\n"); err != nil || tag != "COPY 2" {
+		t.Fatalf("csv ;: %q %v", tag, err)
+	}
+	if got := keyedRow(t, c, 7001); got != "7001|<nil>|<nil>|<nil>|<nil>|1" {
+		t.Errorf("NULL 'none': %q", got)
+	}
+	if got := keyedRow(t, c, 7002); got != "7002|none|<nil>|<nil>|<nil>|1" {
+		t.Errorf(`"none" quoted: %q`, got)
+	}
+	if n := len(s.be.keyed.events) - sent; n != 8 {
+		t.Fatalf("%d events for 8 rows", n)
+	}
+	for _, ev := range s.be.keyed.events[sent:] {
+		if ev.Op != "insert" || ev.OldRow != nil {
+			t.Fatalf("event %+v", ev)
+		}
+	}
+}
+
+// A bad row anywhere fails the whole COPY with its SQLSTATE, naming the
+// line and column; no row is sent, and the session goes on.
+func TestCopyFromErrors(t *testing.T) {
+	s := startKeyedServer(t)
+	c := s.connect(t)
+	if _, err := copyFrom(t, c, "COPY k (k0, c004_int32) FROM STDIN", "8001\t1\n"); err != nil {
+		t.Fatal(err)
+	}
+	sent := len(s.be.keyed.events)
+	for _, tc := range []struct{ sql, data, code, msg, where string }{
+		{"COPY k (k0, c004_int32) FROM STDIN", "8101\t1\n8102\tx\n", "22P02", `invalid input syntax for type integer: "x" (line 2, column c004_int32)`, `COPY k, line 2, column c004_int32: "x"`},
+		{"COPY k (k0, c004_int32) FROM STDIN CSV HEADER", "k0,c004_int32\n8101,1\n8102,3000000000\n", "22003", "line 3, column c004_int32", ""},
+		{"COPY k (k0, c004_int32) FROM STDIN", "8101\t1\n8102\n", "22P04", `missing data for column "c004_int32" (line 2, column c004_int32)`, ""},
+		{"COPY k (k0, c004_int32) FROM STDIN", "8101\t1\t2\n", "22P04", "extra data after last expected column (line 1)", ""},
+		{"COPY k (k0, c004_int32) FROM STDIN", "\\N\t1\n", "23502", `null value in column "k0"`, ""},
+		{"COPY k (k0, c004_int32) FROM STDIN CSV", ",1\n", "23502", "line 1", ""},
+		{"COPY k (k0, c004_int32) FROM STDIN", "8101\t1\n8001\t2\n", "23505", "Key (k0)=(8001) already exists", ""},
+		{"COPY k (k0, c004_int32) FROM STDIN", "8101\t1\n8101\t2\n", "23505", "Key (k0)=(8101) already exists", ""},
+		{"COPY k (k0, c005_bool) FROM STDIN", "8101\tmaybe\n", "22P02", "column c005_bool", ""},
+		{"COPY k (k0, c003_timestamp_us) FROM STDIN", "8101\tyesterday\n", "22007", "column c003_timestamp_us", ""},
+		{"COPY k (k0, c001_utf8) FROM STDIN CSV", "8101,\"never closed\n", "22P04", "unterminated CSV quoted field", ""},
+		{"COPY k (k0, c001_utf8) FROM STDIN", "8101\tends in a backslash\\\n", "22P04", "backslash", ""},
+		{"COPY k (k0, c004_int32) FROM STDIN (FORMAT csv, HEADER MATCH)", "k0,c005_bool\n8101,1\n", "22P04", `column name mismatch in header line field 2: got "c005_bool", expected "c004_int32"`, ""},
+		{"COPY k (k0, nope) FROM STDIN", "", "42703", `column "nope" of relation "k" does not exist`, ""},
+		{"COPY t FROM STDIN", "1\n", "0A000", "table t is append-only", ""},
+		{"COPY nope FROM STDIN", "1\n", "42P01", "", ""},
+		{"COPY k FROM '/etc/passwd'", "", "0A000", "file of the server", ""},
+		{"COPY k FROM PROGRAM 'true'", "", "0A000", "program", ""},
+		{"COPY k FROM STDIN (FORMAT binary)", "", "0A000", "binary", ""},
+		{"COPY k FROM STDIN (FORMAT csv, FORCE_NULL (c001_utf8))", "", "0A000", "FORCE_NULL", ""},
+		{"COPY k FROM STDIN (DELIMITER 'ab')", "", "0A000", "single one-byte character", ""},
+		{"COPY k FROM STDIN (QUOTE '\"')", "", "0A000", "only in CSV mode", ""},
+		{"COPY k FROM STDIN (NOPE 1)", "", "42601", `option "nope" not recognized`, ""},
+	} {
+		_, err := copyFrom(t, c, tc.sql, tc.data)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != tc.code || !strings.Contains(pe.Message, tc.msg) || !strings.Contains(pe.Where, tc.where) {
+			t.Errorf("%s with %q: %v (where %q), want %s %q", tc.sql, tc.data, err, whereOf(err), tc.code, tc.msg)
+		}
+	}
+	if n := len(s.be.keyed.events) - sent; n != 0 {
+		t.Fatalf("the failed COPYs sent %d events", n)
+	}
+	// The session goes on, and so does COPY.
+	if got := keyedRow(t, c, 8001); got != "8001|<nil>|<nil>|1|<nil>|1" {
+		t.Fatalf("after the errors: %q", got)
+	}
+	if tag, err := copyFrom(t, c, "COPY k (k0) FROM STDIN", "8101\n"); err != nil || tag != "COPY 1" {
+		t.Fatal(tag, err)
+	}
+	// COPY is the simple protocol's.
+	err := c.PgConn().ExecParams(context.Background(), "COPY k FROM STDIN", nil, nil, nil, nil).Read().Err
+	wantCode(t, err, "0A000")
+}
+
+func whereOf(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Where
+	}
+	return ""
+}
+
+// COPY (SELECT ...) TO STDOUT in CSV is what strata window --out FILE.csv
+// writes for the same query (columnar/convert's CSV of the result
+// container), and COPY t TO STDOUT that of every column; the text format
+// has each value as a SELECT's text result, escaped, NULL as \N.
+func TestCopyTo(t *testing.T) {
+	s := startServer(t, nil)
+	c := s.connect(t)
+	ctx := context.Background()
+	query := testSQL + " ORDER BY k0"
+	// The result container of the same query, exported as the CLI does.
+	q, err := sqlparse.Parse(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := s.be.run(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	if _, err := convert.Export(convert.CSV, []string{dir}, &want, convert.ExportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	tag, err := c.PgConn().CopyTo(ctx, &got, "COPY ("+query+") TO STDOUT WITH (FORMAT csv, HEADER)")
+	if err != nil || tag.String() != "COPY 600" {
+		t.Fatalf("%q %v", tag, err)
+	}
+	if got.String() != want.String() {
+		t.Fatalf("COPY TO csv differs from the CLI's export:\n%.500s\nwant\n%.500s", got.String(), want.String())
+	}
+	if !strings.HasPrefix(got.String(), "k0,c004_int32,c001_utf8,c002_float64,c003_timestamp_us,c005_bool,r\n") {
+		t.Fatalf("header: %.100s", got.String())
+	}
+	// Without a header; LIMIT.
+	got.Reset()
+	if tag, err := c.PgConn().CopyTo(ctx, &got, "COPY ("+query+" LIMIT 5) TO STDOUT CSV"); err != nil || tag.String() != "COPY 5" {
+		t.Fatalf("%q %v", tag, err)
+	}
+	wantLines := strings.SplitAfter(want.String(), "\n")
+	if got.String() != strings.Join(wantLines[1:6], "") {
+		t.Fatalf("LIMIT 5:\n%s\nwant\n%s", got.String(), strings.Join(wantLines[1:6], ""))
+	}
+
+	// Text: the simple protocol's text rows, escaped.
+	rows, err := c.Query(ctx, query+" LIMIT 20 OFFSET 3", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantText strings.Builder
+	for rows.Next() {
+		for i, v := range rows.RawValues() {
+			if i > 0 {
+				wantText.WriteByte('\t')
+			}
+			if v == nil {
+				wantText.WriteString(`\N`)
+			} else {
+				wantText.Write(appendCopyText(nil, v, '\t'))
+			}
+		}
+		wantText.WriteByte('\n')
+	}
+	if rows.Err() != nil {
+		t.Fatal(rows.Err())
+	}
+	got.Reset()
+	if tag, err := c.PgConn().CopyTo(ctx, &got, "COPY ("+query+" LIMIT 20 OFFSET 3) TO STDOUT"); err != nil || tag.String() != "COPY 20" {
+		t.Fatalf("%q %v", tag, err)
+	}
+	if got.String() != wantText.String() {
+		t.Fatalf("COPY TO text:\n%.400s\nwant\n%.400s", got.String(), wantText.String())
+	}
+	if !strings.Contains(got.String(), `\N`) {
+		t.Fatal("no NULL in the text copy: the test data should have some")
+	}
+
+	// COPY t TO: every column of t, and a column list.
+	got.Reset()
+	if tag, err := c.PgConn().CopyTo(ctx, &got, "COPY t TO STDOUT (FORMAT csv, HEADER true)"); err != nil || tag.String() != "COPY 600" {
+		t.Fatalf("%q %v", tag, err)
+	}
+	m, err := s.be.tables(ctx, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, col := range m[0].columns {
+		names = append(names, col.Name)
+	}
+	lines := strings.Split(strings.TrimSuffix(got.String(), "\n"), "\n")
+	if lines[0] != strings.Join(names, ",") || len(lines) != 601 {
+		t.Fatalf("COPY t: header %q, %d lines", lines[0], len(lines))
+	}
+	got.Reset()
+	if tag, err := c.PgConn().CopyTo(ctx, &got, "COPY t (c004_int32, k0) TO STDOUT WITH (FORMAT text, HEADER)"); err != nil || tag.String() != "COPY 600" {
+		t.Fatalf("%q %v", tag, err)
+	}
+	lines = strings.Split(strings.TrimSuffix(got.String(), "\n"), "\n")
+	if lines[0] != "c004_int32\tk0" || len(lines) != 601 || len(strings.Split(lines[1], "\t")) != 2 {
+		t.Fatalf("COPY t (cols): %q, %d lines", lines[:2], len(lines))
+	}
+
+	for _, tc := range []struct{ sql, code string }{
+		{"COPY nope TO STDOUT", "42P01"},
+		{"COPY t (nope) TO STDOUT", "42703"},
+		{"COPY (SELECT nope, rank() OVER (ORDER BY k0) AS r FROM t) TO STDOUT", "42703"},
+		{"COPY (SELECT 1) TO STDOUT", "0A000"},
+		{"COPY (" + query + " OFFSET 3) TO STDOUT CSV", "0A000"},
+		{"COPY t TO '/tmp/x'", "0A000"},
+		{"COPY t TO STDOUT (FORMAT csv, HEADER match)", "0A000"},
+	} {
+		_, err := c.PgConn().CopyTo(ctx, &got, tc.sql)
+		wantCode(t, err, tc.code)
+	}
+}
+
+func TestAppendCopyText(t *testing.T) {
+	for in, want := range map[string]string{"a\tb": `a\tb`, "x\\y": `x\\y`, "l1\nl2\r": `l1\nl2\r`, `\x00ff`: `\\x00ff`, "plain": "plain"} {
+		if got := string(appendCopyText(nil, []byte(in), '\t')); got != want {
+			t.Errorf("%q: %q, want %q", in, got, want)
+		}
+	}
+	if got := string(appendCopyText(nil, []byte("a|b"), '|')); got != `a\|b` {
+		t.Errorf("delimiter: %q", got)
+	}
+}
+
+// The parser, fed in pieces of every size, reads the same records.
+func TestCopyParserPieces(t *testing.T) {
+	for _, tc := range []struct {
+		cp   copyStmt
+		data string
+		want string
+	}{
+		{copyStmt{delim: '\t', null: `\N`}, "a\\tb\t\\N\t\\101\\x41\\q\n\tx\r\nlast", `[a	b|NULL|AAq] [|x] [last]`},
+		{copyStmt{csv: true, delim: ',', quote: '"', escape: '"'}, "a,\"b,\"\"c\"\"\r\nd\",,\"\"\r\n\"x\"y,z\n\\.\nignored", `[a|b,"c"` + "\r\n" + `d|NULL|] [xy|z]`},
+		{copyStmt{csv: true, delim: ',', quote: '\'', escape: '\\'}, "'it\\'s','a\\\\b','c\\d'\n", `[it's|a\b|c\d]`},
+	} {
+		for size := 1; size <= len(tc.data); size++ {
+			p := &copyParser{cp: &tc.cp}
+			var recs []string
+			rec := func(fs []copyField, line int) error {
+				var f []string
+				for _, x := range fs {
+					if x.null {
+						f = append(f, "NULL")
+					} else {
+						f = append(f, x.v)
+					}
+				}
+				recs = append(recs, "["+strings.Join(f, "|")+"]")
+				return nil
+			}
+			for i := 0; i < len(tc.data); i += size {
+				if err := p.feed([]byte(tc.data[i:min(i+size, len(tc.data))]), rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := p.finish(rec); err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(recs, " "); got != tc.want {
+				t.Fatalf("%q in pieces of %d: %s, want %s", tc.data, size, got, tc.want)
+			}
+		}
+	}
+}
+
+// DECLARE ... CURSOR, FETCH and CLOSE: the pieces a cursor gives, in
+// either protocol and format, are the query's rows; a cursor ends with
+// its transaction block unless WITH HOLD.
+func TestCursors(t *testing.T) {
+	s := startServer(t, nil)
+	c := s.connect(t)
+	ctx := context.Background()
+	query := testSQL + " ORDER BY k0"
+	all, err := c.Query(ctx, query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rowsOf(t, all)
+	if len(want) != 600 {
+		t.Fatalf("%d rows", len(want))
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		t.Run(mode.String(), func(t *testing.T) {
+			exec := func(sql string) string {
+				t.Helper()
+				tag, err := c.Exec(ctx, sql, mode)
+				if err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+				return tag.String()
+			}
+			exec("BEGIN")
+			if tag := exec("DECLARE cur NO SCROLL CURSOR FOR " + query); tag != "DECLARE CURSOR" {
+				t.Fatal(tag)
+			}
+			var got []string
+			for _, f := range []string{"FETCH FORWARD 7 FROM cur", "FETCH 250 FROM cur", "FETCH NEXT FROM cur", "FETCH 42 IN cur"} {
+				rows, err := c.Query(ctx, f, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, rowsOf(t, rows)...)
+				if tag := rows.CommandTag().String(); !strings.HasPrefix(tag, "FETCH ") {
+					t.Fatalf("%s: tag %q", f, tag)
+				}
+			}
+			if tag := exec("MOVE 100 FROM cur"); tag != "MOVE 100" {
+				t.Fatal(tag)
+			}
+			rows, err := c.Query(ctx, "FETCH ALL FROM cur", mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest := rowsOf(t, rows)
+			if tag := rows.CommandTag().String(); tag != fmt.Sprintf("FETCH %d", len(rest)) {
+				t.Fatalf("FETCH ALL: tag %q for %d rows", tag, len(rest))
+			}
+			if !slices.Equal(got, want[:300]) || !slices.Equal(rest, want[400:]) {
+				t.Fatalf("the cursor's rows differ from the query's: %d and %d rows", len(got), len(rest))
+			}
+			if tag := exec("FETCH 5 FROM cur"); tag != "FETCH 0" {
+				t.Fatalf("after the end: %q", tag)
+			}
+			exec("DECLARE held CURSOR WITH HOLD FOR " + query + " LIMIT 10")
+			exec("DECLARE other CURSOR FOR " + query)
+			exec("COMMIT")
+			_, err = c.Exec(ctx, "FETCH 1 FROM cur", mode)
+			wantCode(t, err, "34000")
+			_, err = c.Exec(ctx, "FETCH 1 FROM other", mode)
+			wantCode(t, err, "34000")
+			rows, err = c.Query(ctx, "FETCH ALL FROM held", mode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rowsOf(t, rows); !slices.Equal(got, want[:10]) {
+				t.Fatalf("WITH HOLD after COMMIT: %d rows", len(got))
+			}
+			if tag := exec("CLOSE held"); tag != "CLOSE CURSOR" {
+				t.Fatal(tag)
+			}
+			_, err = c.Exec(ctx, "CLOSE held", mode)
+			wantCode(t, err, "34000")
+		})
+	}
+	// Binary results of FETCH in the extended protocol.
+	if _, err := c.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "DECLARE b CURSOR FOR "+query); err != nil {
+		t.Fatal(err)
+	}
+	res := c.PgConn().ExecParams(ctx, "FETCH 3 FROM b", nil, nil, nil, []int16{1}).Read()
+	if res.Err != nil || len(res.Rows) != 3 || res.FieldDescriptions[0].Format != 1 || len(res.Rows[0][0]) != 8 {
+		t.Fatalf("binary FETCH: %v, %d rows", res.Err, len(res.Rows))
+	}
+	for _, tc := range []struct{ sql, code string }{
+		{"DECLARE b CURSOR FOR " + query, "42P03"},
+		{"FETCH BACKWARD 1 FROM b", "55000"},
+		{"FETCH ABSOLUTE 1 FROM b", "55000"},
+		{"DECLARE s SCROLL CURSOR FOR " + query, "0A000"},
+		{"DECLARE s CURSOR FOR SELECT 1", "0A000"},
+		{"DECLARE s CURSOR FOR SELECT nope, rank() OVER (ORDER BY k0) AS r FROM t", "42703"},
+		{"FETCH 1 FROM nope", "34000"},
+		{"CLOSE nope", "34000"},
+	} {
+		_, err := c.Exec(ctx, tc.sql)
+		wantCode(t, err, tc.code)
+	}
+	if _, err := c.Exec(ctx, "CLOSE ALL"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Exec(ctx, "DECLARE x CURSOR FOR "+query)
+	wantCode(t, err, "25P01")
+}
