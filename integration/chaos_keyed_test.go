@@ -2,7 +2,8 @@ package integration
 
 // The chaos suite's keyed table: loaded once at setup, changed by every
 // round's update traffic (inserts, updates and deletes published from the
-// test, each retried with its Nats-Msg-Id until JetStream acknowledges it),
+// test, one per event or a dozen in a change batch, each message retried
+// with its Nats-Msg-Id until JetStream acknowledges it),
 // applied by the walwriter and folded by mergeouts while the round's fault
 // happens. The test keeps the model: the loaded rows, then every
 // acknowledged change replayed in the order of the stream sequence its
@@ -46,27 +47,29 @@ type keyedChange struct {
 	id     int64
 	row    []any // nil: a delete
 	delete bool
+	order  int // its index in its batch
 }
 
 // keyedState is the model of the keyed table.
 type keyedState struct {
 	mu      sync.Mutex
 	loaded  map[int64][]any
-	acked   map[uint64]keyedChange // by the stream sequence of the publish ack
-	ids     map[uint64]string      // event ID by stream sequence
-	seqOf   map[string]uint64      // stream sequence by event ID
-	dead    map[string]string      // change events dead-lettered (not applied), with the reason
-	dupAcks int                    // publishes acked as duplicates (a retry of a stored one)
-	failed  []string               // publishes never acknowledged
-	checks  int                    // rounds whose table equalled the model
+	acked   map[uint64][]keyedChange // by the stream sequence of the publish ack: an event's change, or a batch's in order
+	ids     map[uint64]string        // event or batch ID by stream sequence
+	seqOf   map[string]uint64        // stream sequence by event ID (a batch's, and each of its changes')
+	changes map[string]keyedChange   // the change of each event ID (a batch's changes': <batch ID>/<index>)
+	dead    map[string]string        // change events dead-lettered (not applied), with the reason
+	dupAcks int                      // publishes acked as duplicates (a retry of a stored one)
+	failed  []string                 // publishes never acknowledged
+	checks  int                      // rounds whose table equalled the model
 }
 
 // loadKeyed loads the keyed table (chaosKeyedRows rows, 16 rows a block,
 // so a few hundred blocks) and sets up its model.
 func (c *chaos) loadKeyed(t *testing.T) {
 	t.Helper()
-	k := &keyedState{loaded: map[int64][]any{}, acked: map[uint64]keyedChange{}, ids: map[uint64]string{},
-		seqOf: map[string]uint64{}, dead: map[string]string{}}
+	k := &keyedState{loaded: map[int64][]any{}, acked: map[uint64][]keyedChange{}, ids: map[uint64]string{},
+		seqOf: map[string]uint64{}, changes: map[string]keyedChange{}, dead: map[string]string{}}
 	var b strings.Builder
 	b.WriteString("id,g,s\n")
 	for id := int64(1); id <= chaosKeyedRows; id++ {
@@ -120,43 +123,48 @@ func chaosChange(prefix string, seed, i int) (*messages.UpdateEvent, keyedChange
 }
 
 // publishChanges publishes changes from..to-1 of the keyed table (IDs
-// prefix-from..), inflight at a time, each retried with its message ID until JetStream
-// acknowledges it (at most 3 minutes), and records every acknowledged one
-// in the model by its stream sequence.
+// prefix-from..), inflight messages at a time: about half of them one
+// event per message, the others in change batches of 12 (IDs
+// prefix-b<first>+<count>), which change a key several times now and
+// then. Each message is retried with its ID until JetStream acknowledges
+// it (at most 3 minutes), and every acknowledged change is recorded in the
+// model by its stream sequence.
 func (c *chaos) publishChanges(t *testing.T, prefix string, seed, from, to, inflight int) {
 	k := c.keyed
-	next := make(chan int)
+	next := make(chan chaosChunk)
 	var wg sync.WaitGroup
 	for range inflight {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				ev, ch, err := chaosChange(prefix, seed, i)
+			for ck := range next {
+				id, data, chs, err := chaosMessage(prefix, seed, ck.first, ck.n)
 				if err != nil {
-					t.Errorf("keyed: change %d: %v", i, err)
-					continue
-				}
-				data, err := messages.Marshal(ev)
-				if err != nil {
-					t.Errorf("keyed: change %s: %v", ev.EventID, err)
+					t.Errorf("keyed: %v", err)
 					continue
 				}
 				msg := &nats.Msg{Subject: messages.SubjectUpdates(chaosKeyedTable), Data: data, Header: nats.Header{}}
-				msg.Header.Set(messages.HeaderMsgID, ev.EventID)
+				msg.Header.Set(messages.HeaderMsgID, id)
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 				ack, err := natsutil.PublishRetry(ctx, c.js, msg)
 				cancel()
 				k.mu.Lock()
 				switch {
 				case err != nil:
-					k.failed = append(k.failed, fmt.Sprintf("%s: %v", ev.EventID, err))
-				case k.ids[ack.Sequence] != "" && k.ids[ack.Sequence] != ev.EventID:
-					t.Errorf("keyed: publish of %s acked with stream sequence %d, which acked %s before", ev.EventID, ack.Sequence, k.ids[ack.Sequence])
+					k.failed = append(k.failed, fmt.Sprintf("%s: %v", id, err))
+				case k.ids[ack.Sequence] != "" && k.ids[ack.Sequence] != id:
+					t.Errorf("keyed: publish of %s acked with stream sequence %d, which acked %s before", id, ack.Sequence, k.ids[ack.Sequence])
+				case k.ids[ack.Sequence] == id:
+					k.dupAcks++ // recorded at its first ack
 				default:
-					k.acked[ack.Sequence] = ch
-					k.ids[ack.Sequence] = ev.EventID
-					k.seqOf[ev.EventID] = ack.Sequence
+					k.ids[ack.Sequence] = id
+					k.seqOf[id] = ack.Sequence
+					for eventID, ch := range chs {
+						k.acked[ack.Sequence] = append(k.acked[ack.Sequence], ch)
+						k.seqOf[eventID] = ack.Sequence
+						k.changes[eventID] = ch
+					}
+					slices.SortFunc(k.acked[ack.Sequence], func(a, b keyedChange) int { return a.order - b.order })
 					if ack.Duplicate {
 						k.dupAcks++
 					}
@@ -165,8 +173,8 @@ func (c *chaos) publishChanges(t *testing.T, prefix string, seed, from, to, infl
 			}
 		}()
 	}
-	for i := from; i < to; i++ {
-		next <- i
+	for _, ck := range chaosChunks(from, to) {
+		next <- ck
 	}
 	close(next)
 	wg.Wait()
@@ -176,6 +184,74 @@ func (c *chaos) publishChanges(t *testing.T, prefix string, seed, from, to, infl
 		t.Errorf("keyed: %d publishes never acknowledged (the model cannot tell whether they are stored), e.g. %v",
 			len(k.failed), k.failed[:min(3, len(k.failed))])
 	}
+}
+
+// chaosChunk is the changes first..first+n-1, published as one message.
+type chaosChunk struct{ first, n int }
+
+// chaosChunks splits changes from..to-1 into messages: runs of 7 single
+// events and batches of 12 (or what is left), in turn.
+func chaosChunks(from, to int) []chaosChunk {
+	var out []chaosChunk
+	for i := from; i < to; {
+		n := 1
+		if (i/7)%2 == 0 {
+			n = min(12, to-i)
+		}
+		out = append(out, chaosChunk{i, n})
+		i += n
+	}
+	return out
+}
+
+// chaosWALIDs are the event IDs the WAL logs for changes from..to-1 as
+// publishChanges sends them: an event's ID, and for a batch the IDs of
+// the changes the walwriter keeps (the last of each key).
+func chaosWALIDs(prefix string, seed, from, to int) ([]string, error) {
+	var ids []string
+	for _, ck := range chaosChunks(from, to) {
+		_, _, chs, err := chaosMessage(prefix, seed, ck.first, ck.n)
+		if err != nil {
+			return nil, err
+		}
+		for id := range chs {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// chaosMessage is the message of changes first..first+n-1: one update
+// event when n is 1, else a change batch. It returns the message's ID and
+// bytes, and its changes by their event IDs (a batch's: the last change of
+// each key, under <batch ID>/<index>, as the walwriter logs them).
+func chaosMessage(prefix string, seed, first, n int) (string, []byte, map[string]keyedChange, error) {
+	if n == 1 {
+		ev, ch, err := chaosChange(prefix, seed, first)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("change %d: %w", first, err)
+		}
+		data, err := messages.Marshal(ev)
+		return ev.EventID, data, map[string]keyedChange{ev.EventID: ch}, err
+	}
+	b := &messages.ChangeBatch{BatchID: fmt.Sprintf("%s-b%d+%d", prefix, first, n), Table: chaosKeyedTable, Columns: chaosKeyedTypes}
+	chs := make([]keyedChange, n)
+	for j := range n {
+		ev, ch, err := chaosChange(prefix, seed, first+j)
+		if err != nil {
+			return "", nil, nil, fmt.Errorf("change %d: %w", first+j, err)
+		}
+		ch.order = j
+		chs[j] = ch
+		b.Changes = append(b.Changes, messages.Change{Op: ev.Op, Key: ev.Key, NewRow: ev.NewRow})
+	}
+	out := map[string]keyedChange{}
+	for _, j := range b.LastPerKey() {
+		out[messages.ChangeEventID(b.BatchID, j)] = chs[j]
+	}
+	data, err := messages.Marshal(b)
+	return b.BatchID, data, out, err
 }
 
 // modelRows is the keyed table as the replay of the acknowledged changes
@@ -197,11 +273,12 @@ func (k *keyedState) modelRows() []string {
 		if k.dead[k.ids[s]] != "" {
 			continue
 		}
-		ch := k.acked[s]
-		if ch.delete {
-			delete(rows, ch.id)
-		} else {
-			rows[ch.id] = ch.row
+		for _, ch := range k.acked[s] {
+			if ch.delete {
+				delete(rows, ch.id)
+			} else {
+				rows[ch.id] = ch.row
+			}
 		}
 	}
 	perG := map[int64]int{}
@@ -427,7 +504,7 @@ func (c *chaos) keyedWALRecord(eventID string, version uint64, isDelete bool) st
 	if version != seq {
 		return fmt.Sprintf("%s logged with version %d, published at stream sequence %d", eventID, version, seq)
 	}
-	if ch := k.acked[seq]; ch.delete != isDelete {
+	if ch := k.changes[eventID]; ch.delete != isDelete {
 		return fmt.Sprintf("%s published as delete=%v, logged as delete=%v", eventID, ch.delete, isDelete)
 	}
 	return ""

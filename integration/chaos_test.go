@@ -628,7 +628,7 @@ func (c *chaos) report(t *testing.T) {
 	if k := c.keyed; k != nil {
 		k.mu.Lock()
 		fmt.Fprintf(&sb, "  keyed table %s: %d changes acknowledged (%d acks of a deduplicated retry), %d never acknowledged, %d dead-lettered; equal to the model after %d checks\n",
-			chaosKeyedTable, len(k.acked), k.dupAcks, len(k.failed), len(k.dead), k.checks)
+			chaosKeyedTable, len(k.changes), k.dupAcks, len(k.failed), len(k.dead), k.checks)
 		k.mu.Unlock()
 	}
 	fmt.Fprintf(&sb, "  jobs: submitted %d, done %d, failed %d (without a reason %d)\n", f.submitted, f.done, f.failed, f.failedNoReason)
@@ -740,7 +740,16 @@ func (c *chaos) round(t *testing.T, r int, f fault) {
 	c.checkJobs(t, table, jobs)
 	c.checkGrants(t)
 	c.checkSpill(t)
-	c.checkWAL(t, prefix, events)
+	walIDs, err := chaosWALIDs(prefix, r, 0, warm)
+	if err == nil {
+		var more []string
+		more, err = chaosWALIDs(prefix, r, warm, events)
+		walIDs = append(walIDs, more...)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.checkWAL(t, prefix, walIDs)
 	c.checkKeyed(t, fmt.Sprintf("after round %d (%s)", r, f.name))
 	if !t.Failed() {
 		if len(c.roundFaults) == 0 {
@@ -1057,10 +1066,10 @@ func duBytes(path string) int64 {
 	return n
 }
 
-// checkWAL: every event the round published is in the WAL exactly once, or
-// dead-lettered with a reason. The walwriter is stopped for the read and
-// started again.
-func (c *chaos) checkWAL(t *testing.T, prefix string, events int) {
+// checkWAL: every change the round published (ids: the event IDs the WAL
+// logs them under) is in the WAL exactly once, or dead-lettered with a
+// reason. The walwriter is stopped for the read and started again.
+func (c *chaos) checkWAL(t *testing.T, prefix string, ids []string) {
 	w := c.svc["walwriter"]
 	_ = w.p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -1102,10 +1111,9 @@ func (c *chaos) checkWAL(t *testing.T, prefix string, events int) {
 	if len(wrong) > 0 {
 		t.Errorf("wal: %d changes logged unlike their publish, e.g. %v", len(wrong), wrong[:min(5, len(wrong))])
 	}
-	c.figures.published += events
+	c.figures.published += len(ids)
 	var missing, twice []string
-	for i := range events {
-		id := fmt.Sprintf("%s-%d", prefix, i)
+	for _, id := range ids {
 		n := inWAL[id]
 		switch {
 		case n == 1 && dead[id] == "":
@@ -1122,7 +1130,7 @@ func (c *chaos) checkWAL(t *testing.T, prefix string, events int) {
 		}
 	}
 	if len(missing) > 0 {
-		t.Errorf("wal: %d of %d published events neither in the WAL nor dead-lettered, e.g. %v", len(missing), events, missing[:min(5, len(missing))])
+		t.Errorf("wal: %d of %d published changes neither in the WAL nor dead-lettered, e.g. %v", len(missing), len(ids), missing[:min(5, len(missing))])
 	}
 	if len(twice) > 0 {
 		t.Errorf("wal: %d events written more than once, e.g. %v", len(twice), twice[:min(5, len(twice))])
@@ -1157,16 +1165,27 @@ func (c *chaos) deadLetteredUpdates(t *testing.T, prefix string) map[string]stri
 		if !strings.Contains(msg.Subject(), "updates") {
 			continue
 		}
-		ev := new(messages.UpdateEvent)
-		if messages.Unmarshal(msg.Data(), ev) != nil || !strings.HasPrefix(ev.EventID, prefix+"-") {
+		// An update event, or a change batch: each of its changes.
+		var ids []string
+		ev, b := new(messages.UpdateEvent), new(messages.ChangeBatch)
+		if messages.Unmarshal(msg.Data(), ev) == nil {
+			ids = []string{ev.EventID}
+		} else if messages.Unmarshal(msg.Data(), b) == nil {
+			for _, j := range b.LastPerKey() {
+				ids = append(ids, messages.ChangeEventID(b.BatchID, j))
+			}
+		}
+		if len(ids) == 0 || !strings.HasPrefix(ids[0], prefix+"-") {
 			continue
 		}
 		reason := msg.Headers().Get("Strata-Reason")
 		if reason == "" {
-			t.Errorf("wal: event %s dead-lettered without a reason", ev.EventID)
+			t.Errorf("wal: %s dead-lettered without a reason", ids[0])
 			reason = "(no reason)"
 		}
-		out[ev.EventID] = reason
+		for _, id := range ids {
+			out[id] = reason
+		}
 	}
 	return out
 }
