@@ -21,7 +21,10 @@ import (
 //
 //   - VersionColumn, int64 not null: the version of the row, the UPDATES
 //     stream sequence of the change event that made it; 0 for rows a load
-//     wrote.
+//     wrote, and for rows a full mergeout froze (the versions at or below
+//     its change floor, which every later change is above; the scheduler
+//     refuses to make live a change at or below the floor a table was
+//     frozen through, as it would beat a frozen row).
 //   - DeletedColumn, bool not null: the row is a delete marker. A marker
 //     has its key columns set and every other column NULL.
 //

@@ -129,7 +129,12 @@
 // keyed container; Superseded trusts it to skip reading a version column
 // whose rows all have one version and a deleted column without markers.
 // A manifest written before the field has none ("unknown"): its change
-// columns are read, as they always were.
+// columns are read, as they always were. A full mergeout writes the
+// versions at or below its change floor as 0, as a load does ("freezing",
+// merger.Options.FreezeThrough), so a folded table's version column is
+// one value and, like a loaded one's, compresses to next to nothing with
+// the codecs as they are (no encoding of its own; a few hundredths of a
+// byte a row, mostly the blocks' IPC framing).
 //
 // A committed manifest never changes, so a process caches the manifests
 // it has decoded by their bytes (manifestcache.go): opening a container
