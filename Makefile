@@ -63,7 +63,7 @@ local: build ## run a real nats-server and every service as its own process (dep
 bench: ## strata against DuckDB and PostgreSQL (bench/, its own module); rewrites BENCHMARKS.md
 	cd bench && $(GO) run . $(BENCHFLAGS)
 
-bench-deps: ## install what `make bench` needs besides Go (PostgreSQL 15 server; Debian, root or sudo)
+bench-deps: ## install what `make bench` and the pgwire tests need besides Go (PostgreSQL 15 server, python3-psycopg; Debian, root or sudo)
 	bench/deps.sh
 
 bench-go: ## every package's Go benchmarks (figures via b.ReportMetric)
