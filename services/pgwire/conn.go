@@ -440,6 +440,9 @@ type portal struct {
 	// early (a window query's types are known once its result is).
 	cols []column
 	cur  *cursor // a window query's result being sent (Execute with a row limit)
+	// fetched counts the rows a FETCH portal has sent over Executes with
+	// a row limit.
+	fetched int64
 }
 
 // closePortal drops a portal, closing a result it holds open.
@@ -718,7 +721,7 @@ func (s *session) execute(m *pgproto3.Execute) error {
 	}
 	ctx, done := s.statementContext()
 	defer done()
-	if pt.stmt.window == nil {
+	if pt.stmt.window == nil && pt.stmt.fetch == nil { // a FETCH says when it is done
 		pt.done = true
 	}
 	return ctxError(ctx, s.run(ctx, pt.stmt, pt, pt.formats, int64(m.MaxRows), false))
@@ -764,6 +767,9 @@ func (s *session) tableColumnTypes(sql string) map[string]uint32 {
 		table = n.GetDeleteStmt().Relation.Relname
 	default:
 		sel := n.GetSelectStmt()
+		if d := n.GetDeclareCursorStmt(); d != nil {
+			sel = d.Query.GetSelectStmt() // DECLARE c CURSOR FOR SELECT ... $1
+		}
 		if sel == nil || len(sel.FromClause) != 1 || sel.FromClause[0].GetRangeVar() == nil || isCatalogQuery(sel) {
 			return nil
 		}

@@ -33,7 +33,7 @@ import (
 
 // maxCopyIn bounds the data of one COPY FROM STDIN: its rows are all
 // checked before any is sent, so they are all held.
-const maxCopyIn = 1 << 30
+const maxCopyIn = 256 << 20
 
 type copyStmt struct {
 	from  bool
@@ -69,7 +69,7 @@ func (s *session) planCopy(ctx context.Context, text string, c *pg.CopyStmt, ver
 		cp.table = t
 	}
 	for _, n := range c.Attlist {
-		cp.cols = append(cp.cols, n.GetString_().Sval)
+		cp.cols = append(cp.cols, n.GetString_().GetSval())
 	}
 	if cp.from {
 		return &stmt{tag: "COPY", copy: cp}, nil

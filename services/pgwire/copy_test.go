@@ -11,7 +11,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/strata-db/strata/applier"
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/convert"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -397,6 +400,54 @@ func TestCursors(t *testing.T) {
 	if res.Err != nil || len(res.Rows) != 3 || res.FieldDescriptions[0].Format != 1 || len(res.Rows[0][0]) != 8 {
 		t.Fatalf("binary FETCH: %v, %d rows", res.Err, len(res.Rows))
 	}
+	// An Execute row limit on a FETCH portal: PortalSuspended, and the
+	// next Execute goes on, as far as the FETCH asked.
+	for _, tc := range []struct {
+		fetch string
+		want  []int
+		tag   string
+	}{
+		{"FETCH 25 FROM b", []int{10, 20, 25}, "FETCH 25"},
+		{"FETCH ALL FROM b", []int{250, 500, 572}, "FETCH 572"},
+	} {
+		pc := c.PgConn()
+		fe := pc.Frontend()
+		fe.Send(&pgproto3.Parse{Query: tc.fetch})
+		fe.Send(&pgproto3.Bind{})
+		for range 3 {
+			fe.Send(&pgproto3.Execute{MaxRows: uint32(tc.want[0])})
+		}
+		fe.Send(&pgproto3.Sync{})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var after []int
+		n := 0
+		var tag string
+	read:
+		for {
+			msg, err := pc.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch m := msg.(type) {
+			case *pgproto3.DataRow:
+				n++
+			case *pgproto3.PortalSuspended:
+				after = append(after, n)
+			case *pgproto3.CommandComplete:
+				after = append(after, n)
+				tag = string(m.CommandTag)
+			case *pgproto3.ErrorResponse:
+				t.Fatalf("%s: %s", m.Code, m.Message)
+			case *pgproto3.ReadyForQuery:
+				break read
+			}
+		}
+		if !slices.Equal(after, tc.want) || tag != tc.tag {
+			t.Fatalf("%s with row limits: rows after each Execute %v, tag %q; want %v, %q", tc.fetch, after, tag, tc.want, tc.tag)
+		}
+	}
 	for _, tc := range []struct{ sql, code string }{
 		{"DECLARE b CURSOR FOR " + query, "42P03"},
 		{"FETCH BACKWARD 1 FROM b", "55000"},
@@ -418,4 +469,64 @@ func TestCursors(t *testing.T) {
 	}
 	_, err = c.Exec(ctx, "DECLARE x CURSOR FOR "+query)
 	wantCode(t, err, "25P01")
+}
+
+// COPY FROM's data, in either format and cut anywhere, is rows or an
+// error with a SQLSTATE, never a panic.
+func FuzzCopyIn(f *testing.F) {
+	for _, d := range []string{"1\tx\t1.5\t\\N\t7\tt\n\\.\n", "k0,c001_utf8\n1,\"a,\"\"b\"\n2,,\n", "1\t\\x41\\101\\\n", "\"unterminated\n", "1,2,3,4,5,6,7\r\n"} {
+		f.Add(d, false, uint8(3))
+		f.Add(d, true, uint8(1))
+	}
+	data := f.TempDir()
+	ms, err := columnar.Generate(data, columnar.GenOptions{Table: "k", Projection: "p", Columns: 6, Containers: 1, RowsPerContainer: 5, Seed: 5, Keyed: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	tbl, err := applier.NewTable(ms[0])
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data string, csv bool, piece uint8) {
+		cp := &copyStmt{from: true, table: "k", delim: '\t', null: `\N`, quote: '"', escape: '"', csv: csv}
+		if csv {
+			cp.delim, cp.null, cp.header = ',', "", true
+		}
+		p := &changePlan{t: tbl, tc: &tableCols{name: "k"}, cs: &changeStmt{kind: "COPY", table: "k"}}
+		for _, fl := range tbl.Schema.Fields() {
+			if !columnar.IsChangeColumn(fl.Name) {
+				p.tc.fields = append(p.tc.fields, fl)
+			}
+		}
+		cols, err := p.targetColumns()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &copyRows{p: p, cp: cp, cols: cols}
+		rd := &copyParser{cp: cp}
+		size := int(piece%16) + 1
+		check := func(err error) bool {
+			if err == nil {
+				return false
+			}
+			var pe *pgError
+			if !errors.As(err, &pe) || len(pe.code) != 5 {
+				t.Fatalf("%q: error without SQLSTATE: %v", data, err)
+			}
+			return true
+		}
+		for i := 0; i < len(data); i += size {
+			if check(rd.feed([]byte(data[i:min(i+size, len(data))]), in.record)) {
+				return
+			}
+		}
+		if check(rd.finish(in.record)) {
+			return
+		}
+		for i, row := range in.rows {
+			if len(row) != len(p.tc.fields) || in.keys[i] == nil {
+				t.Fatalf("%q: row %v, key %v", data, row, in.keys[i])
+			}
+		}
+	})
 }

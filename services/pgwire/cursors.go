@@ -153,8 +153,10 @@ func (s *session) runDeclare(ctx context.Context, d *declareStmt) error {
 }
 
 // runFetch sends (or, for MOVE, skips) the cursor's next rows. describe
-// sends the RowDescription first (the simple protocol).
-func (s *session) runFetch(ctx context.Context, f *fetchStmt, formats []int16, describe bool) error {
+// sends the RowDescription first (the simple protocol). An Execute's row
+// limit (maxRows > 0) below what the FETCH asks for sends that many and
+// suspends the portal, pt keeping the count for the next Execute.
+func (s *session) runFetch(ctx context.Context, f *fetchStmt, pt *portal, formats []int16, maxRows int64, describe bool) error {
 	c, err := s.namedCursor(f.name)
 	if err != nil {
 		return err
@@ -162,14 +164,22 @@ func (s *session) runFetch(ctx context.Context, f *fetchStmt, formats []int16, d
 	if describe && !f.move {
 		s.sendRowDescription(c.cols, nil)
 	}
+	want := f.count // 0: all
+	if want > 0 {
+		want -= pt.fetched
+	}
+	suspend := false
+	if maxRows > 0 && (want == 0 || want > maxRows) {
+		want, suspend = maxRows, true
+	}
 	var n int64
-	if c.cur != nil {
+	if c.cur != nil && (want > 0 || f.count == 0) {
 		emit := s.sendDataRow
 		if f.move {
 			emit = nil
 		}
 		before := c.cur.sent
-		done, err := s.pump(ctx, c.cur, formats, f.count, emit)
+		done, err := s.pump(ctx, c.cur, formats, want, emit)
 		n = c.cur.sent - before
 		if err != nil {
 			c.close()
@@ -178,13 +188,20 @@ func (s *session) runFetch(ctx context.Context, f *fetchStmt, formats []int16, d
 		}
 		if done {
 			c.close() // used up: later FETCHes return no rows
+			suspend = false
 		}
 	}
+	pt.fetched += n
+	if suspend && (f.count == 0 || pt.fetched < f.count) {
+		s.be.Send(&pgproto3.PortalSuspended{})
+		return nil
+	}
+	pt.done = true
 	tag := "FETCH "
 	if f.move {
 		tag = "MOVE "
 	}
-	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag + strconv.FormatInt(n, 10))})
+	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag + strconv.FormatInt(pt.fetched, 10))})
 	s.srv.queries.WithLabelValues("ok").Inc()
 	return nil
 }

@@ -741,6 +741,8 @@ func FuzzPlan(f *testing.F) {
 		"SELECT CASE WHEN a.attnum > 0 THEN a.attname END FROM pg_attribute a WHERE a.attrelid = '1' OR a.attname ~ 'x('",
 		"SELECT a FROM pg_class UNION SELECT b FROM pg_namespace",
 		testSQL + " LIMIT 3 OFFSET 2", "SELECT k0 FROM t OFFSET $1",
+		"COPY t (k0) FROM STDIN WITH (FORMAT csv, HEADER match, NULL 'x')", "COPY (" + testSQL + ") TO STDOUT CSV HEADER", "COPY t TO STDOUT",
+		"DECLARE c NO SCROLL CURSOR WITH HOLD FOR " + testSQL, "FETCH FORWARD 5 FROM c", "MOVE ALL IN c", "CLOSE ALL",
 	} {
 		f.Add(q)
 	}

@@ -94,7 +94,7 @@ func (s *session) run(ctx context.Context, st *stmt, pt *portal, formats []int16
 	case st.declare != nil:
 		return s.runDeclare(ctx, st.declare)
 	case st.fetch != nil:
-		return s.runFetch(ctx, st.fetch, formats, describe)
+		return s.runFetch(ctx, st.fetch, pt, formats, maxRows, describe)
 	case st.closeCursor != nil:
 		return s.runClose(st.closeCursor)
 	}
