@@ -315,8 +315,9 @@ func TestPgwirePsycopg(t *testing.T) {
 	outDir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	dsn := fmt.Sprintf("host=%s port=%s user=strata password=%s dbname=strata sslmode=disable connect_timeout=10", host, port, password)
+	dsn := fmt.Sprintf("host=%s port=%s user=strata dbname=strata sslmode=disable connect_timeout=10", host, port)
 	cmd := exec.CommandContext(ctx, python, filepath.Join("testdata", "pgwire_psycopg.py"), dsn, outDir)
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+password)
 	start := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("pgwire_psycopg.py: %v\n%s", err, out)
