@@ -262,6 +262,14 @@ func TestPgwireCopy(t *testing.T) {
 	}
 	_, all := csvRecords(t, cliCSV(t, d, query, ""))
 	compareRecords(t, "FETCH through psql", fetched, append(slices.Clone(all[:7]), all[10:]...))
+	// psql's FETCH_COUNT: its own cursor (BEGIN, DECLARE _psql_cursor,
+	// FETCH FORWARD 100 until the rows run out, CLOSE, COMMIT).
+	out = mustPsql("-v", "FETCH_COUNT=100", "-A", "-t", "-F", ",", "-P", "null=", "-c", query)
+	fetched = nil
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		fetched = append(fetched, strings.Split(line, ","))
+	}
+	compareRecords(t, "psql with FETCH_COUNT", fetched, all)
 }
 
 // textRecords reads COPY's text format (tab-separated, \N as the CLI's
