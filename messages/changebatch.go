@@ -139,3 +139,61 @@ func (b *ChangeBatch) CheckShape() error {
 	}
 	return nil
 }
+
+// Batcher packs consecutive update events of one table into change
+// batches of at most MaxChanges changes and about MaxBytes encoded bytes
+// (an estimate that stays above the encoding's size).
+type Batcher struct {
+	MaxChanges int
+	MaxBytes   int
+
+	cur   *ChangeBatch
+	bytes int
+}
+
+// batchOverheadBytes bounds a batch's bytes besides its changes' slices
+// (the envelope and its fields are counted on top), and
+// perChangeFrameBytes msgpack's framing of one change.
+const (
+	batchOverheadBytes  = 64
+	perChangeFrameBytes = 24
+)
+
+// Add adds ev to the batch being filled. When ev does not fit (another
+// table, the batch full by changes or bytes) it first returns the batch
+// filled so far, which the caller sends before the next; else nil. The
+// batch's ID is its first event's ID and its count of changes
+// (ev.EventID + "+" + n), so the same events packed again get the same ID.
+func (b *Batcher) Add(ev *UpdateEvent) *ChangeBatch {
+	size := len(ev.Key) + len(ev.NewRow) + len(ev.OldRow) + perChangeFrameBytes
+	var full *ChangeBatch
+	if b.cur != nil && (b.cur.Table != ev.Table || len(b.cur.Changes) >= b.MaxChanges || b.bytes+size > b.MaxBytes) {
+		full = b.Flush()
+	}
+	if b.cur == nil {
+		b.cur = &ChangeBatch{BatchID: ev.EventID, Table: ev.Table, Columns: ev.Columns}
+		b.bytes = batchOverheadBytes + len(ev.EventID) + len(ev.Table) + 12*len(ev.Columns)
+	}
+	b.cur.Changes = append(b.cur.Changes, Change{Op: ev.Op, Key: ev.Key, NewRow: ev.NewRow, OldRow: ev.OldRow})
+	b.bytes += size
+	return full
+}
+
+// Len is the number of changes in the batch being filled.
+func (b *Batcher) Len() int {
+	if b.cur == nil {
+		return 0
+	}
+	return len(b.cur.Changes)
+}
+
+// Flush returns the batch being filled (nil if empty), named, and starts
+// a new one.
+func (b *Batcher) Flush() *ChangeBatch {
+	c := b.cur
+	b.cur = nil
+	if c != nil {
+		c.BatchID += "+" + strconv.Itoa(len(c.Changes))
+	}
+	return c
+}

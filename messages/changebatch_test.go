@@ -3,6 +3,7 @@ package messages
 import (
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -132,4 +133,56 @@ func FuzzChangeBatch(f *testing.F) {
 // this repository encode it by hand.
 func TestChangeBatchGolden(t *testing.T) {
 	checkGolden(t, filepath.Join("testdata", "changes", "change_batch.hex"), sampleBatch(t))
+}
+
+// TestBatcher: events are packed in order into batches bounded by count
+// and bytes, a new table starts a new batch, every batch encodes within
+// MaxBytes, and the batch IDs name the first event and the count.
+func TestBatcher(t *testing.T) {
+	cols := []RowType{RowInt64, RowText}
+	ev := func(table string, i int, text int) *UpdateEvent {
+		key, _ := EncodeRow(cols[:1], []any{int64(i)})
+		row, _ := EncodeRow(cols, []any{int64(i), strings.Repeat("t", text)})
+		return &UpdateEvent{EventID: "e-" + strconv.Itoa(i), Table: table, Columns: cols, Key: key, NewRow: row, OldRow: row, Op: OpUpdate}
+	}
+	const maxBytes = 64 << 10
+	b := &Batcher{MaxChanges: 100, MaxBytes: maxBytes}
+	var out []*ChangeBatch
+	for i := range 1000 {
+		table := "a"
+		if i >= 900 {
+			table = "b"
+		}
+		if full := b.Add(ev(table, i, (i*37)%2000)); full != nil {
+			out = append(out, full)
+		}
+	}
+	if last := b.Flush(); last != nil {
+		out = append(out, last)
+	}
+	if b.Flush() != nil || b.Len() != 0 {
+		t.Fatal("a flushed batcher is not empty")
+	}
+	next := 0
+	for _, c := range out {
+		data, err := Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) > maxBytes || len(c.Changes) > 100 || len(c.Changes) == 0 {
+			t.Errorf("batch %s: %d changes, %d bytes", c.BatchID, len(c.Changes), len(data))
+		}
+		if want := "e-" + strconv.Itoa(next) + "+" + strconv.Itoa(len(c.Changes)); c.BatchID != want {
+			t.Errorf("batch ID %s, want %s", c.BatchID, want)
+		}
+		for i := range c.Changes {
+			if got := ev(c.Table, next, (next*37)%2000); string(c.Changes[i].Key) != string(got.Key) || c.Table != got.Table {
+				t.Fatalf("batch %s change %d is not event %d of table %s", c.BatchID, i, next, got.Table)
+			}
+			next++
+		}
+	}
+	if next != 1000 {
+		t.Fatalf("%d events in the batches, want 1000", next)
+	}
 }

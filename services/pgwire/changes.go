@@ -690,10 +690,12 @@ func (c *schedulerClient) readCurrent(ctx context.Context, t *applier.Table, key
 	return readCurrentRows(ctx, cs, t, keys)
 }
 
-// applyChanges publishes evs on strata.updates.<table> with Nats-Msg-Id
-// = event ID and waits until the walwriter's consumer has acknowledged
-// them all, which it does once they are visible (or dead-lettered: then
-// the error says why).
+// applyChanges publishes evs on strata.updates.<table> and waits until the
+// walwriter's consumer has acknowledged them all, which it does once they
+// are visible (or dead-lettered: then the error says why). One event goes
+// as an update event; several as change batches (messages.ChangeBatch),
+// as many as fit in a message each, so a statement that fits one message
+// is applied whole or not at all. Each message has Nats-Msg-Id = its ID.
 func (c *schedulerClient) applyChanges(ctx context.Context, evs []*messages.UpdateEvent) error {
 	js, err := jetstream.New(c.nc)
 	if err != nil {
@@ -701,19 +703,13 @@ func (c *schedulerClient) applyChanges(ctx context.Context, evs []*messages.Upda
 	}
 	mark, markErr := deadLetterMark(ctx, js)
 	subject := messages.SubjectUpdates(evs[0].Table)
-	futs := make([]jetstream.PubAckFuture, 0, len(evs))
-	msgs := make([]*nats.Msg, 0, len(evs))
-	for _, ev := range evs {
-		data, err := messages.Marshal(ev)
-		if err != nil {
-			return fmt.Errorf("event %s: %w", ev.EventID, err)
-		}
-		if max := c.nc.MaxPayload(); max > 0 && int64(len(data)) > max {
-			return &pgError{code: "54000", msg: fmt.Sprintf("a row of %d bytes is more than the NATS server takes in one message (%d bytes)", len(data), max)}
-		}
-		msg := &nats.Msg{Subject: subject, Data: data, Header: nats.Header{}}
-		msg.Header.Set(messages.HeaderMsgID, ev.EventID)
-		msgs = append(msgs, msg)
+	msgs, err := changeMessages(evs, c.nc.MaxPayload())
+	if err != nil {
+		return err
+	}
+	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
+	for _, msg := range msgs {
+		msg.Subject = subject
 		fut, err := js.PublishMsgAsync(msg)
 		if err != nil {
 			fut = nil // published in line below
@@ -740,11 +736,11 @@ func (c *schedulerClient) applyChanges(ctx context.Context, evs []*messages.Upda
 			ack, err = natsutil.PublishRetry(rctx, js, msgs[i])
 			cancel()
 			if err != nil {
-				return &pgError{code: "08006", msg: fmt.Sprintf("publishing change %d of %d on %s: %v (the earlier ones were stored)", i+1, len(msgs), subject, err)}
+				return &pgError{code: "08006", msg: fmt.Sprintf("publishing message %d of %d of changes on %s: %v (the earlier ones were stored)", i+1, len(msgs), subject, err)}
 			}
 		}
 		if ack.Stream != messages.StreamUpdates {
-			return fmt.Errorf("change %s was stored in stream %s, not %s", evs[i].EventID, ack.Stream, messages.StreamUpdates)
+			return fmt.Errorf("changes %s were stored in stream %s, not %s", msgs[i].Header.Get(messages.HeaderMsgID), ack.Stream, messages.StreamUpdates)
 		}
 		seqs[i] = ack.Sequence
 		last = max(last, ack.Sequence)
@@ -756,6 +752,42 @@ func (c *schedulerClient) applyChanges(ctx context.Context, evs []*messages.Upda
 		return nil // the dead letters cannot be read: the changes are acknowledged
 	}
 	return deadLettered(ctx, js, mark, subject, seqs)
+}
+
+// changeMessages encodes evs as the messages applyChanges sends (without
+// a subject): one update event, or change batches under maxPayload.
+func changeMessages(evs []*messages.UpdateEvent, maxPayload int64) ([]*nats.Msg, error) {
+	limit := messages.MaxMessageBytes
+	if maxPayload > 0 {
+		limit = min(limit, int(maxPayload))
+	}
+	var msgs []*nats.Msg
+	add := func(id string, m messages.Message) error {
+		data, err := messages.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("changes %s: %w", id, err)
+		}
+		if len(data) > limit {
+			return &pgError{code: "54000", msg: fmt.Sprintf("a row of %d bytes is more than the NATS server takes in one message (%d bytes)", len(data), limit)}
+		}
+		msg := &nats.Msg{Data: data, Header: nats.Header{}}
+		msg.Header.Set(messages.HeaderMsgID, id)
+		msgs = append(msgs, msg)
+		return nil
+	}
+	if len(evs) == 1 {
+		return msgs, add(evs[0].EventID, evs[0])
+	}
+	b := &messages.Batcher{MaxChanges: messages.MaxBatchChanges, MaxBytes: limit - 1024}
+	for _, ev := range evs {
+		if full := b.Add(ev); full != nil {
+			if err := add(full.BatchID, full); err != nil {
+				return nil, err
+			}
+		}
+	}
+	full := b.Flush()
+	return msgs, add(full.BatchID, full)
 }
 
 // waitVisible polls the walwriter consumer's ack floor until it passes

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -308,5 +309,59 @@ func TestChangeStatementErrors(t *testing.T) {
 	wantCode(t, err, "42501")
 	if got := keyedRow(t, c, 1000001); got == "" {
 		t.Fatal("a read-only user deleted a row")
+	}
+}
+
+// TestChangeMessages: a statement's one event goes as an update event;
+// several as change batches, each under the payload limit, holding every
+// event in order; a row too big for a message is 54000.
+func TestChangeMessages(t *testing.T) {
+	cols := []messages.RowType{messages.RowInt64, messages.RowText}
+	ev := func(i, text int) *messages.UpdateEvent {
+		key, _ := messages.EncodeRow(cols[:1], []any{int64(i)})
+		row, _ := messages.EncodeRow(cols, []any{int64(i), strings.Repeat("r", text)})
+		return &messages.UpdateEvent{EventID: fmt.Sprintf("sql-x-%d", i), Table: "acc", Columns: cols, Key: key, NewRow: row, Op: messages.OpInsert}
+	}
+	msgs, err := changeMessages([]*messages.UpdateEvent{ev(0, 10)}, 0)
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("one event: %d messages, %v", len(msgs), err)
+	}
+	if err := messages.Unmarshal(msgs[0].Data, &messages.UpdateEvent{}); err != nil || msgs[0].Header.Get(messages.HeaderMsgID) != "sql-x-0" {
+		t.Errorf("one event: not sent as itself: %v", err)
+	}
+
+	var evs []*messages.UpdateEvent
+	for i := range 3000 {
+		evs = append(evs, ev(i, 500))
+	}
+	const limit = 256 << 10
+	msgs, err = changeMessages(evs, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	for _, m := range msgs {
+		var b messages.ChangeBatch
+		if err := messages.Unmarshal(m.Data, &b); err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Data) > limit || m.Header.Get(messages.HeaderMsgID) != b.BatchID {
+			t.Errorf("batch %s: %d bytes (limit %d), Nats-Msg-Id %q", b.BatchID, len(m.Data), limit, m.Header.Get(messages.HeaderMsgID))
+		}
+		for i := range b.Changes {
+			if string(b.Changes[i].Key) != string(evs[next].Key) {
+				t.Fatalf("batch %s change %d is not event %d", b.BatchID, i, next)
+			}
+			next++
+		}
+	}
+	if next != len(evs) || len(msgs) < 2 {
+		t.Fatalf("%d events in %d batches, want %d in several", next, len(msgs), len(evs))
+	}
+
+	_, err = changeMessages([]*messages.UpdateEvent{ev(0, 10), ev(1, 300<<10)}, limit)
+	var pe *pgError
+	if !errors.As(err, &pe) || pe.code != "54000" {
+		t.Errorf("a row over the limit: %v, want 54000", err)
 	}
 }

@@ -688,18 +688,17 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 		}
 		return nil
 	}
-	var (
-		batch   *messages.ChangeBatch
-		batchAt uint32
-	)
-	sendBatch := func() error {
-		b := batch
-		batch = nil
+	batcher := &messages.Batcher{MaxChanges: batchSize, MaxBytes: messages.MaxMessageBytes - 1024}
+	if cfg.MaxPayload > 0 {
+		batcher.MaxBytes = min(batcher.MaxBytes, int(cfg.MaxPayload)-1024)
+	}
+	var batchAt uint32 // when the first event of the batch being filled was due
+	sendBatch := func(b *messages.ChangeBatch, at uint32) error {
 		data, err := messages.Marshal(b)
 		if err != nil {
 			return err
 		}
-		return send(b.BatchID, data, batchAt, len(b.Changes))
+		return send(b.BatchID, data, at, len(b.Changes))
 	}
 	for i := 0; ; i++ {
 		if cfg.Events > 0 && i >= cfg.Events {
@@ -745,19 +744,25 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 			}
 			continue
 		}
-		if batch == nil {
-			batch = &messages.ChangeBatch{BatchID: ev.EventID, Table: ev.Table, Columns: ev.Columns}
+		at := batchAt
+		if batcher.Len() == 0 {
+			at = since()
+		}
+		batchAt = at
+		if full := batcher.Add(ev); full != nil { // full by bytes: ev starts the next
+			if err := sendBatch(full, at); err != nil {
+				return nil, err
+			}
 			batchAt = since()
 		}
-		batch.Changes = append(batch.Changes, messages.Change{Op: ev.Op, Key: ev.Key, NewRow: ev.NewRow, OldRow: ev.OldRow})
-		if len(batch.Changes) == batchSize {
-			if err := sendBatch(); err != nil {
+		if batcher.Len() >= batchSize {
+			if err := sendBatch(batcher.Flush(), batchAt); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if batch != nil {
-		if err := sendBatch(); err != nil {
+	if batcher.Len() > 0 {
+		if err := sendBatch(batcher.Flush(), batchAt); err != nil {
 			return nil, err
 		}
 	}

@@ -28,13 +28,11 @@ type changePublisher struct {
 	js         jetstream.JetStream
 	window     int
 	maxPayload int64
-	batchSize  int
 	pending    []pendingPublish // oldest first, from head
 	head       int
 
-	batch        *messages.ChangeBatch // being filled; nil when empty
-	batchTags    []int
-	batchBytes   int
+	batcher      *messages.Batcher // nil: one update event a message
+	batchTags    []int             // the tags of the batch being filled
 	batchSubject string
 
 	published  int    // changes acknowledged
@@ -66,16 +64,16 @@ type sentChange struct {
 const defaultChangeBatch = 1000
 
 func newChangePublisher(js jetstream.JetStream, window int, maxPayload int64, batchSize int) *changePublisher {
-	return &changePublisher{js: js, window: window, maxPayload: maxPayload, batchSize: batchSize}
+	p := &changePublisher{js: js, window: window, maxPayload: maxPayload}
+	if batchSize > 1 {
+		p.batcher = &messages.Batcher{MaxChanges: batchSize, MaxBytes: p.payloadLimit() - batchHeadroom}
+	}
+	return p
 }
 
-// batchOverhead bounds a change batch's bytes besides its changes'
-// slices: the envelope, its ID, table and columns (checked when a batch
-// starts), and msgpack's per-change framing.
-const (
-	batchOverhead   = 2048
-	perChangeFrames = 24
-)
+// batchHeadroom is what a batch leaves of the payload limit besides the
+// batcher's estimate: the envelope's header.
+const batchHeadroom = 1024
 
 // payloadLimit is the most bytes a message may take.
 func (p *changePublisher) payloadLimit() int {
@@ -87,47 +85,44 @@ func (p *changePublisher) payloadLimit() int {
 }
 
 // publish sends ev on subject, tagged tag for the acknowledgement's
-// record: at once, or with a batch size over 1 as part of the change
-// batch being filled, which is sent when full (by changes or bytes), when
-// an event of another subject comes, or at flush.
+// record: at once, or with batching as part of the change batch being
+// filled, which is sent when full (by changes or bytes), when an event of
+// another subject comes, or at flush.
 func (p *changePublisher) publish(ctx context.Context, subject string, ev *messages.UpdateEvent, tag int) error {
-	if p.batchSize <= 1 {
+	if p.batcher == nil {
 		data, err := messages.Marshal(ev)
 		if err != nil {
 			return fmt.Errorf("event %s: %w", ev.EventID, err)
 		}
 		return p.send(ctx, subject, ev.EventID, data, []int{tag})
 	}
-	size := len(ev.Key) + len(ev.NewRow) + len(ev.OldRow) + perChangeFrames
-	if p.batch != nil && (p.batchSubject != subject || len(p.batch.Changes) >= p.batchSize ||
-		p.batchBytes+size > p.payloadLimit()) {
-		if err := p.sendBatch(ctx); err != nil {
+	if p.batcher.Len() > 0 && subject != p.batchSubject {
+		if err := p.sendBatch(ctx, p.batcher.Flush()); err != nil {
 			return err
 		}
 	}
-	if p.batch == nil {
-		p.batch = &messages.ChangeBatch{BatchID: ev.EventID, Table: ev.Table, Columns: ev.Columns}
-		p.batchSubject, p.batchTags = subject, p.batchTags[:0]
-		p.batchBytes = batchOverhead + len(ev.EventID) + len(ev.Table) + 8*len(ev.Columns)
+	if full := p.batcher.Add(ev); full != nil {
+		if err := p.sendBatch(ctx, full); err != nil {
+			return err
+		}
 	}
-	p.batch.Changes = append(p.batch.Changes, messages.Change{Op: ev.Op, Key: ev.Key, NewRow: ev.NewRow, OldRow: ev.OldRow})
 	p.batchTags = append(p.batchTags, tag)
-	p.batchBytes += size
+	p.batchSubject = subject
+	if p.batcher.Len() >= p.batcher.MaxChanges {
+		return p.sendBatch(ctx, p.batcher.Flush())
+	}
 	return nil
 }
 
-// sendBatch sends the batch being filled. Its ID is its first event's ID
-// and its count of changes, so a file sent again in the same batches is
-// stored once.
-func (p *changePublisher) sendBatch(ctx context.Context) error {
-	b := p.batch
-	p.batch = nil
-	b.BatchID += "+" + strconv.Itoa(len(b.Changes))
+// sendBatch sends b, whose tags are the ones gathered since the last.
+func (p *changePublisher) sendBatch(ctx context.Context, b *messages.ChangeBatch) error {
+	tags := p.batchTags
+	p.batchTags = nil
 	data, err := messages.Marshal(b)
 	if err != nil {
 		return fmt.Errorf("change batch %s: %w", b.BatchID, err)
 	}
-	return p.send(ctx, p.batchSubject, b.BatchID, data, slices.Clone(p.batchTags))
+	return p.send(ctx, p.batchSubject, b.BatchID, data, tags)
 }
 
 // send publishes one message (an event or a batch) once fewer than
@@ -166,8 +161,8 @@ func (p *changePublisher) send(ctx context.Context, subject, id string, data []b
 // flush sends the batch being filled and waits for every publish still
 // awaiting its acknowledgement.
 func (p *changePublisher) flush(ctx context.Context) error {
-	if p.batch != nil {
-		if err := p.sendBatch(ctx); err != nil {
+	if p.batcher != nil && p.batcher.Len() > 0 {
+		if err := p.sendBatch(ctx, p.batcher.Flush()); err != nil {
 			return err
 		}
 	}
