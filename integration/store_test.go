@@ -153,9 +153,9 @@ func checkMerged(t *testing.T, st store.Store, merged string, refRows []string) 
 	compareRows(t, "merged container (as a set)", gotSorted, wantSorted)
 }
 
-// TestStoreWorkerKilledMidUpload: a merger SIGKILLed while the column
-// files of its output are being uploaded leaves an attempt with some of
-// them and no commit. Another merger takes the redelivered job, uploads
+// TestStoreWorkerKilledMidUpload: a merger SIGKILLed while its output is
+// being uploaded, its pack in the bucket and its commit not, leaves an
+// attempt no commit names. Another merger takes the redelivered job, uploads
 // and commits an attempt of its own; the output equals the reference, the
 // half-upload stays until the scheduler's sweep past the grace period and
 // then goes, and the committed attempt is untouched.
@@ -188,9 +188,9 @@ func TestStoreWorkerKilledMidUpload(t *testing.T) {
 	m1 := merger("merger-1")
 	d.cli("load", "--data", own("cli-load"), "--store", url, "--table", "t", "--columns", "6", "--containers", "8", "--rows", "500", "--seed", "7", "--block-rows", "256")
 
-	// The output's second column file is held: the first is in the
-	// bucket, the rest never arrive.
-	held, release := srv.HoldPuts("t/p/*/a*/col-0001.arrow")
+	// The output's commit is held: its pack is in the bucket, the
+	// container is not committed.
+	held, release := srv.HoldPuts("t/p/*/commit")
 	mergeout := make(chan error, 1) // the CLI waits for the job
 	go func() {
 		_, stderr, err := d.cliErr("mergeout", "t")
@@ -209,12 +209,12 @@ func TestStoreWorkerKilledMidUpload(t *testing.T) {
 	}
 	m1.kill()
 	release()
-	parts := strings.Split(key, "/") // t/p/<output>/<attempt>/col-0001.arrow
-	output, half := parts[2], path.Dir(key)+"/"
-	objs, err := st.List(t.Context(), half)
-	if err != nil || len(objs) != 1 || path.Base(objs[0].Key) != "col-0000.arrow" {
-		t.Fatalf("the killed upload left %v (%v), want its first column file", keys(objs), err)
+	output := strings.Split(key, "/")[2] // t/p/<output>/commit
+	objs, err := st.List(t.Context(), store.ContainerPrefix("t", "p", output))
+	if err != nil || len(objs) != 1 || path.Base(objs[0].Key) != store.PackName {
+		t.Fatalf("the killed upload left %v (%v), want its pack alone", keys(objs), err)
 	}
+	half := path.Dir(objs[0].Key) + "/"
 
 	merger("merger-2")
 	merged := waitMerged(t, st, len(refRows))

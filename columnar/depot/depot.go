@@ -15,7 +15,10 @@
 // GET each, streamed to disk), each when a reader first reads a block in
 // it: a small file is one request, a large one is fetched as far ahead as
 // its readers read, and a reader of some columns (a windower) fetches
-// those columns' bytes and no others. Readers of one file share its fill;
+// those columns' bytes and no others. In the store a container is one
+// object, its pack (package store, Format), and a column file is a range
+// of it; a container uploaded before packs has an object per column
+// file, read the same way. Readers of one file share its fill;
 // a segment one of them is fetching is waited for by the others, not
 // fetched again. When the last reader closes a fill whose segments are
 // all there, the depot checks the column file's whole range against the
@@ -24,7 +27,12 @@
 // again by the next reader). Prefetch fetches every file of an acquired
 // container in the background, for a job that reads them all (a
 // mergeout), with up to Options.Fetchers requests in flight over all the
-// containers being prefetched. A job whose inputs' files are all in the
+// containers being prefetched. The column files adjacent in the store's
+// pack are adjacent in the depot's too (both in manifest order), so
+// Prefetch reads them together, one ranged GET of up to 8MiB streamed
+// into the depot's pack for several files: a cold container of 100 small
+// column files costs a request or two, not a hundred (PrefetchColumns
+// does the same for some columns). A job whose inputs' files are all in the
 // depot makes no request to the store. A job's output is written into the
 // depot as a container of column files (columnar's layout), uploaded
 // (Publish) and kept (write-through).
@@ -174,7 +182,7 @@ type Depot struct {
 type entry struct {
 	table, projection, id string
 	dir                   string             // its local directory
-	prefix                string             // key prefix of its files in the store; "" until known
+	loc                   *store.Container   // where its files are in the store; nil until known
 	m                     *columnar.Manifest // set before ready is closed
 	manifest              []byte             // m's bytes
 	pack                  *pack              // its pack file; nil for a container of column files (old layout, outputs)
@@ -501,7 +509,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 		e.err = err
 		delete(d.entries, k)
 	} else {
-		e.m, e.manifest, e.size, e.present, e.fills, e.prefix, e.pack = got.m, got.manifest, got.size, got.present, got.fills, got.prefix, got.pack
+		e.m, e.manifest, e.size, e.present, e.fills, e.loc, e.pack = got.m, got.manifest, got.size, got.present, got.fills, got.loc, got.pack
 		e.elem = d.lru.PushFront(e)
 		d.used += e.size
 	}
@@ -547,7 +555,7 @@ func (d *Depot) fetchManifest(ctx context.Context, table, projection, id, dir st
 	d.misses.Add(1)
 	d.log.Debug("container manifest fetched", "table", table, "projection", projection, "container", id, "bytes", len(data))
 	e := newEntry(table, projection, id, dir, m, data)
-	e.prefix = src.Prefix()
+	e.loc = src.Container()
 	e.pack = p
 	return e, nil
 }

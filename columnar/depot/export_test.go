@@ -82,3 +82,11 @@ func Verify(dir string) error {
 	}
 	return nil
 }
+
+// SetRunBytes sets the most bytes a prefetch request reads from a pack
+// for a test and returns what restores it.
+func SetRunBytes(n int64) func() {
+	old := runBytes
+	runBytes = n
+	return func() { runBytes = old }
+}

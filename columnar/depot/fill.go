@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/store"
@@ -63,7 +62,7 @@ func (s *source) OpenFile(name string, size int64) (columnar.File, error) {
 // hold it) is dropped and filled.
 func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 	d, e, name := s.d, s.e, fm.Name
-	prefix := ""
+	var loc *store.Container
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
@@ -80,21 +79,26 @@ func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 			}
 			continue // dropped: fill it
 		}
-		if prefix == "" { // a file to fetch: where is it?
+		if loc == nil { // a file to fetch: where is it?
 			d.mu.Unlock()
-			p, err := s.keyPrefix()
+			l, err := s.locate()
 			d.mu.Lock()
 			if err != nil {
 				return nil, 0, err
 			}
-			prefix = p
+			loc = l
 			continue
 		}
 		f := e.fills[name]
 		if f == nil {
+			i := loc.FileIndex(name)
+			if i < 0 {
+				return nil, 0, fmt.Errorf("depot: %s has no column file %s", loc.Where(), name)
+			}
+			key, objOff := loc.File(i)
 			f = &fill{
 				d: d, e: e, fm: fm, segs: segments(fm),
-				key:       prefix + name,
+				key: key, objOff: objOff, loc: loc, locIdx: i,
 				completed: make(chan struct{}),
 			}
 			if e.pack != nil {
@@ -186,25 +190,33 @@ func (s *source) check(fm *columnar.FileMeta) {
 	d.dropLocked(e, fm, "found at start not matching its manifest's checksum")
 }
 
-// keyPrefix returns the key prefix of the container's files in the
-// store, reading its commit the first time for a container the depot
-// took in from disk or published itself.
-func (s *source) keyPrefix() (string, error) {
+// locate returns where the container's files are in the store, resolving
+// its commit the first time for a container the depot took in from disk
+// or published itself.
+func (s *source) locate() (*store.Container, error) {
 	d, e := s.d, s.e
 	d.mu.Lock()
-	prefix := e.prefix
+	loc := e.loc
 	d.mu.Unlock()
-	if prefix != "" {
-		return prefix, nil
+	if loc != nil {
+		return loc, nil
 	}
-	_, prefix, err := store.Committed(s.ctx, d.st, e.table, e.projection, e.id)
+	loc, err := store.Resolve(s.ctx, d.st, e.table, e.projection, e.id)
 	if err != nil {
-		return "", fmt.Errorf("depot: %w", err)
+		return nil, fmt.Errorf("depot: %w", err)
+	}
+	if len(loc.Manifest.Files) != len(e.m.Files) {
+		return nil, fmt.Errorf("depot: %s: the store's manifest has %d column files, the depot's %d", loc.Where(), len(loc.Manifest.Files), len(e.m.Files))
+	}
+	for i := range e.m.Files {
+		if a, b := &loc.Manifest.Files[i], &e.m.Files[i]; a.Name != b.Name || a.Size != b.Size || a.CRC != b.CRC {
+			return nil, fmt.Errorf("depot: %s: the store's column file %d (%s) is not the one the depot's manifest names (%s)", loc.Where(), i, a.Name, b.Name)
+		}
 	}
 	d.mu.Lock()
-	e.prefix = prefix
+	e.loc = loc
 	d.mu.Unlock()
-	return prefix, nil
+	return loc, nil
 }
 
 func (e *entry) fileMeta(name string) *columnar.FileMeta {
@@ -230,15 +242,21 @@ var segmentBytes int64 = 4 << 20 // a variable for tests
 // the file is checked and marked held in the pack (or renamed into
 // place).
 type fill struct {
-	d    *Depot
-	e    *entry
-	fm   *columnar.FileMeta
-	key  string
-	w    *os.File // the pack, or the temporary file
-	tmp  bool     // w is a temporary file of its own, not the pack
-	idx  int      // in a pack: the column file's index
-	base int64    // the column file's offset in w
-	segs []segment
+	d  *Depot
+	e  *entry
+	fm *columnar.FileMeta
+	// key is the store object holding the column file, at objOff (a
+	// pack's range, or an object of its own at 0); loc is the container
+	// resolved, locIdx the file's index in it.
+	key    string
+	objOff int64
+	loc    *store.Container
+	locIdx int
+	w      *os.File // the pack, or the temporary file
+	tmp    bool     // w is a temporary file of its own, not the pack
+	idx    int      // in a pack: the column file's index
+	base   int64    // the column file's offset in w
+	segs   []segment
 	// refs counts open fillFiles, and completing is set once the last
 	// has closed; guarded by Depot.mu. completed is closed when the fill
 	// is the file or is dropped.
@@ -384,21 +402,22 @@ func (ff *fillFile) ensure(i int) error {
 	}
 }
 
-// fetch streams the bytes [start, end) of the object into the fill's file.
+// fetch streams the bytes [start, end) of the column file into the fill's
+// file.
 func (ff *fillFile) fetch(start, end int64) error {
 	f := ff.f
-	r, err := f.d.st.NewRangeReader(ff.ctx, f.key, start, end-start)
+	r, err := f.d.st.NewRangeReader(ff.ctx, f.key, f.objOff+start, end-start)
 	if err != nil {
-		return fmt.Errorf("depot: fetch %s: %w", f.key, err)
+		return fmt.Errorf("depot: fetch %s of %s: %w", f.fm.Name, f.key, err)
 	}
 	defer r.Close()
 	n, err := io.Copy(io.NewOffsetWriter(f.w, f.base+start), io.LimitReader(r, end-start))
 	f.d.fetched.Add(n)
 	if err != nil {
-		return fmt.Errorf("depot: fetch %s into %s: %w", f.key, f.w.Name(), err)
+		return fmt.Errorf("depot: fetch %s of %s into %s: %w", f.fm.Name, f.key, f.w.Name(), err)
 	}
 	if n != end-start {
-		return fmt.Errorf("depot: fetch %s: %d of %d bytes at offset %d: object shorter than its manifest says", f.key, n, end-start, start)
+		return f.loc.Corrupt(f.locIdx, start+n, fmt.Sprintf("object %s is shorter than its manifest says: %d of %d bytes at offset %d", f.key, n, end-start, f.objOff+start), nil)
 	}
 	ff.counts.Add(f.fm, start, end)
 	return nil
@@ -500,17 +519,34 @@ func (f *fill) complete() error {
 	return os.Rename(f.w.Name(), filepath.Join(f.e.dir, fm.Name))
 }
 
+// runBytes bounds the bytes one prefetch request fetches from a pack:
+// column files adjacent in the store's pack object are fetched together,
+// up to this many bytes a request, so a cold container of many small
+// column files costs a few requests rather than one a file. A request
+// streams to disk, holding a copy buffer, not its bytes.
+var runBytes int64 = 8 << 20 // a variable for tests
+
 // Prefetch fetches in the background every column file of src (a Source
 // Acquire returned) that the depot does not hold: the sort-key columns
 // first, then the others in schema order, with up to Options.Fetchers
 // ranged GETs in flight over every container being prefetched (each
 // streamed into the container's pack, so what a request holds in memory
-// is a copy buffer, not its segment). A job that reads every column (a
-// mergeout) then finds each file fetched or being fetched instead of
-// fetching it when it opens it, so the fetches overlap its work.
-// Prefetch keeps the container pinned until it is done or ctx ends; a
-// file a reader is filling is shared with it.
+// is a copy buffer, not its segment). A container the store keeps as a
+// pack is fetched in reads of up to 8MiB each, of the column files
+// adjacent in the pack; one of an object per column file, a file at a
+// time. A job that reads every column (a mergeout) then finds each file
+// fetched or being fetched instead of fetching it when it opens it, so
+// the fetches overlap its work. Prefetch keeps the container pinned until
+// it is done or ctx ends; a file a reader is filling is shared with it.
 func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
+	d.PrefetchColumns(ctx, src, nil)
+}
+
+// PrefetchColumns is Prefetch of the column files of the named columns
+// (all of them if columns is nil): a job that reads some columns (a
+// windower) fetches theirs with as few requests as Prefetch fetches all,
+// the files adjacent in a pack read together.
+func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, columns []string) {
 	s, ok := src.(*source)
 	if !ok || s.d != d {
 		return
@@ -527,6 +563,9 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 			order = append(order, i)
 		}
 	}
+	if columns != nil {
+		order = slices.DeleteFunc(order, func(i int) bool { return !slices.Contains(columns, e.m.Files[i].Column) })
+	}
 	d.mu.Lock()
 	order = slices.DeleteFunc(order, func(i int) bool { return e.present[e.m.Files[i].Name] != 0 })
 	if len(order) > 0 {
@@ -536,33 +575,55 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 	if len(order) == 0 {
 		return // all held: a warm depot
 	}
-	next := make(chan int, len(order))
-	for _, i := range order {
-		next <- i
+	ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
+	go ps.prefetchAll(order)
+}
+
+// prefetchAll fetches the column files order (indices in the manifest),
+// with up to the depot's Fetchers requests in flight, and unpins the
+// container at the end.
+func (s *source) prefetchAll(order []int) {
+	d, e := s.d, s.e
+	var runs [][]int // each a request's files
+	if loc, err := s.locate(); err == nil && loc.Pack != "" && e.pack != nil {
+		for _, r := range loc.Ranges(order, runBytes) {
+			run := make([]int, 0, r.Last-r.First+1)
+			for i := r.First; i <= r.Last; i++ {
+				run = append(run, i)
+			}
+			runs = append(runs, run)
+		}
+	} else {
+		for _, i := range order {
+			runs = append(runs, []int{i})
+		}
+	}
+	next := make(chan []int, len(runs))
+	for _, r := range runs {
+		next <- r
 	}
 	close(next)
-	workers := min(cap(d.fetchSlots), len(order))
-	var left atomic.Int32
-	left.Store(int32(workers))
-	ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
+	workers := min(cap(d.fetchSlots), len(runs))
+	var wg sync.WaitGroup
 	for range workers {
-		go func() {
-			defer func() {
-				if left.Add(-1) == 0 {
-					d.unpin(e)
-				}
-			}()
-			for i := range next {
+		wg.Go(func() {
+			for run := range next {
 				select {
 				case d.fetchSlots <- struct{}{}:
-				case <-ctx.Done():
+				case <-s.ctx.Done():
 					return
 				}
-				ps.prefetch(&e.m.Files[i])
+				if len(run) == 1 {
+					s.prefetch(&e.m.Files[run[0]])
+				} else {
+					s.prefetchRun(run)
+				}
 				<-d.fetchSlots
 			}
-		}()
+		})
 	}
+	wg.Wait()
+	d.unpin(e)
 }
 
 // prefetch fetches every segment of column file fm not held, if no reader
@@ -580,4 +641,115 @@ func (s *source) prefetch(fm *columnar.FileMeta) {
 		}
 	}
 	f.Close()
+}
+
+// prefetchRun fetches the column files run, adjacent in the store's pack
+// and so in the depot's, with one ranged GET: each file not held and
+// with no segment fetched or being fetched is claimed whole (its
+// segments marked being fetched, so readers wait for this request rather
+// than fetch them), the claimed files adjacent to one another are read
+// together, and each file is then completed as any fill is (its CRC-32C
+// checked when its last reader closes it). A file held, or partly
+// fetched by a reader, is fetched by itself as prefetch does.
+func (s *source) prefetchRun(run []int) {
+	e := s.e
+	type claim struct {
+		ff *fillFile
+		fm *columnar.FileMeta
+	}
+	var claimed []claim
+	var rest []*columnar.FileMeta
+	var open []columnar.File
+	for _, i := range run {
+		fm := &e.m.Files[i]
+		f, err := s.OpenFile(fm.Name, fm.Size)
+		if err != nil {
+			continue
+		}
+		open = append(open, f)
+		ff, ok := f.(*fillFile)
+		if !ok {
+			continue // held
+		}
+		if ff.claim() {
+			claimed = append(claimed, claim{ff, fm})
+		} else {
+			rest = append(rest, fm)
+		}
+	}
+	// Requests: runs of claimed files adjacent in the object and the pack.
+	for lo := 0; lo < len(claimed); {
+		hi := lo + 1
+		for hi < len(claimed) {
+			a, b := claimed[hi-1].ff.f, claimed[hi].ff.f
+			if a.key != b.key || a.objOff+a.fm.Size != b.objOff || a.w != b.w || a.base+a.fm.Size != b.base {
+				break
+			}
+			hi++
+		}
+		group := make([]*fillFile, 0, hi-lo)
+		for _, c := range claimed[lo:hi] {
+			group = append(group, c.ff)
+		}
+		fetchClaimed(s.ctx, group)
+		lo = hi
+	}
+	for _, f := range open {
+		f.Close()
+	}
+	for _, fm := range rest {
+		s.prefetch(fm)
+	}
+}
+
+// claim marks every segment of the fill being fetched, if none is
+// fetched or being fetched, and reports whether it did.
+func (ff *fillFile) claim() bool {
+	f := ff.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.segs {
+		if s.state != segmentAbsent {
+			return false
+		}
+	}
+	for i := range f.segs {
+		f.segs[i].state, f.segs[i].done = segmentFetching, make(chan struct{})
+	}
+	return true
+}
+
+// fetchClaimed fetches the claimed fills group, adjacent in one store
+// object and in one pack, with one ranged GET, and marks each file's
+// segments present (or, for the bytes the read did not bring, absent
+// again, for a reader to fetch and report).
+func fetchClaimed(ctx context.Context, group []*fillFile) {
+	first, last := group[0].f, group[len(group)-1].f
+	start, end := first.objOff, last.objOff+last.fm.Size
+	var n int64
+	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
+	if err == nil {
+		n, err = io.Copy(io.NewOffsetWriter(first.w, first.base), io.LimitReader(r, end-start))
+		r.Close()
+		first.d.fetched.Add(n)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		first.d.log.Debug("depot: prefetch", "key", first.key, "offset", start, "bytes", end-start, "err", err)
+	}
+	for _, ff := range group {
+		f := ff.f
+		got := min(max(start+n-f.objOff, 0), f.fm.Size) // bytes of this file fetched
+		f.mu.Lock()
+		for i := range f.segs {
+			sg := &f.segs[i]
+			if sg.end <= got {
+				sg.state = segmentPresent
+				ff.counts.Add(f.fm, sg.start, sg.end)
+			} else {
+				sg.state = segmentAbsent
+			}
+			close(sg.done)
+		}
+		f.mu.Unlock()
+	}
 }

@@ -263,7 +263,14 @@ func TestDamagedInStoreToo(t *testing.T) {
 	dir := src.String()
 	off := fm.Blocks[0].Offset + 5
 	flipHeld(t, dir, fm.Name, off)
-	bad.set(fm.Name, off)
+	// The store holds the container as a pack: the file's byte is at the
+	// file's offset in it.
+	c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := c.File(1)
+	bad.set(store.PackName, base+off)
 
 	before := counting.reads.Load()
 	err = readColumn(src, 1)
@@ -308,7 +315,7 @@ func TestDamagedInStoreToo(t *testing.T) {
 }
 
 // damagingStore flips the byte at off of the object whose key ends in
-// /name in what its ranged reads return.
+// /name (a container's pack) in what its ranged reads return.
 type damagingStore struct {
 	store.Store
 	name atomic.Pointer[string]

@@ -110,10 +110,13 @@ func generateWide(t testing.TB, columns int) (string, *columnar.Manifest) {
 	return columnar.ContainerDir(local, "t", "p", ms[0].ID), ms[0]
 }
 
-// TestCheckRequests: Check of a committed container of N files makes one
-// read of the commit, one of the manifest, one listing of the attempt and
-// one ranged read of each file's header, and no Stat; so does Check of a
-// container in the first layout (the commit's read finding none).
+// TestCheckRequests: Check of a committed pack makes one read of the
+// commit, one of the pack's head, one Stat of the pack and one ranged read
+// of the headers close together (here, every file: the container is
+// small), and no listing. Check of an attempt of an object per file (the
+// layout before packs) reads the commit, finds no pack, reads the
+// manifest, lists the attempt once and reads each file's header; so does
+// Check of a container in the first layout, without the pack's read.
 func TestCheckRequests(t *testing.T) {
 	dir, m := generateWide(t, 40)
 	n := int64(len(m.Files))
@@ -131,8 +134,16 @@ func TestCheckRequests(t *testing.T) {
 			if _, err := store.Check(ctx, cs, "t", "p", m.ID); err != nil {
 				t.Fatal(err)
 			}
-			if l, s, r := cs.lists.Load(), cs.stats.Load(), cs.reads.Load(); l != 1 || s != 0 || r != n+2 {
-				t.Errorf("check of %d files: %d listings, %d stats, %d reads; want 1, 0, %d", n, l, s, r, n+2)
+			if l, s, r := cs.lists.Load(), cs.stats.Load(), cs.reads.Load(); l != 0 || s != 1 || r != 3 {
+				t.Errorf("check of a pack of %d files: %d listings, %d stats, %d reads; want 0, 1, 3", n, l, s, r)
+			}
+			// An attempt of an object per file.
+			cs = &countingStore{Store: st}
+			if _, err := store.Check(ctx, cs, "t", "p", "c0001"); err != nil {
+				t.Fatal(err)
+			}
+			if l, s, r := cs.lists.Load(), cs.stats.Load(), cs.reads.Load(); l != 1 || s != 0 || r != n+3 {
+				t.Errorf("check of %d files, an object each: %d listings, %d stats, %d reads; want 1, 0, %d", n, l, s, r, n+3)
 			}
 			// The first layout.
 			base := store.ContainerPrefix("t", "p", "c0002")
@@ -160,9 +171,8 @@ func TestCheckParallel(t *testing.T) {
 	dir, m := generateWide(t, 3*store.MaxCheckReads)
 	st := stores(t)["s3"]
 	ctx := t.Context()
-	if _, err := store.Upload(ctx, st, dir, "t", "p", m.ID); err != nil {
-		t.Fatal(err)
-	}
+	// An object per file: a read a header.
+	putAttempt(t, st, dir, m, m.ID, "a0123456789abcdef", true, nil)
 	cs := &countingStore{Store: st, latency: 5 * time.Millisecond}
 	if _, err := store.Check(ctx, cs, "t", "p", m.ID); err != nil {
 		t.Fatal(err)
@@ -183,7 +193,7 @@ func TestCheckParallel(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if got, want := cs.reads.Load(), int64(len(errs)*(len(m.Files)+2)); got != want {
+	if got, want := cs.reads.Load(), int64(len(errs)*(len(m.Files)+3)); got != want {
 		t.Errorf("%d checks at once made %d reads, want %d", len(errs), got, want)
 	}
 }
@@ -262,9 +272,8 @@ func TestCheckListingLags(t *testing.T) {
 	dir, m := generateWide(t, 8)
 	st := stores(t)["s3"]
 	ctx := t.Context()
-	if _, err := store.Upload(ctx, st, dir, "t", "p", m.ID); err != nil {
-		t.Fatal(err)
-	}
+	// An attempt of an object per file: a pack is never listed.
+	putAttempt(t, st, dir, m, m.ID, "a0123456789abcdef", true, nil)
 	lagging := &laggingStore{Store: st, hide: m.Files[2].Name}
 	cs := &countingStore{Store: lagging}
 	if _, err := store.Check(ctx, cs, "t", "p", m.ID); err != nil {

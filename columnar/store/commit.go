@@ -39,57 +39,85 @@ func validAttempt(name string) bool {
 }
 
 // Committed resolves container table/projection/id in st: it returns the
-// committed manifest and the key prefix of its files, so that prefix +
-// a file's name (columnar.FileMeta.Name, or columnar.ManifestName) is the
-// file's key. It is the one way to find a committed container's keys;
-// everything that reads a container from a store goes through it.
+// committed manifest and the key prefix of its attempt
+// (<table>/<projection>/<id>/<attempt>/, or <table>/<projection>/<id>/
+// in the first layout). Where a column file's bytes are is Resolve's: in
+// a pack they are a range of one object, else the object prefix + the
+// file's name.
 //
-// A container with a commit is read from the attempt the commit names
-// (<table>/<projection>/<id>/<attempt>/); one without a commit but with a
-// manifest directly under its prefix is in the first layout and read from
-// there. A container with neither gives an error wrapping
-// columnar.ErrNotFound. A commit that does not name an attempt, an attempt
-// without its manifest, and a manifest that does not decode or names
-// another container give a *columnar.CorruptError.
+// Errors are Resolve's.
 func Committed(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, string, error) {
-	m, prefix, _, err := committed(ctx, st, table, projection, id)
-	return m, prefix, err
+	c, err := Resolve(ctx, st, table, projection, id)
+	if err != nil {
+		return nil, "", err
+	}
+	return c.Manifest, c.Prefix, nil
 }
 
-// committed is Committed that also returns the manifest's bytes.
-func committed(ctx context.Context, st Store, table, projection, id string) (*columnar.Manifest, string, []byte, error) {
+// Resolve resolves container table/projection/id in st: its commit, then
+// the attempt the commit names, read as a pack (PackName) or, if the
+// attempt has none, as one object per column file and a manifest (the
+// layout uploads wrote before packs). It is the one way to a committed
+// container's keys; everything that reads a container from a store goes
+// through it. A container with no commit but a manifest directly under
+// its prefix is in the first layout and read from there.
+//
+// A container with neither a commit nor a first-layout manifest gives an
+// error wrapping columnar.ErrNotFound. A commit that does not name an
+// attempt, an attempt with neither a pack nor a manifest, a pack whose
+// head is cut short, damaged or not a pack, and a manifest that does not
+// decode or names another container give a *columnar.CorruptError naming
+// the container.
+func Resolve(ctx context.Context, st Store, table, projection, id string) (*Container, error) {
 	base := ContainerPrefix(table, projection, id)
-	where := st.String() + "/" + Join(table, projection, id)
+	c := &Container{Table: table, Projection: projection, ID: id, Prefix: base, where: st.String() + "/" + Join(table, projection, id)}
 	corrupt := func(file, reason string, err error) error {
-		return &columnar.CorruptError{Container: where, File: file, Block: columnar.NoBlock, Reason: reason, Err: err}
+		return &columnar.CorruptError{Container: c.where, File: file, Block: columnar.NoBlock, Reason: reason, Err: err}
 	}
-	prefix := base
 	attempt, err := readCommit(ctx, st, table, projection, id)
 	switch {
 	case err == nil:
-		prefix = base + attempt + "/"
-	case !errors.Is(err, ErrNotExist):
-		return nil, "", nil, err
-	}
-	data, err := ReadAll(ctx, st, prefix+columnar.ManifestName)
-	if errors.Is(err, ErrNotExist) {
-		if attempt != "" {
-			return nil, "", nil, corrupt(CommitName, fmt.Sprintf("commit names attempt %s, which has no manifest", attempt), nil)
+		c.Prefix = base + attempt + "/"
+		err := c.readPack(ctx, st, c.Prefix+PackName)
+		if err == nil {
+			break
 		}
-		return nil, "", nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
+		if !errors.Is(err, ErrNotExist) {
+			return nil, err
+		}
+		fallthrough // an attempt of a column file an object
+	case errors.Is(err, ErrNotExist):
+		data, err := ReadAll(ctx, st, c.Prefix+columnar.ManifestName)
+		if errors.Is(err, ErrNotExist) {
+			if attempt != "" {
+				return nil, corrupt(CommitName, fmt.Sprintf("commit names attempt %s, which has no pack or manifest", attempt), nil)
+			}
+			return nil, fmt.Errorf("container %s/%s/%s in %s: %w", table, projection, id, st, columnar.ErrNotFound)
+		}
+		if err != nil {
+			return nil, err
+		}
+		m, err := columnar.DecodeManifest(data)
+		if err != nil {
+			return nil, corrupt(strings.TrimPrefix(c.Prefix+columnar.ManifestName, base), "invalid manifest", err)
+		}
+		c.Manifest, c.manifest = m, data
+	default:
+		return nil, err
 	}
-	if err != nil {
-		return nil, "", nil, err
+	file := strings.TrimPrefix(c.Prefix+columnar.ManifestName, base)
+	if c.Pack != "" {
+		file = strings.TrimPrefix(c.Pack, base)
 	}
-	file := strings.TrimPrefix(prefix+columnar.ManifestName, base)
-	m, err := columnar.DecodeManifest(data)
-	if err != nil {
-		return nil, "", nil, corrupt(file, "invalid manifest", err)
-	}
+	m := c.Manifest
 	if m.Table != table || m.Projection != projection || m.ID != id {
-		return nil, "", nil, corrupt(file, fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID), nil)
+		return nil, corrupt(file, fmt.Sprintf("manifest names %s/%s/%s", m.Table, m.Projection, m.ID), nil)
 	}
-	return m, prefix, data, nil
+	c.index = make(map[string]int, len(m.Files))
+	for i, fm := range m.Files {
+		c.index[fm.Name] = i
+	}
+	return c, nil
 }
 
 // readCommit returns the attempt a container's commit names; a container

@@ -129,14 +129,21 @@ func (d *dirStore) Put(ctx context.Context, key, src string, opts PutOptions) er
 	if err := checkKey(key, false); err != nil {
 		return fmt.Errorf("put %s: %w", d, err)
 	}
-	if err := d.root.MkdirAll(path.Dir(key), 0o755); err != nil {
-		return d.wrap("put", key, err)
-	}
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("put %s in %s: %w", key, d, err)
 	}
 	defer in.Close()
+	return d.PutReader(ctx, key, in, opts)
+}
+
+func (d *dirStore) PutReader(ctx context.Context, key string, in io.Reader, opts PutOptions) error {
+	if err := checkKey(key, false); err != nil {
+		return fmt.Errorf("put %s: %w", d, err)
+	}
+	if err := d.root.MkdirAll(path.Dir(key), 0o755); err != nil {
+		return d.wrap("put", key, err)
+	}
 	tmp := path.Join(path.Dir(key), putTempPrefix+path.Base(key)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.FormatUint(d.seq.Add(1), 36))
 	out, err := d.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

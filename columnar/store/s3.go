@@ -132,7 +132,16 @@ func (s *bucketStore) Put(ctx context.Context, key, path string, opts PutOptions
 		return fmt.Errorf("put %s in %s: %w", key, s, err)
 	}
 	defer f.Close()
-	err = s.b.Upload(ctx, key, f, &blob.WriterOptions{
+	return s.PutReader(ctx, key, f, opts)
+}
+
+func (s *bucketStore) PutReader(ctx context.Context, key string, r io.Reader, opts PutOptions) error {
+	if err := checkKey(key, false); err != nil {
+		return fmt.Errorf("put %s: %w", s, err)
+	}
+	// An error from r aborts the upload (a multipart one is aborted, a
+	// single PUT never sent whole): no object appears.
+	err := s.b.Upload(ctx, key, r, &blob.WriterOptions{
 		ContentType: "application/octet-stream",
 		IfNotExist:  opts.IfAbsent,
 	})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"github.com/strata-db/strata/columnar"
 )
@@ -12,76 +13,72 @@ import (
 // Source is the columnar.Source of a committed container in a store: the
 // engines read its column files block by block with one ranged read per
 // block (and one for each file's header), so a job holds no more of a
-// container than its readers' blocks and fetches each block once.
+// container than its readers' blocks and fetches each block once. In a
+// pack, a column file is its range of the pack object.
 type Source struct {
-	ctx      context.Context
-	st       Store
-	name     string // store URL and container key, for errors
-	prefix   string // key prefix of the container's files
-	m        *columnar.Manifest
-	manifest []byte
-	counts   columnar.FetchCounts
+	ctx    context.Context
+	st     Store
+	c      *Container
+	counts columnar.FetchCounts
 }
 
 var _ columnar.Source = (*Source)(nil)
 
-// OpenSource reads the manifest of the committed container
-// table/projection/id in st (Committed) and returns the Source of its
-// files. Reads
-// made through it use ctx. A container not in st wraps
-// columnar.ErrNotFound.
+// OpenSource resolves the committed container table/projection/id in st
+// (Resolve) and returns the Source of its files. Reads made through it
+// use ctx. A container not in st wraps columnar.ErrNotFound.
 func OpenSource(ctx context.Context, st Store, table, projection, id string) (*Source, *columnar.Manifest, error) {
-	m, prefix, data, err := committed(ctx, st, table, projection, id)
+	c, err := Resolve(ctx, st, table, projection, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	s := &Source{
-		ctx:      ctx,
-		st:       st,
-		name:     st.String() + "/" + Join(table, projection, id),
-		prefix:   prefix,
-		m:        m,
-		manifest: data,
-	}
-	return s, m, nil
+	return &Source{ctx: ctx, st: st, c: c}, c.Manifest, nil
 }
 
 // Fetched returns the blocks and bytes read through s.
 func (s *Source) Fetched() (blocks, bytes int64) { return s.counts.Fetched() }
 
-func (s *Source) String() string { return s.name }
+func (s *Source) String() string { return s.c.where }
 
-// Prefix is the key prefix of the container's files: its committed
-// attempt's (Committed).
-func (s *Source) Prefix() string { return s.prefix }
+// Container is the container resolved: where its column files are.
+func (s *Source) Container() *Container { return s.c }
+
+// Prefix is the key prefix of the container's committed attempt
+// (Committed).
+func (s *Source) Prefix() string { return s.c.Prefix }
 
 // ReadManifest returns the manifest read by OpenSource.
-func (s *Source) ReadManifest() ([]byte, error) { return s.manifest, nil }
+func (s *Source) ReadManifest() ([]byte, error) { return s.c.manifest, nil }
 
 // OpenFile returns the column file name of size bytes (as the manifest
 // says; a shorter object fails its reads, a changed one its checksums).
 // It makes no request.
 func (s *Source) OpenFile(name string, size int64) (columnar.File, error) {
 	if err := checkKey(name, false); err != nil {
-		return nil, fmt.Errorf("open %s/%s: %w", s.name, name, err)
+		return nil, fmt.Errorf("open %s/%s: %w", s.c.where, name, err)
 	}
-	f := &RemoteFile{ctx: s.ctx, st: s.st, key: s.prefix + name, size: size, counts: &s.counts}
-	for i := range s.m.Files {
-		if s.m.Files[i].Name == name {
-			f.fm = &s.m.Files[i]
+	i := s.c.FileIndex(name)
+	if i < 0 {
+		if s.c.Pack != "" {
+			return nil, fmt.Errorf("open %s/%s: not a file of the manifest: %w", s.c.where, name, fs.ErrNotExist)
 		}
+		return &RemoteFile{ctx: s.ctx, st: s.st, key: s.c.Prefix + name, size: size, counts: &s.counts}, nil
 	}
-	return f, nil
+	key, base := s.c.File(i)
+	return &RemoteFile{ctx: s.ctx, st: s.st, key: key, base: base, size: size, fm: &s.c.Manifest.Files[i], counts: &s.counts, where: s.c.where}, nil
 }
 
-// RemoteFile is an object of a store read by ranges, as a columnar.File.
+// RemoteFile is an object of a store, or a range of one, read by ranges,
+// as a columnar.File.
 type RemoteFile struct {
 	ctx    context.Context
 	st     Store
 	key    string
+	base   int64 // the file's offset in the object
 	size   int64
-	fm     *columnar.FileMeta    // to count blocks; nil counts none
+	fm     *columnar.FileMeta    // to count blocks and name them; nil counts none
 	counts *columnar.FetchCounts // nil counts nothing
+	where  string                // the container, for errors; "" if none
 }
 
 // NewRemoteFile returns the object at key, size bytes long, read by
@@ -90,19 +87,25 @@ func NewRemoteFile(ctx context.Context, st Store, key string, size int64) *Remot
 	return &RemoteFile{ctx: ctx, st: st, key: key, size: size}
 }
 
-// ReadAt reads len(p) bytes at off with one ranged GET.
+// ReadAt reads len(p) bytes at off with one ranged GET. An object that
+// ends before the range does is a *columnar.CorruptError naming the
+// container, the file and the block, where they are known.
 func (f *RemoteFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 || off+int64(len(p)) > f.size {
 		return 0, fmt.Errorf("read %s from %s: range [%d, %d) outside its %d bytes", f.key, f.st, off, off+int64(len(p)), f.size)
 	}
-	r, err := f.st.NewRangeReader(f.ctx, f.key, off, int64(len(p)))
+	r, err := f.st.NewRangeReader(f.ctx, f.key, f.base+off, int64(len(p)))
 	if err != nil {
 		return 0, err
 	}
 	defer r.Close()
 	n, err := io.ReadFull(r, p)
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		err = fmt.Errorf("read %s from %s: %d of %d bytes at offset %d: object shorter than its manifest says", f.key, f.st, n, len(p), off)
+		reason := fmt.Sprintf("object %s is shorter than its manifest says: %d of %d bytes at offset %d", f.key, n, len(p), f.base+off)
+		if f.fm != nil && f.where != "" {
+			return n, &columnar.CorruptError{Container: f.where, File: f.fm.Name, Block: BlockAt(f.fm, off+int64(n)), Reason: reason}
+		}
+		err = fmt.Errorf("read %s from %s: %s", f.key, f.st, reason)
 	} else if err != nil {
 		err = fmt.Errorf("read %s from %s: %w", f.key, f.st, err)
 	}

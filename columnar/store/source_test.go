@@ -2,8 +2,6 @@ package store_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/strata-db/strata/columnar"
@@ -78,18 +76,11 @@ func TestSourceReadsByRanges(t *testing.T) {
 			// A damaged block in the store: the object of column 1 with a
 			// byte of its block 2 flipped.
 			fm := m.Files[1]
-			data, err := os.ReadFile(filepath.Join(dir, fm.Name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			data[fm.Blocks[2].Offset+fm.Blocks[2].Length/2] ^= 0xff
-			bad := filepath.Join(t.TempDir(), "bad")
-			if err := os.WriteFile(bad, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Put(t.Context(), src.Prefix()+fm.Name, bad, store.PutOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			rewritePack(t, st, "t", "p", m.ID, func(c *store.Container, data []byte) []byte {
+				_, off := c.File(1)
+				data[off+fm.Blocks[2].Offset+fm.Blocks[2].Length/2] ^= 0xff
+				return data
+			})
 			r, err := remote.OpenColumn(1)
 			if err != nil {
 				t.Fatal(err)

@@ -16,45 +16,98 @@
 //
 // # Format
 //
-// A container in a store (container.go, commit.go) is the key prefix
-// <table>/<projection>/<id>/. Each upload of it writes under a prefix of
-// its own, an attempt, and commits by naming that attempt:
+// A container in a store (container.go, commit.go, pack.go) is the key
+// prefix <table>/<projection>/<id>/. Each upload of it writes under a
+// prefix of its own, an attempt, and commits by naming that attempt:
 //
-//	<table>/<projection>/<id>/<attempt>/col-0000.arrow   column files, uploaded first
-//	<table>/<projection>/<id>/<attempt>/...
-//	<table>/<projection>/<id>/<attempt>/manifest.json    a copy of the manifest
+//	<table>/<projection>/<id>/<attempt>/container.pack   the whole container, uploaded first
 //	<table>/<projection>/<id>/commit                     the attempt's name and "\n", put last
+//
+// The pack is one object: a head (the manifest and an index), then the
+// column files back to back in the manifest's order, each byte for byte
+// the file columnar wrote:
+//
+//	offset 0   "STRATACP"                    magic (8 bytes)
+//	       8   uint32 1                      version
+//	      12   uint32 M                      manifest length
+//	      16   uint32 N                      column files (the manifest's)
+//	      20   uint32                        CRC-32C of bytes 0-19 and 24-(D-1)
+//	      24   M bytes                       manifest.json
+//	    24+M   N x uint64                    index: each column file's offset
+//	       D   column file 0 ... N-1         D = 24+M+8N; file i at index[i]
+//
+// Integers are little-endian. The writer puts the files back to back
+// (index[0] = D, index[i+1] = index[i] + size of file i) and the object
+// ends where the last one does; a reader requires the offsets in order,
+// not overlapping and past the head, and reads file i as the range
+// [index[i], index[i] + its manifest size). Why one object: a cold read
+// of a container was one ranged GET per column file (3,200 for a
+// mergeout of 32 containers of 100 columns), each costing the client and
+// the server CPU that the merge wanted. With the files back to back, the
+// files a reader wants that are adjacent are one range (Container.Ranges),
+// so the depot prefetches a container in a few GETs of up to 8MiB, and a
+// reader of some columns fetches only their ranges. Why the manifest in
+// the head rather than an object beside it: the container is one object
+// to upload, list, sweep and delete, and a reader still finds it with two
+// requests (the commit, then the first 64KiB of the pack, which holds the
+// head of a container of a few hundred column files; a larger head costs
+// one more read). The index, redundant for the packs written today, lets
+// a later writer align or pad files without changing readers. The pack is
+// streamed from the local files as it is uploaded (PutReader), each file
+// checked against the manifest's size and CRC-32C on the way, so a local
+// file that is not what the manifest says fails the upload instead of
+// being committed.
 //
 // An attempt's name is "a" and 16 random hex digits, so two uploads of one
 // container (a job redelivered after a lease loss, two workers racing)
 // never write the same key but the commit, which is put only if absent
 // (If-None-Match: * on S3; a hard link in a directory): the first upload
-// to commit wins and the loser's files, however its blocks were laid out,
+// to commit wins and the loser's pack, however its blocks were laid out,
 // cannot touch the winner's. "a" sorts before "commit", so a deletion in
-// reverse key order removes the commit before the files it names.
+// reverse key order removes the commit before the attempt it names.
 //
-// Readers resolve the commit first (Committed gives the manifest and the
-// prefix that a file's name completes into its key). A commit naming an
-// attempt without a manifest, or holding no attempt name, makes the
-// container corrupt. A container committed once exists for readers once
-// the catalog names it. Attempts no commit names are unfinished or
-// losing uploads: the scheduler's orphan sweep deletes them after the
-// grace period (RemoveUncommitted), and a prefix with no commit at all as
-// a whole. Deleting a container deletes its prefix.
+// Readers resolve the commit first (Resolve gives the manifest and where
+// each column file's bytes are; Committed the manifest and the attempt's
+// prefix). A commit naming an attempt with neither a pack nor a manifest,
+// or holding no attempt name, a pack whose head is cut short, fails its
+// CRC-32C or is not a pack, make the container corrupt (a
+// *columnar.CorruptError naming the container and the pack). Damage in a
+// column file's bytes (a pack cut short inside it, a byte changed) is
+// found by whoever reads them: a Source's read past the object's end, and
+// the block checksums of the column reader, name the container, the file
+// and the block; Fetch names them too. A container committed once exists
+// for readers once the catalog names it. Attempts no commit names are
+// unfinished or losing uploads: the scheduler's orphan sweep deletes them
+// after the grace period (RemoveUncommitted), and a prefix with no commit
+// at all as a whole. Deleting a container deletes its prefix.
 //
 // Check, the scheduler's check of a container before the catalog names
-// it, makes a bounded number of requests in few round trips: the commit,
-// the manifest, one listing of the committed attempt's prefix for every
-// file's size (not a request per file), then one ranged read of each
-// file's header for its CRC-32C, MaxCheckReads (16) of them in flight at
-// once. A container of N files costs N+3 requests and about N/16 round
-// trips for the headers; Check is safe to call from several goroutines,
-// so a caller checking many containers runs them at once too.
+// it, makes a bounded number of requests in few round trips: the commit
+// and the pack's head (Resolve), one Stat of the pack (its size must be
+// the end of its last column file: a pack cut short names the first file
+// it does not hold whole), then ranged reads of the column files'
+// headers, the headers less than 256KiB apart read together in one read
+// of up to 4MiB, at most MaxCheckReads (16) in flight at once; each
+// header is checked against its CRC-32C, and a file a read holds whole
+// against the whole file's. A container of small column files (the
+// mergeout benchmark's: 5MiB in 100 files) costs about 3 + its size / 4MiB
+// requests; one of large files, about 3 + N. Check is safe to call from
+// several goroutines, so a caller checking many containers runs them at
+// once too.
 //
-// The first layout, the files and manifest.json directly under
-// <table>/<projection>/<id>/ with no commit, is still read: it is what a
-// data directory holds, and a data directory is a file:// store as it is;
-// uploads from before attempts were in it too. Nothing writes it any more.
+// Two older layouts are still read, checked, fetched, listed, swept and
+// deleted; nothing writes them any more. An attempt of an object per
+// column file and a copy of the manifest (uploads before packs):
+//
+//	<table>/<projection>/<id>/<attempt>/col-0000.arrow   column files
+//	<table>/<projection>/<id>/<attempt>/manifest.json    a copy of the manifest
+//
+// A reader finds no pack in the attempt (one more request), then reads
+// the manifest and each file as an object of its own; Check lists the
+// attempt once for the sizes and reads each header. And the first layout,
+// the files and manifest.json directly under <table>/<projection>/<id>/
+// with no commit: it is what a data directory holds, and a data directory
+// is a file:// store as it is.
 package store
 
 import (
@@ -95,6 +148,10 @@ type Store interface {
 	// Put uploads the local file at path as the object at key. The object
 	// appears whole or not at all.
 	Put(ctx context.Context, key, path string, opts PutOptions) error
+	// PutReader uploads what r yields, to its end, as the object at key.
+	// The object appears whole or not at all: an error from r fails the
+	// put and leaves no object.
+	PutReader(ctx context.Context, key string, r io.Reader, opts PutOptions) error
 	// DeletePrefix deletes every object whose key begins with prefix
 	// (ending in "/"); none is not an error.
 	DeletePrefix(ctx context.Context, prefix string) error

@@ -209,8 +209,9 @@ func TestContainerUploadFetchCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n != m.CompressedBytes()+manifestSize(t, src) {
-				t.Errorf("fetched %d bytes, container has %d", n, m.CompressedBytes())
+			// The pack's head (commit, magic, manifest, index) and its files.
+			if head := int64(24 + manifestSize(t, src) + 8*int64(len(m.Files))); n != m.CompressedBytes()+head {
+				t.Errorf("fetched %d bytes, container has %d and the pack's head %d", n, m.CompressedBytes(), head)
 			}
 			if got.Rows != m.Rows {
 				t.Errorf("fetched manifest rows %d", got.Rows)
@@ -226,10 +227,11 @@ func TestContainerUploadFetchCheck(t *testing.T) {
 			if err != nil || !strings.HasPrefix(prefix, store.ContainerPrefix("t", "p", m.ID)) {
 				t.Fatalf("committed: %q, %v", prefix, err)
 			}
-			bad := writeFile(t, strings.Repeat("x", int(m.Files[1].Size)))
-			if err := st.Put(ctx, prefix+m.Files[1].Name, bad, store.PutOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			rewritePack(t, st, "t", "p", m.ID, func(c *store.Container, data []byte) []byte {
+				_, off := c.File(1)
+				copy(data[off:off+m.Files[1].Size], strings.Repeat("x", int(m.Files[1].Size)))
+				return data
+			})
 			if _, err := store.Check(ctx, st, "t", "p", m.ID); !errors.Is(err, columnar.ErrCorrupt) {
 				t.Errorf("check corrupt: %v, want ErrCorrupt", err)
 			}

@@ -97,9 +97,34 @@ func TestCheckContainerConcurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The last one with a column file cut short.
+	// The last one with a column file cut short: on disk, and in the
+	// bucket a pack that ends inside it (Upload checks what it streams, so
+	// the pack is cut after the upload).
 	bad := ms[len(ms)-1]
+	srv := s3test.Start(t, "strata")
+	st := srv.Store(t)
+	for _, m := range ms {
+		if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local, "t", "p", m.ID), "t", "p", m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.Truncate(filepath.Join(columnar.ContainerDir(local, "t", "p", bad.ID), bad.Files[3].Name), bad.Files[3].Size-1); err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.Resolve(t.Context(), st, "t", "p", bad.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pack, err := store.ReadAll(t.Context(), st, c.Pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, off := c.File(3)
+	cut := filepath.Join(t.TempDir(), "pack")
+	if err := os.WriteFile(cut, pack[:off+bad.Files[3].Size-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(t.Context(), c.Pack, cut, store.PutOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := columnar.OpenDataDir(local)
@@ -107,14 +132,6 @@ func TestCheckContainerConcurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer data.Close()
-	srv := s3test.Start(t, "strata")
-	st := srv.Store(t)
-	for _, m := range ms {
-		// The store gets the cut file as it is: Upload does not check.
-		if _, err := store.Upload(t.Context(), st, columnar.ContainerDir(local, "t", "p", m.ID), "t", "p", m.ID); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for name, s := range map[string]scheduler.Storage{"data": dataStorage{data}, "bucket": bucketStorage{st}} {
 		t.Run(name, func(t *testing.T) {
 			var wg sync.WaitGroup

@@ -1,0 +1,296 @@
+package depot_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/depot"
+	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/columnar/store/s3test"
+)
+
+// waitFetched waits until the depot has fetched n column files.
+func waitFetched(t *testing.T, d *depot.Depot, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for d.Stats().FilesFetched < n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := d.Stats().FilesFetched; got != n {
+		t.Fatalf("%d column files fetched, want %d", got, n)
+	}
+}
+
+// A cold container the store keeps as a pack is prefetched with a few
+// large ranged GETs, not one a column file: adjacent files are read
+// together, up to the request bound; then every read is local.
+func TestPrefetchPackFewRequests(t *testing.T) {
+	const cols = 40
+	st, ms, _ := wideBucket(t, 2, cols)
+	for _, small := range []bool{false, true} {
+		counting := &byteCountingStore{Store: st}
+		d, err := depot.Open(t.TempDir(), counting, depot.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := int64(8 << 20)
+		if small {
+			// About four files a request.
+			bound = 4 * ms[0].Files[0].Size
+			defer depot.SetRunBytes(bound)()
+		}
+		var compressed, wantReads int64
+		var srcs []columnar.Source
+		for _, m := range ms {
+			src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			srcs = append(srcs, src)
+			compressed += m.CompressedBytes()
+			c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := make([]int, cols)
+			for i := range all {
+				all[i] = i
+			}
+			wantReads += int64(len(c.Ranges(all, bound)))
+		}
+		heads := counting.reads.Load()
+		if heads != 2*int64(len(ms)) {
+			t.Errorf("acquiring %d containers made %d requests, want the commit and the pack's head of each", len(ms), heads)
+		}
+		headBytes := counting.bytes.Load()
+		for _, src := range srcs {
+			d.Prefetch(t.Context(), src)
+		}
+		waitFetched(t, d, int64(len(ms)*cols))
+		reads, fetched := counting.reads.Load()-heads, counting.bytes.Load()-headBytes
+		if reads != wantReads || (!small && reads != int64(len(ms))) || (small && reads < int64(len(ms))*cols/5) {
+			t.Errorf("bound %d: prefetch made %d requests, want %d", bound, reads, wantReads)
+		}
+		if fetched != compressed {
+			t.Errorf("prefetch fetched %d bytes, the containers' column files are %d", fetched, compressed)
+		}
+		before := counting.reads.Load()
+		for _, src := range srcs {
+			readAll(t, src)
+		}
+		if got := counting.reads.Load() - before; got != 0 {
+			t.Errorf("reading the prefetched containers made %d requests", got)
+		}
+		if s := d.Stats(); s.FilesCreated != int64(len(ms)) {
+			t.Errorf("%d files created, want a pack each", s.FilesCreated)
+		}
+		for _, src := range srcs {
+			if err := depot.Verify(src.String()); err != nil {
+				t.Error(err)
+			}
+		}
+		d.Close()
+	}
+}
+
+// PrefetchColumns of some columns fetches their bytes alone, the files
+// adjacent in the pack with one request.
+func TestPrefetchColumnsCoalesced(t *testing.T) {
+	st, ms, _ := wideBucket(t, 1, 40)
+	m := ms[0]
+	counting := &byteCountingStore{Store: st}
+	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	heads, headBytes := counting.reads.Load(), counting.bytes.Load()
+	cols := []int{5, 6, 7, 20}
+	var names []string
+	var want int64
+	for _, c := range cols {
+		names = append(names, m.Files[c].Column)
+		want += m.Files[c].Size
+	}
+	d.PrefetchColumns(t.Context(), src, names)
+	waitFetched(t, d, int64(len(cols)))
+	if reads, got := counting.reads.Load()-heads, counting.bytes.Load()-headBytes; reads != 2 || got != want {
+		t.Errorf("prefetch of columns %v: %d requests, %d bytes; want 2 requests (5-7 and 20), %d bytes", cols, reads, got, want)
+	}
+	for i := range m.Files {
+		want := i == 5 || i == 6 || i == 7 || i == 20
+		if held := depot.Holds(src.String(), m.Files[i].Name); held != want {
+			t.Errorf("column %d held %v", i, held)
+		}
+	}
+	before := counting.reads.Load()
+	for _, c := range cols {
+		if err := readColumn(src, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counting.reads.Load() - before; got != 0 {
+		t.Errorf("reading the prefetched columns made %d requests", got)
+	}
+}
+
+// A bucket written before packs (an attempt of an object per column file)
+// is read through the depot as before: cold with prefetch, a request a
+// file, then warm; the copy is the store's.
+func TestOldLayoutBucketThroughDepot(t *testing.T) {
+	st := s3test.Start(t, "strata").Store(t)
+	local := t.TempDir()
+	ms, err := columnar.Generate(local, columnar.GenOptions{Table: "t", Projection: "p", Columns: 6, Containers: 1, RowsPerContainer: 2000, BlockRows: 500, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := ms[0]
+	cdir := columnar.ContainerDir(local, "t", "p", m.ID)
+	attempt := store.ContainerPrefix("t", "p", m.ID) + "a0123456789abcdef/"
+	for _, name := range []string{m.Files[0].Name, m.Files[1].Name, m.Files[2].Name, m.Files[3].Name, m.Files[4].Name, m.Files[5].Name, columnar.ManifestName} {
+		if err := st.Put(t.Context(), attempt+name, filepath.Join(cdir, name), store.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit := filepath.Join(t.TempDir(), "commit")
+	if err := os.WriteFile(commit, []byte("a0123456789abcdef\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(t.Context(), store.ContainerPrefix("t", "p", m.ID)+store.CommitName, commit, store.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	counting := &byteCountingStore{Store: st}
+	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	before := counting.reads.Load()
+	d.Prefetch(t.Context(), src)
+	waitFetched(t, d, int64(len(m.Files)))
+	if got := counting.reads.Load() - before; got != int64(len(m.Files)) {
+		t.Errorf("prefetch made %d requests, want one a file", got)
+	}
+	readAll(t, src)
+	if err := depot.Verify(src.String()); err != nil {
+		t.Error(err)
+	}
+	for _, fm := range m.Files {
+		path, off, err := depot.HeldAt(src.String(), fm.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(filepath.Join(cdir, fm.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(held[off:off+fm.Size], want) {
+			t.Errorf("%s held differs from the store's", fm.Name)
+		}
+	}
+}
+
+// A pack in the store cut short, or with a byte of a block flipped: a
+// read of that block through the depot is a corrupt container error
+// naming the container, the file and the block, with or without
+// prefetch; the bad bytes are not kept, and once the store's pack is
+// whole again the file is fetched again and read right.
+func TestStorePackDamagedThroughDepot(t *testing.T) {
+	for _, prefetch := range []bool{false, true} {
+		for _, cut := range []bool{true, false} {
+			st, ms, _ := wideBucket(t, 1, 4)
+			m := ms[0]
+			fm := m.Files[2]
+			blk := len(fm.Blocks) - 2
+			c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			good, err := store.ReadAll(t.Context(), st, c.Pack)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, base := c.File(2)
+			bad := append([]byte(nil), good...)
+			at := base + fm.Blocks[blk].Offset + fm.Blocks[blk].Length/2
+			if cut {
+				bad = bad[:at]
+			} else {
+				bad[at] ^= 0x20
+			}
+			put := func(data []byte) {
+				p := filepath.Join(t.TempDir(), "pack")
+				if err := os.WriteFile(p, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := st.Put(t.Context(), c.Pack, p, store.PutOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			put(bad)
+			d, err := depot.Open(t.TempDir(), st, depot.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if prefetch {
+				d.Prefetch(t.Context(), src)
+				if cut {
+					waitFetched(t, d, 2) // the files before the cut
+				} else {
+					waitFetched(t, d, 3) // all but the damaged one
+				}
+			}
+			// The column reader's error may wrap the depot's fetch error
+			// (a segment holding the cut): the store's container, file and
+			// block are named either way.
+			err = readColumn(src, 2)
+			if !errors.Is(err, columnar.ErrCorrupt) || !strings.Contains(err.Error(), fmt.Sprintf("%s block %d", fm.Name, blk)) || !strings.Contains(err.Error(), "t/p/"+m.ID) {
+				t.Errorf("prefetch %v, cut %v: %v; want a CorruptError naming t/p/%s, %s, block %d", prefetch, cut, err, m.ID, fm.Name, blk)
+			}
+			if depot.Holds(src.String(), fm.Name) {
+				t.Errorf("prefetch %v, cut %v: the bad copy is held", prefetch, cut)
+			}
+			for _, col := range []int{0, 1} {
+				if err := readColumn(src, col); err != nil {
+					t.Errorf("prefetch %v, cut %v: column %d: %v", prefetch, cut, col, err)
+				}
+			}
+			put(good)
+			if err := readColumn(src, 2); err != nil {
+				t.Errorf("prefetch %v, cut %v: the store whole again: %v", prefetch, cut, err)
+			}
+			release()
+			readAll(t, src)
+			if err := depot.Verify(src.String()); err != nil {
+				t.Error(err)
+			}
+			d.Close()
+		}
+	}
+}
