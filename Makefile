@@ -28,8 +28,9 @@ test: build ## run every test (unit, crash, integration), then the engine suites
 	cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 	@[ "$$STRATA_TEST_POSTGRES" = 1 ] || echo "TestAgainstPostgres skipped: STRATA_TEST_POSTGRES is not 1 (\`make test-postgres\` runs it against a throwaway PostgreSQL 15 cluster)"
 
-test-postgres: ## windower's random queries, over plain and keyed tables with changes, against a real PostgreSQL 15 (a throwaway cluster, deploy/postgres.sh)
+test-postgres: build ## windower's random queries (plain and keyed tables with changes) and pgwire's typed rows, against a real PostgreSQL 15 (a throwaway cluster, deploy/postgres.sh)
 	deploy/postgres.sh run $(GO) test -count=1 -timeout 10m -v -run '^TestAgainstPostgres(Keyed)?$$' ./windower/
+	deploy/postgres.sh run $(GO) test -count=1 -timeout 5m -v -run '^TestPgwireAgainstPostgres$$' ./integration/
 
 # STRATA_CHAOS_SOAK=30m (default 10m) repeats every fault kind until the time
 # is up; STRATA_CHAOS_STRICT=1 runs the fault kinds known bugs break too.

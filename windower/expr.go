@@ -468,6 +468,9 @@ func compilePredicates(si *schemaInfo, ps []messages.Predicate) ([]predicate, er
 				return nil, fmt.Errorf("predicate %d: %s needs a constant", i+1, p.Op)
 			}
 			r, err := constVector(p.Right)
+			if err == nil {
+				r, err = coerceLiteral(l, r)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("predicate %d: %v", i+1, err)
 			}

@@ -241,6 +241,12 @@ func placeholder(oid uint32) []byte {
 		return []byte("1")
 	case oidBool:
 		return []byte("true")
+	case oidDate:
+		return []byte("2000-01-01")
+	case oidTimestamp:
+		return []byte("2000-01-01 00:00:00")
+	case oidTimestamptz:
+		return []byte("2000-01-01 00:00:00+00")
 	}
 	return []byte("")
 }
