@@ -197,3 +197,49 @@ func TestDropMarkersThroughOnlyForFullKeyedMerge(t *testing.T) {
 		t.Errorf("append-only table: drop_markers_through %d, hook called %d times; want 0, never", j.DropMarkersThrough, plainHook.called())
 	}
 }
+
+// TestRequestedMergeoutRefoldsOneContainer: a keyed table folded into one
+// container through a floor keeps the markers and versions of the changes
+// above it; once the floor has risen past what the fold froze, a requested
+// mergeout folds that one container again (the rows it can drop now), and
+// not before. An append-only table's one container is never rewritten.
+func TestRequestedMergeoutRefoldsOneContainer(t *testing.T) {
+	hook := &floorHook{floor: 100}
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}, ChangeFloor: hook.get})
+	if _, err := h.s.Register(h.ctx, h.keyedReq("load", 0, 2, "id")); err != nil {
+		t.Fatal(err)
+	}
+	full := h.requestAll()
+	if full.DropMarkersThrough != 100 {
+		t.Fatalf("full mergeout: drop_markers_through %d, want 100", full.DropMarkersThrough)
+	}
+	if err := h.finishKeyed(full, 40, "id"); err != nil {
+		t.Fatal(err)
+	}
+	if live := h.state("t").Live; len(live) != 1 {
+		t.Fatalf("%d live after the fold, want 1", len(live))
+	}
+	rep, err := h.s.RequestMergeout(h.ctx, &messages.MergeoutRequest{Table: "t"})
+	if err != nil || len(rep.Jobs) != 0 {
+		t.Fatalf("mergeout at the floor the container was folded through: %+v, %v; want no job", rep, err)
+	}
+	hook.mu.Lock()
+	hook.floor = 250
+	hook.mu.Unlock()
+	again := h.requestAll()
+	if len(again.Inputs) != 1 || again.Inputs[0].ID != full.Output || again.DropMarkersThrough != 250 {
+		t.Fatalf("mergeout after the floor rose: inputs %v, drop_markers_through %d; want [%s], 250", again.Inputs, again.DropMarkersThrough, full.Output)
+	}
+	if got := h.state("t").FrozenThrough; got != 250 {
+		t.Errorf("frozen_through %d after the refold was added, want 250", got)
+	}
+
+	plainHook := &floorHook{floor: 7}
+	hp := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}, ChangeFloor: plainHook.get})
+	if _, err := hp.s.Register(hp.ctx, hp.keyedReq("load", 0, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := hp.s.RequestMergeout(hp.ctx, &messages.MergeoutRequest{Table: "t"}); err != nil || len(rep.Jobs) != 0 {
+		t.Errorf("append-only table of one container: %+v, %v; want no job", rep, err)
+	}
+}

@@ -43,7 +43,9 @@ func (s *Scheduler) requestMergeout(ctx context.Context, req *messages.MergeoutR
 		}
 		sel, ok := SelectAll(st.Live, st.readers(), s.opts.Strata)
 		if !ok {
-			continue
+			if sel, ok = s.selectRefold(ctx, st); !ok {
+				continue
+			}
 		}
 		ref, err := s.startMergeout(ctx, st, sel, req.RequestID)
 		if err != nil {
@@ -182,6 +184,24 @@ func (s *Scheduler) startMergeout(ctx context.Context, seen *ProjectionState, se
 		return messages.JobRef{}, err
 	}
 	return s.jobRef(j.id()), nil
+}
+
+// selectRefold picks, for a requested mergeout, the one live container
+// of a keyed projection when the change floor has risen past the floor
+// the projection was last folded and frozen through: the container keeps
+// the delete markers and versions of the changes above that floor (they
+// were not all applied when it was folded), which a fold through the
+// floor now drops and freezes. Without it a table folded into one
+// container while changes were in flight would keep their markers until
+// more changes came.
+func (s *Scheduler) selectRefold(ctx context.Context, st *ProjectionState) (Selection, bool) {
+	if len(st.PrimaryKey) == 0 || len(st.Live) != 1 || st.readers()[st.Live[0].ID] {
+		return Selection{}, false
+	}
+	if floor := s.changeFloor(ctx, st.Table, st.Projection); floor <= st.FrozenThrough {
+		return Selection{}, false
+	}
+	return Selection{Stratum: s.opts.Strata.withDefaults().Stratum(st.Live[0].Bytes), Inputs: []messages.ContainerRef{st.Live[0]}}, true
 }
 
 // coversLive reports whether inputs name every container of live.
