@@ -328,9 +328,9 @@ func Upload(ctx context.Context, st Store, dir, table, projection, id string) (*
 		st.DeletePrefix(dctx, prefix)
 		return nil, err
 	}
-	head, _, _ := encodePackHead(m, data)
+	head, _, size := encodePackHead(m, data)
 	pr := newPackReader(dir, m, head)
-	err = st.PutReader(ctx, prefix+PackName, pr, PutOptions{})
+	err = st.PutReader(ctx, prefix+PackName, pr, PutOptions{Size: size})
 	pr.Close()
 	if err != nil {
 		return abandon(err)

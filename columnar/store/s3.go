@@ -132,8 +132,18 @@ func (s *bucketStore) Put(ctx context.Context, key, path string, opts PutOptions
 		return fmt.Errorf("put %s in %s: %w", key, s, err)
 	}
 	defer f.Close()
+	if info, err := f.Stat(); err == nil && opts.Size == 0 {
+		opts.Size = info.Size()
+	}
 	return s.PutReader(ctx, key, f, opts)
 }
+
+// The AWS SDK's multipart uploads: at most maxUploadParts parts, of
+// defaultPartBytes unless the object's size needs larger ones.
+const (
+	maxUploadParts   = 10000
+	defaultPartBytes = 8 << 20
+)
 
 func (s *bucketStore) PutReader(ctx context.Context, key string, r io.Reader, opts PutOptions) error {
 	if err := checkKey(key, false); err != nil {
@@ -141,10 +151,14 @@ func (s *bucketStore) PutReader(ctx context.Context, key string, r io.Reader, op
 	}
 	// An error from r aborts the upload (a multipart one is aborted, a
 	// single PUT never sent whole): no object appears.
-	err := s.b.Upload(ctx, key, r, &blob.WriterOptions{
+	wo := &blob.WriterOptions{
 		ContentType: "application/octet-stream",
 		IfNotExist:  opts.IfAbsent,
-	})
+	}
+	if n := opts.Size/maxUploadParts + 1; n > defaultPartBytes {
+		wo.BufferSize = int(n)
+	}
+	err := s.b.Upload(ctx, key, r, wo)
 	if err != nil {
 		return s.wrap("put", key, err)
 	}

@@ -166,6 +166,10 @@ type PutOptions struct {
 	// S3 this is a conditional write (If-None-Match: *); a server that
 	// ignores the header overwrites.
 	IfAbsent bool
+	// Size, if not 0, is the bytes PutReader's reader yields: an S3
+	// upload sizes its parts by it, so an object larger than the SDK's
+	// 10,000 default parts (80GiB) can be uploaded from a stream.
+	Size int64
 }
 
 // Object is one object of a listing.
