@@ -90,9 +90,11 @@ func TestPipelineEndToEnd(t *testing.T) {
 	compareRows(t, "window result", readCSVRows(t, out), referenceWindow(t, inputDirs(refDir, ref)))
 
 	// pgbench-like update events against a loaded pgbench_accounts,
-	// waited for until they are visible.
+	// waited for until they are visible: one event a message, so that the
+	// WAL holds every one (a change batch keeps the last change of each
+	// key; the apply and chaos tests cover batches).
 	d.cli("load", "--pgbench-accounts", "2000")
-	d.cli("updates", "--keys", "50", "--events", "1500", "--seed", "3", "--wait")
+	d.cli("updates", "--keys", "50", "--events", "1500", "--seed", "3", "--batch", "1", "--wait")
 	if n := wal.metric(t, "strata_wal_events_total"); n < 1500 {
 		t.Fatalf("walwriter acked %v events, want 1500", n)
 	}
