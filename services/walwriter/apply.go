@@ -381,7 +381,10 @@ func (a *changeApplier) applyOnce(ctx context.Context, b *tableBatch) (uint64, e
 		return 0, fmt.Errorf("write changes of %s as container %s: %w", t.Name, id, err)
 	}
 	if a.store != nil {
-		if _, err := store.Upload(ctx, a.store, dir, t.Name, t.Projection, id); err != nil && !errors.Is(err, store.ErrExists) {
+		// Committed already by an attempt whose apply was not answered:
+		// the same changes (Upload's ErrExists is columnar's, not the
+		// store's object-level one).
+		if _, err := store.Upload(ctx, a.store, dir, t.Name, t.Projection, id); err != nil && !errors.Is(err, columnar.ErrExists) {
 			return 0, fmt.Errorf("upload changes of %s as container %s: %w", t.Name, id, err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/strata-db/strata/applier"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/apiclient"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/natsutil/natstest"
@@ -167,5 +168,43 @@ func TestApplyDropsFrozenChanges(t *testing.T) {
 	}
 	if got := counterValue(a.m.droppedFrozen); got != 4 {
 		t.Errorf("dropped changes counted: %v, want 4", got)
+	}
+}
+
+// TestApplyBatchAgainWithStore: a batch whose container reached the store
+// but whose apply was not answered (the reply lost, the scheduler killed)
+// is written and applied again at the next flush, its upload finding the
+// container already committed; that must not stop the batch for good.
+func TestApplyBatchAgainWithStore(t *testing.T) {
+	_, nc, _ := natstest.Start(t, natsutil.Topology{})
+	data := t.TempDir()
+	sched := &frozenScheduler{data: data}
+	sched.serve(t, nc)
+	st, err := store.Open(context.Background(), "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tbl := applyTestTable(t)
+	a := &changeApplier{data: data, store: st, state: appliedState{WAL: "wal-test"}, m: newMetrics(),
+		api: &apiclient.Client{NC: nc, Timeout: 5 * time.Second, Settle: 10 * time.Second},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	b := &tableBatch{t: tbl, batch: tbl.NewBatch(), from: 1, to: 2}
+	b.batch.Add(change(t, tbl, 1, 100, 21))
+	b.batch.Add(change(t, tbl, 2, 200, 22))
+	// The first attempt: written and uploaded, then no answer.
+	id := "wal-test-2"
+	dir := columnar.ContainerDir(data, "t", "p", id)
+	if _, err := b.batch.Write(dir, id, applier.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Upload(context.Background(), st, dir, "t", "p", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.applyBatch(context.Background(), b); err != nil {
+		t.Fatalf("apply again after an unanswered attempt: %v", err)
+	}
+	if len(sched.applied) != 1 || sched.applied[0].ID != id {
+		t.Fatalf("applied %d containers, want %s", len(sched.applied), id)
 	}
 }
