@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/strata-db/strata/applier"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
@@ -251,29 +252,17 @@ func (a *appender) handle(msg jetstream.Msg) {
 // dead-lettered with the reason; one whose table could not be looked up
 // (the scheduler did not answer) is delivered again.
 func (a *appender) handleChange(ctx context.Context, msg jetstream.Msg, ev *messages.UpdateEvent) {
-	lookup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	t, err := a.tables.get(lookup, ev.Table)
-	cancel()
-	if errors.Is(err, errNotKeyed) {
-		_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("event %s: %v", ev.EventID, err))
-		return
-	}
-	if err != nil {
-		a.log.Warn("table of a change event not known yet; delivering it again", "event", ev.EventID, "table", ev.Table, "err", err)
-		_ = msg.NakWithDelay(time.Second)
+	what := "event " + ev.EventID
+	t, version, ok := a.keyedTarget(ctx, msg, ev.Table, what)
+	if !ok {
 		return
 	}
 	c, err := t.Change(ev)
 	if err != nil {
-		_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("event %s: %v", ev.EventID, err))
+		_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("%s: %v", what, err))
 		return
 	}
-	meta, err := msg.Metadata()
-	if err != nil || meta.Sequence.Stream == 0 {
-		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, fmt.Sprintf("event %s: no stream sequence to version it by: %v", ev.EventID, err))
-		return
-	}
-	c.Version = meta.Sequence.Stream
+	c.Version = version
 	if err := a.wal.RegisterTable(walwriter.Table{Name: ev.Table, Columns: slices.Clone(ev.Columns)}); err != nil {
 		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, err.Error())
 		return
@@ -305,6 +294,33 @@ func (a *appender) handleChange(ctx context.Context, msg jetstream.Msg, ev *mess
 		a.log.Error("append change event", "event", ev.EventID, "err", err)
 		_ = msg.NakWithDelay(time.Second)
 	}
+}
+
+// keyedTarget looks up the keyed table a change message (an event or a
+// batch, named what in errors) changes, and the version its changes take:
+// the message's stream sequence. When it cannot, ok is false and msg is
+// settled: dead-lettered for a table without a primary key or a message
+// without a stream sequence, delivered again for a table it could not
+// look up (the scheduler did not answer).
+func (a *appender) keyedTarget(ctx context.Context, msg jetstream.Msg, table, what string) (t *applier.Table, version uint64, ok bool) {
+	lookup, cancel := context.WithTimeout(ctx, 30*time.Second)
+	t, err := a.tables.get(lookup, table)
+	cancel()
+	if errors.Is(err, errNotKeyed) {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("%s: %v", what, err))
+		return nil, 0, false
+	}
+	if err != nil {
+		a.log.Warn("table of a change not known yet; delivering it again", "message", what, "table", table, "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return nil, 0, false
+	}
+	meta, err := msg.Metadata()
+	if err != nil || meta.Sequence.Stream == 0 {
+		_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, fmt.Sprintf("%s: no stream sequence to version it by: %v", what, err))
+		return nil, 0, false
+	}
+	return t, meta.Sequence.Stream, true
 }
 
 // ackApplied acks an event whose change is visible.

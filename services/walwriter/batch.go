@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -41,22 +40,9 @@ func (a *appender) handleBatch(ctx context.Context, msg jetstream.Msg) {
 		updates = make([]walwriter.Update, len(keep))
 	)
 	if a.apply != nil {
-		lookup, cancel := context.WithTimeout(ctx, 30*time.Second)
-		var err error
-		t, err = a.tables.get(lookup, b.Table)
-		cancel()
-		if errors.Is(err, errNotKeyed) {
-			_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("batch %s: %v", b.BatchID, err))
-			return
-		}
-		if err != nil {
-			a.log.Warn("table of a change batch not known yet; delivering it again", "batch", b.BatchID, "table", b.Table, "err", err)
-			_ = msg.NakWithDelay(time.Second)
-			return
-		}
-		meta, err := msg.Metadata()
-		if err != nil || meta.Sequence.Stream == 0 {
-			_ = a.rejecter.Reject(ctx, msg, service.ClassMalformed, fmt.Sprintf("batch %s: no stream sequence to version it by: %v", b.BatchID, err))
+		var version uint64
+		var ok bool
+		if t, version, ok = a.keyedTarget(ctx, msg, b.Table, "batch "+b.BatchID); !ok {
 			return
 		}
 		changes = make([]applier.Change, len(keep))
@@ -67,7 +53,7 @@ func (a *appender) handleBatch(ctx context.Context, msg jetstream.Msg) {
 				_ = a.rejecter.Reject(ctx, msg, service.ClassFailed, fmt.Sprintf("batch %s: change %d: %v", b.BatchID, i, err))
 				return
 			}
-			c.Version = meta.Sequence.Stream
+			c.Version = version
 			changes[j] = c
 			updates[j] = walwriter.Update{EventID: ev.EventID, Table: b.Table, Key: c.Key, Row: c.Row, Version: c.Version, Delete: c.Delete}
 		}
