@@ -119,6 +119,9 @@ type proc struct {
 	http    string
 	done    chan struct{}
 	err     error
+	// expectViolations: lines of its log with these substrings are
+	// permissions violations a test caused on purpose (startBinary).
+	expectViolations []string
 }
 
 // start runs a service binary against the deployment. Its stderr goes to

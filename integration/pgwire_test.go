@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/strata-db/strata/columnar/store/s3test"
+	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/internal/pgauth"
 )
 
@@ -340,18 +341,26 @@ func TestPgwireOverStore(t *testing.T) {
 	}
 }
 
-// TestPgwireAuthenticatedNATS: against the scheduler's embedded,
-// authenticated server, pgwire finds the cli-admin password in the data
-// directory and does its work within that role's permissions (a
-// violation in any log fails the test).
+// TestPgwireAuthenticatedNATS: a data directory made before pgwire had a
+// NATS role of its own has no pgwire.password (its scheduler, started
+// before then, made none): pgwire then connects as cli-admin, as it used
+// to, says so in its log, and works within that role's permissions (a
+// violation in any log fails the test). Under its own role:
+// TestEmbeddedServerAuthenticated.
 func TestPgwireAuthenticatedNATS(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	natsAddr := freeAddr(t)
 	natsURL := "nats://" + natsAddr
 	startBinary(t, "scheduler", freeAddr(t), "--data", data, "--listen", natsAddr)
 	startBinary(t, "windower", freeAddr(t), "--nats", natsURL, "--data", data, "--worker", "windower-1", "--memory", "512MiB")
+	if err := os.Remove(natsutil.PasswordFile(data, natsutil.RolePgwire)); err != nil {
+		t.Fatal(err)
+	}
 	pgAddr := freeAddr(t)
-	startBinary(t, "pgwire", freeAddr(t), "--nats", natsURL, "--data", data, "--pg-listen", pgAddr)
+	pg := startBinary(t, "pgwire", freeAddr(t), "--nats", natsURL, "--data", data, "--pg-listen", pgAddr)
+	if b, _ := os.ReadFile(pg.logPath); !strings.Contains(string(b), "connecting to NATS as cli-admin") {
+		t.Fatalf("no word of the fallback to cli-admin in pgwire's log:\n%s", tail(string(b), 20))
+	}
 	if !haveBinary("strata") {
 		t.Skip("strata CLI is not built")
 	}

@@ -27,7 +27,7 @@ shift
 HOSTS=("$@")
 [ ${#HOSTS[@]} -gt 0 ] || HOSTS=(nats-1 nats-2 nats-3 localhost)
 DAYS=${DAYS:-825}
-ROLES=(scheduler merger windower walwriter cli-admin producer)
+ROLES=(scheduler merger windower walwriter cli-admin producer pgwire)
 
 mkdir -p "$OUT/certs" "$OUT/strata"
 cd "$OUT"

@@ -22,11 +22,12 @@ const (
 	RoleWalwriter = "walwriter" // pulls update events
 	RoleCLIAdmin  = "cli-admin" // the strata CLI: requests, updates, job record and replay
 	RoleProducer  = "producer"  // an application that only publishes update events
+	RolePgwire    = "pgwire"    // the SQL front door: window jobs, the catalog, change events; no admin requests
 )
 
 // Roles returns every role, in a fixed order.
 func Roles() []string {
-	return []string{RoleScheduler, RoleMerger, RoleWindower, RoleWalwriter, RoleCLIAdmin, RoleProducer}
+	return []string{RoleScheduler, RoleMerger, RoleWindower, RoleWalwriter, RoleCLIAdmin, RoleProducer, RolePgwire}
 }
 
 // AuthDirName is the directory of the data directory that holds the
@@ -159,6 +160,28 @@ func RoleGrant(role string) (Grant, bool) {
 				messages.SubjectAPICatalog,
 			},
 			Subscribe: []string{inbox},
+		}, true
+	case RolePgwire:
+		return Grant{
+			Publish: []string{
+				// The requests services/pgwire makes, and none of the
+				// admin ones (register, mergeout, pools.create/alter,
+				// containers.drop, apply, reserve).
+				messages.SubjectAPIWindow,
+				messages.SubjectAPIOperations,
+				messages.SubjectAPICatalog,
+				// Ending the job of a cancelled or abandoned query.
+				messages.SubjectAPIPrefix + "cancel",
+				// INSERT, UPDATE, DELETE and COPY FROM: change events, and
+				// whether they are visible (the walwriter's ack floor) or
+				// were dead-lettered (read, never removed).
+				messages.SubjectUpdatesAll,
+				"$JS.API.CONSUMER.INFO." + messages.StreamUpdates + "." + messages.ConsumerWalwriter,
+				"$JS.API.STREAM.INFO." + messages.StreamDeadLetter,
+				"$JS.API.STREAM.MSG.GET." + messages.StreamDeadLetter,
+			},
+			// A query's done or failed event.
+			Subscribe: []string{inbox, messages.SubjectEventsAll},
 		}, true
 	}
 	return Grant{}, false

@@ -106,6 +106,34 @@ func TestEnsureCredentialsMakesThemOnceWithTightModes(t *testing.T) {
 	}
 }
 
+// A data directory made before a role existed (no pgwire.password) gets
+// that role's password on the next start, the others' kept.
+func TestEnsureCredentialsAddsANewRole(t *testing.T) {
+	dir := t.TempDir()
+	first, err := natsutil.EnsureCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(natsutil.PasswordFile(dir, natsutil.RolePgwire)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := natsutil.EnsureCredentials(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for role, pw := range first {
+		switch {
+		case role == natsutil.RolePgwire && (again[role] == "" || again[role] == pw):
+			t.Errorf("pgwire's password: %q, want a new one", again[role])
+		case role != natsutil.RolePgwire && again[role] != pw:
+			t.Errorf("password of %s changed", role)
+		}
+	}
+	if fi, err := os.Stat(natsutil.PasswordFile(dir, natsutil.RolePgwire)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("pgwire.password: %v %v", fi, err)
+	}
+}
+
 func TestEmbeddedRefusesUnauthenticatedClients(t *testing.T) {
 	srv, passwords := startAuthServer(t)
 	url := []string{srv.ClientURL()}
@@ -200,6 +228,34 @@ var permMatrix = []permCase{
 	{natsutil.RoleProducer, "req", "strata.api.pools", false, ""},
 	{natsutil.RoleProducer, "req", "$JS.API.STREAM.INFO.UPDATES", false, ""},
 	{natsutil.RoleProducer, "sub", "strata.events.>", false, ""},
+
+	// pgwire: its queries, changes and their visibility, and nothing an
+	// admin does.
+	{natsutil.RolePgwire, "req", "strata.api.window", true, ""},
+	{natsutil.RolePgwire, "req", "strata.api.operations", true, ""},
+	{natsutil.RolePgwire, "req", "strata.api.catalog", true, ""},
+	{natsutil.RolePgwire, "req", "strata.api.cancel", true, ""},
+	{natsutil.RolePgwire, "sub", "strata.events.>", true, ""},
+	{natsutil.RolePgwire, "req", "strata.updates.accounts", true, ""},
+	{natsutil.RolePgwire, "req", "$JS.API.CONSUMER.INFO.UPDATES.walwriter", true, ""},
+	{natsutil.RolePgwire, "req", "$JS.API.STREAM.INFO.DEADLETTER", true, ""},
+	{natsutil.RolePgwire, "req", "$JS.API.STREAM.MSG.GET.DEADLETTER", true, `{"seq":1}`},
+	{natsutil.RolePgwire, "req", "strata.api.containers.drop", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.pools.create", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.pools.alter", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.register", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.mergeout", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.apply", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.reserve", false, ""},
+	{natsutil.RolePgwire, "req", "strata.api.pools", false, ""},
+	{natsutil.RolePgwire, "pub", "strata.jobs.window", false, ""},
+	{natsutil.RolePgwire, "req", "$JS.API.STREAM.INFO.JOBS", false, ""},
+	{natsutil.RolePgwire, "req", "$JS.API.STREAM.MSG.DELETE.DEADLETTER", false, `{"seq":1}`},
+	{natsutil.RolePgwire, "req", "$JS.API.STREAM.PURGE.UPDATES", false, ""},
+	{natsutil.RolePgwire, "req", "$JS.API.CONSUMER.MSG.NEXT.UPDATES.walwriter", false, `{"batch":1,"no_wait":true}`},
+	{natsutil.RolePgwire, "pub", "$KV.strata_catalog.demo", false, ""},
+	{natsutil.RolePgwire, "sub", "strata.api.>", false, ""},
+	{natsutil.RolePgwire, "sub", "_INBOX.cli-admin.>", false, ""},
 }
 
 // checkMatrix runs permMatrix against a server; base gives the URLs and

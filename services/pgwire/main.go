@@ -15,11 +15,15 @@
 //
 // It listens on --pg-listen (default 127.0.0.1:5433); an address off
 // loopback needs TLS (--pg-tls-cert and --pg-tls-key), and with TLS every
-// client must use it. It connects to NATS with the credentials of the
-// cli-admin role (DATA/nats-auth/cli-admin.password), as the CLI does,
-// and reads result containers from the data directory (--data), or with
-// --store URL from the store, each fetched into a temporary directory
-// that is removed once its rows are sent.
+// client must use it. It connects to NATS as its own role, pgwire
+// (DATA/nats-auth/pgwire.password, or --nats-user/--nats-password-file):
+// window, operations and catalog requests, job events, change events and
+// the walwriter's ack floor, and no admin request. A data directory made
+// before that role has no pgwire.password until the scheduler starts
+// again; meanwhile pgwire connects as cli-admin, as it used to, and logs
+// a warning saying so. It reads result containers from the data
+// directory (--data), or with --store URL from the store, each fetched
+// into a temporary directory that is removed once its rows are sent.
 //
 // Usage:
 //
@@ -34,7 +38,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"time"
 
 	"github.com/strata-db/strata/internal/apiclient"
@@ -48,8 +54,6 @@ func main() { service.Main("pgwire", run) }
 
 func run(args []string) error {
 	b := service.NewBinary("pgwire", "127.0.0.1:9105")
-	// Its NATS user is the CLI's: the same requests and event watch.
-	b.Role = natsutil.RoleCLIAdmin
 	fs := b.Flags
 	listen := fs.String("pg-listen", "127.0.0.1:5433", "listen address for PostgreSQL clients (off loopback only with --pg-tls-cert/--pg-tls-key)")
 	certFile := fs.String("pg-tls-cert", "", "TLS certificate for clients (PEM); with it, clients must use TLS")
@@ -85,6 +89,11 @@ func run(args []string) error {
 	if made {
 		b.Log.Info("made user strata; its password is in the file", "file", pgauth.PasswordFile(b.DataDir, pgauth.DefaultUser))
 	}
+	if legacyRole(&b.Common) {
+		b.Role = natsutil.RoleCLIAdmin
+		b.Log.Warn("no password of the pgwire role in the data directory (made before it had one): connecting to NATS as cli-admin, as before; restart the scheduler to make it, then pgwire",
+			"missing", natsutil.PasswordFile(b.DataDir, natsutil.RolePgwire))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := b.Connect(ctx); err != nil {
@@ -112,6 +121,23 @@ func run(args []string) error {
 		srv.closeAll()
 	})
 	return b.Run()
+}
+
+// legacyRole reports whether pgwire must connect as cli-admin: given no
+// credentials of its own, it finds no pgwire.password in the data
+// directory but a cli-admin.password (a data directory made before pgwire
+// had a role, whose scheduler has not started since: the scheduler makes
+// a missing role's password on every start, and its server knows the
+// role only then).
+func legacyRole(c *service.Common) bool {
+	if c.Creds != "" || c.User != "" || c.Password != "" || c.PasswordFile != "" || c.DataDir == "" {
+		return false
+	}
+	if _, err := os.Stat(natsutil.PasswordFile(c.DataDir, natsutil.RolePgwire)); !errors.Is(err, fs.ErrNotExist) {
+		return false
+	}
+	_, err := os.Stat(natsutil.PasswordFile(c.DataDir, natsutil.RoleCLIAdmin))
+	return err == nil
 }
 
 // checkListen refuses an address off loopback without TLS: passwords

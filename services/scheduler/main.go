@@ -10,13 +10,15 @@
 // --listen (127.0.0.1:4222), so one machine needs nothing else installed.
 // The embedded server is authenticated: on its first start the scheduler
 // writes a random password per role (scheduler, merger, windower,
-// walwriter, cli-admin, producer) to DATA/nats-auth/ROLE.password (mode
-// 0600, directory 0700) and reuses them afterwards; each role may use only
-// its own subjects. The other binaries given the same --data find their
-// password there. --listen on an address other than loopback is refused
-// unless the server has a TLS certificate (--listen-tls-cert,
-// --listen-tls-key); the scheduler then verifies it like any client, so
-// give it --nats-tls-ca when the certificate's CA is not a system one.
+// walwriter, cli-admin, producer, pgwire) to DATA/nats-auth/ROLE.password
+// (mode 0600, directory 0700) and reuses them afterwards, making on any
+// start the file of a role that has none (a role added since the data
+// directory was made); each role may use only its own subjects. The other
+// binaries given the same --data find their password there. --listen on
+// an address other than loopback is refused unless the server has a TLS
+// certificate (--listen-tls-cert, --listen-tls-key); the scheduler then
+// verifies it like any client, so give it --nats-tls-ca when the
+// certificate's CA is not a system one.
 //
 // Usage:
 //
