@@ -247,9 +247,19 @@ func (p *proc) kill() {
 // contain every given label pair (`name="value"`).
 func (p *proc) metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
+	v, err := p.metricErr(name, labels...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// metricErr is metric returning the error of reading /metrics, for a
+// goroutine other than the test's.
+func (p *proc) metricErr(name string, labels ...string) (float64, error) {
 	resp, err := http.Get("http://" + p.http + "/metrics")
 	if err != nil {
-		t.Fatalf("%s /metrics: %v", p.name, err)
+		return 0, fmt.Errorf("%s /metrics: %w", p.name, err)
 	}
 	defer resp.Body.Close()
 	var sum float64
@@ -271,7 +281,7 @@ func (p *proc) metric(t *testing.T, name string, labels ...string) float64 {
 		fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
 		sum += v
 	}
-	return sum
+	return sum, sc.Err()
 }
 
 func freeAddr(t *testing.T) string {

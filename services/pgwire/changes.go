@@ -701,6 +701,10 @@ func (c *schedulerClient) applyChanges(ctx context.Context, evs []*messages.Upda
 	if err != nil {
 		return err
 	}
+	// The first asynchronous publish gives js a reply subscription and a
+	// goroutine, which live as long as the connection unless cleaned up:
+	// one of each per statement otherwise.
+	defer js.CleanupPublisher()
 	mark, markErr := deadLetterMark(ctx, js)
 	subject := messages.SubjectUpdates(evs[0].Table)
 	msgs, err := changeMessages(evs, c.nc.MaxPayload())
