@@ -704,3 +704,85 @@ type ApplyReply struct {
 }
 
 func (*ApplyReply) Kind() string { return "apply_reply" }
+
+// SubjectAPICancel is the request that cancels a job; SubjectCancel is
+// where the scheduler tells the workers to stop a running one (plain
+// NATS, every worker subscribes; CancelNotice).
+const (
+	SubjectAPICancel = SubjectAPIPrefix + "cancel" // CancelRequest -> CancelReply
+	SubjectCancel    = "strata.control.cancel"     // CancelNotice, from the scheduler to the workers
+)
+
+// CancelReply states.
+const (
+	CancelQueued  = "cancelled"  // the job waited for memory and was never started: it has failed, its place in the queue given up
+	CancelRunning = "cancelling" // the job's worker was told to stop; it fails once the worker reports, its grant released then
+	CancelDone    = "done"       // the job had finished: nothing was cancelled
+	CancelFailed  = "failed"     // the job had failed (or was cancelled) before: nothing more was done
+)
+
+// CancelledPrefix starts the reason of a cancelled job (its failed event
+// and its row in the operations table): "cancelled: " and the request's
+// reason.
+const CancelledPrefix = "cancelled: "
+
+// MaxCancelReason bounds a cancel request's reason.
+const MaxCancelReason = 1024
+
+// CancelRequest cancels a job: a queued one is never started, a running
+// one is stopped by its worker, which frees its grant; a job that has
+// ended is left as it is. RequestID names the request as RegisterRequest's
+// does: the same request sent again gets the first answer.
+type CancelRequest struct {
+	JobID     string `msgpack:"job_id" json:"job_id"`
+	Reason    string `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	RequestID string `msgpack:"request_id,omitempty" json:"request_id,omitempty"`
+}
+
+func (*CancelRequest) Kind() string { return "cancel_request" }
+
+func (r *CancelRequest) Validate() error {
+	if err := validName(r.JobID); err != nil {
+		return fmt.Errorf("job id: %v", err)
+	}
+	if len(r.Reason) > MaxCancelReason {
+		return fmt.Errorf("reason: %d bytes, more than %d", len(r.Reason), MaxCancelReason)
+	}
+	return ValidRequestID(r.RequestID)
+}
+
+// CancelReply says what the cancel did: State is one of the Cancel*
+// values; Reason is the job's failure reason once it has one.
+type CancelReply struct {
+	JobID  string    `msgpack:"job_id" json:"job_id"`
+	State  string    `msgpack:"state" json:"state"`
+	Reason string    `msgpack:"reason,omitempty" json:"reason,omitempty"`
+	Repeat bool      `msgpack:"repeat,omitempty" json:"repeat,omitempty"`
+	Error  *APIError `msgpack:"error,omitempty" json:"error,omitempty"`
+}
+
+func (*CancelReply) Kind() string { return "cancel_reply" }
+
+func (r *CancelReply) ReplyError() *APIError { return r.Error }
+
+// CancelNotice tells the workers to stop a running job: the one running
+// it cancels it and reports it failed with Reason (which starts with
+// CancelledPrefix), not to be retried. Workers keep the notices of the
+// last while, so a delivery of the job that comes later fails at once.
+type CancelNotice struct {
+	JobID  string `msgpack:"job_id"`
+	Reason string `msgpack:"reason"`
+	Time   int64  `msgpack:"time"` // unix nanoseconds
+}
+
+func (*CancelNotice) Kind() string { return "cancel_notice" }
+
+func (n *CancelNotice) Validate() error {
+	if n.JobID == "" {
+		return errors.New("job_id is empty")
+	}
+	if len(n.JobID) > 1024 || len(n.Reason) > MaxCancelReason+len(CancelledPrefix) {
+		return fmt.Errorf("job %.40q...: job_id or reason too long", n.JobID)
+	}
+	return nil
+}

@@ -46,6 +46,9 @@ func apiSamples() map[string]Message {
 		"catalog_reply":           &CatalogReply{Projections: []ProjectionCatalog{{Table: "t", Projection: "p", Live: []ContainerRef{ref}, Running: []string{"j"}}}},
 		"drop_containers_request": &DropContainersRequest{Table: "t", Projection: "p", IDs: []string{"c0001"}},
 		"drop_containers_reply":   &DropContainersReply{Dropped: []ContainerRef{ref}, Live: 3},
+		"cancel_request":          &CancelRequest{JobID: "window.t.p.7", Reason: "client cancel", RequestID: "r-1"},
+		"cancel_reply":            &CancelReply{JobID: "window.t.p.7", State: CancelRunning},
+		"cancel_notice":           &CancelNotice{JobID: "window.t.p.7", Reason: CancelledPrefix + "client cancel", Time: 1},
 	}
 }
 

@@ -80,6 +80,9 @@ type PendingJob struct {
 	// failed claim the scheduler takes.
 	Worker   string
 	Delivery uint64
+	// Cancel, when set, is the reason of a cancel request (cancel.go):
+	// the job's worker was told to stop it.
+	Cancel string
 
 	// inline is the body of a job read from a format-0 entry, which held
 	// it; the write that rewrites the entry stores it under its own key

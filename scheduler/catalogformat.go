@@ -88,6 +88,7 @@ type storedPending struct {
 	GrantedAt int64       `json:"granted_at,omitempty"`
 	Worker    string      `json:"worker,omitempty"`
 	Delivery  uint64      `json:"delivery,omitempty"`
+	Cancel    string      `json:"cancel,omitempty"`
 }
 
 type storedGrant struct {
@@ -173,7 +174,7 @@ func encodeEntry(st *ProjectionState) ([]byte, error) {
 	for _, p := range st.Pending {
 		e.Pending = append(e.Pending, storedPending{JobID: p.JobID, Seq: p.Seq, Kind: p.Operation, Granted: p.Granted,
 			Grant:   storedGrant{Pool: p.Grant.Pool, Bytes: p.Grant.Bytes, Target: p.Grant.Target},
-			Created: p.Created, GrantedAt: p.GrantedAt, Worker: p.Worker, Delivery: p.Delivery})
+			Created: p.Created, GrantedAt: p.GrantedAt, Worker: p.Worker, Delivery: p.Delivery, Cancel: p.Cancel})
 	}
 	for _, r := range st.Requests {
 		e.Requests = append(e.Requests, storedRequest{ID: r.ID, Op: r.Op, At: r.At, Reply: r.Reply})
@@ -224,7 +225,7 @@ func DecodeEntry(data []byte) (*ProjectionState, error) {
 		}
 		st.Pending = append(st.Pending, PendingJob{JobID: p.JobID, Seq: p.Seq, Operation: p.Kind, Granted: p.Granted,
 			Grant:   messages.Grant{Pool: p.Grant.Pool, Bytes: p.Grant.Bytes, Target: p.Grant.Target},
-			Created: p.Created, GrantedAt: p.GrantedAt, Worker: p.Worker, Delivery: p.Delivery})
+			Created: p.Created, GrantedAt: p.GrantedAt, Worker: p.Worker, Delivery: p.Delivery, Cancel: p.Cancel})
 	}
 	for _, r := range e.Requests {
 		if r.ID == "" || messages.ValidRequestID(r.ID) != nil || r.Op == "" || !json.Valid(r.Reply) {

@@ -27,6 +27,9 @@ var (
 	// ErrFrozen is returned (as *FrozenError) for an apply whose changes
 	// reach down to the version a full mergeout froze the table through.
 	ErrFrozen = errors.New("scheduler: changes at or below the frozen floor")
+	// ErrUnknownJob is returned for a job the scheduler does not know
+	// (never made, or its row long gone from the operations table).
+	ErrUnknownJob = errors.New("scheduler: unknown job")
 )
 
 // FrozenError refuses an apply: its container holds a change of version
@@ -84,7 +87,7 @@ func APIError(err error) *messages.APIError {
 		code = messages.ErrCodeTooManyContainers
 	case errors.Is(err, ErrFrozen):
 		code = messages.ErrCodeFrozen
-	case errors.Is(err, ErrUnknownPool), errors.Is(err, ErrUnknownTable):
+	case errors.Is(err, ErrUnknownPool), errors.Is(err, ErrUnknownTable), errors.Is(err, ErrUnknownJob):
 		code = "not_found"
 	case errors.Is(err, ErrInvalid), errors.Is(err, ErrNeverFits), errors.Is(err, messages.ErrMalformed),
 		errors.As(err, &unknownVersion):

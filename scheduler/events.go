@@ -192,6 +192,7 @@ func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.
 	delete(s.where, ev.JobID)
 	delete(s.unpublished, ev.JobID)
 	delete(s.accepted, ev.JobID)
+	delete(s.cancels, ev.JobID)
 	if op := s.ops.get(ev.JobID); op != nil {
 		op.Status, op.End = messages.StatusDone, now.UnixNano()
 		op.Rows, op.Bytes = out.Rows, out.Bytes
@@ -274,6 +275,7 @@ func (s *Scheduler) finishFailed(ctx context.Context, jobID, reason string, peak
 	delete(s.where, jobID)
 	delete(s.unpublished, jobID)
 	delete(s.accepted, jobID)
+	delete(s.cancels, jobID)
 	if op := s.ops.get(jobID); op != nil {
 		op.Status, op.End, op.Reason = messages.StatusFailed, now.UnixNano(), reason
 		op.MemoryConstrained = op.Grant.Target > 0 && op.PeakBytes > op.Grant.Target

@@ -30,6 +30,7 @@ const (
 	requestDrop     = "drop"
 	requestMergeout = "mergeout"
 	requestWindow   = "window"
+	requestCancel   = "cancel"
 )
 
 // maxRequestRecords and requestRecordTTL bound the records an entry keeps:
@@ -46,7 +47,7 @@ const (
 // change on a resend, like a load that would pass the container limit).
 type RequestRecord struct {
 	ID    string          // the request's ID (messages.ValidRequestID)
-	Op    string          // register, drop, mergeout, window
+	Op    string          // register, drop, mergeout, window, cancel
 	At    int64           // when it was answered, unix ns
 	Reply json.RawMessage // the reply, as JSON of its wire type
 }

@@ -25,6 +25,9 @@ type Publisher interface {
 	// *messages.WindowJob, ...) on subject, deduplicated by jobID.
 	PublishJob(ctx context.Context, subject, jobID string, job messages.Message) error
 	PublishEvent(ctx context.Context, ev *messages.JobEvent) error
+	// PublishCancel tells the workers to stop a running job (cancel.go);
+	// not stored: the scheduler sends it again until the job ends.
+	PublishCancel(ctx context.Context, n *messages.CancelNotice) error
 }
 
 // Storage is the data directory as the scheduler uses it; every name it
@@ -170,6 +173,8 @@ type Scheduler struct {
 	// failing are jobs failed (with the reason) whose catalog entry could
 	// not be written then; Tick settles them again.
 	failing map[string]string
+	// cancels are the running jobs told to stop (cancel.go).
+	cancels map[string]cancelling
 }
 
 // delivery is one worker's hold on a job: the worker that reported it
@@ -202,6 +207,7 @@ func New(ctx context.Context, catalogKV, poolsKV KV, pub Publisher, opts Options
 		accepted:    map[string]delivery{},
 		registering: map[string]int{},
 		failing:     map[string]string{},
+		cancels:     map[string]cancelling{},
 	}
 	cfgs, err := s.pools.load(ctx, opts.Pools)
 	if err != nil {
@@ -233,6 +239,7 @@ func (s *Scheduler) recover(ctx context.Context) error {
 		j job
 	}
 	var requeue []queued
+	var cancelled []PendingJob // queued when cancelled: failed once recovered
 	bodies := map[string]job{}
 	for i, st := range states {
 		if st.legacy {
@@ -255,6 +262,9 @@ func (s *Scheduler) recover(ctx context.Context) error {
 				s.accepted[p.JobID] = delivery{p.Worker, p.Delivery}
 			}
 			op := s.ops.upsert(operationOf(st, &p, j))
+			if p.Cancel != "" && p.Granted {
+				s.cancels[p.JobID] = cancelling{reason: p.Cancel, at: now} // told again at the next Tick
+			}
 			if p.Granted {
 				if err := s.adm.Restore(p.JobID, p.Grant, time.Unix(0, p.GrantedAt)); err != nil {
 					return fmt.Errorf("recover job %s: %w", p.JobID, err)
@@ -262,6 +272,8 @@ func (s *Scheduler) recover(ctx context.Context) error {
 				op.Status = messages.StatusRunning
 				op.Start = p.GrantedAt
 				s.unpublished[p.JobID] = true // publish again; deduped by job ID
+			} else if p.Cancel != "" {
+				cancelled = append(cancelled, p)
 			} else {
 				requeue = append(requeue, queued{p, j})
 			}
@@ -276,6 +288,9 @@ func (s *Scheduler) recover(ctx context.Context) error {
 		if err := s.admit(ctx, q.p.JobID, q.p.Grant.Pool, q.j.want(), now); err != nil {
 			s.log.Error("requeue job after restart", "job", q.p.JobID, "err", err)
 		}
+	}
+	for _, p := range cancelled {
+		s.failCancelled(ctx, p.JobID, p.Cancel, now)
 	}
 	s.publishPending(ctx)
 	if swept, err := s.catalog.SweepJobs(ctx); err != nil {
@@ -474,5 +489,6 @@ func (s *Scheduler) Tick(ctx context.Context) {
 			s.log.Error("settle failed job; will retry", "job", id, "err", err)
 		}
 	}
+	s.tickCancels(ctx, now)
 	s.publishPending(ctx)
 }

@@ -23,6 +23,7 @@ type recorder struct {
 	mergeouts []*messages.MergeoutJob
 	windows   []*messages.WindowJob
 	events    []*messages.JobEvent
+	cancels   []*messages.CancelNotice
 	delivered map[string]bool
 	fail      error
 }
@@ -55,6 +56,13 @@ func (r *recorder) PublishJob(_ context.Context, subject, jobID string, m messag
 	default:
 		return fmt.Errorf("published a %s", m.Kind())
 	}
+	return nil
+}
+
+func (r *recorder) PublishCancel(_ context.Context, n *messages.CancelNotice) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cancels = append(r.cancels, n)
 	return nil
 }
 

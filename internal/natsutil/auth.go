@@ -84,6 +84,7 @@ func RoleGrant(role string) (Grant, bool) {
 			Subscribe: []string{
 				inbox,
 				"$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES." + messages.StreamJobs + "." + consumer,
+				messages.SubjectCancel, // the scheduler's cancel notices
 			},
 		}
 	}
@@ -99,6 +100,7 @@ func RoleGrant(role string) (Grant, bool) {
 				messages.SubjectJobsAll,
 				messages.SubjectEventsAll,
 				messages.SubjectDeadLetterAll,
+				messages.SubjectCancel, // telling workers to stop a cancelled job
 			},
 			Subscribe: []string{inbox, messages.SubjectAPIPrefix + ">"},
 			Responses: true,

@@ -186,6 +186,7 @@ var permMatrix = []permCase{
 	{natsutil.RoleScheduler, "pub", "strata.jobs.mergeout", true, ""},
 	{natsutil.RoleScheduler, "sub", "_INBOX.cli-admin.>", false, ""},
 	{natsutil.RoleScheduler, "pub", "strata.updates.accounts", false, ""},
+	{natsutil.RoleScheduler, "pub", "strata.control.cancel", true, ""},
 
 	{natsutil.RoleMerger, "req", "$JS.API.CONSUMER.INFO.JOBS.merger", true, ""},
 	{natsutil.RoleMerger, "req", "$JS.API.CONSUMER.MSG.NEXT.JOBS.merger", true, `{"batch":1,"no_wait":true}`},
@@ -199,12 +200,16 @@ var permMatrix = []permCase{
 	{natsutil.RoleMerger, "pub", "$KV.strata_catalog.demo", false, ""},
 	{natsutil.RoleMerger, "sub", "strata.api.>", false, ""},
 	{natsutil.RoleMerger, "sub", "_INBOX.>", false, ""},
+	{natsutil.RoleMerger, "sub", "strata.control.cancel", true, ""},
+	{natsutil.RoleMerger, "pub", "strata.control.cancel", false, ""},
 
 	{natsutil.RoleWindower, "req", "$JS.API.CONSUMER.MSG.NEXT.JOBS.windower", true, `{"batch":1,"no_wait":true}`},
 	{natsutil.RoleWindower, "pub", "strata.events.progress", true, ""},
 	{natsutil.RoleWindower, "req", "$JS.API.CONSUMER.MSG.NEXT.JOBS.merger", false, `{"batch":1,"no_wait":true}`},
 	{natsutil.RoleWindower, "pub", "strata.deadletter.strata.updates.accounts", false, ""},
 	{natsutil.RoleWindower, "pub", "$JS.ACK.JOBS.merger.1.1.1.1.1.1", false, ""},
+	{natsutil.RoleWindower, "sub", "strata.control.cancel", true, ""},
+	{natsutil.RoleWindower, "pub", "strata.control.cancel", false, ""},
 
 	{natsutil.RoleWalwriter, "req", "$JS.API.CONSUMER.MSG.NEXT.UPDATES.walwriter", true, `{"batch":1,"no_wait":true}`},
 	{natsutil.RoleWalwriter, "pub", "strata.deadletter.strata.updates.accounts", true, ""},
@@ -222,6 +227,8 @@ var permMatrix = []permCase{
 	{natsutil.RoleCLIAdmin, "req", "$JS.API.CONSUMER.MSG.NEXT.UPDATES.walwriter", false, `{"batch":1,"no_wait":true}`},
 	{natsutil.RoleCLIAdmin, "req", "$JS.API.STREAM.MSG.GET.DEADLETTER", true, `{"seq":1}`},
 	{natsutil.RoleCLIAdmin, "req", "$JS.API.STREAM.MSG.DELETE.DEADLETTER", false, `{"seq":1}`},
+	{natsutil.RoleCLIAdmin, "req", "strata.api.cancel", true, ""},
+	{natsutil.RoleCLIAdmin, "pub", "strata.control.cancel", false, ""},
 
 	{natsutil.RoleProducer, "req", "strata.updates.accounts", true, ""},
 	{natsutil.RoleProducer, "pub", "strata.jobs.mergeout", false, ""},

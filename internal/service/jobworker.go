@@ -174,6 +174,10 @@ type JobWorker[J Job] struct {
 	Log             *slog.Logger
 	Rejecter        *Rejecter
 	Metrics         *JobMetrics
+	// Cancels, if set, are the scheduler's cancel notices: a job one
+	// names is stopped (its context cancelled) and failed with the
+	// notice's reason, not retried; nil ignores them.
+	Cancels *Cancels
 
 	New func() J
 	Run func(ctx context.Context, job J, progress *Progress) (Outcome, error)
@@ -201,14 +205,14 @@ type JobMetrics struct {
 }
 
 // JobResults are the values of strata_jobs_total's result label.
-var JobResults = []string{"done", "existing", "failed", "retried", "released", "undelivered"}
+var JobResults = []string{"done", "existing", "failed", "retried", "released", "undelivered", "cancelled"}
 
 // NewJobMetrics registers a worker's metrics in reg.
 func NewJobMetrics(reg prometheus.Registerer, service string) *JobMetrics {
 	cl := prometheus.Labels{"service": service}
 	m := &JobMetrics{
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "strata_jobs_total", Help: "Jobs finished by this worker, by result (done, existing, failed, retried, released, undelivered).", ConstLabels: cl,
+			Name: "strata_jobs_total", Help: "Jobs finished by this worker, by result (done, existing, failed, retried, released, undelivered, cancelled).", ConstLabels: cl,
 		}, []string{"result"}),
 		running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "strata_jobs_running", Help: "Jobs running now.", ConstLabels: cl}),
 		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -376,6 +380,10 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	run := &jobRun{js: w.JS, log: w.Log.With("job", job.ID(), "delivery", md.NumDelivered), operation: w.Operation, worker: w.Worker, jobID: job.ID(), streamSeq: md.Sequence.Stream, delivery: md.NumDelivered}
 	last := md.NumDelivered >= uint64(w.MaxDeliver)
 
+	if reason, ok := w.Cancels.Cancelled(job.ID()); ok {
+		w.cancelled(ctx, msg, run, reason)
+		return
+	}
 	if g := job.MemoryGrant(); g.Bytes > w.Memory {
 		w.Metrics.deferred.Inc()
 		reason := fmt.Sprintf("grant of %d bytes exceeds this worker's memory of %d bytes", g.Bytes, w.Memory)
@@ -394,12 +402,14 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	defer w.Metrics.running.Dec()
 	start := time.Now()
 
-	jobCtx, cancelJob := context.WithCancel(context.Background())
-	defer cancelJob()
+	jobCtx, cancelJob := context.WithCancelCause(context.Background())
+	defer cancelJob(nil)
+	untrack := w.Cancels.track(job.ID(), func(reason string) { cancelJob(&CancelledError{Reason: reason}) })
+	defer untrack()
 	done := make(chan struct{})
 	defer close(done)
 	stopped := make(chan struct{})
-	go w.keepLease(ctx, msg, run, done, stopped, cancelJob)
+	go w.keepLease(ctx, msg, run, done, stopped, func() { cancelJob(nil) })
 
 	out, err := w.runJob(jobCtx, run, job, &Progress{w: run, every: w.ProgressEvery})
 	elapsed := time.Since(start)
@@ -415,6 +425,10 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	default:
 	}
 	if err != nil {
+		if ce := cancelCause(jobCtx); ce != nil {
+			w.cancelled(ctx, msg, run, ce.Reason)
+			return
+		}
 		if w.permanent(err) || last {
 			w.fail(ctx, msg, run, err.Error())
 			return
@@ -506,6 +520,22 @@ func (w *JobWorker[J]) keepLease(ctx context.Context, msg jetstream.Msg, run *jo
 			cancelJob()
 			return
 		}
+	}
+}
+
+// cancelled reports a job stopped by a cancel notice (or delivered after
+// one) as failed with the notice's reason, not to be retried, and
+// terminates its message: no dead letter, the failure was asked for.
+func (w *JobWorker[J]) cancelled(_ context.Context, msg jetstream.Msg, run *jobRun, reason string) {
+	w.Metrics.jobs.WithLabelValues("cancelled").Inc()
+	run.log.Info("job cancelled", "reason", reason)
+	if err := run.publishOutcome(msg, w.Heartbeat, messages.EventFailed, func(e *messages.JobEvent) { e.Reason = reason }); err != nil {
+		run.log.Error("the job's cancellation could not be stored; handing it back", "err", err)
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	}
+	if err := msg.TermWithReason("cancelled"); err != nil {
+		run.log.Warn("terminate cancelled job", "err", err)
 	}
 }
 

@@ -105,7 +105,15 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		New:        spec.New,
 		Run:        spec.Run,
 		Permanent:  spec.Permanent,
+		Cancels:    NewCancels(w.Log),
 	}
+	// The scheduler's cancel notices: core NATS, so subscribed before the
+	// first job is pulled.
+	cancelSub, err := jw.Cancels.Subscribe(w.NC)
+	if err != nil {
+		return fmt.Errorf("subscribe to %s: %w", messages.SubjectCancel, err)
+	}
+	defer cancelSub.Unsubscribe()
 	w.Runner.AddContext(jw.Serve)
 	w.Runner.AddContext(func(ctx context.Context) error {
 		return jw.WatchMaxDeliveries(ctx, w.NC, messages.StreamJobs, spec.Consumer)

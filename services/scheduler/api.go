@@ -56,6 +56,7 @@ var apiSubjects = []string{
 	messages.SubjectAPIRegister, messages.SubjectAPIMergeout, messages.SubjectAPIWindow, messages.SubjectAPIOperations,
 	messages.SubjectAPIAcquisitions, messages.SubjectAPIPools, messages.SubjectAPIPoolCreate, messages.SubjectAPIPoolAlter,
 	messages.SubjectAPICatalog, messages.SubjectAPIDropContainers, messages.SubjectAPIReserve, messages.SubjectAPIApply,
+	messages.SubjectAPICancel,
 }
 
 // serve is the subscription's handler: it answers msg on a goroutine once
@@ -131,6 +132,10 @@ func (a *apiServer) dispatch(ctx context.Context, subject string, data []byte) (
 		return call(data, new(messages.WindowRequest), func(r *messages.WindowRequest) (*messages.WindowReply, error) {
 			return a.s.SubmitWindow(ctx, r)
 		}, func(e *messages.APIError) *messages.WindowReply { return &messages.WindowReply{Error: e} })
+	case messages.SubjectAPICancel:
+		return call(data, new(messages.CancelRequest), func(r *messages.CancelRequest) (*messages.CancelReply, error) {
+			return a.s.Cancel(ctx, r)
+		}, func(e *messages.APIError) *messages.CancelReply { return &messages.CancelReply{Error: e} })
 	case messages.SubjectAPIOperations:
 		return call(data, new(messages.OperationsRequest), a.s.Operations,
 			func(e *messages.APIError) *messages.OperationsReply { return &messages.OperationsReply{Error: e} })

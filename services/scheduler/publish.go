@@ -21,6 +21,16 @@ func (p jsPublisher) PublishJob(ctx context.Context, subject, jobID string, job 
 	return err
 }
 
+// PublishCancel sends a cancel notice to the workers, plain NATS: the
+// scheduler sends it again every tick until the job ends.
+func (p jsPublisher) PublishCancel(_ context.Context, n *messages.CancelNotice) error {
+	data, err := messages.Marshal(n)
+	if err != nil {
+		return err
+	}
+	return p.js.Conn().Publish(messages.SubjectCancel, data)
+}
+
 func (p jsPublisher) PublishEvent(ctx context.Context, ev *messages.JobEvent) error {
 	_, err := natsutil.Publish(ctx, p.js, ev.Type.Subject(), ev.JobID+"."+string(ev.Type), ev)
 	return err
