@@ -151,6 +151,7 @@ func (s *server) closeAll() {
 type session struct {
 	srv      *server
 	conn     net.Conn
+	raw      net.Conn // the TCP connection under conn (TLS): watched for the client going away
 	be       *pgproto3.Backend
 	pid      uint32
 	secret   []byte
@@ -175,6 +176,44 @@ func (s *session) resetSettings() {
 
 var errCanceled = errors.New("canceling statement due to user request")
 var errTimeout = errors.New("canceling statement due to statement timeout")
+var errDisconnected = errors.New("canceling statement: the client disconnected")
+
+// peerPoll is how often a session whose query's job runs looks whether
+// its client went away.
+const peerPoll = 250 * time.Millisecond
+
+// watchPeer returns ctx, also ended (errDisconnected) when the client
+// closes its connection, and the func that stops watching. While a
+// query's job runs the session reads nothing, so only this finds a
+// client gone, and its job is cancelled (schedulerClient.runWindow).
+func (s *session) watchPeer(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	if s.raw == nil {
+		return ctx, func() { cancel(nil) }
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(peerPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if peerClosed(s.raw) {
+					cancel(errDisconnected)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		cancel(nil)
+	}
+}
 
 // startup is what the startup phase decided.
 type startup struct {
@@ -237,6 +276,7 @@ func readStartup(rw io.ReadWriter, upgrade func() (io.ReadWriter, error)) (*star
 }
 
 func (s *server) handle(c net.Conn) {
+	raw := c
 	_ = c.SetDeadline(time.Now().Add(time.Minute)) // the startup and authentication
 	var upgrade func() (io.ReadWriter, error)
 	var tlsConn *tls.Conn
@@ -283,7 +323,7 @@ func (s *server) handle(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	sess := &session{srv: s, conn: c, be: be, user: user, database: st.params["database"], settings: defaultSettings(), txn: 'I',
+	sess := &session{srv: s, conn: c, raw: raw, be: be, user: user, database: st.params["database"], settings: defaultSettings(), txn: 'I',
 		stmts: map[string]*prepared{}, portals: map[string]*portal{}}
 	if sess.database == "" {
 		sess.database = name

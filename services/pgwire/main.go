@@ -112,7 +112,7 @@ func run(args []string) error {
 		defer st.Close()
 	}
 	sched := &schedulerClient{nc: b.NC, api: &apiclient.Client{NC: b.NC, Timeout: *reqTimeout, Settle: *settle},
-		dataDir: b.DataDir, pool: *pool, st: st, changeTimeout: *changeTimeout}
+		dataDir: b.DataDir, pool: *pool, st: st, changeTimeout: *changeTimeout, log: b.Log}
 	srv := newServer(b.Log, sched, b.DataDir, tlsConf, b.Runner.Registry())
 	srv.maxSessions = *maxConns
 	b.Log.Info("listening for PostgreSQL clients", "addr", ln.Addr().String(), "tls", tlsConf != nil)

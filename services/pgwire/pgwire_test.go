@@ -50,6 +50,7 @@ type localBackend struct {
 	n      atomic.Int64
 	block  chan struct{} // if set, runWindow waits on it (or ctx)
 	panics atomic.Bool   // runWindow panics
+	onEnd  func(context.Context) // if set, told when ctx ends a blocked runWindow
 }
 
 func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, error) {
@@ -80,6 +81,9 @@ func (b *localBackend) run(ctx context.Context, q *messages.WindowQuery) (string
 		select {
 		case <-b.block:
 		case <-ctx.Done():
+			if b.onEnd != nil {
+				b.onEnd(ctx)
+			}
 			return "", ctx.Err()
 		}
 	}

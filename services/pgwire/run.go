@@ -243,9 +243,12 @@ func (s *session) windowResult(ctx context.Context, st *stmt, pt *portal) (*curs
 	if _, err := s.columns(ctx, st, pt); err != nil {
 		return nil, err
 	}
-	dir, release, err := s.srv.sched.runWindow(ctx, st.window)
+	wctx, stop := s.watchPeer(ctx)
+	dir, release, err := s.srv.sched.runWindow(wctx, st.window)
+	ended := wctx.Err() != nil // cancelled, timed out or the client gone
+	stop()
 	if err != nil {
-		if ctx.Err() != nil {
+		if ended {
 			return nil, err
 		}
 		return nil, jobError(err)

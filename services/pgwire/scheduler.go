@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -30,6 +31,7 @@ type schedulerClient struct {
 	// changeTimeout bounds the wait until a change statement's changes
 	// are visible (default 5m).
 	changeTimeout time.Duration
+	log           *slog.Logger // nil: cancels are not logged
 }
 
 // jobFailedError is a window job that failed for good.
@@ -40,7 +42,8 @@ func (e *jobFailedError) Error() string { return e.reason }
 // runWindow asks the scheduler for a window job of q, waits for its done
 // or failed event (or, should an event be missed, the operations table
 // saying it ended) and returns the result container's directory. ctx
-// ends the wait (a cancel request, a statement timeout); the job goes on.
+// ends the wait (a cancel request, a statement timeout, the client gone)
+// and cancels the job (strata.api.cancel), which frees its grant.
 func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery) (string, func(), error) {
 	events := make(chan *nats.Msg, 1024)
 	sub, err := c.nc.ChanSubscribe(messages.SubjectEventsAll, events)
@@ -61,6 +64,7 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 	for {
 		select {
 		case <-ctx.Done():
+			go c.cancelJob(id, "pgwire: "+context.Cause(ctx).Error())
 			return "", nil, ctx.Err()
 		case msg := <-events:
 			ev := new(messages.JobEvent)
@@ -88,6 +92,31 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 			}
 		}
 	}
+}
+
+// cancelTimeout bounds the settling of a cancel request.
+const cancelTimeout = 30 * time.Second
+
+// cancelJob asks the scheduler to cancel a job whose query was
+// cancelled or abandoned, settled like any change (sent again with its
+// request ID until answered); a failure is only logged: the job then
+// runs to its end.
+func (c *schedulerClient) cancelJob(id, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+	defer cancel()
+	var rep messages.CancelReply
+	err := c.api.Call(ctx, messages.SubjectAPICancel, &messages.CancelRequest{JobID: id, Reason: reason, RequestID: apiclient.NewRequestID()}, &rep)
+	if err == nil {
+		err = rep.Error.Err()
+	}
+	if c.log == nil {
+		return
+	}
+	if err != nil {
+		c.log.Warn("cancel the job of a cancelled query", "job", id, "err", err)
+		return
+	}
+	c.log.Info("job of a cancelled query cancelled", "job", id, "state", rep.State, "reason", reason)
 }
 
 // result finds the result container: from the done event when it

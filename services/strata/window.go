@@ -75,6 +75,10 @@ func runWindow(ctx context.Context, args []string) error {
 	fmt.Fprintf(stderr, "window %s over %s (%d containers) -> %s, %s\n", rep.Job.JobID, query.Table, rep.Job.Inputs, rep.ResultTable, state)
 	done, failed, err := w.wait(ctx, c, []string{rep.Job.JobID}, waitOptions{waitFlags: wf, consumer: messages.ConsumerWindower})
 	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted (Ctrl-C): nobody will read the result.
+			cancelAbandoned(c, rep.Job.JobID, "strata window interrupted")
+		}
 		return err
 	}
 	if failed > 0 {
