@@ -48,8 +48,8 @@ type localBackend struct {
 	// backend applies in process, as the walwriter would (changes_test.go).
 	keyed  *keyedLocal
 	n      atomic.Int64
-	block  chan struct{} // if set, runWindow waits on it (or ctx)
-	panics atomic.Bool   // runWindow panics
+	block  chan struct{}         // if set, runWindow waits on it (or ctx)
+	panics atomic.Bool           // runWindow panics
 	onEnd  func(context.Context) // if set, told when ctx ends a blocked runWindow
 }
 
