@@ -151,6 +151,26 @@ type Batcher struct {
 	bytes int
 }
 
+// PayloadLimit is the most bytes a message may take on a connection
+// whose NATS server takes maxPayload (0: not known): MaxMessageBytes at
+// most.
+func PayloadLimit(maxPayload int64) int {
+	if maxPayload > 0 {
+		return min(MaxMessageBytes, int(maxPayload))
+	}
+	return MaxMessageBytes
+}
+
+// envelopeHeadroom is what a batch leaves of the payload limit besides
+// the Batcher's estimate: the envelope's header.
+const envelopeHeadroom = 1024
+
+// NewBatcher returns a Batcher of batches of at most maxChanges changes
+// that encode within PayloadLimit(maxPayload).
+func NewBatcher(maxChanges int, maxPayload int64) *Batcher {
+	return &Batcher{MaxChanges: maxChanges, MaxBytes: PayloadLimit(maxPayload) - envelopeHeadroom}
+}
+
 // batchOverheadBytes bounds a batch's bytes besides its changes' slices
 // (the envelope and its fields are counted on top), and
 // perChangeFrameBytes msgpack's framing of one change.

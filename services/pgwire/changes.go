@@ -761,10 +761,7 @@ func (c *schedulerClient) applyChanges(ctx context.Context, evs []*messages.Upda
 // changeMessages encodes evs as the messages applyChanges sends (without
 // a subject): one update event, or change batches under maxPayload.
 func changeMessages(evs []*messages.UpdateEvent, maxPayload int64) ([]*nats.Msg, error) {
-	limit := messages.MaxMessageBytes
-	if maxPayload > 0 {
-		limit = min(limit, int(maxPayload))
-	}
+	limit := messages.PayloadLimit(maxPayload)
 	var msgs []*nats.Msg
 	add := func(id string, m messages.Message) error {
 		data, err := messages.Marshal(m)
@@ -782,7 +779,7 @@ func changeMessages(evs []*messages.UpdateEvent, maxPayload int64) ([]*nats.Msg,
 	if len(evs) == 1 {
 		return msgs, add(evs[0].EventID, evs[0])
 	}
-	b := &messages.Batcher{MaxChanges: messages.MaxBatchChanges, MaxBytes: limit - 1024}
+	b := messages.NewBatcher(messages.MaxBatchChanges, maxPayload)
 	for _, ev := range evs {
 		if full := b.Add(ev); full != nil {
 			if err := add(full.BatchID, full); err != nil {

@@ -688,10 +688,7 @@ func benchChanges(ctx context.Context, js jetstream.JetStream, st *accountState,
 		}
 		return nil
 	}
-	batcher := &messages.Batcher{MaxChanges: batchSize, MaxBytes: messages.MaxMessageBytes - 1024}
-	if cfg.MaxPayload > 0 {
-		batcher.MaxBytes = min(batcher.MaxBytes, int(cfg.MaxPayload)-1024)
-	}
+	batcher := messages.NewBatcher(batchSize, cfg.MaxPayload)
 	var batchAt uint32 // when the first event of the batch being filled was due
 	sendBatch := func(b *messages.ChangeBatch, at uint32) error {
 		data, err := messages.Marshal(b)

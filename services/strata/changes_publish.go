@@ -66,22 +66,9 @@ const defaultChangeBatch = 1000
 func newChangePublisher(js jetstream.JetStream, window int, maxPayload int64, batchSize int) *changePublisher {
 	p := &changePublisher{js: js, window: window, maxPayload: maxPayload}
 	if batchSize > 1 {
-		p.batcher = &messages.Batcher{MaxChanges: batchSize, MaxBytes: p.payloadLimit() - batchHeadroom}
+		p.batcher = messages.NewBatcher(batchSize, maxPayload)
 	}
 	return p
-}
-
-// batchHeadroom is what a batch leaves of the payload limit besides the
-// batcher's estimate: the envelope's header.
-const batchHeadroom = 1024
-
-// payloadLimit is the most bytes a message may take.
-func (p *changePublisher) payloadLimit() int {
-	limit := messages.MaxMessageBytes
-	if p.maxPayload > 0 {
-		limit = min(limit, int(p.maxPayload))
-	}
-	return limit
 }
 
 // publish sends ev on subject, tagged tag for the acknowledgement's
