@@ -7,6 +7,12 @@
 // wrong argument types, NULL or negative frame offsets and a grant below
 // MinGrant are errors that name the select item.
 //
+// RunSources reads containers through any columnar.Source, such as a
+// worker's depot over an object store. Once the query is compiled, it
+// calls Options.Prefetch (if set) for each input with the columns the
+// query reads, so a cold depot fetches those columns' files in the
+// background as the run starts (depot.PrefetchColumns), and no others.
+//
 // # Evaluation
 //
 // The window functions, their properties and their evaluators are one

@@ -38,7 +38,18 @@ type Options struct {
 	// runtime.GOMAXPROCS(0), at most 64). They share the grant: a step
 	// whose parallel buffers do not fit it runs on one thread.
 	Threads int
-	Logger  *slog.Logger
+	// Prefetch, if set, is called by Run and RunSources once the query
+	// is compiled, before any data is read: for each input source in
+	// turn, with the names of the columns the query reads (in schema
+	// order; not called when it reads none). A worker whose inputs are in
+	// a depot passes depot.PrefetchColumns with a context that ends with
+	// the job, so a cold depot fetches those columns' files in the
+	// background, adjacent ones together, while the run reads them, and
+	// no other column's. A keyed table's key, version and deleted
+	// columns, which resolving its rows may read, are not named. It must
+	// not block. RunRecords does not call it.
+	Prefetch func(src columnar.Source, columns []string)
+	Logger   *slog.Logger
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -121,6 +132,15 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 	p, err := compile(q, schema)
 	if err != nil {
 		return nil, err
+	}
+	if used := p.usedColumns(); o.Prefetch != nil && len(used) > 0 {
+		cols := make([]string, len(used))
+		for i, c := range used {
+			cols[i] = schema.Field(c).Name
+		}
+		for _, src := range srcs {
+			o.Prefetch(src, cols)
+		}
 	}
 	p.measureStrings(cs)
 	var rows int64

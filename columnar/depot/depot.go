@@ -31,8 +31,10 @@
 // pack are adjacent in the depot's too (both in manifest order), so
 // Prefetch reads them together, one ranged GET of up to 8MiB streamed
 // into the depot's pack for several files: a cold container of 100 small
-// column files costs a request or two, not a hundred (PrefetchColumns
-// does the same for some columns). A job whose inputs' files are all in the
+// column files costs a request or two, not a hundred. PrefetchColumns
+// does the same for some columns: a window job's, the columns its query
+// reads, which the windower passes it once the query is compiled
+// (windower.Options.Prefetch). A job whose inputs' files are all in the
 // depot makes no request to the store. A job's output is written into the
 // depot as a container of column files (columnar's layout), uploaded
 // (Publish) and kept (write-through).

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
@@ -205,7 +206,7 @@ func runBenchWindow(ctx context.Context, args []string) error {
 // (cold) and then that depot again (warm).
 func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, threads int, tmp, profile string) (windowResult, error) {
 	if read == readLocal {
-		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), grant, threads, tmp, profile)
+		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), nil, grant, threads, tmp, profile)
 		r.Read = read
 		return r, err
 	}
@@ -214,7 +215,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 		if err != nil {
 			return windowResult{}, err
 		}
-		r, err := runWindowCase(ctx, c, srcs[0], grant, threads, tmp, profile)
+		r, err := runWindowCase(ctx, c, srcs[0], nil, grant, threads, tmp, profile)
 		r.Read, r.CompressedBytes = read, compressedBytes(mans)
 		return r, err
 	}
@@ -234,14 +235,16 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 		return windowResult{}, err
 	}
 	defer release()
-	r, err := runWindowCase(ctx, c, srcs[0], grant, threads, tmp, profile)
+	r, err := runWindowCase(ctx, c, srcs[0], d, grant, threads, tmp, profile)
 	r.Read, r.CompressedBytes = read, compressedBytes(mans)
 	return r, err
 }
 
 // runWindowCase runs one case; with profile set, it writes a CPU profile
-// of the timed section (the run and reading its result) there.
-func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, grant int64, threads int, tmp, profile string) (windowResult, error) {
+// of the timed section (the run and reading its result) there. An input
+// of depot d is prefetched as the windower service does: the columns the
+// query reads, once it is compiled (windower.Options.Prefetch).
+func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, d *depot.Depot, grant int64, threads int, tmp, profile string) (windowResult, error) {
 	sql := c.Text()
 	q, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -267,7 +270,13 @@ func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Sour
 	}
 	cpu0 := cputime.Process()
 	start := time.Now()
-	res, err := windower.RunSources(ctx, q, []columnar.Source{input}, windower.Options{Grant: grant, TempDir: tmp, Threads: threads})
+	opts := windower.Options{Grant: grant, TempDir: tmp, Threads: threads}
+	if d != nil {
+		prefetch, stop := context.WithCancel(ctx)
+		defer stop()
+		opts.Prefetch = func(src columnar.Source, columns []string) { d.PrefetchColumns(prefetch, src, columns) }
+	}
+	res, err := windower.RunSources(ctx, q, []columnar.Source{input}, opts)
 	if err != nil {
 		return windowResult{}, err
 	}

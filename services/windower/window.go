@@ -88,9 +88,19 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 		}
 		srcs[i] = columnar.DirSource(dir)
 	}
-	res, err := windower.RunSources(ctx, &job.Query, srcs, windower.Options{
+	opts := windower.Options{
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Threads: w.threads, Logger: w.log.With("job", job.JobID),
-	})
+	}
+	if w.depot != nil {
+		// Fetch the columns the query reads, adjacent ones together, while
+		// it reads them; stopped when the job ends.
+		prefetch, stopPrefetch := context.WithCancel(ctx)
+		defer stopPrefetch()
+		opts.Prefetch = func(src columnar.Source, columns []string) {
+			w.depot.PrefetchColumns(prefetch, src, columns)
+		}
+	}
+	res, err := windower.RunSources(ctx, &job.Query, srcs, opts)
 	if err != nil {
 		return service.Outcome{}, err
 	}
