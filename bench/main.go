@@ -18,8 +18,10 @@
 //   - wal: bytes of write-ahead log per UPDATE for strata's walwriter and for
 //     PostgreSQL on the same update workloads;
 //   - store: strata alone, a few mergeout and window cases with their
-//     inputs read from local directories and from an S3 server in this
-//     process through a depot, cold and warm.
+//     inputs read from local directories and from an S3 server through a
+//     depot, cold and warm: SeaweedFS (`weed mini`) when --weed names a
+//     weed binary that is there (by default ../bin/weed), else gofakes3 in
+//     this process; the report says which.
 //
 // A peer that cannot run here (DuckDB fails to open, PostgreSQL binaries
 // missing) is reported as skipped; no figure is ever made up. The bench is its
@@ -68,6 +70,7 @@ type options struct {
 	commit   string   // label of the strata version measured, when git cannot tell
 	widths   []int    // mergeout widths instead of the mode's
 	threads  []int    // windower thread counts besides 1 and runtime.NumCPU()
+	weed     string   // SeaweedFS binary the store suite serves S3 with, if it is there
 	logger   *slog.Logger
 }
 
@@ -87,6 +90,7 @@ func parseOptions(args []string) (options, error) {
 	fs.BoolVar(&o.replot, "replot", false, "re-render the report and charts from --results without measuring")
 	fs.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of strata's mergeout cases and window queries to this directory")
 	fs.StringVar(&o.commit, "commit", "", "the strata commit measured (default: from git)")
+	fs.StringVar(&o.weed, "weed", filepath.Join("..", "bin", "weed"), "SeaweedFS `binary` the store suite runs its S3 server with (weed mini) when it is there (make local S3=1 builds it); otherwise, or with \"\", gofakes3 in this process")
 	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
 	threads := fs.String("threads", "", "windower thread counts of strata's window runs, comma-separated (always with 1 and the core count)")
 	widths := fs.String("widths", "", "mergeout table widths, comma-separated (default: 100,200,400; 50,100 with --quick)")
@@ -211,7 +215,7 @@ func run(ctx context.Context, args []string) error {
 		case "wal":
 			rep.WAL, err = runWALSuite(ctx, log, sz, dir, peers)
 		case "store":
-			rep.Store, err = runStoreSuite(ctx, log, sz, dir)
+			rep.Store, err = runStoreSuite(ctx, log, sz, dir, o.weed)
 		}
 		if err != nil {
 			return fmt.Errorf("suite %s: %w", s, err)

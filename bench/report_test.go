@@ -123,7 +123,7 @@ func newDataReport() *report {
 			{Read: readCold, Time: timed(cold), BytesFetched: fetched, BlocksFetched: 7, PeakBytes: 12 * mib},
 			{Read: readWarm, Time: timed(warm), PeakBytes: 10 * mib}}
 	}
-	st := &storeSuite{Server: "gofakes3", Repeats: 2, Cases: []storeCase{
+	st := &storeSuite{ServerName: serverGofakes3, Server: "gofakes3", Repeats: 2, Cases: []storeCase{
 		{Kind: storeMergeout, Name: "100 columns", Width: 100, Containers: 32, RowsPerContainer: 8192, CompressedBytes: 100 * mib, Grant: 32 * mib,
 			Reads: reads(1, 1.2, 1.01, 100*mib)},
 		{Kind: storeWindow, Name: "rownum_rank", Containers: 1, RowsPerContainer: 1000, CompressedBytes: 9 * mib, Grant: gib,
@@ -145,8 +145,8 @@ func TestRenderNewFigures(t *testing.T) {
 		"| windows: every query >= 3x faster than DuckDB with one thread |",
 		"| windows (strata alone): all cores / one thread >= 0.8 x cores on rownum_rank, sum_rows10, lag_lead | rownum_rank 3.33x, sum_rows10 3.33x, lag_lead 3.33x",
 		"Q0 within 1.3x of q0_one_partition_distinct",
-		"| store: cold depot within 1.3x of local | largest 2.00x (`rownum_rank`); 1 case without a figure | **no** |",
-		"| store: warm depot within 1.05x of local | largest 1.01x (mergeout of 100 columns); 1 case without a figure | **no** |",
+		"| store: cold depot within 1.3x of local (gofakes3) | largest 2.00x (`rownum_rank`); 1 case without a figure | **no** |",
+		"| store: warm depot within 1.05x of local (gofakes3) | largest 1.01x (mergeout of 100 columns); 1 case without a figure | **no** |",
 		"| store: bytes fetched within 5% of compressed bytes (cold mergeouts, which read every column) | 100 columns: 100MiB of 100MiB (+0.0%); 400 columns not measured | **no** |",
 		"| store: peak within the grant | largest 38% of the grant (mergeout of 100 columns, cold: 12MiB of 32MiB) | yes |",
 		"## Containers in an object store",
@@ -201,7 +201,7 @@ func TestStoreSuiteTiny(t *testing.T) {
 	sz := sizes{StoreWidths: []int{6}, StoreContainers: 3, StoreRows: 700, StoreGrant: 32 * mib,
 		StoreWindowRows: 3000, WindowGroups: 10, StoreRepeats: 1}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := runStoreSuite(context.Background(), log, sz, t.TempDir())
+	s, err := runStoreSuite(context.Background(), log, sz, t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -26,11 +29,14 @@ import (
 )
 
 // The store suite: strata's containers in an object store. The inputs of
-// a few mergeout and window cases are uploaded to an S3 server running in
-// this process (gofakes3, in memory, over HTTP on 127.0.0.1) and read back
-// three ways: from the local directories they were written to, from the
-// store through an empty depot (cold), and through the depot the cold run
-// filled (warm).
+// a few mergeout and window cases are uploaded to an S3 server and read
+// back three ways: from the local directories they were written to, from
+// the store through an empty depot (cold), and through the depot the cold
+// run filled (warm). The server is SeaweedFS (`weed mini`, a child process
+// with its data in the suite's scratch directory) when the weed binary is
+// there (--weed, default ../bin/weed, which `make local S3=1` builds),
+// else gofakes3 in this process (in memory); either way over HTTP on
+// 127.0.0.1, and the report says which.
 
 // How a store case read its inputs.
 const (
@@ -53,9 +59,13 @@ var storeQueries = []string{"rownum_rank", "first_value_s"}
 
 // storeSuite is the outcome of the store suite.
 type storeSuite struct {
-	Server  string // what served the store
-	Repeats int
-	Cases   []storeCase
+	// ServerName is the S3 server's name (serverSeaweedFS or
+	// serverGofakes3; empty in results of runs before it was recorded),
+	// and Server describes it in a sentence of the report.
+	ServerName string `json:",omitempty"`
+	Server     string
+	Repeats    int
+	Cases      []storeCase
 }
 
 // storeCase is one mergeout width or window query, read every way.
@@ -90,10 +100,18 @@ func (c storeCase) read(read string) (storeRead, bool) {
 	return storeRead{}, false
 }
 
-// s3Server is an S3 server in this process with one bucket.
+// The S3 servers the store suite runs against.
+const (
+	serverSeaweedFS = "SeaweedFS"
+	serverGofakes3  = "gofakes3"
+)
+
+// s3Server is the store suite's S3 server, with one bucket.
 type s3Server struct {
-	url string // the store URL of the bucket
-	hs  *httptest.Server
+	url  string // the store URL of the bucket
+	name string // serverSeaweedFS or serverGofakes3
+	desc string // the server, for the report
+	stop func() error
 }
 
 // s3Env is the AWS environment the SDK reads: credentials the server
@@ -107,38 +125,211 @@ var s3Env = []string{
 	"AWS_EC2_METADATA_DISABLED=true",
 }
 
-// startS3Server starts gofakes3 with its in-memory backend on a loopback
-// listener and sets the AWS environment of this process to reach it.
-func startS3Server(bucket string) (*s3Server, error) {
-	backend := s3mem.New()
-	if err := backend.CreateBucket(bucket); err != nil {
-		return nil, fmt.Errorf("s3 server: create bucket %s: %w", bucket, err)
-	}
-	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
+// startS3Server sets the AWS environment of this process to s3Env and
+// starts SeaweedFS's `weed mini` from the binary weed, its data under dir,
+// if weed names an executable file; else (weed "", or not there) gofakes3
+// in this process. A weed that does not start is logged, and gofakes3
+// runs instead, the report saying why.
+func startS3Server(ctx context.Context, log *slog.Logger, bucket, weed, dir string) (*s3Server, error) {
 	for _, kv := range s3Env {
 		k, v, _ := strings.Cut(kv, "=")
 		if err := os.Setenv(k, v); err != nil {
 			return nil, err
 		}
 	}
-	hs := httptest.NewServer(faker.Server())
-	return &s3Server{url: fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1", bucket, hs.URL), hs: hs}, nil
+	why := ""
+	if weed != "" {
+		if fi, err := os.Stat(weed); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
+			log.Info("store suite: no SeaweedFS binary, running gofakes3", "weed", weed)
+		} else {
+			srv, err := startWeed(ctx, log, weed, bucket, dir)
+			if err == nil {
+				return srv, nil
+			}
+			log.Error("store suite: SeaweedFS did not start, running gofakes3", "weed", weed, "err", err)
+			why = fmt.Sprintf(" (%s did not start: %s)", weed, cell(err.Error()))
+		}
+	}
+	srv, err := startGofakes3(bucket)
+	if srv != nil {
+		srv.desc += why
+	}
+	return srv, err
 }
 
-func (s *s3Server) Close() { s.hs.Close() }
+// startGofakes3 starts gofakes3 with its in-memory backend on a loopback
+// listener.
+func startGofakes3(bucket string) (*s3Server, error) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket(bucket); err != nil {
+		return nil, fmt.Errorf("s3 server: create bucket %s: %w", bucket, err)
+	}
+	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
+	hs := httptest.NewServer(faker.Server())
+	return &s3Server{
+		url:  fmt.Sprintf("s3://%s?endpoint=%s&region=us-east-1", bucket, hs.URL),
+		name: serverGofakes3,
+		desc: "gofakes3 " + gofakes3Version + " (in-memory backend), in the bench's process over HTTP on 127.0.0.1",
+		stop: func() error { hs.Close(); return nil },
+	}, nil
+}
 
-func runStoreSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string) (*storeSuite, error) {
-	srv, err := startS3Server("strata-bench")
+// weedStartTimeout bounds how long `weed mini` may take to answer S3
+// requests (about 4.5s here: its filer takes 3.2s).
+const weedStartTimeout = 60 * time.Second
+
+// startWeed starts `weed mini` with bucket, its data in a new directory
+// under dir and every port it listens on a free one of 127.0.0.1 (one it
+// picked by itself could be another server's), and returns once its S3
+// port answers a listing of the bucket. Its output goes to a log file
+// beside its data; stop ends its process group (SIGTERM, then SIGKILL
+// after 15s) and removes both.
+func startWeed(ctx context.Context, log *slog.Logger, weed, bucket, dir string) (*s3Server, error) {
+	version, err := exec.CommandContext(ctx, weed, "version").Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s version: %w", weed, err)
+	}
+	wdir, err := os.MkdirTemp(dir, "seaweedfs-")
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
+	ports, err := freePorts(10)
+	if err != nil {
+		os.RemoveAll(wdir)
+		return nil, err
+	}
+	logPath := filepath.Join(wdir, "weed.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		os.RemoveAll(wdir)
+		return nil, err
+	}
+	data := filepath.Join(wdir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		logf.Close()
+		os.RemoveAll(wdir)
+		return nil, err
+	}
+	cmd := exec.Command(weed, "mini", "-dir="+data, "-bucket="+bucket, "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+		fmt.Sprintf("-s3.port=%d", ports[0]), fmt.Sprintf("-s3.port.grpc=%d", ports[1]),
+		fmt.Sprintf("-master.port=%d", ports[2]), fmt.Sprintf("-master.port.grpc=%d", ports[3]),
+		fmt.Sprintf("-volume.port=%d", ports[4]), fmt.Sprintf("-volume.port.grpc=%d", ports[5]),
+		fmt.Sprintf("-filer.port=%d", ports[6]), fmt.Sprintf("-filer.port.grpc=%d", ports[7]),
+		fmt.Sprintf("-admin.port=%d", ports[8]), fmt.Sprintf("-admin.port.grpc=%d", ports[9]), "-admin.port.legacy=0",
+		"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false")
+	cmd.Env = os.Environ() // with s3Env: weed mini makes them its admin identity
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		os.RemoveAll(wdir)
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	pid := cmd.Process.Pid
+	stop := func() error {
+		syscall.Kill(-pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			syscall.Kill(-pid, syscall.SIGKILL)
+			<-exited
+		}
+		logf.Close()
+		return os.RemoveAll(wdir)
+	}
+	srv := &s3Server{
+		url:  fmt.Sprintf("s3://%s?endpoint=http://127.0.0.1:%d&region=us-east-1", bucket, ports[0]),
+		name: serverSeaweedFS,
+		desc: fmt.Sprintf("SeaweedFS (`weed %s`), `weed mini` in a child process with its data on this machine's disk, over HTTP on 127.0.0.1",
+			strings.Join(strings.Fields(strings.SplitN(string(version), "\n", 2)[0]), " ")),
+		stop: stop,
+	}
+	start := time.Now()
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := listBucket(lctx, srv.url)
+		cancel()
+		if err == nil {
+			log.Info("store suite: SeaweedFS started", "weed", weed, "s3_port", ports[0], "seconds", time.Since(start).Seconds())
+			return srv, nil
+		}
+		select {
+		case werr := <-exited:
+			exited <- werr // for stop
+			stop()
+			return nil, fmt.Errorf("weed mini exited (%v) before answering on its S3 port: %s", werr, tail(logPath, 400))
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		if time.Since(start) > weedStartTimeout {
+			stop()
+			return nil, fmt.Errorf("weed mini did not answer on its S3 port within %s (last: %v): %s", weedStartTimeout, err, tail(logPath, 400))
+		}
+	}
+}
+
+// listBucket lists the store at url: an S3 server that answers it is up.
+func listBucket(ctx context.Context, url string) error {
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	_, err = st.List(ctx, "")
+	return err
+}
+
+// freePorts returns n distinct ports of 127.0.0.1 that are free now.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// tail is the last n bytes of the file at path, for an error.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (s *s3Server) Close() error { return s.stop() }
+
+// runStoreSuite runs the store suite, against SeaweedFS from the binary
+// weed if it is there, else gofakes3 (startS3Server).
+func runStoreSuite(ctx context.Context, log *slog.Logger, sz sizes, dir, weed string) (*storeSuite, error) {
+	srv, err := startS3Server(ctx, log, "strata-bench", weed, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := srv.Close(); err != nil {
+			log.Warn("stop the S3 server", "server", srv.name, "err", err)
+		}
+	}()
 	st, err := store.Open(ctx, srv.url)
 	if err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
 	defer st.Close()
-	suite := &storeSuite{Server: "gofakes3 " + gofakes3Version + " (in-memory backend), in the bench's process over HTTP on 127.0.0.1", Repeats: sz.StoreRepeats}
+	log.Info("store suite", "server", srv.name, "url", srv.url)
+	suite := &storeSuite{ServerName: srv.name, Server: srv.desc, Repeats: sz.StoreRepeats}
 	for _, width := range sz.StoreWidths {
 		wdir := filepath.Join(dir, fmt.Sprintf("w%d", width))
 		c := runStoreMerge(ctx, log, sz, st, wdir, width)
@@ -188,15 +379,16 @@ func upload(ctx context.Context, st store.Store, ins []storeInput) error {
 	return errors.Join(errs...)
 }
 
-// storeRun is one run of a case over its inputs; it returns the fetched
-// blocks and bytes and the peak of the job's budget.
-type storeRun func(ctx context.Context, srcs []columnar.Source) (blocks, bytes, peak int64, err error)
+// storeRun is one run of a case over its inputs, read through depot d
+// (nil: from their directories); it returns the fetched blocks and bytes
+// and the peak of the job's budget.
+type storeRun func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (blocks, bytes, peak int64, err error)
 
 // measureReads runs a case repeats times each way, local then cold then
 // warm, keeping each way's fastest run. A cold run reads through a new,
 // empty depot, which the warm run after it reads through again. With
 // prefetch the depot fetches every column file in the background, as the
-// merger asks it to.
+// merger asks it to (a window run asks for its query's columns itself).
 func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Store, tmp string, ins []storeInput, prefetch bool, run storeRun) []storeRead {
 	reads := make([]storeRead, len(storeReads))
 	for i, r := range storeReads {
@@ -227,7 +419,7 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Stor
 			break
 		}
 		start := time.Now()
-		b, n, peak, err := run(ctx, local)
+		b, n, peak, err := run(ctx, local, nil)
 		record(0, start, b, n, peak, err)
 
 		ddir, err := os.MkdirTemp(tmp, "depot-")
@@ -245,7 +437,7 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Stor
 			start := time.Now()
 			srcs, release, err := acquireInputs(ctx, d, ins, prefetch)
 			if err == nil {
-				b, n, peak, err = run(ctx, srcs)
+				b, n, peak, err = run(ctx, srcs, d)
 				release()
 			}
 			record(i, start, b, n, peak, err)
@@ -320,7 +512,7 @@ func runStoreMerge(ctx context.Context, log *slog.Logger, sz sizes, st store.Sto
 		c.Err = err.Error()
 		return c
 	}
-	c.Reads = measureReads(ctx, log, sz, st, tmp, ins, true, func(ctx context.Context, srcs []columnar.Source) (int64, int64, int64, error) {
+	c.Reads = measureReads(ctx, log, sz, st, tmp, ins, true, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
 		defer os.RemoveAll(out)
 		ms, err := merger.MergeSources(ctx, srcs, out, merger.Options{Grant: sz.StoreGrant, TempDir: tmp, Logger: log.With("component", "merger")})
 		if err != nil {
@@ -334,8 +526,10 @@ func runStoreMerge(ctx context.Context, log *slog.Logger, sz sizes, st store.Sto
 	return c
 }
 
-// runStoreWindows measures storeQueries over the window suite's table,
-// without prefetch: the windower reads only the columns a query needs.
+// runStoreWindows measures storeQueries over the window suite's table.
+// Through a depot, a run prefetches the columns its query reads once it is
+// compiled (windower.Options.Prefetch), as the windower service does; no
+// other column is fetched.
 func runStoreWindows(ctx context.Context, log *slog.Logger, sz sizes, st store.Store, dir string) []storeCase {
 	var queries []windowQuery
 	for _, q := range windowQueries() {
@@ -380,8 +574,14 @@ func runStoreWindows(ctx context.Context, log *slog.Logger, sz sizes, st store.S
 			cases[i].Err = err.Error()
 			continue
 		}
-		cases[i].Reads = measureReads(ctx, log, sz, st, tmp, ins, false, func(ctx context.Context, srcs []columnar.Source) (int64, int64, int64, error) {
-			res, err := windower.RunSources(ctx, wq, srcs, windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.NumCPU()})
+		cases[i].Reads = measureReads(ctx, log, sz, st, tmp, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+			opts := windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.NumCPU()}
+			if d != nil {
+				prefetch, stop := context.WithCancel(ctx)
+				defer stop()
+				opts.Prefetch = func(src columnar.Source, columns []string) { d.PrefetchColumns(prefetch, src, columns) }
+			}
+			res, err := windower.RunSources(ctx, wq, srcs, opts)
 			if err != nil {
 				return 0, 0, 0, err
 			}

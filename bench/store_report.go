@@ -40,7 +40,7 @@ func (r *report) renderStoreTargets(b *bytes.Buffer) {
 		if missing > 0 {
 			got += fmt.Sprintf("; %s without a figure", plural(missing, "case", "cases"))
 		}
-		p("| store: %s depot within %.4gx of local | %s | %s |\n", t.read, t.limit, got, met(where != "" && missing == 0 && worst <= t.limit))
+		p("| store: %s depot within %.4gx of local%s | %s | %s |\n", t.read, t.limit, r.Store.against(), got, met(where != "" && missing == 0 && worst <= t.limit))
 	}
 	// Only a mergeout reads every column; a window query fetches the ones
 	// it needs.
@@ -81,6 +81,15 @@ func (r *report) renderStoreTargets(b *bytes.Buffer) {
 	}
 }
 
+// against names the suite's S3 server for a target's row: " (SeaweedFS)",
+// or nothing in results of runs before the server was recorded.
+func (s *storeSuite) against() string {
+	if s.ServerName == "" {
+		return ""
+	}
+	return " (" + s.ServerName + ")"
+}
+
 // title names a store case in prose.
 func (c storeCase) title() string {
 	if c.Kind == storeMergeout {
@@ -98,7 +107,7 @@ func (r *report) renderStore(b *bytes.Buffer) {
 	p("(`depot.Open` over `store.Open`, then `Acquire` of each input), the first read fetching what it needs; ")
 	p("**warm** through the depot the cold run filled, which fetches nothing. ")
 	p("A mergeout (`merger.MergeSources`) asks the depot to `Prefetch` every column file of its inputs, so the fetches overlap the merge; ")
-	p("a window query (`windower.RunSources`, all cores) does not, as it reads only the columns it needs. ")
+	p("a window query (`windower.RunSources`, all cores) asks it to fetch the columns the query reads (`PrefetchColumns`, through `windower.Options.Prefetch` once the query is compiled, as the windower service does) and no others. ")
 	p("Times run from acquiring the inputs to the last output row (a mergeout's output committed). %s each way, a fresh depot for each cold run. ", runsText(s.Repeats))
 	p("The S3 server is %s: it shares the machine's %d cores with strata, ", s.Server, r.Machine.Cores)
 	p("so its request handling and copying compete with the job it serves, and no network latency is in the figures.\n\n")
