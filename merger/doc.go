@@ -56,10 +56,18 @@
 // In every plan each input column file is opened once per level and each of
 // its blocks decoded once: a gather holds one block per input, moves on when
 // the block is used up, and releases it. A gather expands the row-source
-// stream into a selection vector per output block (the input of each row)
-// and moves values with one typed loop per column type, validity bits
-// without a branch and a byte at a time, since runs in merges of
-// overlapping inputs are mostly one row long.
+// stream into a selection vector per output block (the input of each row),
+// since runs in merges of overlapping inputs are mostly one row long. A
+// pass groups each selection vector's rows by input once (scatter.go), and
+// each of its columns then copies every input's rows in one sequential
+// stretch to their places in the output block, which stays in cache:
+// reading K inputs' decoded blocks interleaved, a value at a time, waits
+// on memory once they outgrow the core's cache, as they do in wide
+// merges. Utf8 and binary columns scatter lengths, sum them, then copy the
+// bytes, in output blocks where no input moves to its next block; there,
+// and for selection vectors of few rows per input, a gather moves values
+// row by row with one typed loop per column type, validity bits without a
+// branch and a byte at a time.
 //
 // A grant below the minimum of the cheapest plan is a *GrantError, returned
 // before any output is written.

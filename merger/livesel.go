@@ -77,7 +77,12 @@ func (s *liveSel) wait(end int) []uint16 {
 
 // gatherLive drives gathers with slices of a selection vector the key merge
 // is still filling.
-func gatherLive(ctx context.Context, gathers []*columnGather, ls *liveSel, blockRows int) error {
+func gatherLive(ctx context.Context, gathers []*columnGather, ls *liveSel, blockRows int, res reserver) error {
+	groups, err := newSelGroups(len(gathers[0].srcs), blockRows, res)
+	if err != nil {
+		return err
+	}
+	defer res.Release(groupsBytes(len(gathers[0].srcs), blockRows))
 	total := len(ls.sel)
 	for off := 0; off < total; {
 		if err := ctx.Err(); err != nil {
@@ -91,8 +96,9 @@ func gatherLive(ctx context.Context, gathers []*columnGather, ls *liveSel, block
 			}
 			return fmt.Errorf("%w: the key merge ended after %d of the %d rows of the inputs' manifests", ErrMismatch, len(sel), total)
 		}
+		gr := groups.group(sel[off:end])
 		for _, g := range gathers {
-			if err := g.takeSel(sel[off:end]); err != nil {
+			if err := g.takeSelGrouped(sel[off:end], gr); err != nil {
 				return fmt.Errorf("merger: %w", err)
 			}
 		}

@@ -272,9 +272,9 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 		// may grow incompressible data slightly).
 		cost.block = outBlock
 		cost.out = 2*outBlock + outBlock/8
-		// The gather's selection vector (counted per column: conservative
-		// when a worker gathers several).
-		cost.out += 2 * int64(outBlockRows)
+		// The gather's selection vector, and its rows grouped by input
+		// (counted per column: conservative when a worker gathers several).
+		cost.out += 2*int64(outBlockRows) + groupsBytesUpTo(len(ins), outBlockRows)
 		// A block of an intermediate container of passes (written in the
 		// output's block size): decoded, and encoded (at most its bytes
 		// again, LZ4's growth and the IPC message's framing).
@@ -755,6 +755,11 @@ func gatherSel(ctx context.Context, gathers []*columnGather, rr *rowSourceReader
 	}
 	defer res.Release(need)
 	sel := make([]uint16, blockRows)
+	groups, err := newSelGroups(len(gathers[0].srcs), blockRows, res)
+	if err != nil {
+		return err
+	}
+	defer res.Release(groupsBytes(len(gathers[0].srcs), blockRows))
 	f := selFiller{rr: rr}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -767,8 +772,9 @@ func gatherSel(ctx context.Context, gathers []*columnGather, rr *rowSourceReader
 		if n == 0 {
 			return nil
 		}
+		gr := groups.group(sel[:n])
 		for _, g := range gathers {
-			if err := g.takeSel(sel[:n]); err != nil {
+			if err := g.takeSelGrouped(sel[:n], gr); err != nil {
 				return fmt.Errorf("merger: %w", err)
 			}
 		}
@@ -776,14 +782,20 @@ func gatherSel(ctx context.Context, gathers []*columnGather, rr *rowSourceReader
 }
 
 // gatherShared drives gathers with slices of a selection vector of every row.
-func gatherShared(ctx context.Context, gathers []*columnGather, sel []uint16, blockRows int) error {
+func gatherShared(ctx context.Context, gathers []*columnGather, sel []uint16, blockRows int, res reserver) error {
+	groups, err := newSelGroups(len(gathers[0].srcs), blockRows, res)
+	if err != nil {
+		return err
+	}
+	defer res.Release(groupsBytes(len(gathers[0].srcs), blockRows))
 	for off := 0; off < len(sel); {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		n := min(blockRows-gathers[0].outRows, len(sel)-off)
+		gr := groups.group(sel[off : off+n])
 		for _, g := range gathers {
-			if err := g.takeSel(sel[off : off+n]); err != nil {
+			if err := g.takeSelGrouped(sel[off:off+n], gr); err != nil {
 				return fmt.Errorf("merger: %w", err)
 			}
 		}
@@ -874,9 +886,9 @@ func (m *merge) gatherGroup(ctx context.Context, ins []input, cols []int, rs *ro
 	}
 	if rs.sel != nil || rs.live != nil {
 		if rs.live != nil {
-			err = gatherLive(ctx, gathers, rs.live, blockRows)
+			err = gatherLive(ctx, gathers, rs.live, blockRows, m.budget)
 		} else {
-			err = gatherShared(ctx, gathers, rs.sel, blockRows)
+			err = gatherShared(ctx, gathers, rs.sel, blockRows, m.budget)
 		}
 		if err != nil {
 			return err

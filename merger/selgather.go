@@ -50,6 +50,9 @@ type selCopier interface {
 	// valid). It stops at the first row whose input's block is used up,
 	// returning the rows done.
 	copy(dst []byte, bits []byte, dstRow int, sel []uint16, pos, lens []int, valid *validBits) int
+	// scatter moves rows [p, p+len(rows)) of input's block to the rows
+	// of dst (values from the output block's first row gathered now).
+	scatter(dst []byte, rows []uint16, input, p int)
 }
 
 type typedCopier[T fixedWord] struct {
@@ -204,7 +207,24 @@ type selMover interface {
 
 // takeSel gathers the rows sel names (one input per output row). sel must
 // not cross an output block boundary.
-func (g *columnGather) takeSel(sel []uint16) error {
+func (g *columnGather) takeSel(sel []uint16) error { return g.takeSelGrouped(sel, nil) }
+
+// takeSelGrouped is takeSel with sel's rows grouped by input (gr, from
+// selGroups.group(sel)), which it scatters if the column can; gr nil
+// gathers row by row.
+func (g *columnGather) takeSelGrouped(sel []uint16, gr *selGroups) error {
+	if gr != nil && len(sel) > 0 {
+		ok, err := g.scatter(sel, gr)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if g.outRows == g.blockRows {
+				return g.flush()
+			}
+			return nil
+		}
+	}
 	for len(sel) > 0 {
 		var done int
 		var err error

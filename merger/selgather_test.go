@@ -27,9 +27,11 @@ func (s *arraySource) Next() (arrow.Array, error) {
 }
 
 // TestGatherDriversAgree gathers every column type from random blocks with
-// both drivers (selection vectors and run batches) and compares the output
-// with the rows picked one by one.
+// every driver (selection vectors row by row, selection vectors grouped by
+// input and scattered, a shared selection vector scattered, and run
+// batches) and compares the output with the rows picked one by one.
 func TestGatherDriversAgree(t *testing.T) {
+	defer func(v int) { scatterMinRowsPerInput = v }(scatterMinRowsPerInput)
 	rng := rand.New(rand.NewPCG(51, 52))
 	schema := testSchema()
 	const k, blockRows, outRows = 6, 37, 50
@@ -70,7 +72,18 @@ func TestGatherDriversAgree(t *testing.T) {
 				next[r.input]++
 			}
 		}
-		for _, driver := range []string{"sel", "runs"} {
+		var shared []uint16
+		for _, r := range runs {
+			for range r.count {
+				shared = append(shared, uint16(r.input))
+			}
+		}
+		for _, driver := range []string{"sel", "scatter-sel", "scatter-shared", "scatter-pieces", "runs"} {
+			// Row by row: more rows per input than any block holds.
+			scatterMinRowsPerInput = 1 << 20
+			if strings.HasPrefix(driver, "scatter") {
+				scatterMinRowsPerInput = 1
+			}
 			var got []string
 			emit := func(_ int, a arrow.Array) error {
 				for i := range a.Len() {
@@ -95,9 +108,25 @@ func TestGatherDriversAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if driver == "sel" {
+			switch driver {
+			case "sel", "scatter-sel":
 				err = gatherSel(t.Context(), []*columnGather{g}, rr, outRows, nopReserver{})
-			} else {
+			case "scatter-shared":
+				err = gatherShared(t.Context(), []*columnGather{g}, shared, outRows, nopReserver{})
+			case "scatter-pieces":
+				// Output blocks made of several pieces, some scattered,
+				// some gathered row by row.
+				groups, _ := newSelGroups(k, outRows, nopReserver{})
+				for off := 0; off < len(shared) && err == nil; {
+					n := min(outRows-g.outRows, 1+rng.IntN(outRows), len(shared)-off)
+					var gr *selGroups
+					if rng.IntN(3) > 0 {
+						gr = groups.group(shared[off : off+n])
+					}
+					err = g.takeSelGrouped(shared[off:off+n], gr)
+					off += n
+				}
+			default:
 				err = gatherRuns(t.Context(), []*columnGather{g}, rr, nopReserver{})
 			}
 			if err == nil {
@@ -144,4 +173,29 @@ func cellStr(a arrow.Array, i int) string {
 	// A copy: the array's buffers go back to the gather's recycler, and
 	// are reused for its next block, once emit returns.
 	return strings.Clone(a.ValueStr(i))
+}
+
+// TestMoveBytes moves values of every length up to past the word moves and
+// checks that no byte beside the destination changes.
+func TestMoveBytes(t *testing.T) {
+	src := make([]byte, 80)
+	for i := range src {
+		src[i] = byte(i + 1)
+	}
+	for n := range 70 {
+		buf := make([]byte, 100)
+		for i := range buf {
+			buf[i] = 0xee
+		}
+		moveBytes(buf[10:10+n], src[3:3+n])
+		for i, b := range buf {
+			want := byte(0xee)
+			if i >= 10 && i < 10+n {
+				want = src[3+i-10]
+			}
+			if b != want {
+				t.Fatalf("n=%d: byte %d = %#x, want %#x", n, i, b, want)
+			}
+		}
+	}
 }
