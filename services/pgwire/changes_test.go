@@ -105,7 +105,7 @@ func (b *localBackend) applyChanges(ctx context.Context, evs []*messages.UpdateE
 	return nil
 }
 
-func startKeyedServer(t *testing.T) *testServer {
+func startKeyedServer(t testing.TB) *testServer {
 	t.Helper()
 	s := startServer(t, nil)
 	ms, err := columnar.Generate(s.data, columnar.GenOptions{Table: "k", Projection: "p", Columns: 6, Containers: 2, RowsPerContainer: 50, BlockRows: 16, Seed: 5, Keyed: true})

@@ -323,15 +323,23 @@ func (s *server) handle(c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	sess := &session{srv: s, conn: c, raw: raw, be: be, user: user, database: st.params["database"], settings: defaultSettings(), txn: 'I',
+	s.runSession(c, raw, be, user, st.params)
+}
+
+// runSession runs the session of an authenticated user: the start's
+// AuthenticationOk, settings and key, then its messages until it ends.
+// c is the connection (TLS or not), raw the TCP connection under it.
+func (s *server) runSession(c, raw net.Conn, be *pgproto3.Backend, user *pgauth.User, params map[string]string) {
+	name := params["user"]
+	sess := &session{srv: s, conn: c, raw: raw, be: be, user: user, database: params["database"], settings: defaultSettings(), txn: 'I',
 		stmts: map[string]*prepared{}, portals: map[string]*portal{}}
 	if sess.database == "" {
 		sess.database = name
 	}
-	if app := st.params["application_name"]; app != "" {
+	if app := params["application_name"]; app != "" {
 		sess.settings["application_name"] = app
 	}
-	if opts := st.params["options"]; opts != "" {
+	if opts := params["options"]; opts != "" {
 		sess.applyOptions(opts)
 	}
 	sess.secret = make([]byte, 4)
@@ -502,7 +510,7 @@ func (s *session) loop() error {
 	for {
 		msg, err := s.be.Receive()
 		if err != nil {
-			return err
+			return s.receiveFailed(err)
 		}
 		if _, ok := msg.(*pgproto3.Sync); ok {
 			skipping = false
@@ -512,6 +520,10 @@ func (s *session) loop() error {
 		qerr := s.dispatch(msg)
 		if qerr == errTerminate {
 			return nil
+		}
+		var ce *connError
+		if errors.As(qerr, &ce) {
+			return s.receiveFailed(ce.err)
 		}
 		if qerr != nil {
 			s.sendError(qerr)
@@ -530,6 +542,29 @@ func (s *session) loop() error {
 // errTerminate ends the session (a Terminate message).
 var errTerminate = errors.New("terminate")
 
+// connError is a failure to read the client's next message inside a
+// statement (COPY FROM STDIN's data): the session ends, as when the
+// loop's own read fails.
+type connError struct{ err error }
+
+func (e *connError) Error() string { return e.err.Error() }
+func (e *connError) Unwrap() error { return e.err }
+
+// receiveFailed ends the session whose client's stream could not be read
+// on. A stream that ended or failed has no one to answer; one that holds
+// what is not a message (an unknown type, a length out of bounds, a body
+// that does not decode) is answered FATAL 08P01 before the connection is
+// closed, as PostgreSQL does: the messages after it cannot be found.
+func (s *session) receiveFailed(err error) error {
+	var ne net.Error
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || errors.As(err, &ne) {
+		return err
+	}
+	s.be.Send(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "08P01", Message: "invalid frontend message: " + err.Error()})
+	_ = s.be.Flush()
+	return err
+}
+
 // dispatch answers one message. A panic while answering is the
 // statement's error (XX000), not the session's end.
 func (s *session) dispatch(msg pgproto3.FrontendMessage) (qerr error) {
@@ -541,7 +576,9 @@ func (s *session) dispatch(msg pgproto3.FrontendMessage) (qerr error) {
 	}()
 	switch m := msg.(type) {
 	case *pgproto3.Query:
-		s.simpleQuery(m.String)
+		if err := s.simpleQuery(m.String); err != nil {
+			return err // the session ends
+		}
 		s.ready()
 	case *pgproto3.Parse:
 		qerr = s.parse(m)
@@ -620,20 +657,27 @@ func ctxError(ctx context.Context, err error) error {
 	return err
 }
 
-func (s *session) simpleQuery(sql string) {
+// simpleQuery runs a Query's statements, sending their errors; it
+// returns only a *connError, which ends the session.
+func (s *session) simpleQuery(sql string) error {
 	ctx, done := s.statementContext()
 	defer done()
 	stmts, err := s.plan(ctx, sql)
 	if err != nil {
 		s.sendError(ctxError(ctx, err))
-		return
+		return nil
 	}
 	for _, st := range stmts {
 		if err := s.run(ctx, st, &portal{stmt: st}, nil, 0, true); err != nil {
+			var ce *connError
+			if errors.As(err, &ce) {
+				return ce
+			}
 			s.sendError(ctxError(ctx, err))
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 func (s *session) parse(m *pgproto3.Parse) error {

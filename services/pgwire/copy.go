@@ -458,7 +458,7 @@ func (s *session) copyIn(ctx context.Context, cp *copyStmt) error {
 	for done := false; !done; {
 		msg, err := s.be.Receive()
 		if err != nil {
-			return err
+			return &connError{err: err}
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:

@@ -114,7 +114,7 @@ type testServer struct {
 	data           string
 }
 
-func startServer(t *testing.T, tlsConf *tls.Config) *testServer {
+func startServer(t testing.TB, tlsConf *tls.Config) *testServer {
 	t.Helper()
 	data := t.TempDir()
 	ms, err := columnar.Generate(data, columnar.GenOptions{Table: "t", Projection: "p", Columns: 6, Containers: 2, RowsPerContainer: 300, BlockRows: 64, Seed: 3})
