@@ -6,12 +6,20 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/strata-db/strata/messages"
 )
 
 var errNotResult = errors.New("scheduler: not a window result table")
+
+// resultAge is a window result table's creation time, which does not
+// change while its entry exists.
+type resultAge struct {
+	table, jobID string
+	created      int64
+}
 
 // registerResult makes a window job's result container live in its own
 // table, then drops the oldest result tables past KeepResults.
@@ -40,23 +48,62 @@ func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messag
 
 // pruneResults retires the containers of the oldest window result tables
 // beyond KeepResults, and forgets result tables left with nothing.
+//
+// It runs at every window job's end, so it reads no more than it must:
+// result tables are those under the result projection (a window job's
+// output is always there), counted from the catalog's keys; only past
+// KeepResults are their entries read for their age, and each one's
+// creation time (set once when it is made) is kept after its first read
+// (resultCreated). Reading every entry each time made every job's end,
+// and the requests waiting on it, cost a round trip per table held.
 func (s *Scheduler) pruneResults(ctx context.Context) {
-	states, err := s.catalog.List(ctx, "")
+	keys, err := s.catalog.kv.Keys(ctx, "")
 	if err != nil {
 		s.log.Error("list window results", "err", err)
 		return
 	}
-	var results []*ProjectionState
-	for _, st := range states {
-		if st.ResultOf != "" {
-			results = append(results, st)
+	held := map[string]bool{}
+	for _, k := range keys {
+		if t, p, ok := strings.Cut(k, "/"); ok && p == messages.ResultProjection {
+			held[t] = true
 		}
+	}
+	for t := range s.resultCreated {
+		if !held[t] {
+			delete(s.resultCreated, t)
+		}
+	}
+	if len(held) <= s.opts.KeepResults {
+		return
+	}
+	if s.resultCreated == nil {
+		s.resultCreated = map[string]resultAge{}
+	}
+	var results []resultAge
+	for t := range held {
+		r, ok := s.resultCreated[t]
+		if !ok {
+			st, rev, err := s.catalog.Get(ctx, t, messages.ResultProjection)
+			if err != nil {
+				s.log.Error("list window results", "err", err)
+				return
+			}
+			if rev == 0 || st.ResultOf == "" {
+				continue // gone since, or not a result (not kept: it may become one)
+			}
+			r = resultAge{table: t, jobID: st.ResultOf, created: st.Created}
+			s.resultCreated[t] = r
+		}
+		results = append(results, r)
 	}
 	if len(results) <= s.opts.KeepResults {
 		return
 	}
-	slices.SortFunc(results, func(a, b *ProjectionState) int { return cmp.Compare(a.Created, b.Created) })
-	for _, old := range results[:len(results)-s.opts.KeepResults] {
+	slices.SortFunc(results, func(a, b resultAge) int {
+		return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.table, b.table))
+	})
+	for _, r := range results[:len(results)-s.opts.KeepResults] {
+		old := &ProjectionState{Table: r.table, Projection: messages.ResultProjection, ResultOf: r.jobID}
 		st, err := s.catalog.Update(ctx, old.Table, old.Projection, func(st *ProjectionState) error {
 			st.Dead = append(st.Dead, st.Live...)
 			st.Live = nil
@@ -72,6 +119,7 @@ func (s *Scheduler) pruneResults(ctx context.Context) {
 				s.log.Error("forget window result", "table", old.Table, "err", err)
 				continue
 			}
+			delete(s.resultCreated, old.Table)
 			if s.opts.Data != nil {
 				s.opts.Data.RemoveEmpty(old.Table, old.Projection)
 				s.opts.Data.RemoveEmpty(old.Table)

@@ -175,6 +175,9 @@ type Scheduler struct {
 	failing map[string]string
 	// cancels are the running jobs told to stop (cancel.go).
 	cancels map[string]cancelling
+	// resultCreated is the age of each window result table read by
+	// pruneResults, by table.
+	resultCreated map[string]resultAge
 }
 
 // delivery is one worker's hold on a job: the worker that reported it

@@ -169,7 +169,17 @@ func run(args []string) error {
 		return err
 	}
 
-	s, err := scheduler.New(setup, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+	// The catalog's keys from memory (kvindex.go): a listing of the
+	// bucket costs with every result and recent job it holds.
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	var catalog scheduler.KV = bucketKV{catalogKV}
+	if ikv, err := newIndexedKV(watchCtx, catalogKV); err != nil {
+		log.Warn("catalog keys not indexed; listed from the bucket each time", "err", err)
+	} else {
+		catalog = ikv
+	}
+	s, err := scheduler.New(setup, catalog, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
 		Data:             storage,
 		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers, PurgeFraction: purge},
 		OrphanGrace:      *orphanGrace,
