@@ -75,7 +75,7 @@ func haveBinary(name string) bool {
 // deployment is one NATS server and a data directory shared by the
 // services the test starts.
 type deployment struct {
-	t       *testing.T
+	t       testing.TB
 	dataDir string
 	nats    *natsembed.Server
 	nc      *nats.Conn
@@ -85,7 +85,7 @@ type deployment struct {
 
 // newDeployment starts a NATS server with JetStream and creates strata's
 // streams, with a short job lease so redelivery tests run quickly.
-func newDeployment(t *testing.T) *deployment {
+func newDeployment(t testing.TB) *deployment {
 	t.Helper()
 	root := t.TempDir()
 	srv := natstest.Server(t, natsembed.Options{DataDir: filepath.Join(root, "nats-server")})
@@ -181,7 +181,7 @@ func tail(s string, lines int) string {
 }
 
 // waitHealthy waits until /healthz answers 200.
-func (p *proc) waitHealthy(t *testing.T) {
+func (p *proc) waitHealthy(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -220,7 +220,7 @@ func (p *proc) alive() bool {
 }
 
 // stop sends SIGTERM and waits for a graceful exit (SIGKILL after 30s).
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	if !p.alive() {
 		return
 	}
@@ -284,7 +284,7 @@ func (p *proc) metricErr(name string, labels ...string) (float64, error) {
 	return sum, sc.Err()
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -359,7 +359,7 @@ func (e *events) find(f func(*messages.JobEvent) bool) []*messages.JobEvent {
 
 // waitDone waits for a done (or final failed) event of every job and
 // returns the done events by job ID.
-func (e *events) waitDone(t *testing.T, timeout time.Duration, jobIDs ...string) map[string]*messages.JobEvent {
+func (e *events) waitDone(t testing.TB, timeout time.Duration, jobIDs ...string) map[string]*messages.JobEvent {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -387,7 +387,7 @@ func (e *events) waitDone(t *testing.T, timeout time.Duration, jobIDs ...string)
 }
 
 // waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
