@@ -15,6 +15,7 @@ import (
 // refuse to go over. A Budget is safe for concurrent use.
 type Budget struct {
 	parent   memory.Allocator
+	up       *Budget // a sub-budget's budget (see Sub), nil for others
 	limit    int64
 	inUse    atomic.Int64
 	peak     atomic.Int64
@@ -30,6 +31,15 @@ func NewBudget(limit int64, parent memory.Allocator) *Budget {
 		parent = memory.NewGoAllocator()
 	}
 	return &Budget{parent: parent, limit: limit}
+}
+
+// Sub returns a budget of limit bytes, allocating as b does, whose every
+// byte is counted against b as well: the share of a job's grant that one
+// of its workers holds. Its Reserve refuses what would take either budget
+// over its limit; b's peak is the peak of everything its sub-budgets held
+// at once.
+func (b *Budget) Sub(limit int64) *Budget {
+	return &Budget{parent: b.parent, up: b, limit: limit}
 }
 
 // Allocate implements memory.Allocator.
@@ -56,10 +66,13 @@ func (b *Budget) Free(buf []byte) {
 	n := int64(len(buf))
 	Poison(buf)
 	b.parent.Free(buf)
-	b.inUse.Add(-n)
+	b.Release(n)
 }
 
 func (b *Budget) grow(n int64) {
+	if b.up != nil {
+		b.up.grow(n)
+	}
 	now := b.inUse.Add(n)
 	for {
 		p := b.peak.Load()
@@ -84,15 +97,27 @@ func (b *Budget) Reserve(n int64) error {
 		if b.limit > 0 && cur+n > b.limit {
 			return fmt.Errorf("%w: reserve %d bytes with %d of %d in use", ErrBudgetExceeded, n, cur, b.limit)
 		}
-		if b.inUse.CompareAndSwap(cur, cur+n) {
-			b.grow(0)
-			return nil
+		if !b.inUse.CompareAndSwap(cur, cur+n) {
+			continue
 		}
+		if b.up != nil {
+			if err := b.up.Reserve(n); err != nil {
+				b.inUse.Add(-n)
+				return err
+			}
+		}
+		b.grow(0)
+		return nil
 	}
 }
 
 // Release returns n bytes counted by Reserve.
-func (b *Budget) Release(n int64) { b.inUse.Add(-n) }
+func (b *Budget) Release(n int64) {
+	if b.up != nil {
+		b.up.Release(n)
+	}
+	b.inUse.Add(-n)
+}
 
 // InUse returns the bytes counted now.
 func (b *Budget) InUse() int64 { return b.inUse.Load() }

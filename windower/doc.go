@@ -153,9 +153,28 @@
 // without fsync. The stage then streams the sorted rows through a buffer, evaluating
 // complete partitions as the buffer fills and writing a container that
 // carries the columns later stages need and the results so far. The last
-// stage's container is the result, which Result streams. A partition
-// larger than the buffer is evaluated in slices; what each call needs
-// beyond its slice comes one of five ways:
+// stage's container is the result, which Result streams.
+//
+// A stage whose group has PARTITION BY takes another path unless the
+// first chunk of its input shows partitions too large for it: range
+// buckets (buckets.go). Its rows are dealt, unsorted, to buckets of whole
+// partitions by ranges of the partition key (the ranges from a sample of
+// the first chunk), one container each; then two buckets at a time are
+// evaluated, each under its share of the grant (a sub-budget) on its
+// share of the threads, in memory (or, for a bucket larger than planned,
+// on this external path of its own), each written as a result container.
+// The buckets' results in bucket order are the stage's output, in
+// (partition, order) order as the sorted runs would give it: a bucket's
+// group is always sorted, never hash-numbered, so the order does not
+// depend on the threads or on which buckets fit. No merge runs, the input
+// is spilled once rather than twice, and the buckets evaluate in
+// parallel. A query with neither window functions nor ORDER BY that does
+// not fit passes through one stage that numbers its rows in no order
+// (row_number() OVER (), dropped from the result), so it streams in
+// input order instead of being refused.
+//
+// A partition larger than the buffer is evaluated in slices; what each
+// call needs beyond its slice comes one of five ways:
 //
 //   - a halo: the slice carries the rows before and after it that its
 //     frames reach (ROWS frames with offsets, EXCLUDE CURRENT ROW in
@@ -219,6 +238,12 @@
 //	stage-N/sorted/      the runs merged (merger.Merge), or concatenated for a
 //	                     group without keys (no sort key); absent for sorted
 //	                     input
+//	stage-N/bucket-NNNNN/
+//	                     a range bucket: the columns the stage reads, in
+//	                     input order (WHERE applied), unsorted
+//	stage-N/bucket-NNNNN.out/
+//	                     the bucket's result, as stage-N/result/ is; the
+//	                     stage's output is these in bucket order
 //	stage-N/result/      the stage's output: the input columns later stages
 //	                     use, window results so far as __w<item>, and this
 //	                     stage's results; the last stage's is the query's

@@ -20,7 +20,7 @@ type Result struct {
 	next    int
 	batch   int
 	stats   Stats
-	reader  *columnar.BatchReader // result spilled to a container
+	reader  *containersReader // result spilled to containers
 	release func()
 	// heldBytes of budget count the in-memory result's Go-allocated
 	// columns until Close.
@@ -84,6 +84,62 @@ func (r *Result) Close() {
 		r.release()
 		r.release = nil
 	}
+}
+
+// containersReader reads columns cols of the containers cs one after
+// another, and no more than limit rows of them (0: all).
+type containersReader struct {
+	cs    []*columnar.Container
+	cols  []int
+	limit int64
+	rows  int64
+	cur   *columnar.BatchReader
+}
+
+func (r *containersReader) Next() (arrow.RecordBatch, error) {
+	for {
+		if r.limit > 0 && r.rows >= r.limit {
+			return nil, io.EOF
+		}
+		if r.cur == nil {
+			if len(r.cs) == 0 {
+				return nil, io.EOF
+			}
+			br, err := r.cs[0].OpenColumns(r.cols)
+			if err != nil {
+				return nil, fmt.Errorf("open %s: %w", r.cs[0].Dir(), err)
+			}
+			r.cur, r.cs = br, r.cs[1:]
+		}
+		rec, err := r.cur.Next()
+		if errors.Is(err, io.EOF) {
+			err = r.cur.Close()
+			r.cur = nil
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if r.limit > 0 && r.rows+rec.NumRows() > r.limit {
+			cut := rec.NewSlice(0, r.limit-r.rows)
+			rec.Release()
+			rec = cut
+		}
+		r.rows += rec.NumRows()
+		return rec, nil
+	}
+}
+
+func (r *containersReader) Close() error {
+	if r.cur == nil {
+		return nil
+	}
+	err := r.cur.Close()
+	r.cur = nil
+	return err
 }
 
 // goMemoryBytes is the size of the columns' buffers that toArrow wraps

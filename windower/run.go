@@ -50,6 +50,12 @@ type Options struct {
 	// not block. RunRecords does not call it.
 	Prefetch func(src columnar.Source, columns []string)
 	Logger   *slog.Logger
+	// inBucket marks the run of one range bucket of a spilling stage
+	// (buckets.go): its window group is always sorted, never numbered by
+	// hash partitions, so that its rows come out in (partition, order)
+	// order whichever path evaluates it, and it does not deal its input
+	// into buckets again.
+	inBucket bool
 }
 
 func (o *Options) withDefaults() (Options, error) {

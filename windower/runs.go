@@ -20,37 +20,26 @@ import (
 // group's order is sorted in runs that fit, spilled, and merged into one
 // sorted container.
 
-// sortToContainer writes sorted runs of the input and merges them into one
-// container. It returns that container's directory and the query rewritten
-// to read it (keys as columns, WHERE already applied). The rows drop
-// names are not read.
-func sortToContainer(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, tmp string, o Options, st *Stats) (string, *messages.WindowQuery, error) {
-	r := newSortedRuns(p, tmp, o, st)
-	// Rows per run: three quarters of what the grant has left once an
-	// input block is read, at what a row of a run holds (runRowBytes); the
-	// rest is slack for what is not counted row by row (the writers'
-	// blocks, the sorter's small buffers).
+// runRows is how many rows a sorted run of the input cs holds: three
+// quarters of what the grant has left once an input block is read, at
+// what a row of a run holds (runRowBytes); the rest is slack for what is
+// not counted row by row (the writers' blocks, the sorter's small
+// buffers). When the parallel sort's buffers leave too few rows a run, the
+// runs are sorted and written on one thread.
+func (r *sortedRuns) runRows(cs []*columnar.Container) (int, error) {
+	o := r.o
 	block := maxBlockBytes(cs, r.used)
 	perRow := r.runRowBytes()
-	runRows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 4 * 3 / perRow)
-	if runRows < 1024 {
-		return "", nil, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run (%d bytes a row, input blocks of up to %d bytes)",
-			ErrGrantTooSmall, o.Budget.Limit(), max(runRows, 0), perRow, block)
+	rows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 4 * 3 / perRow)
+	if rows < 1024 && r.threads() > 1 {
+		r.o.Threads = 1
+		return r.runRows(cs)
 	}
-	err := readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, r.write)
-	if werr := r.wait(); err == nil {
-		err = werr
+	if rows < 1024 {
+		return 0, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run (%d bytes a row, input blocks of up to %d bytes)",
+			ErrGrantTooSmall, o.Budget.Limit(), max(rows, 0), perRow, block)
 	}
-	if err != nil {
-		return "", nil, err
-	}
-	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
-	merged, err := r.merge(ctx)
-	if err != nil {
-		return "", nil, err
-	}
-	// The query over the sorted container: keys by column name, no WHERE.
-	return merged, rewriteForRuns(p, r.keyNames), nil
+	return rows, nil
 }
 
 // sortedRuns writes the sorted runs of one window group's input under

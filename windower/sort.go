@@ -580,14 +580,18 @@ func inOrder(keys []sortedKey, n int) bool {
 }
 
 // compareRows compares rows a and b on keys (NULLs per nullsFirst).
-func compareRows(keys []sortedKey, a, b int) int {
-	for _, k := range keys {
-		c := compareValues(k.v, a, b, k.nullsFirst)
+func compareRows(keys []sortedKey, a, b int) int { return compareRowsTo(keys, a, keys, b) }
+
+// compareRowsTo compares row a of keys with row b of other, keys of the
+// same kinds and directions.
+func compareRowsTo(keys []sortedKey, a int, other []sortedKey, b int) int {
+	for i, k := range keys {
+		w := other[i].v
+		c := compareValuesTo(k.v, a, w, b, k.nullsFirst)
 		if c != 0 {
 			if k.desc {
 				// NULL placement is not reversed by DESC.
-				an, bn := k.v.isNull(a), k.v.isNull(b)
-				if an || bn {
+				if k.v.isNull(a) || w.isNull(b) {
 					return c
 				}
 				return -c
@@ -599,7 +603,12 @@ func compareRows(keys []sortedKey, a, b int) int {
 }
 
 func compareValues(v *vector, a, b int, nullsFirst bool) int {
-	an, bn := v.isNull(a), v.isNull(b)
+	return compareValuesTo(v, a, v, b, nullsFirst)
+}
+
+// compareValuesTo compares row a of v with row b of w, of v's kind.
+func compareValuesTo(v *vector, a int, w *vector, b int, nullsFirst bool) int {
+	an, bn := v.isNull(a), w.isNull(b)
 	switch {
 	case an && bn:
 		return 0
@@ -616,11 +625,11 @@ func compareValues(v *vector, a, b int, nullsFirst bool) int {
 	}
 	switch v.kind {
 	case kindFloat:
-		return compareFloat(v.floats[a], v.floats[b])
+		return compareFloat(v.floats[a], w.floats[b])
 	case kindString:
-		return strings.Compare(v.strs[a], v.strs[b])
+		return strings.Compare(v.strs[a], w.strs[b])
 	}
-	return cmpInt(v.ints[a], v.ints[b])
+	return cmpInt(v.ints[a], w.ints[b])
 }
 
 // equalRows reports whether rows a and b agree on every key vector (NULLs equal).

@@ -36,10 +36,6 @@ import (
 // The first stage reads cs without the rows drop names; later stages read
 // what it wrote.
 func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, o Options) (res *Result, err error) {
-	if len(p.groups) == 0 && len(p.orderBy) == 0 {
-		return nil, fmt.Errorf("%w: %d rows do not fit the %d-byte grant, and a query without window functions or ORDER BY does not spill",
-			ErrUnsupported, rows, o.Budget.Limit())
-	}
 	tmp, err := os.MkdirTemp(o.TempDir, "windower-")
 	if err != nil {
 		return nil, fmt.Errorf("windower: spill directory: %w", err)
@@ -68,19 +64,22 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 			return nil, err
 		}
 	}
-	if len(p.orderBy) > 0 {
-		sortStage, err := orderByStage(sp, len(stages) > 0)
+	// The query's ORDER BY is a stage of its own, and so is a query with
+	// neither window functions nor ORDER BY: its rows pass through one
+	// stage that numbers them (in no order) and streams them.
+	sortStage := len(p.orderBy) > 0 || len(p.groups) == 0
+	if sortStage {
+		last, err := orderByStage(sp, len(stages) > 0)
 		if err != nil {
 			return nil, err
 		}
 		if len(stages) > 0 {
 			stages[len(stages)-1].Limit = 0 // LIMIT applies after the sort
 		}
-		stages = append(stages, sortStage)
+		stages = append(stages, last)
 	}
 	st.Groups = len(stages)
 	inputs := cs
-	var out string
 	for k, q := range stages {
 		sp, err := compile(q, inputs[0].Schema())
 		if err != nil {
@@ -94,32 +93,39 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 			return nil, fmt.Errorf("windower: spill directory: %w", err)
 		}
 		parts := st.Partitions
-		if out, err = runStage(ctx, sp, inputs, drop, so, dir, st); err != nil {
+		outs, err := runStage(ctx, sp, inputs, drop, so, dir, st)
+		if err != nil {
 			return nil, err
 		}
 		drop = nil
-		if len(p.orderBy) > 0 && k == len(stages)-1 {
+		if sortStage && k == len(stages)-1 {
 			st.Partitions = parts // the sort stage's row_number is not a query partition
 		}
 		if k > 0 {
 			os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("stage-%d", k))) // consumed
 		}
-		c, err := columnar.Open(out, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
-		if err != nil {
-			return nil, fmt.Errorf("windower: open stage %d result: %w", k+1, err)
+		inputs = inputs[:0:0]
+		for _, out := range outs {
+			c, err := columnar.Open(out, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
+			if err != nil {
+				return nil, fmt.Errorf("windower: open stage %d result: %w", k+1, err)
+			}
+			inputs = append(inputs, c)
 		}
-		inputs = []*columnar.Container{c}
+		if len(inputs) == 0 {
+			break // no rows: the result is empty
+		}
 	}
 	all := make([]int, len(p.outputs))
 	for i := range all {
 		all[i] = i
 	}
-	br, err := inputs[0].OpenColumns(all)
-	if err != nil {
-		return nil, fmt.Errorf("windower: read result: %w", err)
+	if p.limit > 0 {
+		st.Rows = min(st.Rows, p.limit) // range buckets leave LIMIT to the result
 	}
 	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
-	return &Result{schema: p.outSchema, reader: br, stats: *st, release: func() { os.RemoveAll(tmp) }}, nil
+	return &Result{schema: p.outSchema, reader: &containersReader{cs: inputs, cols: all, limit: p.limit}, stats: *st,
+		release: func() { os.RemoveAll(tmp) }}, nil
 }
 
 // carriedName names window result i while later stages carry it.
@@ -249,33 +255,59 @@ func orderByStage(p *plan, afterWindows bool) (*messages.WindowQuery, error) {
 }
 
 // runStage evaluates a one-group plan over inputs that do not fit the
-// grant, without their rows drop names, and returns the directory of its
-// result container, under dir.
-func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, o Options, dir string, st *Stats) (string, error) {
+// grant, without their rows drop names, and returns the directories of
+// its result containers, under dir, in result order: one, or one per
+// range bucket (buckets.go), none when no row passed.
+func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, o Options, dir string, st *Stats) ([]string, error) {
 	st.Rows = 0 // the last stage's rows are the result's
-	var (
-		src    *columnar.Container
-		splan  *plan
-		filter rowFilter // applied while streaming (sorted input only)
-	)
 	if o.InputSorted {
-		src = cs[0]
 		cp := *p
 		cp.where = nil
-		splan, filter = &cp, rowFilter{where: p.where, dropped: drop.of(0)}
-	} else {
-		st.SortedInput = false
-		sorted, q2, err := sortToContainer(ctx, p, cs, drop, dir, o, st)
-		if err != nil {
-			return "", err
-		}
-		if src, err = columnar.Open(sorted, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger}); err != nil {
-			return "", fmt.Errorf("windower: open sorted input: %w", err)
-		}
-		if splan, err = compile(q2, src.Schema()); err != nil {
-			return "", fmt.Errorf("windower: plan over sorted runs: %w", err)
-		}
-		splan.measureStrings([]*columnar.Container{src})
+		out, err := streamSorted(ctx, &cp, cs[0], rowFilter{where: p.where, dropped: drop.of(0)}, dir, o, st)
+		return []string{out}, err
 	}
-	return streamSorted(ctx, splan, src, filter, dir, o, st)
+	st.SortedInput = false
+	r := newSortedRuns(p, dir, o, st)
+	runRows, err := r.runRows(cs)
+	if err != nil {
+		return nil, err
+	}
+	write := r.write
+	var bk *buckets
+	if len(p.groups[0].partition) > 0 && !o.inBucket {
+		bk = newBuckets(p, r, cs, dir, o, st)
+		write = bk.write
+	}
+	err = readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, write)
+	if werr := r.wait(); err == nil {
+		err = werr
+	}
+	if bk != nil {
+		if ferr := bk.finish(err); err == nil {
+			err = ferr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
+	if bk != nil && bk.active {
+		return bk.evaluate(ctx)
+	}
+	sorted, err := r.merge(ctx)
+	if err != nil {
+		return nil, err
+	}
+	src, err := columnar.Open(sorted, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("windower: open sorted input: %w", err)
+	}
+	// The query over the sorted container: keys by column name, no WHERE.
+	splan, err := compile(rewriteForRuns(p, r.keyNames), src.Schema())
+	if err != nil {
+		return nil, fmt.Errorf("windower: plan over sorted runs: %w", err)
+	}
+	splan.measureStrings([]*columnar.Container{src})
+	out, err := streamSorted(ctx, splan, src, rowFilter{}, dir, o, st)
+	return []string{out}, err
 }

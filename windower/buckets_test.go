@@ -1,0 +1,200 @@
+package windower
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/messages"
+)
+
+var bucketSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "k", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "ks", Type: arrow.BinaryTypes.String, Nullable: true},
+	{Name: "v", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+}, nil)
+
+// bucketTable makes rows id from..to-1 with many partitions: k an
+// integer of keys distinct values (NULL on every 61st row), ks a string of
+// 0 to 40 bytes naming about keys partitions (NULL on every 19th), v small
+// integers with NULLs. keyBase offsets k, to make containers of other key
+// ranges.
+func bucketTable(rng *rand.Rand, from, to, keys int, keyBase int64) arrow.RecordBatch {
+	b := array.NewRecordBuilder(memory.NewGoAllocator(), bucketSchema)
+	defer b.Release()
+	for i := from; i < to; i++ {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		if i%61 == 0 {
+			b.Field(1).AppendNull()
+		} else {
+			b.Field(1).(*array.Int64Builder).Append(keyBase + int64(rng.IntN(keys)) - int64(keys/2))
+		}
+		if i%19 == 0 {
+			b.Field(2).AppendNull()
+		} else {
+			n := rng.IntN(keys)
+			b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("%d%s", n, strings.Repeat("x", n%41)))
+		}
+		if i%7 == 0 {
+			b.Field(3).AppendNull()
+		} else {
+			b.Field(3).(*array.Int64Builder).Append(int64(rng.IntN(100)))
+		}
+	}
+	return b.NewRecordBatch()
+}
+
+// TestSpillRangeBuckets runs window groups with PARTITION BY over input
+// larger than the grant, which the stage deals to range buckets of the
+// partition key (integer keys with NULLs, strings of every length, two
+// keys, a computed key), on 1, 2 and 4 threads (the same rows in the
+// same order each time), and compares with the in-memory result.
+func TestSpillRangeBuckets(t *testing.T) {
+	parallelSmall(t)
+	spillThreads(t)
+	rng := rand.New(rand.NewPCG(3, 4))
+	n := 150000
+	rec := bucketTable(rng, 0, n, 3000, 0)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	byK := func(fn string, args []*messages.Expr, part ...messages.Expr) *messages.WindowCall {
+		return &messages.WindowCall{Func: fn, Args: args, PartitionBy: part,
+			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "v"}, NullsFirst: true}, {Expr: messages.Expr{Column: "id"}}}}
+	}
+	k, ks := messages.Expr{Column: "k"}, messages.Expr{Column: "ks"}
+	queries := []struct {
+		name     string
+		q        *messages.WindowQuery
+		unsorted bool // in memory, rows come in input order
+	}{
+		{"int key", &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "rn", Window: byK("row_number", nil, k)},
+			{Alias: "rk", Window: byK("rank", nil, k)},
+			{Alias: "lag", Window: byK("lag", []*messages.Expr{col("ks")}, k)},
+		}}, false},
+		{"string key", &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "ks", Expr: col("ks")},
+			{Alias: "sum", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("v")}, PartitionBy: []messages.Expr{ks},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}},
+				Frame:   rowsFrame(preceding(2), following(1))}},
+			{Alias: "fv", Window: byK("first_value", []*messages.Expr{col("ks")}, ks)},
+		}, Where: []messages.Predicate{{Left: messages.Expr{Column: "v"}, Op: "<>", Right: &messages.Value{Int: i64(5)}}}}, false},
+		{"two keys and a computed one", &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "dr", Window: byK("dense_rank", nil, messages.Expr{Op: "%", Args: []*messages.Expr{col("k"), cint(40)}}, ks)},
+		}, Limit: 20000}, false},
+		{"whole-partition count", &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "c", Window: &messages.WindowCall{Func: "count", Star: true, PartitionBy: []messages.Expr{k}}},
+			{Alias: "m", Window: &messages.WindowCall{Func: "max", Args: []*messages.Expr{col("ks")}, PartitionBy: []messages.Expr{k}}},
+		}}, true},
+	}
+	for _, tc := range queries {
+		t.Run(tc.name, func(t *testing.T) {
+			want, wantStats := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+				return RunRecords(context.Background(), tc.q, bucketSchema, []arrow.RecordBatch{rec}, o)
+			})
+			stages := bucketStages.Load()
+			got, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+				return Run(context.Background(), tc.q, []string{dir}, o)
+			})
+			if bucketStages.Load() == stages {
+				t.Fatalf("no stage was dealt to range buckets (stats %+v)", st)
+			}
+			if st.SpilledBytes == 0 || st.PeakBytes > MinGrant {
+				t.Errorf("spilled %d bytes, peak %d of a %d-byte grant", st.SpilledBytes, st.PeakBytes, MinGrant)
+			}
+			if tc.unsorted {
+				// The spilled rows come by partition; in memory in input order.
+				want, got = slices.Clone(want), slices.Clone(got)
+				slices.Sort(want)
+				slices.Sort(got)
+			}
+			sameRows(t, tc.name, got, want)
+			if st.Partitions != wantStats.Partitions || st.Rows != wantStats.Rows {
+				t.Errorf("%d partitions and %d rows, want %d and %d", st.Partitions, st.Rows, wantStats.Partitions, wantStats.Rows)
+			}
+		})
+	}
+}
+
+// TestSpillRangeBucketTooLarge deals input whose first container holds
+// a narrow range of the partition key, so the ranges it gives leave most
+// rows to the last bucket, which is too large for memory and runs on the
+// external path of its own: the result is still the in-memory one.
+func TestSpillRangeBucketTooLarge(t *testing.T) {
+	spillThreads(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	var recs []arrow.RecordBatch
+	var dirs []string
+	for i := 0; i < 4; i++ {
+		keys, base := 100000, int64(1_000_000*(i+1))
+		if i == 0 {
+			keys, base = 50, 0
+		}
+		rec := bucketTable(rng, i*40000, (i+1)*40000, keys, base)
+		defer rec.Release()
+		recs = append(recs, rec)
+		dirs = append(dirs, writeContainer(t, filepath.Join(t.TempDir(), fmt.Sprint("c", i)), rec, nil))
+	}
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}, Desc: true}}}},
+		{Alias: "s", Window: &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("v")}, PartitionBy: []messages.Expr{{Column: "k"}}}},
+	}}
+	want, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+		return RunRecords(context.Background(), q, bucketSchema, recs, o)
+	})
+	stages, external := bucketStages.Load(), bucketsExternal.Load()
+	got, _ := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+		return Run(context.Background(), q, dirs, o)
+	})
+	if bucketStages.Load() == stages || bucketsExternal.Load() == external {
+		t.Fatalf("stages dealt to buckets %d, buckets on the external path %d: want both", bucketStages.Load()-stages, bucketsExternal.Load()-external)
+	}
+	// Two window groups, the last without ORDER BY: in memory its rows
+	// come in input order.
+	slices.Sort(got)
+	slices.Sort(want)
+	sameRows(t, "a bucket too large", got, want)
+}
+
+// TestSpillPlainSelect reads a table larger than the grant without window
+// functions or ORDER BY: it streams through one stage instead of being
+// refused, in input order, WHERE and LIMIT applied.
+func TestSpillPlainSelect(t *testing.T) {
+	spillThreads(t)
+	rng := rand.New(rand.NewPCG(7, 8))
+	rec := bucketTable(rng, 0, 150000, 1000, 0)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	for _, q := range []*messages.WindowQuery{
+		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "ks", Expr: col("ks")}, {Alias: "k", Expr: col("k")}}},
+		{Table: "t", Select: []messages.SelectItem{{Alias: "ks", Expr: col("ks")}, {Alias: "v1", Expr: &messages.Expr{Op: "+", Args: []*messages.Expr{col("v"), cint(1)}}}},
+			Where: []messages.Predicate{{Left: messages.Expr{Column: "v"}, Op: ">", Right: &messages.Value{Int: i64(50)}}}, Limit: 30000},
+	} {
+		want, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+			return RunRecords(context.Background(), q, bucketSchema, []arrow.RecordBatch{rec}, o)
+		})
+		got, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+			return Run(context.Background(), q, []string{dir}, o)
+		})
+		if st.SpilledBytes == 0 || st.PeakBytes > MinGrant {
+			t.Errorf("spilled %d bytes, peak %d of a %d-byte grant", st.SpilledBytes, st.PeakBytes, MinGrant)
+		}
+		if st.Rows != int64(len(want)) {
+			t.Errorf("stats count %d rows, want %d", st.Rows, len(want))
+		}
+		sameRows(t, "plain select", got, want)
+	}
+}
