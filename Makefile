@@ -6,7 +6,7 @@ FUZZTIME ?= 20s
 BENCHFLAGS ?=
 BENCHTIME ?= 1s
 
-.PHONY: help build test test-chaos test-poison test-postgres test-race demo local bench bench-deps bench-go lint fuzz clean
+.PHONY: help build test test-chaos test-poison test-postgres test-race demo local bench bench-large bench-deps bench-go lint fuzz clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -63,6 +63,13 @@ local: build ## run a real nats-server and every service as its own process (dep
 
 bench: ## strata against DuckDB and PostgreSQL (bench/, its own module); rewrites BENCHMARKS.md
 	cd bench && $(GO) run . $(BENCHFLAGS)
+
+# Where make bench-large keeps its 100M-row tables (strata, DuckDB,
+# PostgreSQL) between runs: tens of GB.
+BENCH_CACHE ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/strata-bench
+
+bench-large: ## the spill suite at 100M rows under a 256MiB grant, data generated once into BENCH_CACHE and reused; BENCHMARKS.md rewritten with it beside make bench's figures
+	cd bench && $(GO) run . --large --spill-cache $(BENCH_CACHE) $(BENCHFLAGS)
 
 bench-deps: ## install what `make bench` and the pgwire tests need besides Go (PostgreSQL 15 server, python3-psycopg; Debian, root or sudo)
 	bench/deps.sh

@@ -61,6 +61,7 @@ func drawCharts(rep *report, dir string) ([]string, error) {
 		{chartWAL, rep.WAL != nil, func(p string) error { return drawWALChart(rep.WAL, p) }},
 		{chartScaling, rep.Windows != nil && len(rep.Windows.StrataThreads) > 1, func(p string) error { return drawScalingChart(rep.Windows, p) }},
 		{chartStore, rep.Store != nil && len(rep.Store.Cases) > 0, func(p string) error { return drawStoreChart(rep.Store, p) }},
+		{chartRows, len(rep.spillRuns()) > 0, func(p string) error { return drawRowsChart(rep, p) }},
 	}
 	for _, d := range draws {
 		path := filepath.Join(dir, d.name)

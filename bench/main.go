@@ -76,10 +76,11 @@ type options struct {
 	widths   []int    // mergeout widths instead of the mode's
 	threads  []int    // windower thread counts besides 1 and runtime.NumCPU()
 	weed     string   // SeaweedFS binary the store suite serves S3 with, if it is there
+	spill    spillOptions
 	logger   *slog.Logger
 }
 
-var allSuites = []string{"windows", "mergeout", "wal", "store"}
+var allSuites = []string{"windows", "mergeout", "wal", "store", "spill"}
 
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -100,6 +101,7 @@ func parseOptions(args []string) (options, error) {
 	threads := fs.String("threads", "", "windower thread counts of strata's window runs, comma-separated (always with 1 and the core count)")
 	widths := fs.String("widths", "", "mergeout table widths, comma-separated (default: 100,200,400; 50,100 with --quick)")
 	verbose := fs.Bool("v", false, "debug logging")
+	o.spill.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -115,6 +117,9 @@ func parseOptions(args []string) (options, error) {
 			return o, fmt.Errorf("--only: unknown suite %q (want some of %s)", s, strings.Join(allSuites, ","))
 		}
 		o.suites = append(o.suites, s)
+	}
+	if err := o.spill.finish(&o); err != nil {
+		return o, err
 	}
 	for _, w := range strings.Split(*widths, ",") {
 		if w = strings.TrimSpace(w); w == "" {
@@ -221,6 +226,8 @@ func run(ctx context.Context, args []string) error {
 			rep.WAL, err = runWALSuite(ctx, log, sz, dir, peers)
 		case "store":
 			rep.Store, err = runStoreSuite(ctx, log, sz, dir, o.weed)
+		case "spill":
+			rep.Spill, err = runSpillSuite(ctx, log, o, sz, dir)
 		}
 		if err != nil {
 			return fmt.Errorf("suite %s: %w", s, err)
@@ -235,7 +242,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	rep.Finished = time.Now().UTC()
 	rep.Machine.LoadEnd = loadAverage()
-	if err := writeResults(o.results, rep); err != nil {
+	if err := writeResults(o.spill.resultsPath(o), rep); err != nil {
 		return err
 	}
 	if err := render(o, rep); err != nil {
@@ -249,6 +256,10 @@ func run(ctx context.Context, args []string) error {
 
 // render draws the charts and writes the report.
 func render(o options, rep *report) error {
+	rep, err := o.spill.withLarge(o, rep)
+	if err != nil {
+		return err
+	}
 	charts, err := drawCharts(rep, o.charts)
 	if err != nil {
 		return fmt.Errorf("charts: %w", err)

@@ -25,6 +25,8 @@ type report struct {
 	Mergeout          *mergeSuite
 	WAL               *walSuite
 	Store             *storeSuite       // absent in results of runs before the store suite
+	Spill             *spillSuite       `json:",omitempty"` // tables larger than the grant (spill.go)
+	SpillLarge        *spillSuite       `json:"-"`          // the last --large run's, read from its own file
 	Charts            map[string]string // chart file name -> path relative to the report
 }
 
@@ -63,6 +65,7 @@ func (r *report) failures() int {
 			}
 		}
 	}
+	n += r.spillFailures()
 	if r.Windows != nil {
 		for _, q := range r.Windows.Results {
 			for _, m := range q.Times {
@@ -162,6 +165,7 @@ func (r *report) render(b *bytes.Buffer) {
 	if r.Store != nil {
 		r.renderStore(b)
 	}
+	r.renderSpill(b)
 }
 
 // renderTargets compares the figures with the ones the issues set.
@@ -301,6 +305,7 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 	if r.Store != nil {
 		r.renderStoreTargets(b)
 	}
+	r.renderSpillTargets(b)
 	p("\n")
 }
 
