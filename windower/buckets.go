@@ -25,13 +25,15 @@ import (
 // partition key, and evaluates each bucket on its own, in memory when it
 // fits:
 //
-//  1. The first chunk of input (as many rows as a sorted run) gives the
-//     ranges: a sample of its rows' partition keys is sorted and B-1 of
-//     them at even quantiles, distinct, start buckets 1..B-1. B is sized
-//     so that a bucket's in-memory evaluation needs about bucketFill
-//     percent of its share of the grant. If the sample shows a partition larger than a bucket may
-//     hold (few partitions, or one that dominates), the stage takes the
-//     sorted runs instead, from that chunk on.
+//  1. The first chunk of input (as many rows as one thread's sorted run)
+//     gives the ranges: a sample of its rows' partition keys is sorted
+//     and cut, where the key changes, into B pieces of about equal rows;
+//     the first key of each piece but the first starts a bucket. B is
+//     sized so that a bucket's in-memory evaluation needs about
+//     bucketFill percent of its share of the grant; a partition larger
+//     than a piece is a bucket of its own. If one partition holds most of
+//     the sample, the stage takes the sorted runs instead, from that
+//     chunk on.
 //  2. Every chunk's rows (WHERE applied, superseded rows dropped) go to
 //     their buckets: a container per bucket in the spill directory,
 //     holding the input columns the query uses, in input order. Nothing
@@ -44,19 +46,24 @@ import (
 //     missed how large its partitions are) runs the external path
 //     afterwards, on its own, with the whole grant and every thread.
 //
-// Buckets are consecutive ranges of the partition key, and within a
-// bucket the group is always sorted (never hash-numbered, see
-// Options.inBucket), so the buckets' results one after another are the
-// rows in (partition, order) order, ties in input order: what the sorted
-// runs and their merge give, whatever the thread count and whichever
-// buckets fit. Against the sorted runs, no merge runs (the merge of the
-// runs' keys is one goroutine), the input is spilled once instead of twice
-// (runs, then their merge), and buckets evaluate in parallel.
+// Buckets are consecutive ranges of the partition key, so the buckets'
+// results one after another are the rows by partition, each partition in
+// its group's order: a sorted group's rows in (partition, order) order,
+// ties in input order, as the sorted runs and their merge give them; a
+// group numbered by hash partitions (unsorted.go) gives each bucket's rows
+// in input order. Nothing that decides which rows share a bucket and how
+// a bucket is evaluated depends on the threads: the chunks are sized as
+// for one thread, and a bucket is evaluated in memory when it needs no
+// more than half the grant (fit), whatever the share its worker holds. So
+// a query gives the same rows in the same order on any number of threads.
+// Against the sorted runs, no merge runs (the merge of the runs' keys is
+// one goroutine), the input is spilled once instead of twice (runs, then
+// their merge), and buckets evaluate in parallel.
 
 const (
 	// bucketWorkers is how many buckets are evaluated at once, on the
 	// run's threads divided among them. It is fixed, not the thread count,
-	// so that whether a bucket fits its share does not depend on threads.
+	// so that what fits a share (fit) does not depend on threads.
 	bucketWorkers = 2
 	// maxBuckets bounds the buckets of a stage (the writers' tails and the
 	// containers in the spill directory).
@@ -89,6 +96,10 @@ type buckets struct {
 	blockRows       int
 	writers         []*columnar.Writer
 	written         []int64 // rows dealt to each bucket
+	// longest is the longest string dealt to each bucket, by bucket
+	// column (string columns only): results that repeat one (first_value,
+	// min of strings) can take that many bytes on every row.
+	longest [][]int64
 }
 
 // bucketStages and bucketsExternal count the stages dealt to range
@@ -141,7 +152,7 @@ func (b *buckets) write(in *input) error {
 	}
 	if !b.decided {
 		b.decided = true
-		b.active = b.chooseRanges(kv, in.n)
+		b.active = b.chooseRanges(in, kv)
 		if !b.active {
 			b.o.Logger.Debug("window stage sorts runs: partitions too large for range buckets")
 			return b.runs.write(in)
@@ -153,9 +164,18 @@ func (b *buckets) write(in *input) error {
 }
 
 // chooseRanges picks the splitters from the partition keys kv of the
-// first n rows, or reports that partitions are too large for buckets.
-func (b *buckets) chooseRanges(kv []sortedKey, n int) bool {
-	need := b.p.memoryPerRow() * max(b.rows, int64(n))
+// first chunk in, or reports that partitions are too large for buckets.
+func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
+	n := in.n
+	// What a row needs in memory, with the strings its results may repeat
+	// (as long as the chunk's longest).
+	perRow := b.p.memoryPerRow()
+	for _, c := range b.p.repeatedStringArgs() {
+		if b.p.strBytes != nil {
+			perRow += max(0, longestString(in, []int{c}, 0, n)-b.p.strBytes[c])
+		}
+	}
+	need := perRow * max(b.rows, int64(n))
 	nb := int(min(max(need/max(b.fit()*bucketFill/100, 1)+1, 2), maxBuckets))
 	s := min(n, bucketSample)
 	sample := make([]int32, s)
@@ -163,31 +183,27 @@ func (b *buckets) chooseRanges(kv []sortedKey, n int) bool {
 		sample[i] = int32(int64(i) * int64(n) / int64(s))
 	}
 	slices.SortStableFunc(sample, func(x, y int32) int { return compareRows(kv, int(x), int(y)) })
-	// The largest partition in the sample, as a share of the input.
-	longest := 1
-	for i, run := 1, 1; i < s; i++ {
-		if compareRows(kv, int(sample[i-1]), int(sample[i])) == 0 {
-			run++
-			longest = max(longest, run)
-		} else {
-			run = 1
-		}
-	}
-	if float64(longest)/float64(s)*float64(need) > float64(b.fit())*3/4 {
-		return false
-	}
+	// Buckets of about s/nb sampled rows, cut where the key changes: a
+	// partition larger than that is a bucket of its own (evaluated on the
+	// external path if it does not fit in memory). When one partition
+	// holds most rows, buckets buy nothing: the sorted runs stream it.
+	target := max(s/nb, 1)
 	var at []int32
-	for j := 1; j < nb; j++ {
-		row := sample[j*s/nb]
-		if len(at) > 0 && compareRows(kv, int(at[len(at)-1]), int(row)) == 0 {
-			continue
+	count, longest := 0, 0
+	for i := 0; i < s; {
+		j := i + 1
+		for j < s && compareRows(kv, int(sample[i]), int(sample[j])) == 0 {
+			j++
 		}
-		if compareRows(kv, int(sample[0]), int(row)) == 0 {
-			continue // bucket 0 would hold nothing the sample saw
+		if count > 0 && count+j-i > target {
+			at = append(at, sample[i])
+			count = 0
 		}
-		at = append(at, row)
+		count += j - i
+		longest = max(longest, j-i)
+		i = j
 	}
-	if len(at) == 0 {
+	if len(at) == 0 || longest > s/2 {
 		return false
 	}
 	b.keys = make([]sortedKey, len(kv))
@@ -204,6 +220,12 @@ func (b *buckets) chooseRanges(kv []sortedKey, n int) bool {
 	nb = len(at) + 1
 	b.writers = make([]*columnar.Writer, nb)
 	b.written = make([]int64, nb)
+	b.longest = make([][]int64, len(b.runs.used))
+	for j, c := range b.runs.used {
+		if b.p.schema.kinds[c] == kindString {
+			b.longest[j] = make([]int64, nb)
+		}
+	}
 	// A block of every column of every bucket waits in its writer until
 	// it fills: an eighth of the grant at most.
 	var rowBytes int64
@@ -299,7 +321,13 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 				if lo == hi {
 					continue
 				}
-				arr := in.cols[cols[j]].gather(perm[lo:hi], &vector{}).toArrow(b.o.Budget)
+				v := in.cols[cols[j]].gather(perm[lo:hi], &vector{})
+				if most := b.longest[j]; most != nil {
+					for _, str := range v.strs {
+						most[x] = max(most[x], int64(len(str)))
+					}
+				}
+				arr := v.toArrow(b.o.Budget)
 				err := b.writeColumn(x, j, arr)
 				arr.Release()
 				if err != nil {
@@ -375,23 +403,18 @@ func (b *buckets) finish(err error) error {
 	return nil
 }
 
-// evaluate evaluates every bucket and returns the directories of their
-// results, in bucket order. Buckets that fit their share of the grant are
-// evaluated in memory, bucketWorkers at a time; the others then run the
-// external path one at a time, each with the whole grant and every
-// thread.
+// evaluate evaluates every bucket and writes its result as a container;
+// it returns their directories, in bucket order. Buckets that fit their
+// share of the grant are evaluated in memory, bucketWorkers at a time; the
+// others then run the external path one at a time, each with the whole
+// grant and every thread. (The query's last stage streams its buckets
+// instead: bucketstream.go.)
 func (b *buckets) evaluate(ctx context.Context) ([]string, error) {
-	var todo []int
-	for x, w := range b.writers {
-		if w != nil {
-			todo = append(todo, x)
-		}
-	}
+	q := b.query()
+	todo := b.filled()
 	if len(todo) == 0 {
 		return nil, nil
 	}
-	q := *b.p.source
-	q.Where, q.Limit = nil, 0 // WHERE ran as the rows were dealt; the result applies LIMIT
 	workers := min(bucketWorkers, max(b.o.Threads, 1), len(todo))
 	share, threads := b.avail/int64(workers), max(b.o.Threads/workers, 1)
 	outs := make([]string, len(todo))
@@ -416,7 +439,7 @@ func (b *buckets) evaluate(ctx context.Context) ([]string, error) {
 			if i >= len(todo) {
 				return
 			}
-			out, st, err := b.evaluateBucket(ctx, &q, todo[i], share, threads, false)
+			out, st, err := b.writeBucket(ctx, q, todo[i], share, threads, false)
 			mu.Lock()
 			switch {
 			case err != nil:
@@ -436,8 +459,7 @@ func (b *buckets) evaluate(ctx context.Context) ([]string, error) {
 	}
 	slices.Sort(deferred)
 	for _, i := range deferred {
-		bucketsExternal.Add(1)
-		out, st, err := b.evaluateBucket(ctx, &q, todo[i], b.avail, b.o.Threads, true)
+		out, st, err := b.writeBucket(ctx, q, todo[i], b.avail, b.o.Threads, true)
 		if err != nil {
 			return nil, err
 		}
@@ -447,66 +469,128 @@ func (b *buckets) evaluate(ctx context.Context) ([]string, error) {
 	return outs, nil
 }
 
-// evaluateBucket evaluates query q over bucket x under a sub-budget of
-// share bytes on threads goroutines, writes its result as a container and
-// returns its directory and the bucket's figures (SpilledBytes counting
-// the result). In memory unless external; a bucket that does not fit in
-// memory is left as it is, and the directory returned is empty.
-func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x int, share int64, threads int, external bool) (string, Stats, error) {
-	budget := b.o.Budget.Sub(share)
-	o := b.o
-	o.Budget, o.Threads, o.TempDir, o.inBucket = budget, threads, b.tmp, true
-	c, err := columnar.Open(b.dir(x), columnar.OpenOptions{Allocator: budget, Logger: o.Logger})
-	if err != nil {
-		return "", Stats{}, fmt.Errorf("windower: open bucket %d: %w", x, err)
+// query is the stage's query over a bucket: WHERE ran as the rows were
+// dealt, and LIMIT applies as the result is read.
+func (b *buckets) query() *messages.WindowQuery {
+	q := *b.p.source
+	q.Where, q.Limit = nil, 0
+	return &q
+}
+
+// filled returns the buckets that have rows, in order.
+func (b *buckets) filled() []int {
+	var xs []int
+	for x, w := range b.writers {
+		if w != nil {
+			xs = append(xs, x)
+		}
 	}
-	cs := []*columnar.Container{c}
-	p, err := compile(q, c.Schema())
-	if err != nil {
-		return "", Stats{}, fmt.Errorf("windower: plan of bucket %d: %w", x, err)
-	}
-	p.measureStrings(cs)
-	rows := c.Rows()
-	var res *Result
-	if external {
-		res, err = runExternal(ctx, p, cs, nil, rows, o)
-	} else {
-		res, err = b.inMemory(ctx, p, cs, o)
-	}
-	if err != nil {
-		return "", Stats{}, fmt.Errorf("windower: bucket %d: %w", x, err)
-	}
-	if res == nil {
-		return "", Stats{}, nil
+	return xs
+}
+
+// writeBucket evaluates bucket x (evaluateBucket) and writes its result as
+// a container; it returns its directory and the bucket's figures
+// (SpilledBytes counting the result), or an empty directory when the
+// bucket does not fit in memory and external is false.
+func (b *buckets) writeBucket(ctx context.Context, q *messages.WindowQuery, x int, share int64, threads int, external bool) (string, Stats, error) {
+	res, budget, err := b.evaluateBucket(ctx, q, x, share, threads, external)
+	if err != nil || res == nil {
+		return "", Stats{}, err
 	}
 	defer res.Close()
 	out := b.dir(x) + ".out"
 	m, err := WriteContainer(res, out, columnar.WriterOptions{Table: "windower", Projection: "bucket", ID: filepath.Base(out),
-		Allocator: budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(p.rowBytes(), o.Budget.Limit()), NoSync: true})
+		Allocator: budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(b.p.rowBytes(), b.o.Budget.Limit()), NoSync: true})
 	if err != nil {
 		return "", Stats{}, err
 	}
 	st := res.Stats()
 	st.SpilledBytes += m.CompressedBytes()
-	os.RemoveAll(b.dir(x)) // consumed
 	return out, st, nil
 }
 
-// inMemory evaluates the one-group plan p over a bucket's container in
-// memory, or returns nil if it needs more than a bucket may (fit) or its
-// results repeat long strings that do not fit beside it.
-func (b *buckets) inMemory(ctx context.Context, p *plan, cs []*columnar.Container, o Options) (*Result, error) {
-	rows := cs[0].Rows()
-	if p.memoryPerRow()*rows > b.fit() {
-		return nil, nil
-	}
-	in, err := loadContainers(ctx, p, cs, nil, rows, o.Budget, o.Threads)
+// need is what evaluating bucket x in memory needs, by the plan's
+// estimate.
+func (b *buckets) need(q *messages.WindowQuery, x int) (int64, error) {
+	_, p, err := b.open(q, x, nil)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
-	if extra := p.repeatedStringBytes(in); extra > o.Budget.Available() {
-		o.Budget.Release(in.reserved)
-		return nil, nil
+	return b.needOf(p, x), nil
+}
+
+// needOf is what evaluating bucket x with plan p in memory needs: the
+// plan's estimate per row, and the strings its results may repeat
+// (plan.repeatedStringBytes, from the longest string dealt to the
+// bucket).
+func (b *buckets) needOf(p *plan, x int) int64 {
+	rows := b.written[x]
+	n := p.memoryPerRow() * rows
+	for _, c := range p.repeatedStringArgs() {
+		if most := b.longest[c]; most != nil && p.strBytes != nil {
+			n += rows * max(0, most[x]-p.strBytes[c])
+		}
 	}
-	return evaluate(ctx, p, in, o)
+	return n
+}
+
+// open opens bucket x's container, reading through budget, and compiles
+// q over it.
+func (b *buckets) open(q *messages.WindowQuery, x int, budget *columnar.Budget) (*columnar.Container, *plan, error) {
+	opts := columnar.OpenOptions{Logger: b.o.Logger}
+	if budget != nil {
+		opts.Allocator = budget
+	}
+	c, err := columnar.Open(b.dir(x), opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("windower: open bucket %d: %w", x, err)
+	}
+	p, err := compile(q, c.Schema())
+	if err != nil {
+		return nil, nil, fmt.Errorf("windower: plan of bucket %d: %w", x, err)
+	}
+	p.measureStrings([]*columnar.Container{c})
+	return c, p, nil
+}
+
+// evaluateBucket evaluates query q over bucket x under a sub-budget of
+// share bytes on threads goroutines: in memory, or on the external path
+// if external. In memory, a bucket that needs more than a bucket may
+// (fit), or whose results repeat long strings that do not fit beside it,
+// is left as it is and the result is nil. The bucket's container is
+// removed once the result no longer reads it. The budget returned is the
+// result's, until it is closed.
+func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x int, share int64, threads int, external bool) (*Result, *columnar.Budget, error) {
+	budget := b.o.Budget.Sub(share)
+	o := b.o
+	o.Budget, o.Threads, o.TempDir, o.inBucket = budget, threads, b.tmp, true
+	c, p, err := b.open(q, x, budget)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, rows := []*columnar.Container{c}, c.Rows()
+	var res *Result
+	switch {
+	case external:
+		bucketsExternal.Add(1)
+		res, err = runExternal(ctx, p, cs, nil, rows, o)
+	case b.needOf(p, x) > b.fit():
+		return nil, nil, nil
+	default:
+		var in *input
+		if in, err = loadContainers(ctx, p, cs, nil, rows, budget, threads); err != nil {
+			break
+		}
+		if extra := p.repeatedStringBytes(in); extra > b.fit()-budget.InUse() {
+			budget.Release(in.reserved)
+			return nil, nil, nil
+		}
+		res, err = evaluate(ctx, p, in, o)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("windower: bucket %d: %w", x, err)
+	}
+	// In memory or spilled anew, the result no longer reads the bucket.
+	os.RemoveAll(b.dir(x))
+	return res, budget, nil
 }

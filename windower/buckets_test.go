@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -92,7 +94,7 @@ func TestSpillRangeBuckets(t *testing.T) {
 		{"two keys and a computed one", &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
 			{Alias: "id", Expr: col("id")},
 			{Alias: "dr", Window: byK("dense_rank", nil, messages.Expr{Op: "%", Args: []*messages.Expr{col("k"), cint(40)}}, ks)},
-		}, Limit: 20000}, false},
+		}}, false},
 		{"whole-partition count", &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
 			{Alias: "id", Expr: col("id")},
 			{Alias: "c", Window: &messages.WindowCall{Func: "count", Star: true, PartitionBy: []messages.Expr{k}}},
@@ -125,6 +127,39 @@ func TestSpillRangeBuckets(t *testing.T) {
 				t.Errorf("%d partitions and %d rows, want %d and %d", st.Partitions, st.Rows, wantStats.Partitions, wantStats.Rows)
 			}
 		})
+	}
+}
+
+// TestSpillRangeBucketsLimit reads the first rows of a query whose last
+// stage streams range buckets: the result stops at LIMIT, and its rows
+// are the in-memory result's first.
+func TestSpillRangeBucketsLimit(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rec := bucketTable(rng, 0, 150000, 3000, 0)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "dr", Window: &messages.WindowCall{Func: "dense_rank", PartitionBy: []messages.Expr{{Op: "%", Args: []*messages.Expr{col("k"), cint(40)}}, {Column: "ks"}},
+			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "v"}}, {Expr: messages.Expr{Column: "id"}}}}},
+	}, Limit: 20000}
+	res, err := RunRecords(context.Background(), q, bucketSchema, []arrow.RecordBatch{rec}, Options{Grant: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := drain(t, res)
+	res.Close()
+	for _, threads := range []int{1, 2, 4} {
+		res, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, Threads: threads, TempDir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := drain(t, res)
+		if st := res.Stats(); st.Rows != 20000 || st.PeakBytes > MinGrant {
+			t.Errorf("threads %d: %d rows, peak %d bytes", threads, st.Rows, st.PeakBytes)
+		}
+		res.Close()
+		sameRows(t, fmt.Sprintf("threads %d", threads), got, want)
 	}
 }
 
@@ -196,5 +231,43 @@ func TestSpillPlainSelect(t *testing.T) {
 			t.Errorf("stats count %d rows, want %d", st.Rows, len(want))
 		}
 		sameRows(t, "plain select", got, want)
+	}
+}
+
+// TestSpillRangeBucketsAbandoned closes a streamed result of range
+// buckets after its first batch: the buckets being evaluated stop, and
+// the grant's memory and the spill directory are given back.
+func TestSpillRangeBucketsAbandoned(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	rec := bucketTable(rng, 0, 150000, 3000, 0)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+	}}
+	for _, threads := range []int{1, 2, 4} {
+		budget := columnar.NewBudget(MinGrant, nil)
+		tmp := t.TempDir()
+		stages := bucketStages.Load()
+		res, err := Run(context.Background(), q, []string{dir}, Options{Budget: budget, Threads: threads, TempDir: tmp, BatchRows: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bucketStages.Load() == stages {
+			t.Fatalf("threads %d: no stage was dealt to range buckets", threads)
+		}
+		rec, err := res.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Release()
+		res.Close()
+		if n := budget.InUse(); n != 0 {
+			t.Errorf("threads %d: %d bytes of the grant still counted after Close", threads, n)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("threads %d: spill directory not removed: %v", threads, left)
+		}
 	}
 }

@@ -163,10 +163,11 @@
 // evaluated, each under its share of the grant (a sub-budget) on its
 // share of the threads, in memory (or, for a bucket larger than planned,
 // on this external path of its own), each written as a result container.
-// The buckets' results in bucket order are the stage's output, in
-// (partition, order) order as the sorted runs would give it: a bucket's
-// group is always sorted, never hash-numbered, so the order does not
-// depend on the threads or on which buckets fit. No merge runs, the input
+// The buckets' results in bucket order are the stage's output, by
+// partition, in the same order on any number of threads (the ranges and
+// which buckets fit do not depend on them); the last stage's buckets
+// stream to the result from memory, each held until it is read, the next
+// evaluated meanwhile (bucketstream.go). No merge runs, the input
 // is spilled once rather than twice, and the buckets evaluate in
 // parallel. A query with neither window functions nor ORDER BY that does
 // not fit passes through one stage that numbers its rows in no order

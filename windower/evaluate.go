@@ -28,7 +28,7 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, erro
 			return nil, err
 		}
 		last := gi == len(p.groups)-1 && len(p.orderBy) == 0
-		if unsortedGroup(g) && !sortedInput && !o.inBucket {
+		if unsortedGroup(g) && !sortedInput {
 			done, err := ev.unsortedGroup(g, last)
 			if err != nil {
 				return nil, err

@@ -20,7 +20,7 @@ type Result struct {
 	next    int
 	batch   int
 	stats   Stats
-	reader  *containersReader // result spilled to containers
+	reader  batchReader // result spilled to containers, or range buckets streamed
 	release func()
 	// heldBytes of budget count the in-memory result's Go-allocated
 	// columns until Close.
@@ -84,6 +84,12 @@ func (r *Result) Close() {
 		r.release()
 		r.release = nil
 	}
+}
+
+// batchReader is a spilled result's reader.
+type batchReader interface {
+	Next() (arrow.RecordBatch, error)
+	Close() error
 }
 
 // containersReader reads columns cols of the containers cs one after

@@ -51,10 +51,7 @@ type Options struct {
 	Prefetch func(src columnar.Source, columns []string)
 	Logger   *slog.Logger
 	// inBucket marks the run of one range bucket of a spilling stage
-	// (buckets.go): its window group is always sorted, never numbered by
-	// hash partitions, so that its rows come out in (partition, order)
-	// order whichever path evaluates it, and it does not deal its input
-	// into buckets again.
+	// (buckets.go), which does not deal its input into buckets again.
 	inBucket bool
 }
 
@@ -88,7 +85,7 @@ func (o *Options) withDefaults() (Options, error) {
 type Stats struct {
 	Rows         int64 // result rows
 	InputRows    int64 // rows read
-	Partitions   int64 // partitions over all window groups
+	Partitions   int64 // partitions over all window groups (a spilled result read to its LIMIT counts those it evaluated)
 	Groups       int   // window groups (distinct PARTITION BY + ORDER BY)
 	SortedInput  bool  // the input streamed without a sort
 	PeakBytes    int64 // peak of the budget

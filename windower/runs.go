@@ -32,7 +32,7 @@ func (r *sortedRuns) runRows(cs []*columnar.Container) (int, error) {
 	perRow := r.runRowBytes()
 	rows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 4 * 3 / perRow)
 	if rows < 1024 && r.threads() > 1 {
-		r.o.Threads = 1
+		r.singleThread()
 		return r.runRows(cs)
 	}
 	if rows < 1024 {
@@ -187,6 +187,9 @@ func (r *sortedRuns) write(in *input) error {
 	}
 	return r.spill(dir, cols, perm, 1)
 }
+
+// singleThread makes the runs sorted and written on one thread.
+func (r *sortedRuns) singleThread() { r.o.Threads = 1 }
 
 // runsWrittenBehind counts the runs written in the background, for tests
 // to see that they took that path.

@@ -93,9 +93,19 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 			return nil, fmt.Errorf("windower: spill directory: %w", err)
 		}
 		parts := st.Partitions
-		outs, err := runStage(ctx, sp, inputs, drop, so, dir, st)
+		last := k == len(stages)-1
+		outs, stream, err := runStage(ctx, sp, inputs, drop, so, dir, st, last)
 		if err != nil {
 			return nil, err
+		}
+		if stream != nil {
+			// The last stage's buckets: Result reads them as they are
+			// evaluated, and completes the figures.
+			st.Rows = 0
+			res := &Result{schema: p.outSchema, release: func() { os.RemoveAll(tmp) }}
+			res.stats = *st
+			res.reader = stream.stream(ctx, &res.stats, p.limit)
+			return res, nil
 		}
 		drop = nil
 		if sortStage && k == len(stages)-1 {
@@ -257,26 +267,31 @@ func orderByStage(p *plan, afterWindows bool) (*messages.WindowQuery, error) {
 // runStage evaluates a one-group plan over inputs that do not fit the
 // grant, without their rows drop names, and returns the directories of
 // its result containers, under dir, in result order: one, or one per
-// range bucket (buckets.go), none when no row passed.
-func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, o Options, dir string, st *Stats) ([]string, error) {
+// range bucket (buckets.go), none when no row passed. The query's last
+// stage (last), when dealt to range buckets, returns them unevaluated
+// instead, for the result to stream (bucketstream.go).
+func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, o Options, dir string, st *Stats, last bool) ([]string, *buckets, error) {
 	st.Rows = 0 // the last stage's rows are the result's
 	if o.InputSorted {
 		cp := *p
 		cp.where = nil
 		out, err := streamSorted(ctx, &cp, cs[0], rowFilter{where: p.where, dropped: drop.of(0)}, dir, o, st)
-		return []string{out}, err
+		return []string{out}, nil, err
 	}
 	st.SortedInput = false
 	r := newSortedRuns(p, dir, o, st)
-	runRows, err := r.runRows(cs)
-	if err != nil {
-		return nil, err
-	}
 	write := r.write
 	var bk *buckets
 	if len(p.groups[0].partition) > 0 && !o.inBucket {
+		// Chunks of as many rows as one thread's runs hold, whatever the
+		// threads, so that the ranges (from the first chunk) are too.
+		r.singleThread()
 		bk = newBuckets(p, r, cs, dir, o, st)
 		write = bk.write
+	}
+	runRows, err := r.runRows(cs)
+	if err != nil {
+		return nil, nil, err
 	}
 	err = readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, write)
 	if werr := r.wait(); err == nil {
@@ -288,26 +303,30 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop super
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
 	if bk != nil && bk.active {
-		return bk.evaluate(ctx)
+		if last {
+			return nil, bk, nil
+		}
+		outs, err := bk.evaluate(ctx)
+		return outs, nil, err
 	}
 	sorted, err := r.merge(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	src, err := columnar.Open(sorted, columnar.OpenOptions{Allocator: o.Budget, Logger: o.Logger})
 	if err != nil {
-		return nil, fmt.Errorf("windower: open sorted input: %w", err)
+		return nil, nil, fmt.Errorf("windower: open sorted input: %w", err)
 	}
 	// The query over the sorted container: keys by column name, no WHERE.
 	splan, err := compile(rewriteForRuns(p, r.keyNames), src.Schema())
 	if err != nil {
-		return nil, fmt.Errorf("windower: plan over sorted runs: %w", err)
+		return nil, nil, fmt.Errorf("windower: plan over sorted runs: %w", err)
 	}
 	splan.measureStrings([]*columnar.Container{src})
 	out, err := streamSorted(ctx, splan, src, rowFilter{}, dir, o, st)
-	return []string{out}, err
+	return []string{out}, nil, err
 }
