@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -282,7 +283,15 @@ type BatchReader struct {
 	readers []*ColumnReader
 	nblocks int
 	next    int
+	// concurrency is how many columns' blocks ReadBlock reads at once.
+	concurrency int
 }
+
+// ReadConcurrently makes ReadBlock read (and decode) the chosen columns'
+// blocks on up to n goroutines at once; n <= 1, the default, reads them
+// one after another. Each column has a reader of its own, so the batch is
+// the same either way.
+func (b *BatchReader) ReadConcurrently(n int) { b.concurrency = n }
 
 // Schema returns the schema of the batches: the chosen columns in order.
 func (b *BatchReader) Schema() *arrow.Schema { return b.schema }
@@ -314,12 +323,32 @@ func (b *BatchReader) ReadBlock(i int) (arrow.RecordBatch, error) {
 			}
 		}
 	}()
-	for j, r := range b.readers {
-		a, err := r.ReadBlock(i)
-		if err != nil {
-			return nil, err
+	if g := min(b.concurrency, len(b.readers)); g > 1 {
+		errs := make([]error, len(b.readers))
+		var wg sync.WaitGroup
+		wg.Add(g)
+		for k := 0; k < g; k++ {
+			go func() {
+				defer wg.Done()
+				for j := k; j < len(b.readers); j += g {
+					cols[j], errs[j] = b.readers[j].ReadBlock(i)
+				}
+			}()
 		}
-		cols[j] = a
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		for j, r := range b.readers {
+			a, err := r.ReadBlock(i)
+			if err != nil {
+				return nil, err
+			}
+			cols[j] = a
+		}
 	}
 	return array.NewRecordBatch(b.schema, cols, int64(cols[0].Len())), nil
 }

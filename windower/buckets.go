@@ -96,6 +96,9 @@ type buckets struct {
 	blockRows       int
 	writers         []*columnar.Writer
 	written         []int64 // rows dealt to each bucket
+	// pending is the chunk being written in the background (nil: none);
+	// it sends the write's error when done.
+	pending chan error
 	// longest is the longest string dealt to each bucket, by bucket
 	// column (string columns only): results that repeat one (first_value,
 	// min of strings) can take that many bytes on every row.
@@ -106,6 +109,10 @@ type buckets struct {
 // buckets and the buckets evaluated on the external path, for tests to
 // see which paths ran.
 var bucketStages, bucketsExternal atomic.Int64
+
+// chunksWrittenBehind counts the chunks dealt to buckets in the
+// background, for tests to see that they took that path.
+var chunksWrittenBehind atomic.Int64
 
 // newBuckets prepares the range buckets of a stage over cs, falling back
 // to r's sorted runs.
@@ -311,23 +318,75 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 			b.writers[x] = w
 		}
 	}
+	// The rows in bucket order, every column, counted until written; the
+	// write runs in the background while the caller reads the next chunk.
+	// It needs room in the grant for the copy and an eighth of the grant
+	// beside it (the Arrow forms of the pieces, the writers' blocks);
+	// without, the chunk is written before deal returns.
 	cols := b.runs.used
+	held := int64(len(cols)) * int64(n) // NULL flags
+	for _, c := range cols {
+		held += int64(n) * kindBytes(in.cols[c].kind)
+	}
+	held += stringBytes(in, 0, n)
+	room := func() bool {
+		return b.o.Budget.Available()-held >= b.o.Budget.Limit()/8 && b.o.Budget.Reserve(held) == nil
+	}
+	if !room() {
+		if err := b.wait(); err != nil {
+			return err
+		}
+		if !room() {
+			held = 0
+		}
+	}
 	t = min(t, len(cols))
-	errs := make([]error, t)
+	pieces := make([]*vector, len(cols))
 	parallelFor(t, func(k int) {
 		for j := k; j < len(cols); j += t {
+			v := in.cols[cols[j]].gather(perm, &vector{})
+			if most := b.longest[j]; most != nil {
+				for x := 0; x < nb; x++ {
+					for _, str := range v.strs[start[x]:start[x+1]] {
+						most[x] = max(most[x], int64(len(str)))
+					}
+				}
+			}
+			pieces[j] = v
+		}
+	})
+	if err := b.wait(); err != nil {
+		b.o.Budget.Release(held)
+		return err
+	}
+	if held == 0 {
+		return b.writePieces(pieces, start, t)
+	}
+	done := make(chan error, 1)
+	b.pending = done
+	chunksWrittenBehind.Add(1)
+	go func() {
+		err := b.writePieces(pieces, start, t)
+		b.o.Budget.Release(held)
+		done <- err
+	}()
+	return nil
+}
+
+// writePieces appends pieces (every column's rows in bucket order, bucket x's
+// rows from start[x] to start[x+1]) to the buckets' containers, on up to
+// t goroutines.
+func (b *buckets) writePieces(pieces []*vector, start []int, t int) error {
+	nb := len(b.writers)
+	errs := make([]error, t)
+	parallelFor(t, func(k int) {
+		for j := k; j < len(pieces); j += t {
 			for x := 0; x < nb; x++ {
 				lo, hi := start[x], start[x+1]
 				if lo == hi {
 					continue
 				}
-				v := in.cols[cols[j]].gather(perm[lo:hi], &vector{})
-				if most := b.longest[j]; most != nil {
-					for _, str := range v.strs {
-						most[x] = max(most[x], int64(len(str)))
-					}
-				}
-				arr := v.toArrow(b.o.Budget)
+				arr := pieces[j].slice(lo, hi).toArrow(b.o.Budget)
 				err := b.writeColumn(x, j, arr)
 				arr.Release()
 				if err != nil {
@@ -341,6 +400,17 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		b.written[x] += int64(start[x+1] - start[x])
 	}
 	return errors.Join(errs...)
+}
+
+// wait waits for the chunk being written in the background, if any, and
+// returns its error.
+func (b *buckets) wait() error {
+	if b.pending == nil {
+		return nil
+	}
+	err := <-b.pending
+	b.pending = nil
+	return err
 }
 
 // writeColumn appends arr to column j of bucket x without the writer
@@ -377,10 +447,14 @@ func (b *buckets) writeColumn(x, j int, arr arrow.Array) error {
 
 func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("bucket-%05d", x)) }
 
-// finish commits the buckets' containers, or aborts them if err is not
-// nil.
+// finish waits for the chunk being written, then commits the buckets'
+// containers, or aborts them if err is not nil or the write failed.
 func (b *buckets) finish(err error) error {
-	var errs []error
+	werr := b.wait()
+	if err == nil {
+		err = werr
+	}
+	errs := []error{werr}
 	for _, w := range b.writers {
 		if w == nil {
 			continue

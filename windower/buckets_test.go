@@ -62,6 +62,12 @@ func bucketTable(rng *rand.Rand, from, to, keys int, keyBase int64) arrow.Record
 func TestSpillRangeBuckets(t *testing.T) {
 	parallelSmall(t)
 	spillThreads(t)
+	behind := chunksWrittenBehind.Load()
+	defer func() {
+		if chunksWrittenBehind.Load() == behind {
+			t.Error("no chunk was written to its buckets in the background")
+		}
+	}()
 	rng := rand.New(rand.NewPCG(3, 4))
 	n := 150000
 	rec := bucketTable(rng, 0, n, 3000, 0)

@@ -454,8 +454,9 @@ func rewriteForRuns(p *plan, keyNames []string) *messages.WindowQuery {
 // drop names, in chunks of at most chunkRows rows, and of no more string
 // bytes than chunkRows rows of the input's average hold, and calls fn
 // with each. A block is cut where a chunk fills, so the buffer holds
-// chunkRows rows and no more.
-func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, used []int, chunkRows int, budget *columnar.Budget, fn func(*input) error) error {
+// chunkRows rows and no more. The columns' blocks are read and decoded on
+// up to threads goroutines at once.
+func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, used []int, chunkRows int, budget *columnar.Budget, threads int, fn func(*input) error) error {
 	in, reserved, err := reserveBuffer(p, chunkRows, budget)
 	if err != nil {
 		return err
@@ -468,6 +469,7 @@ func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop sup
 		if err != nil {
 			return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 		}
+		br.ReadConcurrently(threads)
 		f := rowFilter{dropped: drop.of(i)}
 		var first int64 // the container's row of the next block's first
 		for {

@@ -293,7 +293,7 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop super
 	if err != nil {
 		return nil, nil, err
 	}
-	err = readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, write)
+	err = readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, o.Threads, write)
 	if werr := r.wait(); err == nil {
 		err = werr
 	}
