@@ -22,7 +22,11 @@ import (
 // run before it (from 30ms to 90ms over 300 queries).
 //
 // Until the watcher has delivered the bucket's contents, and if it stops,
-// Keys lists the bucket. The index may briefly lag another scheduler's
+// Keys lists the bucket. When the connection to NATS comes back
+// (Rebuild), the index is dropped and built again by a new watcher: a
+// server that restarted may have lost its last writes, and a watcher
+// that goes on from the sequence it had seen would miss the writes that
+// take those sequences again. The index may briefly lag another scheduler's
 // writes, as a listing made a moment earlier would; a key it still holds
 // after a delete is one Get finds missing, which the catalog's readers
 // skip (Catalog.List).
@@ -39,6 +43,9 @@ type keyIndex struct {
 	keys    map[string]keyState
 	ready   bool // the watcher delivered the bucket's contents
 	stopped bool // the watcher ended: Keys lists the bucket
+	// gen counts the watchers started; changes from an older one (before
+	// a Rebuild) are dropped.
+	gen int
 }
 
 type keyState struct {
@@ -49,29 +56,64 @@ type keyState struct {
 // newIndexedKV indexes kv's keys until ctx ends.
 func newIndexedKV(ctx context.Context, kv jetstream.KeyValue) (indexedKV, error) {
 	x := indexedKV{bucketKV: bucketKV{kv}, idx: &keyIndex{keys: map[string]keyState{}}}
-	w, err := kv.WatchAll(ctx, jetstream.MetaOnly())
-	if err != nil {
-		return x, err
-	}
-	go x.idx.follow(w)
-	return x, nil
+	return x, x.watch(ctx, kv)
 }
 
-func (x *keyIndex) follow(w jetstream.KeyWatcher) {
+// watch starts a watcher of kv feeding a fresh index.
+func (b indexedKV) watch(ctx context.Context, kv jetstream.KeyValue) error {
+	x := b.idx
+	x.mu.Lock()
+	x.gen++
+	gen := x.gen
+	x.keys, x.ready, x.stopped = map[string]keyState{}, false, false
+	x.mu.Unlock()
+	w, err := kv.WatchAll(ctx, jetstream.MetaOnly())
+	if err != nil {
+		x.mu.Lock()
+		if x.gen == gen {
+			x.stopped = true
+		}
+		x.mu.Unlock()
+		return err
+	}
+	go x.follow(w, gen)
+	return nil
+}
+
+// Rebuild drops the index and builds it again from a new watcher; until
+// that has delivered the bucket's contents, Keys lists the bucket. For a
+// reconnection to NATS: it returns at once.
+func (b indexedKV) Rebuild(ctx context.Context, kv jetstream.KeyValue) {
+	x := b.idx
+	x.mu.Lock()
+	x.gen++ // the old watcher's changes are dropped from now on
+	x.ready = false
+	x.mu.Unlock()
+	go func() { _ = b.watch(ctx, kv) }()
+}
+
+func (x *keyIndex) follow(w jetstream.KeyWatcher, gen int) {
 	defer func() {
 		x.mu.Lock()
-		x.stopped = true
+		if x.gen == gen {
+			x.stopped = true
+		}
 		x.mu.Unlock()
 		_ = w.Stop()
 	}()
 	for e := range w.Updates() {
-		if e == nil { // the contents delivered; changes follow
-			x.mu.Lock()
+		x.mu.Lock()
+		current := x.gen == gen
+		if current && e == nil { // the contents delivered; changes follow
 			x.ready = true
-			x.mu.Unlock()
-			continue
 		}
-		x.watched(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut)
+		x.mu.Unlock()
+		if !current {
+			return
+		}
+		if e != nil {
+			x.watched(e.Key(), e.Revision(), e.Operation() == jetstream.KeyValuePut)
+		}
 	}
 }
 

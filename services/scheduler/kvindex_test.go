@@ -126,3 +126,51 @@ func TestKeyIndexOrder(t *testing.T) {
 		t.Fatalf("another writer's create after it: %q", keys)
 	}
 }
+
+// After a reconnection the index is built again from a new watcher: keys
+// the old index held that the bucket no longer has (a restarted server
+// that lost its last writes) are gone, and writes after it are listed.
+func TestIndexedKVRebuild(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := newIndexedKV(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "a/p", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// A key the server lost: in the old index only.
+	kv.idx.wrote("lost/p", 1<<40)
+	if keys, _ := kv.Keys(ctx, ""); !slices.Equal(keys, []string{"a/p", "lost/p"}) {
+		t.Fatalf("keys before the rebuild %q", keys)
+	}
+	kv.Rebuild(ctx, b)
+	if _, err := kv.Create(ctx, "b/p", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		keys, err := kv.Keys(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv.idx.mu.Lock()
+		ready := kv.idx.ready
+		kv.idx.mu.Unlock()
+		if ready && slices.Equal(keys, []string{"a/p", "b/p"}) {
+			break
+		}
+		if !ready && !slices.Equal(keys, []string{"a/p", "b/p"}) {
+			t.Fatalf("keys listed from the bucket during the rebuild %q", keys)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("keys after the rebuild %q (index ready %v)", keys, ready)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

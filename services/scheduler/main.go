@@ -42,6 +42,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/strata-db/strata/columnar"
@@ -178,6 +179,13 @@ func run(args []string) error {
 		log.Warn("catalog keys not indexed; listed from the bucket each time", "err", err)
 	} else {
 		catalog = ikv
+		reconnected := nc.Opts.ReconnectedCB
+		nc.SetReconnectHandler(func(c *nats.Conn) {
+			if reconnected != nil {
+				reconnected(c)
+			}
+			ikv.Rebuild(watchCtx, catalogKV)
+		})
 	}
 	s, err := scheduler.New(setup, catalog, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
 		Data:             storage,
