@@ -2,6 +2,7 @@ package windower
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -275,5 +276,41 @@ func TestSpillRangeBucketsAbandoned(t *testing.T) {
 		if left, _ := os.ReadDir(tmp); len(left) != 0 {
 			t.Errorf("threads %d: spill directory not removed: %v", threads, left)
 		}
+	}
+}
+
+// TestSpillRangeBucketsCancelled cancels a query whose last stage streams
+// range buckets before its result is read: Next returns the cancellation,
+// and returns it again rather than waiting for a bucket no one evaluates.
+func TestSpillRangeBucketsCancelled(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	rec := bucketTable(rng, 0, 150000, 3000, 0)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	res, err := Run(ctx, q, []string{dir}, Options{Grant: MinGrant, Threads: 2, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	cancel()
+	var first error
+	for {
+		rec, err := res.Next()
+		if err != nil {
+			first = err
+			break
+		}
+		rec.Release()
+	}
+	if !errors.Is(first, context.Canceled) {
+		t.Fatalf("Next after the cancel: %v, want context.Canceled", first)
+	}
+	if _, err := res.Next(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next again: %v, want the same error", err)
 	}
 }

@@ -43,6 +43,7 @@ type bucketStream struct {
 
 	i   int           // index into todo of the bucket being read
 	cur *bucketResult // its result
+	err error         // the error Next returned, returned again
 }
 
 // bucketResult is one bucket's evaluation: its result in memory (or
@@ -152,6 +153,17 @@ func (s *bucketStream) release(n int) {
 }
 
 func (s *bucketStream) Next() (arrow.RecordBatch, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	rec, err := s.next()
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.err = err
+	}
+	return rec, err
+}
+
+func (s *bucketStream) next() (arrow.RecordBatch, error) {
 	for {
 		if s.limit > 0 && s.st.Rows >= s.limit {
 			return nil, io.EOF
