@@ -245,14 +245,7 @@ func TestSpillPlainSelect(t *testing.T) {
 // buckets after its first batch: the buckets being evaluated stop, and
 // the grant's memory and the spill directory are given back.
 func TestSpillRangeBucketsAbandoned(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 10))
-	rec := bucketTable(rng, 0, 150000, 3000, 0)
-	defer rec.Release()
-	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
-	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "id", Expr: col("id")},
-		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
-	}}
+	dir, q := rowNumberByK(t, 9, 10)
 	for _, threads := range []int{1, 2, 4} {
 		budget := columnar.NewBudget(MinGrant, nil)
 		tmp := t.TempDir()
@@ -283,14 +276,7 @@ func TestSpillRangeBucketsAbandoned(t *testing.T) {
 // range buckets before its result is read: Next returns the cancellation,
 // and returns it again rather than waiting for a bucket no one evaluates.
 func TestSpillRangeBucketsCancelled(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	rec := bucketTable(rng, 0, 150000, 3000, 0)
-	defer rec.Release()
-	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
-	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "id", Expr: col("id")},
-		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
-	}}
+	dir, q := rowNumberByK(t, 11, 12)
 	ctx, cancel := context.WithCancel(context.Background())
 	res, err := Run(ctx, q, []string{dir}, Options{Grant: MinGrant, Threads: 2, TempDir: t.TempDir()})
 	if err != nil {
@@ -313,4 +299,18 @@ func TestSpillRangeBucketsCancelled(t *testing.T) {
 	if _, err := res.Next(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Next again: %v, want the same error", err)
 	}
+}
+
+// rowNumberByK writes a bucketTable of 150,000 rows (seeds a, b) as one
+// container and returns it with row_number() OVER (PARTITION BY k ORDER
+// BY id), whose one stage, spilling, streams its range buckets.
+func rowNumberByK(t *testing.T, a, b uint64) (string, *messages.WindowQuery) {
+	t.Helper()
+	rec := bucketTable(rand.New(rand.NewPCG(a, b)), 0, 150000, 3000, 0)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	return dir, &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+	}}
 }

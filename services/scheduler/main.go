@@ -169,10 +169,9 @@ func run(args []string) error {
 		return err
 	}
 
-	// The catalog's keys are listed from the bucket. The in-memory index
-	// (kvindex.go) is not used: under NATS faults in the chaos suite
-	// (kill-storm on three nodes) it served a key set that missed a live
-	// container, so a requested mergeout found nothing to merge.
+	// The catalog's keys are listed from the bucket: an in-memory index of
+	// them, fed by a watcher, missed a live container under NATS faults
+	// (the chaos suite's kill-storm on three nodes).
 	var catalog scheduler.KV = bucketKV{catalogKV}
 	s, err := scheduler.New(setup, catalog, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
 		Data:             storage,
