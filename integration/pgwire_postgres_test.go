@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/strata-db/strata/internal/pgauth"
 )
@@ -123,6 +125,16 @@ func TestPgwireAgainstPostgres(t *testing.T) {
 	}
 	defer strata.Close(context.Background())
 
+	// The transaction statements and a failed block, message by message.
+	t.Run("transactions", func(t *testing.T) {
+		script := pgTxnScript()
+		want := pgTranscript(t, ctx, pgConn.PgConn(), script)
+		got := pgTranscript(t, ctx, strata.PgConn(), script)
+		if !slices.Equal(got, want) {
+			t.Fatalf("pgwire's messages differ from PostgreSQL's:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+
 	for i, q := range pgCompareQueries {
 		for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeSimpleProtocol} {
 			t.Run(fmt.Sprintf("q%d/%v", i, mode), func(t *testing.T) {
@@ -136,6 +148,90 @@ func TestPgwireAgainstPostgres(t *testing.T) {
 			})
 		}
 	}
+}
+
+// pgTxnScript is a session's messages through transaction blocks: one
+// failed by an error (in the simple and the extended protocol), the
+// statements refused in it, COMMIT and ROLLBACK ending it, and the
+// warnings of BEGIN in a block and COMMIT outside one. Each inner slice
+// is sent as one batch, the extended ones ending with Sync.
+func pgTxnScript() [][]pgproto3.FrontendMessage {
+	q := func(sql string) []pgproto3.FrontendMessage {
+		return []pgproto3.FrontendMessage{&pgproto3.Query{String: sql}}
+	}
+	ext := func(sqls ...string) []pgproto3.FrontendMessage {
+		var out []pgproto3.FrontendMessage
+		for _, sql := range sqls {
+			out = append(out, &pgproto3.Parse{Query: sql}, &pgproto3.Bind{}, &pgproto3.Execute{})
+		}
+		return append(out, &pgproto3.Sync{})
+	}
+	return [][]pgproto3.FrontendMessage{
+		q("BEGIN"),
+		q("SELECT nope FROM t"),
+		q("SELECT id FROM t WHERE id = 1"),
+		q("SHOW application_name"),
+		q("SET application_name = 'x'"),
+		q("BEGIN"),
+		q("SELECT 1; SELECT 2"),
+		q("ROLLBACK TO SAVEPOINT s"),
+		q("COMMIT"),
+		q("COMMIT"),
+		q("ROLLBACK TO SAVEPOINT s"),
+		q("BEGIN; BEGIN; SELECT nope FROM t; SELECT 1"),
+		q("ROLLBACK; SELECT 1"),
+		q("ROLLBACK"),
+		ext("BEGIN"),
+		ext("SELECT 1/(id-id) FROM t", "SELECT 1"),
+		ext("SELECT 1"),
+		{&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Describe{ObjectType: 'S'}, &pgproto3.Sync{}},
+		ext("COMMIT"),
+		ext("SELECT 1/(id-id) FROM t"),
+		ext("BEGIN", "SELECT 1", "COMMIT"),
+	}
+}
+
+// pgTranscript sends the script's batches on c and returns what came
+// back, a line a message: its type, a command tag, an error's or a
+// warning's SQLSTATE, the transaction status of ReadyForQuery.
+func pgTranscript(t *testing.T, ctx context.Context, c *pgconn.PgConn, script [][]pgproto3.FrontendMessage) []string {
+	t.Helper()
+	var out []string
+	fe := c.Frontend()
+	for _, batch := range script {
+		for _, m := range batch {
+			fe.Send(m)
+		}
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			msg, err := c.ReceiveMessage(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var line string
+			switch m := msg.(type) {
+			case *pgproto3.CommandComplete:
+				line = "complete " + string(m.CommandTag)
+			case *pgproto3.ErrorResponse:
+				line = "error " + m.Code
+			case *pgproto3.NoticeResponse:
+				line = "notice " + m.Code
+			case *pgproto3.ReadyForQuery:
+				line = "ready " + string(m.TxStatus)
+			case *pgproto3.ParameterStatus:
+				continue // which settings are reported differs
+			default:
+				line = strings.TrimPrefix(fmt.Sprintf("%T", msg), "*pgproto3.")
+			}
+			out = append(out, line)
+			if _, ok := msg.(*pgproto3.ReadyForQuery); ok {
+				break
+			}
+		}
+	}
+	return out
 }
 
 // pgCompareRows runs sql on c and returns its rows as sorted strings,

@@ -158,7 +158,10 @@ type session struct {
 	user     *pgauth.User
 	database string
 	settings map[string]string
-	txn      byte // 'I' idle, 'T' in a transaction block
+	// txn is the transaction status ReadyForQuery reports: 'I' idle, 'T'
+	// in a transaction block, 'E' in a block an error failed (every
+	// statement but COMMIT and ROLLBACK refused until it ends).
+	txn byte
 
 	stmts   map[string]*prepared
 	portals map[string]*portal
@@ -616,13 +619,23 @@ func (s *session) ready() {
 	s.be.Send(&pgproto3.ReadyForQuery{TxStatus: s.txn})
 }
 
+// sendError sends err as an ErrorResponse; an error inside a
+// transaction block fails the block, as in PostgreSQL.
 func (s *session) sendError(err error) {
 	var pe *pgError
 	if !errors.As(err, &pe) {
 		pe = &pgError{code: "XX000", msg: err.Error()}
 	}
+	if s.txn == 'T' {
+		s.txn = 'E'
+	}
 	s.srv.queries.WithLabelValues(pe.code[:2]).Inc()
 	s.be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.code, Message: pe.msg, Position: pe.pos, Where: pe.where})
+}
+
+// notice sends a WARNING, as PostgreSQL warns of a BEGIN in a block.
+func (s *session) notice(code, msg string) {
+	s.be.Send(&pgproto3.NoticeResponse{Severity: "WARNING", SeverityUnlocalized: "WARNING", Code: code, Message: msg})
 }
 
 // statementContext is the context of one statement: cancelled by a
@@ -657,18 +670,34 @@ func ctxError(ctx context.Context, err error) error {
 	return err
 }
 
-// simpleQuery runs a Query's statements, sending their errors; it
+// simpleQuery runs a Query's statements one after the other, each
+// planned just before it runs (as PostgreSQL analyses each when it comes
+// to it: a BEGIN runs before the next statement's error fails its
+// block), sending their errors; the first error ends the Query. It
 // returns only a *connError, which ends the session.
 func (s *session) simpleQuery(sql string) error {
 	ctx, done := s.statementContext()
 	defer done()
-	stmts, err := s.plan(ctx, sql)
+	tree, err := parseSQL(sql)
 	if err != nil {
 		s.sendError(ctxError(ctx, err))
 		return nil
 	}
-	for _, st := range stmts {
-		if err := s.run(ctx, st, &portal{stmt: st}, nil, 0, true); err != nil {
+	if tree == nil {
+		s.be.Send(&pgproto3.EmptyQueryResponse{})
+		return nil
+	}
+	for _, raw := range tree.Stmts {
+		var st *stmt
+		if s.txn == 'E' && !endsTransaction(raw.Stmt) {
+			err = errAborted
+		} else {
+			st, err = s.planOne(ctx, sql, raw, tree.Version)
+		}
+		if err == nil {
+			err = s.run(ctx, st, &portal{stmt: st}, nil, 0, true)
+		}
+		if err != nil {
 			var ce *connError
 			if errors.As(err, &ce) {
 				return ce
@@ -681,6 +710,9 @@ func (s *session) simpleQuery(sql string) error {
 }
 
 func (s *session) parse(m *pgproto3.Parse) error {
+	if err := s.abortedCheck(m.Query); err != nil {
+		return err
+	}
 	n, err := paramCount(m.Query)
 	if err != nil {
 		return err
@@ -716,6 +748,9 @@ func (s *session) bind(m *pgproto3.Bind) error {
 	}
 	if len(m.Parameters) != p.nparams {
 		return &pgError{code: "08P01", msg: fmt.Sprintf("bind message supplies %d parameters, but prepared statement requires %d", len(m.Parameters), p.nparams)}
+	}
+	if err := s.abortedCheck(p.sql); err != nil {
+		return err
 	}
 	sql, err := bindParams(p.sql, p.oids, m.ParameterFormatCodes, m.Parameters)
 	if err != nil {
@@ -753,6 +788,17 @@ func (s *session) describe(m *pgproto3.Describe) error {
 			}
 		}
 		s.be.Send(&pgproto3.ParameterDescription{ParameterOIDs: oids})
+		if s.txn == 'E' {
+			// A failed block describes no result (PostgreSQL looks in
+			// the catalog for one): an error for a statement with rows.
+			if tree, err := parseSQL(p.sql); err == nil && tree != nil && !endsTransaction(tree.Stmts[0].Stmt) {
+				if returnsRows(tree.Stmts[0].Stmt) {
+					return errAborted
+				}
+				s.be.Send(&pgproto3.NoData{})
+				return nil
+			}
+		}
 		// The result's columns: plan with placeholders for the parameters.
 		vals := make([][]byte, p.nparams)
 		for i := range vals {
@@ -784,6 +830,9 @@ func (s *session) describe(m *pgproto3.Describe) error {
 		}
 		return &pgError{code: "34000", msg: fmt.Sprintf("portal %q does not exist", m.Name)}
 	}
+	if s.txn == 'E' && (pt.stmt.window != nil || pt.stmt.cols != nil || (pt.stmt.fetch != nil && !pt.stmt.fetch.move)) {
+		return errAborted
+	}
 	ctx, done := s.statementContext()
 	defer done()
 	cols, err := s.columns(ctx, pt.stmt, pt)
@@ -798,6 +847,9 @@ func (s *session) execute(m *pgproto3.Execute) error {
 	pt, ok := s.portals[m.Portal]
 	if !ok {
 		return &pgError{code: "34000", msg: fmt.Sprintf("portal %q does not exist", m.Portal)}
+	}
+	if s.txn == 'E' && (pt.stmt.txnOp == 0 || pt.stmt.txnOp == 'B') {
+		return errAborted
 	}
 	if pt.done {
 		s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(pt.stmt.tag + " 0")})

@@ -458,11 +458,18 @@ func TestCursors(t *testing.T) {
 		{"FETCH 1 FROM nope", "34000"},
 		{"CLOSE nope", "34000"},
 	} {
+		// Each in a block of its own: an error fails the block.
 		_, err := c.Exec(ctx, tc.sql)
 		wantCode(t, err, tc.code)
+		if _, err := c.Exec(ctx, "ROLLBACK; BEGIN; DECLARE b CURSOR FOR "+query); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := c.Exec(ctx, "CLOSE ALL"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, "FETCH 1 FROM b"); err == nil {
+		t.Fatal("CLOSE ALL left b open")
 	}
 	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)

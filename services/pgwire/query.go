@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgproto3"
 	pg "github.com/pganalyze/pg_query_go/v6"
 	pgparser "github.com/pganalyze/pg_query_go/v6/parser"
 
@@ -60,6 +61,10 @@ type stmt struct {
 	window        *messages.WindowQuery
 	offset, limit int64
 	apply         func(*session) // a statement's effect on the session, at execution
+	// txnOp is a transaction statement: 'B' BEGIN, 'C' COMMIT, 'R'
+	// ROLLBACK, 'S' ROLLBACK TO or RELEASE savepoint (runTransaction).
+	txnOp     byte
+	savepoint string
 	// change is an INSERT, UPDATE or DELETE of a keyed table (dml.go),
 	// run as change events (changes.go).
 	change *changeStmt
@@ -74,12 +79,12 @@ type stmt struct {
 
 // plan parses sql into its statements.
 func (s *session) plan(ctx context.Context, sql string) ([]*stmt, error) {
-	if strings.TrimSpace(strings.Trim(sql, ";\n\t ")) == "" {
-		return []*stmt{{empty: true}}, nil
-	}
-	tree, err := pg.Parse(sql)
+	tree, err := parseSQL(sql)
 	if err != nil {
-		return nil, syntaxError(err)
+		return nil, err
+	}
+	if tree == nil {
+		return []*stmt{{empty: true}}, nil
 	}
 	var out []*stmt
 	for _, raw := range tree.Stmts {
@@ -89,10 +94,76 @@ func (s *session) plan(ctx context.Context, sql string) ([]*stmt, error) {
 		}
 		out = append(out, st)
 	}
-	if len(out) == 0 {
-		return []*stmt{{empty: true}}, nil
-	}
 	return out, nil
+}
+
+// parseSQL parses sql; nil for the empty query (no statements).
+func parseSQL(sql string) (*pg.ParseResult, error) {
+	if strings.TrimSpace(strings.Trim(sql, ";\n\t ")) == "" {
+		return nil, nil
+	}
+	tree, err := pg.Parse(sql)
+	if err != nil {
+		return nil, syntaxError(err)
+	}
+	if len(tree.Stmts) == 0 {
+		return nil, nil
+	}
+	return tree, nil
+}
+
+// errAborted is PostgreSQL's answer to a statement in a failed
+// transaction block.
+var errAborted = &pgError{code: "25P02", msg: "current transaction is aborted, commands ignored until end of transaction block"}
+
+// endsTransaction says whether n may run in a failed transaction block
+// (PostgreSQL's IsTransactionExitStmt): COMMIT, ROLLBACK, ROLLBACK TO
+// SAVEPOINT, PREPARE TRANSACTION.
+func endsTransaction(n *pg.Node) bool {
+	t := n.GetTransactionStmt()
+	if t == nil {
+		return false
+	}
+	switch t.Kind {
+	case pg.TransactionStmtKind_TRANS_STMT_COMMIT, pg.TransactionStmtKind_TRANS_STMT_ROLLBACK,
+		pg.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO, pg.TransactionStmtKind_TRANS_STMT_PREPARE:
+		return true
+	}
+	return false
+}
+
+// abortedCheck is errAborted when the session's transaction block has
+// failed and sql is not a statement that may end it.
+func (s *session) abortedCheck(sql string) error {
+	if s.txn != 'E' {
+		return nil
+	}
+	tree, err := parseSQL(sql)
+	if err != nil || tree == nil {
+		return err
+	}
+	if !endsTransaction(tree.Stmts[0].Stmt) {
+		return errAborted
+	}
+	return nil
+}
+
+// returnsRows says whether a statement answers with rows (what a
+// Describe in a failed transaction block may not describe).
+func returnsRows(n *pg.Node) bool {
+	switch {
+	case n.GetSelectStmt() != nil, n.GetVariableShowStmt() != nil, n.GetExplainStmt() != nil:
+		return true
+	case n.GetFetchStmt() != nil:
+		return !n.GetFetchStmt().Ismove
+	case n.GetInsertStmt() != nil:
+		return len(n.GetInsertStmt().ReturningList) > 0
+	case n.GetUpdateStmt() != nil:
+		return len(n.GetUpdateStmt().ReturningList) > 0
+	case n.GetDeleteStmt() != nil:
+		return len(n.GetDeleteStmt().ReturningList) > 0
+	}
+	return false
 }
 
 func stmtText(sql string, raw *pg.RawStmt) string {
@@ -169,16 +240,61 @@ func (s *session) planOne(ctx context.Context, sql string, raw *pg.RawStmt, vers
 func planTransaction(t *pg.TransactionStmt) (*stmt, error) {
 	switch t.Kind {
 	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
-		return &stmt{tag: "BEGIN", apply: func(s *session) { s.txn = 'T' }}, nil
+		return &stmt{tag: "BEGIN", txnOp: 'B'}, nil
 	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:
-		return &stmt{tag: "COMMIT", apply: func(s *session) { s.endTransaction(true) }}, nil
+		if t.Chain {
+			return nil, notSupported("COMMIT AND CHAIN")
+		}
+		return &stmt{tag: "COMMIT", txnOp: 'C'}, nil
 	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK:
-		return &stmt{tag: "ROLLBACK", apply: func(s *session) { s.endTransaction(false) }}, nil
+		if t.Chain {
+			return nil, notSupported("ROLLBACK AND CHAIN")
+		}
+		return &stmt{tag: "ROLLBACK", txnOp: 'R'}, nil
+	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO, pg.TransactionStmtKind_TRANS_STMT_RELEASE:
+		// SAVEPOINT is refused, so there is none to roll back to or
+		// release: PostgreSQL's errors for a savepoint it does not know.
+		what := "ROLLBACK TO SAVEPOINT"
+		if t.Kind == pg.TransactionStmtKind_TRANS_STMT_RELEASE {
+			what = "RELEASE SAVEPOINT"
+		}
+		return &stmt{tag: what, txnOp: 'S', savepoint: t.SavepointName}, nil
 	}
 	return nil, notSupported("this transaction statement (savepoints, two-phase commit)")
 }
 
-// constText is the text of a SET argument or function argument constant.
+// runTransaction runs BEGIN, COMMIT, ROLLBACK as PostgreSQL does: BEGIN
+// in a block and COMMIT or ROLLBACK outside one warn; COMMIT of a failed
+// block rolls it back (its tag says so). Nothing but the session's
+// cursors is transactional: a change statement is durable when it
+// completes, block or not.
+func (s *session) runTransaction(st *stmt) error {
+	tag := st.tag
+	switch st.txnOp {
+	case 'B':
+		if s.txn != 'I' {
+			s.notice("25001", "there is already a transaction in progress")
+		}
+		s.txn = 'T'
+	case 'C', 'R':
+		if s.txn == 'I' {
+			s.notice("25P01", "there is no transaction in progress")
+		}
+		if s.txn == 'E' {
+			tag = "ROLLBACK"
+		}
+		s.endTransaction(st.txnOp == 'C' && s.txn == 'T')
+	case 'S':
+		if s.txn == 'I' {
+			return &pgError{code: "25P01", msg: st.tag + " can only be used in transaction blocks"}
+		}
+		return &pgError{code: "3B001", msg: fmt.Sprintf("savepoint %q does not exist", st.savepoint)}
+	}
+	s.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	s.srv.queries.WithLabelValues("ok").Inc()
+	return nil
+}
+
 func constText(n *pg.Node) (string, bool) {
 	if tc := n.GetTypeCast(); tc != nil {
 		return constText(tc.Arg)

@@ -97,6 +97,8 @@ func (s *session) run(ctx context.Context, st *stmt, pt *portal, formats []int16
 		return s.runFetch(ctx, st.fetch, pt, formats, maxRows, describe)
 	case st.closeCursor != nil:
 		return s.runClose(st.closeCursor)
+	case st.txnOp != 0:
+		return s.runTransaction(st)
 	}
 	if st.apply != nil {
 		before := make(map[string]string, len(reported))
