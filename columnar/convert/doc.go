@@ -29,7 +29,9 @@
 //
 // NULL is read as any of ImportOptions.Nulls (default: the empty field and
 // NULL; in utf8 columns only with StringsNull) and written as
-// ExportOptions.Null (default: the empty field). Binary values are base64.
+// ExportOptions.Null (default: the empty field). Binary values are base64
+// (written as PostgreSQL's bytea hex, \x and hex digits, with
+// ExportOptions.ByteaHex).
 //
 // The schema is ImportOptions.Schema (ParseSchema reads one written as
 // "id int64, ts timestamp, name varchar") or, without one, inferred from

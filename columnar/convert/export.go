@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,10 @@ type ExportOptions struct {
 	Comma    rune   // default ','
 	NoHeader bool   // omit the header row
 	Null     string // the spelling of NULL; default "" (empty field)
+	// ByteaHex writes binary values as PostgreSQL writes bytea (\x and
+	// lowercase hex digits, what its COPY FROM reads back) instead of
+	// base64 (what strata load reads): pgwire's COPY ... TO STDOUT CSV.
+	ByteaHex bool
 	// Parquet only: how column chunks are compressed; default zstd.
 	ParquetCompression ParquetCompression
 	// Arrow only: how record batch bodies are compressed; default none,
@@ -393,13 +398,15 @@ type csvWriter struct {
 	header bool
 	wrote  bool
 	line   []byte
+	// byteaHex: binary as \x and hex digits (ExportOptions.ByteaHex).
+	byteaHex bool
 }
 
 func newCSVWriter(w io.Writer, schema *arrow.Schema, o *ExportOptions) (*csvWriter, error) {
 	if o.Comma >= utf8.RuneSelf || o.Comma == '"' || o.Comma == '\r' || o.Comma == '\n' {
 		return nil, fmt.Errorf("CSV delimiter %q: want one ASCII character other than a quote or line break", o.Comma)
 	}
-	return &csvWriter{w: bufio.NewWriterSize(w, 1<<16), schema: schema, comma: byte(o.Comma), null: o.Null, header: !o.NoHeader}, nil
+	return &csvWriter{w: bufio.NewWriterSize(w, 1<<16), schema: schema, comma: byte(o.Comma), null: o.Null, header: !o.NoHeader, byteaHex: o.ByteaHex}, nil
 }
 
 func (c *csvWriter) writeHeader() error {
@@ -432,6 +439,15 @@ func (c *csvWriter) Write(rec arrow.RecordBatch) error {
 			if col.IsNull(r) {
 				c.line = append(c.line, c.null...)
 				continue
+			}
+			if c.byteaHex {
+				if v, ok := binaryValue(col, r); ok {
+					// Never quoted: no delimiter, quote or space in it, and
+					// it is not empty (\x for no bytes).
+					c.line = append(c.line, `\x`...)
+					c.line = hex.AppendEncode(c.line, v)
+					continue
+				}
 			}
 			c.line = c.appendField(c.line, csvValue(col, r), true)
 		}
@@ -485,6 +501,17 @@ func appendCSV(dst []byte, v string, comma byte, quote bool) []byte {
 		dst = append(dst, v[i])
 	}
 	return append(dst, '"')
+}
+
+// binaryValue is value i of arr when arr is binary.
+func binaryValue(arr arrow.Array, i int) ([]byte, bool) {
+	switch a := arr.(type) {
+	case *array.Binary:
+		return a.Value(i), true
+	case *array.LargeBinary:
+		return a.Value(i), true
+	}
+	return nil, false
 }
 
 // csvValue is value i of arr (not NULL) as CSV text.

@@ -335,7 +335,7 @@ func (s *session) copyOut(ctx context.Context, cp *copyStmt) error {
 	var n int64
 	if cp.csv {
 		w := &copyOutWriter{s: s, ctx: ctx}
-		n, err = convert.Export(convert.CSV, []string{cur.dir}, w, convert.ExportOptions{Comma: rune(cp.delim), NoHeader: !cp.header, Null: cp.null})
+		n, err = convert.Export(convert.CSV, []string{cur.dir}, w, convert.ExportOptions{Comma: rune(cp.delim), NoHeader: !cp.header, Null: cp.null, ByteaHex: true})
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
