@@ -312,8 +312,8 @@ func psycopgPython(t *testing.T) string {
 // statements, binary results, a ClientCursor (the simple protocol with
 // client-side binding), a named server-side cursor over a 200,000-row
 // result read with fetchmany, WITH HOLD and binary named cursors, COPY TO
-// in CSV and text and COPY FROM with write_row and with CSV, and a COPY
-// with a bad row. Each result is compared here with the CLI's for the
+// in CSV, text and binary (read back with rows()) and COPY FROM with
+// write_row (text and binary) and with CSV, and a COPY with a bad row. Each result is compared here with the CLI's for the
 // same query; the table the COPYs loaded, read by the CLI, is the model.
 func TestPgwirePsycopg(t *testing.T) {
 	python := psycopgPython(t)
@@ -336,6 +336,8 @@ func TestPgwirePsycopg(t *testing.T) {
 		BinaryFormats     []int             `json:"binary_formats"`
 		CopyInStatus      string            `json:"copy_in_status"`
 		CopyInCSVStatus   string            `json:"copy_in_csv_status"`
+		CopyInBinary      string            `json:"copy_in_binary_status"`
+		CopyOutBinary     [][]any           `json:"copy_out_binary"`
 		CopyBad           map[string]string `json:"copy_bad"`
 		CopyBadRows       int               `json:"copy_bad_rows"`
 		NamedDescription  []string          `json:"named_description"`
@@ -354,8 +356,8 @@ func TestPgwirePsycopg(t *testing.T) {
 		// copy_bad is a string when no error came.
 		t.Fatalf("summary %s: %v", raw, err)
 	}
-	for k, v := range map[string]string{"extended": summary.ExtendedStatus, "copy in": summary.CopyInStatus, "copy in csv": summary.CopyInCSVStatus} {
-		want := map[string]string{"extended": "SELECT", "copy in": "COPY 200", "copy in csv": "COPY 10"}[k]
+	for k, v := range map[string]string{"extended": summary.ExtendedStatus, "copy in": summary.CopyInStatus, "copy in csv": summary.CopyInCSVStatus, "copy in binary": summary.CopyInBinary} {
+		want := map[string]string{"extended": "SELECT", "copy in": "COPY 200", "copy in csv": "COPY 10", "copy in binary": "COPY 20"}[k]
 		if !strings.HasPrefix(v, want) {
 			t.Errorf("%s: status %q, want %q", k, v, want)
 		}
@@ -438,6 +440,18 @@ func TestPgwirePsycopg(t *testing.T) {
 	}
 	for i := int64(2201); i <= 2210; i++ {
 		m[i] = []any{i, i % 4, float64(i) / 8, fmt.Sprintf("csv, %d", i)}
+	}
+	var binaryRows [][]any
+	for i := int64(2301); i <= 2320; i++ {
+		var s any = fmt.Sprintf("binary \\x00-free, %d", i)
+		if i%7 == 0 {
+			s = nil
+		}
+		m[i] = []any{i, i % 4, float64(i) / 16, s}
+		binaryRows = append(binaryRows, []any{float64(i), float64(i % 4), float64(i) / 16, s})
+	}
+	if fmt.Sprint(summary.CopyOutBinary) != fmt.Sprint(binaryRows) {
+		t.Errorf("binary COPY TO read by psycopg: %v\nwant %v", summary.CopyOutBinary, binaryRows)
 	}
 	compareRows(t, "after psycopg's COPY FROM", queryChanged(t, d, "acc"), changedRows(m))
 }

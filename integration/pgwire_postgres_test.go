@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -132,6 +133,26 @@ func TestPgwireAgainstPostgres(t *testing.T) {
 		got := pgTranscript(t, ctx, strata.PgConn(), script)
 		if !slices.Equal(got, want) {
 			t.Fatalf("pgwire's messages differ from PostgreSQL's:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	})
+
+	// Binary COPY TO: PostgreSQL's bytes, header to trailer.
+	t.Run("binary COPY", func(t *testing.T) {
+		const sql = "COPY (SELECT id, g, v, f, b, s, d, ts, tz FROM t ORDER BY id) TO STDOUT (FORMAT binary)"
+		var want, got bytes.Buffer
+		if _, err := pgConn.PgConn().CopyTo(ctx, &want, sql); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := strata.PgConn().CopyTo(ctx, &got, sql); err != nil {
+			t.Fatal(err)
+		}
+		if want.Len() < 100000 || !bytes.Equal(got.Bytes(), want.Bytes()) {
+			at := 0
+			for at < min(got.Len(), want.Len()) && got.Bytes()[at] == want.Bytes()[at] {
+				at++
+			}
+			t.Fatalf("pgwire's binary COPY (%d bytes) differs from PostgreSQL's (%d bytes) at byte %d: %x, want %x", got.Len(), want.Len(), at,
+				got.Bytes()[at:min(at+32, got.Len())], want.Bytes()[at:min(at+32, want.Len())])
 		}
 	})
 

@@ -13,7 +13,8 @@ strata CLI's results on the same data:
   copy_out.csv    the bytes of COPY (SELECT ...) TO STDOUT (FORMAT csv, HEADER);
   copy_out.txt    the bytes of COPY ... TO STDOUT in the text format;
   summary.json    tags, row counts, the fetchmany pieces, the COPY FROM
-                  results and the SQLSTATE of the refused COPY.
+                  results (text, CSV, binary), the rows of a binary COPY
+                  TO and the SQLSTATE of the refused COPY.
 """
 
 import datetime
@@ -114,6 +115,17 @@ with psycopg.connect(DSN, autocommit=True) as conn:
         for i in range(2201, 2211):
             cp.write('%d,%d,%s,"csv, %d"\n' % (i, i % 4, repr(i / 8), i))
     summary["copy_in_csv_status"] = cur.statusmessage
+    # Binary COPY FROM: write_row with the columns' types set (psycopg
+    # would otherwise send each Python int as the smallest integer type).
+    with cur.copy("COPY acc (id, g, v, s) FROM STDIN (FORMAT binary)") as cp:
+        cp.set_types(["bigint", "bigint", "double precision", "text"])
+        for i in range(2301, 2321):
+            cp.write_row((i, i % 4, i / 16, None if i % 7 == 0 else "binary \\x00-free, %d" % i))
+    summary["copy_in_binary_status"] = cur.statusmessage
+    # Binary COPY TO, read back as rows.
+    with cur.copy("COPY (SELECT id, g, v, s FROM acc WHERE id > 2300 ORDER BY id) TO STDOUT (FORMAT binary)") as cp:
+        cp.set_types(["bigint", "bigint", "double precision", "text"])
+        summary["copy_out_binary"] = [list(r) for r in cp.rows()]
     # A bad row: nothing is loaded.
     try:
         with cur.copy("COPY acc (id, g, v, s) FROM STDIN") as cp:

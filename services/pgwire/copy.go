@@ -1,6 +1,7 @@
 package main
 
-// COPY FROM STDIN and COPY ... TO STDOUT, in the text and CSV formats.
+// COPY FROM STDIN and COPY ... TO STDOUT, in the text, CSV and binary
+// formats.
 //
 // COPY t FROM STDIN loads rows into a keyed table as insert change
 // events, the same road as INSERT (changes.go): every row is parsed and
@@ -13,18 +14,25 @@ package main
 // CopyData: the CSV format is written by columnar/convert, as `strata
 // window ... --out FILE.csv` and `strata export` write it; the text
 // format is PostgreSQL's (tab-separated, \N for NULL, backslash escapes)
-// with the values as the text results of a SELECT give them.
+// with the values as the text results of a SELECT give them (bytea as
+// \x and hex in CSV too, as PostgreSQL writes it); the binary format is
+// PostgreSQL's (its header, each row's fields with their lengths, the
+// trailer), the values as a SELECT's binary results, and COPY FROM reads
+// it back in the binary forms of the columns' types.
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/jackc/pgx/v5/pgproto3"
 	pg "github.com/pganalyze/pg_query_go/v6"
 
@@ -42,6 +50,7 @@ type copyStmt struct {
 	query *stmt    // TO: the window query whose rows are sent
 
 	csv           bool
+	binary        bool // FORMAT binary
 	header, match bool // HEADER, HEADER MATCH
 	delim         byte
 	null          string
@@ -209,7 +218,7 @@ func (cp *copyStmt) options(opts []*pg.Node) error {
 			case "csv":
 				cp.csv = true
 			case "binary":
-				return notSupported("COPY's binary format (use text or csv)")
+				cp.binary = true
 			default:
 				return &pgError{code: "22023", msg: fmt.Sprintf("COPY format %q not recognized", val)}
 			}
@@ -246,6 +255,22 @@ func (cp *copyStmt) options(opts []*pg.Node) error {
 		default:
 			return &pgError{code: "42601", msg: fmt.Sprintf("option %q not recognized", name)}
 		}
+	}
+	if cp.binary {
+		// PostgreSQL's errors, in its order.
+		switch {
+		case delim != nil:
+			return &pgError{code: "42601", msg: "cannot specify DELIMITER in BINARY mode"}
+		case null != nil:
+			return &pgError{code: "42601", msg: "cannot specify NULL in BINARY mode"}
+		case cp.header:
+			return &pgError{code: "0A000", msg: "cannot specify HEADER in BINARY mode"}
+		case quote != nil:
+			return &pgError{code: "0A000", msg: "COPY quote available only in CSV mode"}
+		case escape != nil:
+			return &pgError{code: "0A000", msg: "COPY escape available only in CSV mode"}
+		}
+		return nil
 	}
 	if cp.csv {
 		cp.delim, cp.null = ',', ""
@@ -331,9 +356,40 @@ func (s *session) copyOut(ctx context.Context, cp *copyStmt) error {
 		return err
 	}
 	defer cur.close()
-	s.be.Send(&pgproto3.CopyOutResponse{OverallFormat: 0, ColumnFormatCodes: make([]uint16, len(cur.cols))})
+	format := uint16(0)
+	if cp.binary {
+		format = 1
+	}
+	formats := make([]uint16, len(cur.cols))
+	for i := range formats {
+		formats[i] = format
+	}
+	s.be.Send(&pgproto3.CopyOutResponse{OverallFormat: byte(format), ColumnFormatCodes: formats})
 	var n int64
-	if cp.csv {
+	if cp.binary {
+		// A CopyData a row, the header in the first one's and the
+		// trailer in one of its own, as PostgreSQL sends them (psycopg
+		// reads the header with the first row).
+		tuple := binaryCopyHeader()
+		_, err = s.pump(ctx, cur, []int16{1}, 0, func(vals [][]byte) {
+			tuple = binary.BigEndian.AppendUint16(tuple, uint16(len(vals)))
+			for _, v := range vals {
+				if v == nil {
+					tuple = binary.BigEndian.AppendUint32(tuple, 0xffffffff)
+					continue
+				}
+				tuple = binary.BigEndian.AppendUint32(tuple, uint32(len(v)))
+				tuple = append(tuple, v...)
+			}
+			s.be.Send(&pgproto3.CopyData{Data: tuple})
+			tuple = tuple[:0]
+		})
+		if err != nil {
+			return err
+		}
+		s.be.Send(&pgproto3.CopyData{Data: append(tuple, 0xff, 0xff)}) // the trailer
+		n = cur.sent
+	} else if cp.csv {
 		w := &copyOutWriter{s: s, ctx: ctx}
 		n, err = convert.Export(convert.CSV, []string{cur.dir}, w, convert.ExportOptions{Comma: rune(cp.delim), NoHeader: !cp.header, Null: cp.null, ByteaHex: true})
 		if err != nil {
@@ -447,12 +503,23 @@ func (s *session) copyIn(ctx context.Context, cp *copyStmt) error {
 	if err != nil {
 		return err
 	}
-	s.be.Send(&pgproto3.CopyInResponse{OverallFormat: 0, ColumnFormatCodes: make([]uint16, len(cols))})
+	format := uint16(0)
+	if cp.binary {
+		format = 1
+	}
+	formats := make([]uint16, len(cols))
+	for i := range formats {
+		formats[i] = format
+	}
+	s.be.Send(&pgproto3.CopyInResponse{OverallFormat: byte(format), ColumnFormatCodes: formats})
 	if err := s.be.Flush(); err != nil {
 		return err
 	}
 	in := &copyRows{p: p, cp: cp, cols: cols}
-	rd := &copyParser{cp: cp}
+	var rd copyReader = &copyParser{cp: cp}
+	if cp.binary {
+		rd = &binaryParser{in: in}
+	}
 	var ferr error // the first error in the data; the rest is read and dropped
 	var size int64
 	for done := false; !done; {
@@ -575,6 +642,11 @@ func (c *copyRows) record(fields []copyField, line int) error {
 		}
 		row[c.cols[j]] = unwrapValue(nv)
 	}
+	return c.add(row, line)
+}
+
+// add keeps a checked row and its key.
+func (c *copyRows) add(row []any, line int) error {
 	key, err := c.p.keyOf(row, true)
 	if err != nil {
 		return c.copyError(err, line, "", nil)
@@ -582,6 +654,215 @@ func (c *copyRows) record(fields []copyField, line int) error {
 	c.rows = append(c.rows, row)
 	c.keys = append(c.keys, key)
 	return nil
+}
+
+// binaryRecord is record for a tuple of the binary format: each field's
+// bytes (nil for NULL) in the binary form of its column's type.
+func (c *copyRows) binaryRecord(fields [][]byte, line int) error {
+	tc := c.p.tc
+	row := make([]any, len(tc.fields))
+	for j, b := range fields {
+		if b == nil {
+			continue
+		}
+		col := tc.fields[c.cols[j]]
+		v, err := binaryValue(col.Type, b)
+		if err == nil {
+			v, err = assign(v, col.Type, false, col.Name)
+		}
+		if err != nil {
+			return c.copyError(err, line, col.Name, nil)
+		}
+		row[c.cols[j]] = unwrapValue(v)
+	}
+	return c.add(row, line)
+}
+
+// binaryValue reads b, a value of a column of type t in the binary form
+// of the PostgreSQL type pgwire gives t (oidOf), as assign takes it.
+// Fewer bytes than the type has is PostgreSQL's 08P01, more its 22P03.
+func binaryValue(t arrow.DataType, b []byte) (any, error) {
+	oid, err := oidOf(t)
+	if err != nil {
+		return nil, notSupported(fmt.Sprintf("a value of type %s", t))
+	}
+	if size := int(typeSize(oid)); size > 0 && len(b) != size {
+		if len(b) < size {
+			return nil, &pgError{code: "08P01", msg: "insufficient data left in message"}
+		}
+		return nil, &pgError{code: "22P03", msg: "incorrect binary data format"}
+	}
+	switch oid {
+	case oidBool:
+		return b[0] != 0, nil
+	case oidInt2:
+		return int64(int16(binary.BigEndian.Uint16(b))), nil
+	case oidInt4:
+		return int64(int32(binary.BigEndian.Uint32(b))), nil
+	case oidInt8:
+		return int64(binary.BigEndian.Uint64(b)), nil
+	case oidFloat4:
+		return float64(math.Float32frombits(binary.BigEndian.Uint32(b))), nil
+	case oidFloat8:
+		return math.Float64frombits(binary.BigEndian.Uint64(b)), nil
+	case oidText:
+		if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+			return nil, &pgError{code: "22021", msg: "invalid byte sequence for encoding \"UTF8\""}
+		}
+		return string(b), nil
+	case oidBytea:
+		return bytes.Clone(b), nil
+	case oidDate:
+		return dateVal(int32(binary.BigEndian.Uint32(b)) + pgEpochDays), nil
+	case oidTimestamp, oidTimestamptz:
+		return tsVal(int64(binary.BigEndian.Uint64(b)) + pgEpochMicros), nil
+	}
+	return nil, notSupported(fmt.Sprintf("binary COPY FROM of type %s", typeName[oid]))
+}
+
+// copyReader reads COPY FROM's data as it arrives: copyParser (text,
+// CSV) or binaryParser.
+type copyReader interface {
+	feed(data []byte, rec recordFunc) error
+	finish(rec recordFunc) error
+}
+
+var binarySignature = []byte("PGCOPY\n\xff\r\n\x00")
+
+// binaryCopyHeader is the header of COPY's binary format: the
+// signature, no flags, no header extension.
+func binaryCopyHeader() []byte {
+	return append(bytes.Clone(binarySignature), 0, 0, 0, 0, 0, 0, 0, 0)
+}
+
+// binaryParser reads COPY's binary format as it arrives: the header (its
+// flags checked, its extension skipped), then tuples (a field count,
+// each field's length, -1 for NULL, and bytes) until the trailer (-1)
+// or the end of the data, as PostgreSQL reads it. A tuple is read once
+// all of it has come; its fields are handed to the copyRows.
+type binaryParser struct {
+	in     *copyRows
+	buf    []byte // what has come and is not read yet
+	header bool   // the header was read
+	ended  bool   // the trailer was read
+	line   int    // tuples read (PostgreSQL's line numbers)
+	fields [][]byte
+}
+
+func (p *binaryParser) feed(data []byte, _ recordFunc) error {
+	p.buf = append(p.buf, data...)
+	return p.parse(false)
+}
+
+func (p *binaryParser) finish(recordFunc) error { return p.parse(true) }
+
+func (p *binaryParser) badFormat(msg string, line int, col string) error {
+	err := &pgError{code: "22P04", msg: msg}
+	if line == 0 {
+		return err
+	}
+	return p.in.copyError(err, line, col, nil)
+}
+
+// parse reads what it can of p.buf; eof: the data has ended.
+func (p *binaryParser) parse(eof bool) error {
+	b := p.buf
+	defer func() {
+		n := copy(p.buf, b)
+		p.buf = p.buf[:n]
+	}()
+	if !p.header {
+		if len(b) < len(binarySignature) || len(b) < 19 {
+			switch {
+			case !bytes.HasPrefix(binarySignature, b[:min(len(b), len(binarySignature))]):
+				return p.badFormat("COPY file signature not recognized", 0, "")
+			case !eof:
+				return nil
+			case len(b) < len(binarySignature):
+				return p.badFormat("COPY file signature not recognized", 0, "")
+			case len(b) < 15:
+				return p.badFormat("invalid COPY file header (missing flags)", 0, "")
+			}
+			return p.badFormat("invalid COPY file header (missing length)", 0, "")
+		}
+		if !bytes.Equal(b[:len(binarySignature)], binarySignature) {
+			return p.badFormat("COPY file signature not recognized", 0, "")
+		}
+		flags := binary.BigEndian.Uint32(b[11:])
+		if flags&(1<<16) != 0 {
+			return p.badFormat("invalid COPY file header (WITH OIDS)", 0, "")
+		}
+		if (flags&^(1<<16))>>16 != 0 {
+			return p.badFormat("unrecognized critical flags in COPY file header", 0, "")
+		}
+		ext := int32(binary.BigEndian.Uint32(b[15:]))
+		if ext < 0 {
+			return p.badFormat("invalid COPY file header (missing length)", 0, "")
+		}
+		if len(b)-19 < int(ext) {
+			if eof {
+				return p.badFormat("invalid COPY file header (wrong length)", 0, "")
+			}
+			return nil
+		}
+		b = b[19+int(ext):]
+		p.header = true
+	}
+	cols := p.in.cols
+	for {
+		if p.ended {
+			if len(b) > 0 {
+				return p.badFormat("received copy data after EOF marker", p.line, "")
+			}
+			return nil
+		}
+		if len(b) < 2 {
+			return nil // the end without a trailer is an end too
+		}
+		line := p.line + 1
+		n := int16(binary.BigEndian.Uint16(b))
+		if n == -1 {
+			p.ended, p.line = true, line
+			b = b[2:]
+			continue
+		}
+		if int(n) != len(cols) {
+			return p.badFormat(fmt.Sprintf("row field count is %d, expected %d", n, len(cols)), line, "")
+		}
+		p.fields = p.fields[:0]
+		at := 2
+		for i := range int(n) {
+			col := p.in.p.tc.fields[cols[i]].Name
+			if len(b)-at < 4 {
+				if eof {
+					return p.badFormat("unexpected EOF in COPY data", line, col)
+				}
+				return nil
+			}
+			l := int32(binary.BigEndian.Uint32(b[at:]))
+			at += 4
+			if l == -1 {
+				p.fields = append(p.fields, nil)
+				continue
+			}
+			if l < 0 {
+				return p.badFormat("invalid field size", line, col)
+			}
+			if len(b)-at < int(l) {
+				if eof {
+					return p.badFormat("unexpected EOF in COPY data", line, col)
+				}
+				return nil
+			}
+			p.fields = append(p.fields, b[at:at+int(l):at+int(l)])
+			at += int(l)
+		}
+		p.line = line
+		if err := p.in.binaryRecord(p.fields, line); err != nil {
+			return err
+		}
+		b = b[at:]
+	}
 }
 
 // copyParser splits COPY FROM's data, as it arrives, into records of

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -110,7 +112,7 @@ func TestCopyFromErrors(t *testing.T) {
 		{"COPY nope FROM STDIN", "1\n", "42P01", "", ""},
 		{"COPY k FROM '/etc/passwd'", "", "0A000", "file of the server", ""},
 		{"COPY k FROM PROGRAM 'true'", "", "0A000", "program", ""},
-		{"COPY k FROM STDIN (FORMAT binary)", "", "0A000", "binary", ""},
+		{"COPY k FROM STDIN (FORMAT binary)", "", "22P04", "COPY file signature not recognized", ""},
 		{"COPY k FROM STDIN (FORMAT csv, FORCE_NULL (c001_utf8))", "", "0A000", "FORCE_NULL", ""},
 		{"COPY k FROM STDIN (DELIMITER 'ab')", "", "0A000", "single one-byte character", ""},
 		{"COPY k FROM STDIN (QUOTE '\"')", "", "0A000", "only in CSV mode", ""},
@@ -669,4 +671,279 @@ func TestCopyByteaRoundTrip(t *testing.T) {
 			}
 		}
 	}
+}
+
+// binaryCopy reads COPY's binary format: the tuples' fields (nil for
+// NULL), checking the header and the trailer.
+func binaryCopy(t *testing.T, b []byte) [][][]byte {
+	t.Helper()
+	sig := "PGCOPY\n\xff\r\n\x00"
+	if len(b) < 19 || string(b[:11]) != sig || binary.BigEndian.Uint32(b[11:]) != 0 || binary.BigEndian.Uint32(b[15:]) != 0 {
+		t.Fatalf("binary COPY header %q", b[:min(len(b), 19)])
+	}
+	b = b[19:]
+	var out [][][]byte
+	for {
+		n := int16(binary.BigEndian.Uint16(b))
+		b = b[2:]
+		if n == -1 {
+			if len(b) != 0 {
+				t.Fatalf("%d bytes after the trailer", len(b))
+			}
+			return out
+		}
+		var row [][]byte
+		for range n {
+			l := int32(binary.BigEndian.Uint32(b))
+			b = b[4:]
+			if l < 0 {
+				row = append(row, nil)
+				continue
+			}
+			row = append(row, b[:l])
+			b = b[l:]
+		}
+		out = append(out, row)
+	}
+}
+
+// binaryCopyData writes tuples in COPY's binary format.
+func binaryCopyData(rows [][][]byte) []byte {
+	b := append([]byte("PGCOPY\n\xff\r\n\x00"), 0, 0, 0, 0, 0, 0, 0, 0)
+	for _, r := range rows {
+		b = binary.BigEndian.AppendUint16(b, uint16(len(r)))
+		for _, f := range r {
+			if f == nil {
+				b = binary.BigEndian.AppendUint32(b, 0xffffffff)
+				continue
+			}
+			b = binary.BigEndian.AppendUint32(b, uint32(len(f)))
+			b = append(b, f...)
+		}
+	}
+	return binary.BigEndian.AppendUint16(b, 0xffff)
+}
+
+// COPY's binary format both ways: COPY TO writes PostgreSQL's header,
+// each row's fields with their lengths as the binary results of a
+// SELECT, and the trailer; COPY FROM reads it, as pgx's CopyFrom sends
+// it (and a COPY TO read back: the same bytes under new keys); what is
+// not the format is an error naming the line and column.
+func TestCopyBinary(t *testing.T) {
+	s := startKeyedServer(t)
+	c := s.connect(t)
+	ctx := context.Background()
+	query := testSQL + " ORDER BY k0"
+	res := c.PgConn().ExecParams(ctx, query, nil, nil, nil, []int16{1}).Read()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var out bytes.Buffer
+	tag, err := c.PgConn().CopyTo(ctx, &out, "COPY ("+query+") TO STDOUT (FORMAT binary)")
+	if err != nil || tag.String() != "COPY 600" {
+		t.Fatalf("%q %v", tag, err)
+	}
+	got := binaryCopy(t, out.Bytes())
+	if len(got) != len(res.Rows) {
+		t.Fatalf("%d rows, the query %d", len(got), len(res.Rows))
+	}
+	for i := range got {
+		for j := range got[i] {
+			if !bytes.Equal(got[i][j], res.Rows[i][j]) || (got[i][j] == nil) != (res.Rows[i][j] == nil) {
+				t.Fatalf("row %d field %d: %x, the query's %x", i, j, got[i][j], res.Rows[i][j])
+			}
+		}
+	}
+
+	// pgx's CopyFrom: binary COPY of the types the table's columns have.
+	cols := []string{"k0", "c001_utf8", "c002_float64", "c003_timestamp_us", "c004_int32", "c005_bool"}
+	ts := time.Date(2024, 1, 2, 3, 4, 5, 500000, time.UTC)
+	n, err := c.CopyFrom(ctx, pgx.Identifier{"k"}, cols, pgx.CopyFromRows([][]any{
+		{int64(9001), "binary, \"copy\"\n", 1.5, ts, int32(7), true},
+		{int64(9002), nil, nil, nil, nil, nil},
+		{int64(9003), "", -0.25, ts, int32(-8), false},
+	}))
+	if err != nil || n != 3 {
+		t.Fatalf("CopyFrom: %d %v", n, err)
+	}
+	for k0, want := range map[int64]string{9001: "9001|binary, \"copy\"\n|1.5|7|true|1", 9002: "9002|<nil>|<nil>|<nil>|<nil>|1", 9003: "9003||-0.25|-8|false|1"} {
+		if got := keyedRow(t, c, k0); got != want {
+			t.Errorf("key %d is %q, want %q", k0, got, want)
+		}
+	}
+
+	// COPY k TO binary, read back under new keys: the same bytes.
+	out.Reset()
+	if _, err := c.PgConn().CopyTo(ctx, &out, "COPY (SELECT "+strings.Join(cols, ", ")+" FROM k WHERE k0 < 1000 ORDER BY k0) TO STDOUT (FORMAT binary)"); err != nil {
+		t.Fatal(err)
+	}
+	orig := binaryCopy(t, out.Bytes())
+	var shifted [][][]byte
+	for _, r := range orig {
+		r = slices.Clone(r)
+		r[0] = binary.BigEndian.AppendUint64(nil, binary.BigEndian.Uint64(r[0])+100000)
+		shifted = append(shifted, r)
+	}
+	if tag, err := c.PgConn().CopyFrom(ctx, bytes.NewReader(binaryCopyData(shifted)), "COPY k FROM STDIN (FORMAT binary)"); err != nil || tag.String() != fmt.Sprintf("COPY %d", len(orig)) {
+		t.Fatalf("%q %v", tag, err)
+	}
+	out.Reset()
+	if _, err := c.PgConn().CopyTo(ctx, &out, "COPY (SELECT "+strings.Join(cols, ", ")+" FROM k WHERE k0 >= 100000 ORDER BY k0) TO STDOUT WITH BINARY"); err != nil {
+		t.Fatal(err)
+	}
+	back := binaryCopy(t, out.Bytes())
+	if len(back) != len(orig) || len(orig) < 50 {
+		t.Fatalf("%d rows back, %d sent", len(back), len(orig))
+	}
+	for i := range back {
+		for j := 1; j < len(back[i]); j++ {
+			if !bytes.Equal(back[i][j], orig[i][j]) || (back[i][j] == nil) != (orig[i][j] == nil) {
+				t.Fatalf("row %d field %d: %x back, %x sent", i, j, back[i][j], orig[i][j])
+			}
+		}
+	}
+
+	sent := len(s.be.keyed.events)
+	row := func(k0 int64, extra ...[]byte) [][]byte {
+		return append([][]byte{binary.BigEndian.AppendUint64(nil, uint64(k0))}, extra...)
+	}
+	for _, tc := range []struct {
+		name, sql string
+		data      []byte
+		code      string
+		msg       string
+	}{
+		{"signature", "COPY k (k0) FROM STDIN (FORMAT binary)", []byte("PGCOPY\nxx"), "22P04", "COPY file signature not recognized"},
+		{"oids", "COPY k (k0) FROM STDIN (FORMAT binary)", append([]byte("PGCOPY\n\xff\r\n\x00"), 0, 1, 0, 0, 0, 0, 0, 0), "22P04", "invalid COPY file header (WITH OIDS)"},
+		{"fields", "COPY k (k0, c004_int32) FROM STDIN (FORMAT binary)", binaryCopyData([][][]byte{row(9101)}), "22P04", "row field count is 1, expected 2"},
+		{"length", "COPY k (k0, c004_int32) FROM STDIN (FORMAT binary)", binaryCopyData([][][]byte{row(9101, []byte{0, 0, 0, 0, 1})}), "22P03", "incorrect binary data format"},
+		{"short", "COPY k (k0) FROM STDIN (FORMAT binary)", binaryCopyData([][][]byte{row(9101)})[:25], "22P04", "unexpected EOF in COPY data"},
+		{"short length", "COPY k (k0, c004_int32) FROM STDIN (FORMAT binary)", binaryCopyData([][][]byte{row(9101, []byte{0, 0, 1})}), "08P01", "insufficient data left in message"},
+		{"negative length", "COPY k (k0, c004_int32) FROM STDIN (FORMAT binary)", append(binaryCopyData(nil)[:19], 0, 2, 0, 0, 0, 8, 0, 0, 0, 0, 0, 0, 0, 9, 0xff, 0xff, 0xff, 0xfe), "22P04", "invalid field size"},
+		{"after the trailer", "COPY k (k0) FROM STDIN (FORMAT binary)", append(binaryCopyData([][][]byte{row(9101)}), 1, 2), "22P04", "received copy data after EOF marker"},
+		{"text", "COPY k (k0, c001_utf8) FROM STDIN (FORMAT binary)", binaryCopyData([][][]byte{row(9101, []byte{0xff})}), "22021", "invalid byte sequence"},
+		{"header", "COPY k FROM STDIN (FORMAT binary, HEADER)", nil, "0A000", "cannot specify HEADER in BINARY mode"},
+		{"delimiter", "COPY k TO STDOUT (FORMAT binary, DELIMITER ',')", nil, "42601", "cannot specify DELIMITER in BINARY mode"},
+		{"null", "COPY k TO STDOUT (FORMAT binary, NULL 'x')", nil, "42601", "cannot specify NULL in BINARY mode"},
+	} {
+		_, err := c.PgConn().CopyFrom(ctx, bytes.NewReader(tc.data), tc.sql)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != tc.code || !strings.Contains(pe.Message, tc.msg) {
+			t.Fatalf("%s: %v, want %s %q", tc.name, err, tc.code, tc.msg)
+		}
+		if tc.code == "22P03" && !strings.Contains(pe.Where, "COPY k, line 1, column c004_int32") {
+			t.Fatalf("%s: context %q", tc.name, pe.Where)
+		}
+	}
+	if n := len(s.be.keyed.events) - sent; n != 0 {
+		t.Fatalf("the failed COPYs sent %d events", n)
+	}
+	// The data may end without the trailer, as PostgreSQL reads it.
+	data := binaryCopyData([][][]byte{row(9102)})
+	if tag, err := c.PgConn().CopyFrom(ctx, bytes.NewReader(data[:len(data)-2]), "COPY k (k0) FROM STDIN (FORMAT binary)"); err != nil || tag.String() != "COPY 1" {
+		t.Fatalf("without the trailer: %q %v", tag, err)
+	}
+}
+
+// binaryRows is a copyRows over k's columns k0 and c004_int32 and a
+// binary parser into it.
+func binaryRows(t testing.TB) (*copyRows, *binaryParser) {
+	t.Helper()
+	data := t.TempDir()
+	ms, err := columnar.Generate(data, columnar.GenOptions{Table: "k", Projection: "p", Columns: 6, Containers: 1, RowsPerContainer: 5, Seed: 5, Keyed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := applier.NewTable(ms[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &changePlan{t: tbl, tc: &tableCols{name: "k"}, cs: &changeStmt{kind: "COPY", table: "k", cols: []string{"k0", "c004_int32"}}}
+	for _, fl := range tbl.Schema.Fields() {
+		if !columnar.IsChangeColumn(fl.Name) {
+			p.tc.fields = append(p.tc.fields, fl)
+		}
+	}
+	cols, err := p.targetColumns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &copyRows{p: p, cp: &copyStmt{from: true, table: "k", binary: true}, cols: cols}
+	return in, &binaryParser{in: in}
+}
+
+// The binary parser, fed in pieces of every size, reads the same rows.
+func TestBinaryParserPieces(t *testing.T) {
+	var rows [][][]byte
+	for k := range 20 {
+		var v []byte
+		if k%3 != 0 {
+			v = binary.BigEndian.AppendUint32(nil, uint32(k*7))
+		}
+		rows = append(rows, [][]byte{binary.BigEndian.AppendUint64(nil, uint64(k)), v})
+	}
+	data := binaryCopyData(rows)
+	// A header extension is skipped.
+	data = slices.Concat(data[:15], []byte{0, 0, 0, 3, 'e', 'x', 't'}, data[19:])
+	for size := 1; size <= len(data); size++ {
+		in, p := binaryRows(t)
+		for i := 0; i < len(data); i += size {
+			if err := p.feed(data[i:min(i+size, len(data))], nil); err != nil {
+				t.Fatalf("pieces of %d: %v", size, err)
+			}
+		}
+		if err := p.finish(nil); err != nil {
+			t.Fatalf("pieces of %d: %v", size, err)
+		}
+		if len(in.rows) != 20 {
+			t.Fatalf("pieces of %d: %d rows", size, len(in.rows))
+		}
+		for k, r := range in.rows {
+			if r[0] != int64(k) || (k%3 == 0) != (r[4] == nil) || (k%3 != 0 && r[4] != int64(k*7)) {
+				t.Fatalf("pieces of %d: row %d is %v", size, k, r)
+			}
+		}
+	}
+}
+
+// Binary COPY FROM's data, cut anywhere, is rows or an error with a
+// SQLSTATE, never a panic.
+func FuzzCopyInBinary(f *testing.F) {
+	k := binary.BigEndian.AppendUint64(nil, 5)
+	for _, d := range [][]byte{
+		binaryCopyData([][][]byte{{k, {0, 0, 0, 1}}, {k, nil}}),
+		binaryCopyData([][][]byte{{k}}),
+		binaryCopyData([][][]byte{{nil, {0, 0, 1}}}),
+		[]byte("PGCOPY\n\xff\r\n\x00\x00\x01\x00\x00\xff\xff\xff\xff"),
+	} {
+		f.Add(d, uint8(3))
+		f.Add(d[:len(d)-3], uint8(1))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, piece uint8) {
+		in, p := binaryRows(t)
+		size := int(piece%16) + 1
+		check := func(err error) bool {
+			if err == nil {
+				return false
+			}
+			var pe *pgError
+			if !errors.As(err, &pe) || len(pe.code) != 5 {
+				t.Fatalf("%q: error without SQLSTATE: %v", data, err)
+			}
+			return true
+		}
+		for i := 0; i < len(data); i += size {
+			if check(p.feed(data[i:min(i+size, len(data))], nil)) {
+				return
+			}
+		}
+		if check(p.finish(nil)) {
+			return
+		}
+		for i, row := range in.rows {
+			if len(row) != len(in.p.tc.fields) || in.keys[i] == nil {
+				t.Fatalf("%q: row %v, key %v", data, row, in.keys[i])
+			}
+		}
+	})
 }
