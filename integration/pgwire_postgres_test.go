@@ -136,6 +136,22 @@ func TestPgwireAgainstPostgres(t *testing.T) {
 		}
 	})
 
+	// Cursors: a SCROLL one moved at random in every direction, and
+	// forward-only ones refusing to go back.
+	t.Run("cursors", func(t *testing.T) {
+		script := pgCursorScript(rand.New(rand.NewPCG(5, 23)), 3000)
+		want := pgTranscript(t, ctx, pgConn.PgConn(), script)
+		got := pgTranscript(t, ctx, strata.PgConn(), script)
+		if !slices.Equal(got, want) {
+			for i := range min(len(got), len(want)) {
+				if got[i] != want[i] {
+					t.Fatalf("pgwire's messages differ from PostgreSQL's at %d: %.200q, want %.200q (%d and %d messages)", i, got[i], want[i], len(got), len(want))
+				}
+			}
+			t.Fatalf("pgwire sent %d messages, PostgreSQL %d", len(got), len(want))
+		}
+	})
+
 	// Binary COPY TO: PostgreSQL's bytes, header to trailer.
 	t.Run("binary COPY", func(t *testing.T) {
 		const sql = "COPY (SELECT id, g, v, f, b, s, d, ts, tz FROM t ORDER BY id) TO STDOUT (FORMAT binary)"
@@ -212,6 +228,67 @@ func pgTxnScript() [][]pgproto3.FrontendMessage {
 	}
 }
 
+// pgCursorScript declares a SCROLL cursor over the compare table's
+// rows (rows of them) and moves it at random with every FETCH and MOVE
+// direction, then forward-only cursors, each in a block of its own,
+// fetched ahead and then moved at random (back is 55000).
+func pgCursorScript(rng *rand.Rand, rows int) [][]pgproto3.FrontendMessage {
+	q := func(sql string) []pgproto3.FrontendMessage {
+		return []pgproto3.FrontendMessage{&pgproto3.Query{String: sql}}
+	}
+	const query = "SELECT id, g, rank() OVER (PARTITION BY g ORDER BY id) AS r FROM t ORDER BY id"
+	step := func(name string) string {
+		n := func() int { return rng.IntN(40) }
+		far := func() int { return rng.IntN(rows+20) - 10 }
+		var what string
+		switch rng.IntN(14) {
+		case 0:
+			what = "NEXT"
+		case 1:
+			what = "PRIOR"
+		case 2:
+			what = "FIRST"
+		case 3:
+			what = "LAST"
+		case 4:
+			what = fmt.Sprintf("ABSOLUTE %d", far())
+		case 5:
+			what = fmt.Sprintf("ABSOLUTE -%d", far()+10)
+		case 6:
+			what = fmt.Sprintf("RELATIVE %d", n()-20)
+		case 7:
+			what = fmt.Sprintf("FORWARD %d", n())
+		case 8:
+			what = fmt.Sprintf("BACKWARD %d", n())
+		case 9:
+			what = []string{"FORWARD ALL", "BACKWARD ALL", "ALL"}[rng.IntN(3)]
+		case 10:
+			what = fmt.Sprintf("%d", n())
+		case 11:
+			what = []string{"0", "RELATIVE 0", "FORWARD 0", "BACKWARD 0"}[rng.IntN(4)]
+		case 12:
+			what = fmt.Sprintf("RELATIVE %d", far())
+		default:
+			what = fmt.Sprintf("FORWARD -%d", n())
+		}
+		verb := "FETCH"
+		if rng.IntN(4) == 0 {
+			verb = "MOVE"
+		}
+		return fmt.Sprintf("%s %s FROM %s", verb, what, name)
+	}
+	script := [][]pgproto3.FrontendMessage{q("BEGIN"), q("DECLARE c SCROLL CURSOR FOR " + query)}
+	for range 200 {
+		script = append(script, q(step("c")))
+	}
+	script = append(script, q("COMMIT"))
+	for range 40 {
+		script = append(script, q("BEGIN"), q("DECLARE d NO SCROLL CURSOR FOR "+query),
+			q(fmt.Sprintf("MOVE %d FROM d", rng.IntN(rows+10))), q(step("d")), q(step("d")), q("ROLLBACK"))
+	}
+	return script
+}
+
 // pgTranscript sends the script's batches on c and returns what came
 // back, a line a message: its type, a command tag, an error's or a
 // warning's SQLSTATE, the transaction status of ReadyForQuery.
@@ -243,6 +320,12 @@ func pgTranscript(t *testing.T, ctx context.Context, c *pgconn.PgConn, script []
 				line = "ready " + string(m.TxStatus)
 			case *pgproto3.ParameterStatus:
 				continue // which settings are reported differs
+			case *pgproto3.DataRow:
+				var f []string
+				for _, v := range m.Values {
+					f = append(f, string(v))
+				}
+				line = "row " + strings.Join(f, "|")
 			default:
 				line = strings.TrimPrefix(fmt.Sprintf("%T", msg), "*pgproto3.")
 			}

@@ -630,7 +630,7 @@ func (s *session) sendError(err error) {
 		s.txn = 'E'
 	}
 	s.srv.queries.WithLabelValues(pe.code[:2]).Inc()
-	s.be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.code, Message: pe.msg, Position: pe.pos, Where: pe.where})
+	s.be.Send(&pgproto3.ErrorResponse{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pe.code, Message: pe.msg, Position: pe.pos, Where: pe.where, Hint: pe.hint})
 }
 
 // notice sends a WARNING, as PostgreSQL warns of a BEGIN in a block.

@@ -456,8 +456,10 @@ func TestCursors(t *testing.T) {
 	for _, tc := range []struct{ sql, code string }{
 		{"DECLARE b CURSOR FOR " + query, "42P03"},
 		{"FETCH BACKWARD 1 FROM b", "55000"},
-		{"FETCH ABSOLUTE 1 FROM b", "55000"},
-		{"DECLARE s SCROLL CURSOR FOR " + query, "0A000"},
+		{"FETCH PRIOR FROM b", "55000"},
+		{"FETCH LAST FROM b", "55000"},
+		{"FETCH ABSOLUTE -1 FROM b", "55000"},
+		{"FETCH RELATIVE -1 FROM b", "55000"},
 		{"DECLARE s CURSOR FOR SELECT 1", "0A000"},
 		{"DECLARE s CURSOR FOR SELECT nope, rank() OVER (ORDER BY k0) AS r FROM t", "42703"},
 		{"FETCH 1 FROM nope", "34000"},

@@ -27,6 +27,7 @@ type pgError struct {
 	// where is the error's context (PostgreSQL's CONTEXT line): "COPY
 	// t, line 3, column v: \"x\"".
 	where string
+	hint  string
 }
 
 func (e *pgError) Error() string { return e.msg }
