@@ -524,6 +524,58 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 	return &source{d: d, e: e, ctx: ctx, counts: new(columnar.FetchCounts)}, d.releaser(e), nil
 }
 
+// Ref names a container of the depot's store.
+type Ref struct{ Table, Projection, ID string }
+
+// acquireParallel bounds the Acquires AcquireAll runs at once.
+const acquireParallel = 8
+
+// AcquireAll is Acquire of every container of refs, up to 8 at once,
+// with one release for them all: the Sources in refs' order. A cold
+// Acquire waits on two or three requests in a row (the commit, the pack's
+// head, its rest when it passes 64KiB), a job's inputs' Acquires come
+// before its first read, and a loop of them under the load of the first
+// inputs' prefetches spent seconds of a cold mergeout of 32 inputs on
+// them. On an error, the containers acquired are released, and the error
+// of the first ref that failed is returned.
+func (d *Depot) AcquireAll(ctx context.Context, refs []Ref) ([]columnar.Source, func(), error) {
+	srcs := make([]columnar.Source, len(refs))
+	releases := make([]func(), len(refs))
+	errs := make([]error, len(refs))
+	release := func() {
+		for _, r := range releases {
+			if r != nil {
+				r()
+			}
+		}
+	}
+	var failed atomic.Bool
+	sem := make(chan struct{}, acquireParallel)
+	var wg sync.WaitGroup
+	for i, r := range refs {
+		sem <- struct{}{}
+		if failed.Load() {
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			srcs[i], releases[i], errs[i] = d.Acquire(ctx, r.Table, r.Projection, r.ID)
+			if errs[i] != nil {
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			release()
+			return nil, nil, err
+		}
+	}
+	return srcs, release, nil
+}
+
 // fetchManifest returns the entry of a container the depot does not hold:
 // one whose manifest is in its directory already (an output this worker
 // wrote, not yet taken in) is taken as it is; else the manifest is fetched

@@ -540,3 +540,74 @@ func TestDamagedFileAtOpenFetchedAgain(t *testing.T) {
 		t.Errorf("depot's copy after the refetch: %v", err)
 	}
 }
+
+// TestAcquireAll: the containers of a job are acquired at once, not one
+// after another (a cold Acquire waits on its commit and its pack's head),
+// their Sources in the order asked; one container missing fails the call
+// and releases the others.
+func TestAcquireAll(t *testing.T) {
+	st, ms := bucket(t, 8)
+	barrier := &commitBarrier{Store: st, want: 4}
+	d, err := depot.Open(t.TempDir(), barrier, depot.Options{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	refs := make([]depot.Ref, len(ms))
+	for i, m := range ms {
+		refs[i] = depot.Ref{Table: "t", Projection: "p", ID: m.ID}
+	}
+	srcs, release, err := d.AcquireAll(t.Context(), refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := barrier.max.Load(); m < barrier.want {
+		t.Errorf("%d commits read at once at most; want the acquires to run together (%d at least)", m, barrier.want)
+	}
+	for i, src := range srcs {
+		m, err := columnar.ReadSourceManifest(src)
+		if err != nil || m.ID != ms[i].ID {
+			t.Errorf("source %d: %v, %v; want container %s", i, m, err, ms[i].ID)
+		}
+	}
+	release()
+	release() // a second call is harmless
+	if n := d.Stats().Containers; n != 0 {
+		t.Errorf("%d containers held after release with a limit of 1 byte; want all evicted", n)
+	}
+
+	barrier.want = 0
+	bad := append(refs[:5:5], depot.Ref{Table: "t", Projection: "p", ID: "c9999"})
+	bad = append(bad, refs[5:]...)
+	if _, _, err := d.AcquireAll(t.Context(), bad); !errors.Is(err, columnar.ErrNotFound) {
+		t.Errorf("a missing container: %v, want ErrNotFound", err)
+	}
+	if n := d.Stats().Containers; n != 0 {
+		t.Errorf("%d containers held after a failed AcquireAll; want those acquired released", n)
+	}
+}
+
+// commitBarrier holds each read of a commit until want of them are open
+// at once (or a second has passed), and records the most open at once.
+type commitBarrier struct {
+	store.Store
+	want      int64
+	open, max atomic.Int64
+}
+
+func (b *commitBarrier) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if filepath.Base(key) == store.CommitName {
+		now := b.open.Add(1)
+		defer b.open.Add(-1)
+		for {
+			m := b.max.Load()
+			if now <= m || b.max.CompareAndSwap(m, now) {
+				break
+			}
+		}
+		for deadline := time.Now().Add(time.Second); b.open.Load() < b.want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return b.Store.NewRangeReader(ctx, key, off, n)
+}

@@ -83,27 +83,25 @@ func (m *mergeout) run(ctx context.Context, job *messages.MergeoutJob, progress 
 		m.testHookRacing()
 	}
 	m.removeTemp(outDir, m.staleAfter)
-	inputs := make([]columnar.Source, len(job.Inputs))
+	inputs, release, err := m.inputs(ctx, job)
+	if err != nil {
+		// An input gone (ErrNotFound) with no output committed cannot be
+		// merged by any retry: that error is permanent.
+		return service.Outcome{}, err
+	}
+	defer release()
 	var rowsTotal int64
 	prefetch, stopPrefetch := context.WithCancel(ctx)
 	defer stopPrefetch()
-	for i, in := range job.Inputs {
-		src, release, err := m.input(ctx, job.Table, job.Projection, in.ID)
-		if err != nil {
-			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
-		}
-		defer release()
+	for i, src := range inputs {
 		if m.depot != nil {
 			// A mergeout reads every column: fetch them while it merges.
 			m.depot.Prefetch(prefetch, src)
 		}
 		man, err := columnar.ReadSourceManifest(src)
 		if err != nil {
-			// An input gone (ErrNotFound) with no output committed cannot be
-			// merged by any retry: that error is permanent.
 			return service.Outcome{}, fmt.Errorf("input %d: %w", i, err)
 		}
-		inputs[i] = src
 		rowsTotal += man.Rows
 	}
 	stats, err := merger.MergeSources(ctx, inputs, outDir, merger.Options{
@@ -207,18 +205,31 @@ func existingOutcome(man *columnar.Manifest) service.Outcome {
 	return service.Outcome{Output: containerRef(man), RowsTotal: man.Rows, Bytes: man.CompressedBytes(), Existing: true}
 }
 
-// input returns the Source of an input container: its directory in the
-// data directory, or with a store the depot's, which reads what it does
-// not hold from the store and keeps the container until release.
-func (m *mergeout) input(ctx context.Context, table, projection, id string) (columnar.Source, func(), error) {
+// inputs returns the Sources of the job's input containers: their
+// directories in the data directory, or with a store the depot's
+// (acquired together), which read what the depot does not hold from the
+// store and keep the containers until release.
+func (m *mergeout) inputs(ctx context.Context, job *messages.MergeoutJob) ([]columnar.Source, func(), error) {
 	if m.depot != nil {
-		return m.depot.Acquire(ctx, table, projection, id)
+		refs := make([]depot.Ref, len(job.Inputs))
+		for i, in := range job.Inputs {
+			refs[i] = depot.Ref{Table: job.Table, Projection: job.Projection, ID: in.ID}
+		}
+		srcs, release, err := m.depot.AcquireAll(ctx, refs)
+		if err != nil {
+			return nil, nil, fmt.Errorf("inputs: %w", err)
+		}
+		return srcs, release, nil
 	}
-	dir, err := m.containerDir(table, projection, id)
-	if err != nil {
-		return nil, nil, err
+	srcs := make([]columnar.Source, len(job.Inputs))
+	for i, in := range job.Inputs {
+		dir, err := m.containerDir(job.Table, job.Projection, in.ID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("input %d: %w", i, err)
+		}
+		srcs[i] = columnar.DirSource(dir)
 	}
-	return columnar.DirSource(dir), func() {}, nil
+	return srcs, func() {}, nil
 }
 
 func containerRef(m *columnar.Manifest) *messages.ContainerRef {

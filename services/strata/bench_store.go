@@ -86,31 +86,27 @@ func (b *benchStore) newDepot() (*depot.Depot, func(), error) {
 	return d, func() { d.Close(); os.RemoveAll(dir) }, nil
 }
 
-// acquireAll returns the depot's sources of the containers of mans and
-// what releases them; with prefetch, the depot fetches each one's files in
-// the background (as the merger does for its inputs).
+// acquireAll returns the depot's sources of the containers of mans
+// (acquired together, as the merger acquires its inputs) and what releases
+// them; with prefetch, the depot fetches each one's files in the
+// background (as the merger does for its inputs).
 func acquireAll(ctx context.Context, d *depot.Depot, mans []*columnar.Manifest, prefetch bool) ([]columnar.Source, func(), error) {
-	srcs := make([]columnar.Source, 0, len(mans))
 	ctx, cancel := context.WithCancel(ctx)
-	releases := []func(){cancel}
-	release := func() {
-		for _, r := range releases {
-			r()
-		}
+	refs := make([]depot.Ref, len(mans))
+	for i, m := range mans {
+		refs[i] = depot.Ref{Table: m.Table, Projection: m.Projection, ID: m.ID}
 	}
-	for _, m := range mans {
-		src, rel, err := d.Acquire(ctx, m.Table, m.Projection, m.ID)
-		if err != nil {
-			release()
-			return nil, nil, err
-		}
-		srcs = append(srcs, src)
-		releases = append(releases, rel)
-		if prefetch {
+	srcs, release, err := d.AcquireAll(ctx, refs)
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	if prefetch {
+		for _, src := range srcs {
 			d.Prefetch(ctx, src)
 		}
 	}
-	return srcs, release, nil
+	return srcs, func() { cancel(); release() }, nil
 }
 
 // close removes everything the benchmark put in the store, and its depot.

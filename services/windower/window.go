@@ -70,23 +70,28 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	if out, ok, err := w.existing(ctx, job, outDir); ok || err != nil {
 		return out, err
 	}
-	srcs := make([]columnar.Source, len(job.Inputs))
-	for i, in := range job.Inputs {
+	var srcs []columnar.Source
+	if w.depot != nil {
 		// Validate has checked every input is of the query's table.
-		if w.depot != nil {
-			src, release, err := w.depot.Acquire(ctx, job.Query.Table, in.Projection, in.ID)
-			if err != nil {
-				return service.Outcome{}, err
-			}
-			defer release()
-			srcs[i] = src
-			continue
+		refs := make([]depot.Ref, len(job.Inputs))
+		for i, in := range job.Inputs {
+			refs[i] = depot.Ref{Table: job.Query.Table, Projection: in.Projection, ID: in.ID}
 		}
-		dir, err := w.containerDir(job.Query.Table, in.Projection, in.ID)
+		acquired, release, err := w.depot.AcquireAll(ctx, refs)
 		if err != nil {
 			return service.Outcome{}, err
 		}
-		srcs[i] = columnar.DirSource(dir)
+		defer release()
+		srcs = acquired
+	} else {
+		srcs = make([]columnar.Source, len(job.Inputs))
+		for i, in := range job.Inputs {
+			dir, err := w.containerDir(job.Query.Table, in.Projection, in.ID)
+			if err != nil {
+				return service.Outcome{}, err
+			}
+			srcs[i] = columnar.DirSource(dir)
+		}
 	}
 	opts := windower.Options{
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Threads: w.threads, Logger: w.log.With("job", job.JobID),
