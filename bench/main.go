@@ -62,22 +62,23 @@ func main() {
 
 // options are the command-line settings of one run.
 type options struct {
-	quick    bool
-	outDir   string   // scratch space for generated data; emptied at the start and the end
-	keep     bool     // keep outDir after the run
-	report   string   // path of BENCHMARKS.md
-	charts   string   // directory for the PNG charts
-	suites   []string // subset of windows, mergeout, wal
-	pgBinDir string   // where initdb, pg_ctl and postgres live
-	results  string   // where the raw figures are written as JSON
-	replot   bool     // render report and charts from results, measuring nothing
-	profile  string   // directory for CPU profiles of strata's runs
-	commit   string   // label of the strata version measured, when git cannot tell
-	widths   []int    // mergeout widths instead of the mode's
-	threads  []int    // windower thread counts besides 1 and runtime.NumCPU()
-	weed     string   // SeaweedFS binary the store suite serves S3 with, if it is there
-	spill    spillOptions
-	logger   *slog.Logger
+	quick       bool
+	outDir      string   // scratch space for generated data; emptied at the start and the end
+	keep        bool     // keep outDir after the run
+	report      string   // path of BENCHMARKS.md
+	charts      string   // directory for the PNG charts
+	suites      []string // subset of windows, mergeout, wal
+	pgBinDir    string   // where initdb, pg_ctl and postgres live
+	results     string   // where the raw figures are written as JSON
+	replot      bool     // render report and charts from results, measuring nothing
+	profile     string   // directory for CPU profiles of strata's runs
+	commit      string   // label of the strata version measured, when git cannot tell
+	widths      []int    // mergeout widths instead of the mode's
+	storeWidths []int    // the store suite's mergeout widths instead of the mode's
+	threads     []int    // windower thread counts besides 1 and runtime.NumCPU()
+	weed        string   // SeaweedFS binary the store suite serves S3 with, if it is there
+	spill       spillOptions
+	logger      *slog.Logger
 }
 
 var allSuites = []string{"windows", "mergeout", "wal", "store", "spill"}
@@ -100,6 +101,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
 	threads := fs.String("threads", "", "windower thread counts of strata's window runs, comma-separated (always with 1 and the core count)")
 	widths := fs.String("widths", "", "mergeout table widths, comma-separated (default: 100,200,400; 50,100 with --quick)")
+	storeWidths := fs.String("store-widths", "", "the store suite's mergeout widths, comma-separated (default: 100,400; 50,100 with --quick)")
 	verbose := fs.Bool("v", false, "debug logging")
 	o.spill.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -121,15 +123,21 @@ func parseOptions(args []string) (options, error) {
 	if err := o.spill.finish(&o); err != nil {
 		return o, err
 	}
-	for _, w := range strings.Split(*widths, ",") {
-		if w = strings.TrimSpace(w); w == "" {
-			continue
+	for flag, list := range map[string]*string{"widths": widths, "store-widths": storeWidths} {
+		for _, w := range strings.Split(*list, ",") {
+			if w = strings.TrimSpace(w); w == "" {
+				continue
+			}
+			n, err := strconv.Atoi(w)
+			if err != nil || n < 2 {
+				return o, fmt.Errorf("--%s: %q is not a width of at least 2 columns", flag, w)
+			}
+			if flag == "widths" {
+				o.widths = append(o.widths, n)
+			} else {
+				o.storeWidths = append(o.storeWidths, n)
+			}
 		}
-		n, err := strconv.Atoi(w)
-		if err != nil || n < 2 {
-			return o, fmt.Errorf("--widths: %q is not a width of at least 2 columns", w)
-		}
-		o.widths = append(o.widths, n)
 	}
 	for _, t := range strings.Split(*threads, ",") {
 		if t = strings.TrimSpace(t); t == "" {
@@ -174,6 +182,9 @@ func run(ctx context.Context, args []string) error {
 	sz.ProfileDir = o.profile
 	if len(o.widths) > 0 {
 		sz.MergeWidths = o.widths
+	}
+	if len(o.storeWidths) > 0 {
+		sz.StoreWidths = o.storeWidths
 	}
 	sz.Threads = o.threads
 	log := o.logger
@@ -286,12 +297,17 @@ func commandLine(o options) string {
 	if len(o.suites) != len(allSuites) {
 		b.WriteString(" --only " + strings.Join(o.suites, ","))
 	}
-	if len(o.widths) > 0 {
-		ws := make([]string, len(o.widths))
-		for i, w := range o.widths {
-			ws[i] = strconv.Itoa(w)
+	for _, f := range []struct {
+		flag   string
+		widths []int
+	}{{"widths", o.widths}, {"store-widths", o.storeWidths}} {
+		if len(f.widths) > 0 {
+			ws := make([]string, len(f.widths))
+			for i, w := range f.widths {
+				ws[i] = strconv.Itoa(w)
+			}
+			b.WriteString(" --" + f.flag + " " + strings.Join(ws, ","))
 		}
-		b.WriteString(" --widths " + strings.Join(ws, ","))
 	}
 	if len(o.threads) > 0 {
 		ts := make([]string, len(o.threads))

@@ -58,6 +58,17 @@ func TestStrataThreadCounts(t *testing.T) {
 	if _, err := parseOptions([]string{"--only", "store"}); err != nil {
 		t.Fatalf("--only store: %v", err)
 	}
+	// The store suite's widths are their own, and said in the command.
+	o, err = parseOptions([]string{"--only", "store", "--store-widths", "400", "--widths", "50"})
+	if err != nil || !slices.Equal(o.storeWidths, []int{400}) || !slices.Equal(o.widths, []int{50}) {
+		t.Fatalf("--store-widths 400 --widths 50: %v %v %v", o.storeWidths, o.widths, err)
+	}
+	if got, want := commandLine(o), "cd bench && go run . --only store --widths 50 --store-widths 400"; got != want {
+		t.Errorf("command %q, want %q", got, want)
+	}
+	if _, err := parseOptions([]string{"--store-widths", "1"}); err == nil {
+		t.Error("--store-widths 1 accepted")
+	}
 }
 
 // renderTo renders rep as --replot does, into a temporary directory, and

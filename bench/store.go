@@ -389,7 +389,7 @@ type storeRun func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) 
 // empty depot, which the warm run after it reads through again. With
 // prefetch the depot fetches every column file in the background, as the
 // merger asks it to (a window run asks for its query's columns itself).
-func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Store, tmp string, ins []storeInput, prefetch bool, run storeRun) []storeRead {
+func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Store, tmp, name string, ins []storeInput, prefetch bool, run storeRun) []storeRead {
 	reads := make([]storeRead, len(storeReads))
 	for i, r := range storeReads {
 		reads[i].Read = r
@@ -419,7 +419,11 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Stor
 			break
 		}
 		start := time.Now()
-		b, n, peak, err := run(ctx, local, nil)
+		var b, n, peak int64
+		err := profiled(sz.ProfileDir, "store-"+name+"-"+readLocal, func() (err error) {
+			b, n, peak, err = run(ctx, local, nil)
+			return err
+		})
 		record(0, start, b, n, peak, err)
 
 		ddir, err := os.MkdirTemp(tmp, "depot-")
@@ -435,11 +439,14 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Stor
 		}
 		for i := 1; i <= 2; i++ { // cold, then warm through the same depot
 			start := time.Now()
-			srcs, release, err := acquireInputs(ctx, d, ins, prefetch)
-			if err == nil {
-				b, n, peak, err = run(ctx, srcs, d)
-				release()
-			}
+			err := profiled(sz.ProfileDir, "store-"+name+"-"+storeReads[i], func() error {
+				srcs, release, err := acquireInputs(ctx, d, ins, prefetch)
+				if err == nil {
+					b, n, peak, err = run(ctx, srcs, d)
+					release()
+				}
+				return err
+			})
 			record(i, start, b, n, peak, err)
 		}
 		d.Close()
@@ -450,31 +457,27 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Stor
 	return reads
 }
 
-// acquireInputs returns the depot's sources of the inputs and what
-// releases them; with prefetch the depot fetches each one's files in the
+// acquireInputs returns the depot's sources of the inputs (acquired
+// together, as the merger service acquires its inputs) and what releases
+// them; with prefetch the depot fetches each one's files in the
 // background.
 func acquireInputs(ctx context.Context, d *depot.Depot, ins []storeInput, prefetch bool) ([]columnar.Source, func(), error) {
 	ctx, cancel := context.WithCancel(ctx)
-	releases := []func(){cancel}
-	release := func() {
-		for _, r := range releases {
-			r()
-		}
+	refs := make([]depot.Ref, len(ins))
+	for i, in := range ins {
+		refs[i] = depot.Ref{Table: in.table, Projection: in.projection, ID: in.id}
 	}
-	srcs := make([]columnar.Source, 0, len(ins))
-	for _, in := range ins {
-		src, rel, err := d.Acquire(ctx, in.table, in.projection, in.id)
-		if err != nil {
-			release()
-			return nil, nil, fmt.Errorf("acquire %s/%s/%s: %w", in.table, in.projection, in.id, err)
-		}
-		srcs = append(srcs, src)
-		releases = append(releases, rel)
-		if prefetch {
+	srcs, release, err := d.AcquireAll(ctx, refs)
+	if err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("acquire inputs: %w", err)
+	}
+	if prefetch {
+		for _, src := range srcs {
 			d.Prefetch(ctx, src)
 		}
 	}
-	return srcs, release, nil
+	return srcs, func() { cancel(); release() }, nil
 }
 
 // runStoreMerge measures one mergeout width: the mergeout suite's inputs
@@ -512,7 +515,7 @@ func runStoreMerge(ctx context.Context, log *slog.Logger, sz sizes, st store.Sto
 		c.Err = err.Error()
 		return c
 	}
-	c.Reads = measureReads(ctx, log, sz, st, tmp, ins, true, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
+	c.Reads = measureReads(ctx, log, sz, st, tmp, fmt.Sprintf("mergeout-w%d", width), ins, true, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
 		defer os.RemoveAll(out)
 		ms, err := merger.MergeSources(ctx, srcs, out, merger.Options{Grant: sz.StoreGrant, TempDir: tmp, Logger: log.With("component", "merger")})
 		if err != nil {
@@ -574,7 +577,7 @@ func runStoreWindows(ctx context.Context, log *slog.Logger, sz sizes, st store.S
 			cases[i].Err = err.Error()
 			continue
 		}
-		cases[i].Reads = measureReads(ctx, log, sz, st, tmp, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+		cases[i].Reads = measureReads(ctx, log, sz, st, tmp, "window-"+q.Name, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
 			opts := windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.NumCPU()}
 			if d != nil {
 				prefetch, stop := context.WithCancel(ctx)
