@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/strata-db/strata/messages"
 )
@@ -247,5 +248,33 @@ func TestEndedJobBodyDeleted(t *testing.T) {
 	}
 	if st := h.state("t"); len(st.Live) != 1 || len(st.Pending) != 0 {
 		t.Fatalf("state after the restart %+v", st)
+	}
+}
+
+// TestCatalogTakesNoLock: a catalog request is answered while the
+// scheduler holds its lock (settling a job, say): pgwire's lookup before
+// every query waited for the previous query's job to be settled.
+func TestCatalogTakesNoLock(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 1000}})
+	if err := h.load("t", 0, 2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	got := make(chan *messages.CatalogReply, 1)
+	go func() {
+		rep, err := h.s.Catalog(h.ctx, &messages.CatalogRequest{Table: "t"})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- rep
+	}()
+	select {
+	case rep := <-got:
+		if rep == nil || len(rep.Projections) != 1 || len(rep.Projections[0].Live) != 2 {
+			t.Fatalf("catalog of t: %+v, want one projection of 2 live containers", rep)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a catalog request waited for the scheduler's lock")
 	}
 }

@@ -15,16 +15,30 @@ import (
 var errNotResult = errors.New("scheduler: not a window result table")
 
 // resultAge is a window result table's creation time, which does not
-// change while its entry exists.
+// change while its entry exists; created is 0 until its entry is read.
 type resultAge struct {
 	table, jobID string
 	created      int64
 }
 
+// resultTables are the window result tables the scheduler knows of. They
+// are listed from the catalog's keys at the first prune, and again after
+// every KeepResults results registered; in between, the scheduler's own
+// registrations and drops keep the set. Listing the bucket at every job's
+// end cost a round trip over every key and delete marker, which the next
+// request waited for. A set gone stale costs nothing wrong: a table it
+// misses is pruned after the next listing, and one it holds that is gone or
+// no longer a result is checked before anything is dropped.
+type resultTables struct {
+	tables     map[string]resultAge
+	registered int // since the last listing
+	listed     bool
+}
+
 // registerResult makes a window job's result container live in its own
 // table, then drops the oldest result tables past KeepResults.
 func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messages.ContainerRef, now time.Time) {
-	_, err := s.catalog.Update(ctx, out.Table, out.Projection, func(st *ProjectionState) error {
+	st, err := s.catalog.Update(ctx, out.Table, out.Projection, func(st *ProjectionState) error {
 		if st.ResultOf != jobID && (st.ResultOf != "" || len(st.Live)+len(st.Dead)+len(st.Pending) > 0) {
 			// Not this job's result table: never make a loaded table (or
 			// another job's result) something the result prune drops.
@@ -43,58 +57,48 @@ func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messag
 		s.log.Error("register window result", "table", out.Table, "container", out.ID, "err", err)
 		return
 	}
-	s.pruneResults(ctx)
+	s.pruneResults(ctx, resultAge{table: out.Table, jobID: jobID, created: st.Created})
 }
 
 // pruneResults retires the containers of the oldest window result tables
-// beyond KeepResults, and forgets result tables left with nothing.
-//
-// It runs at every window job's end, so it reads no more than it must:
-// result tables are those under the result projection (a window job's
-// output is always there), counted from the catalog's keys; only past
-// KeepResults are their entries read for their age, and each one's
-// creation time (set once when it is made) is kept after its first read
-// (resultCreated). Reading every entry each time made every job's end,
-// and the requests waiting on it, cost a round trip per table held.
-func (s *Scheduler) pruneResults(ctx context.Context) {
-	keys, err := s.catalog.kv.Keys(ctx, "")
-	if err != nil {
-		s.log.Error("list window results", "err", err)
-		return
+// beyond KeepResults, and forgets result tables left with nothing. It runs
+// at every window job's end, after the result named is registered, so it
+// reads no more than it must: each result table's creation time is read
+// once, when there are more than KeepResults, and kept.
+func (s *Scheduler) pruneResults(ctx context.Context, registered resultAge) {
+	r := &s.results
+	if r.tables == nil {
+		r.tables = map[string]resultAge{}
 	}
-	held := map[string]bool{}
-	for _, k := range keys {
-		if t, p, ok := strings.Cut(k, "/"); ok && p == messages.ResultProjection {
-			held[t] = true
+	if _, ok := r.tables[registered.table]; !ok {
+		r.tables[registered.table] = registered
+		r.registered++
+	}
+	if !r.listed || r.registered >= s.opts.KeepResults {
+		if err := s.listResults(ctx); err != nil {
+			s.log.Error("list window results", "err", err)
+			return
 		}
 	}
-	for t := range s.resultCreated {
-		if !held[t] {
-			delete(s.resultCreated, t)
-		}
-	}
-	if len(held) <= s.opts.KeepResults {
+	if len(r.tables) <= s.opts.KeepResults {
 		return
-	}
-	if s.resultCreated == nil {
-		s.resultCreated = map[string]resultAge{}
 	}
 	var results []resultAge
-	for t := range held {
-		r, ok := s.resultCreated[t]
-		if !ok {
+	for t, a := range r.tables {
+		if a.created == 0 {
 			st, rev, err := s.catalog.Get(ctx, t, messages.ResultProjection)
 			if err != nil {
 				s.log.Error("list window results", "err", err)
 				return
 			}
 			if rev == 0 || st.ResultOf == "" {
-				continue // gone since, or not a result (not kept: it may become one)
+				delete(r.tables, t) // gone since, or not a result (it may become one: listed again then)
+				continue
 			}
-			r = resultAge{table: t, jobID: st.ResultOf, created: st.Created}
-			s.resultCreated[t] = r
+			a = resultAge{table: t, jobID: st.ResultOf, created: st.Created}
+			r.tables[t] = a
 		}
-		results = append(results, r)
+		results = append(results, a)
 	}
 	if len(results) <= s.opts.KeepResults {
 		return
@@ -102,29 +106,64 @@ func (s *Scheduler) pruneResults(ctx context.Context) {
 	slices.SortFunc(results, func(a, b resultAge) int {
 		return cmp.Or(cmp.Compare(a.created, b.created), cmp.Compare(a.table, b.table))
 	})
-	for _, r := range results[:len(results)-s.opts.KeepResults] {
-		old := &ProjectionState{Table: r.table, Projection: messages.ResultProjection, ResultOf: r.jobID}
-		st, err := s.catalog.Update(ctx, old.Table, old.Projection, func(st *ProjectionState) error {
-			st.Dead = append(st.Dead, st.Live...)
-			st.Live = nil
-			return nil
-		})
-		if err != nil {
-			s.log.Error("retire window result", "table", old.Table, "err", err)
-			continue
-		}
-		s.collectDead(ctx, st.Table, st.Projection)
-		if st, _, err := s.catalog.Get(ctx, old.Table, old.Projection); err == nil && len(st.Live)+len(st.Dead)+len(st.Pending) == 0 {
-			if err := s.catalog.Delete(ctx, old.Table, old.Projection); err != nil {
-				s.log.Error("forget window result", "table", old.Table, "err", err)
-				continue
+	for _, old := range results[:len(results)-s.opts.KeepResults] {
+		s.dropResult(ctx, old)
+	}
+}
+
+// listResults sets the known result tables to those under the result
+// projection in the catalog's keys (a window job's output is always
+// there), keeping the creation times read before.
+func (s *Scheduler) listResults(ctx context.Context) error {
+	keys, err := s.catalog.kv.Keys(ctx, "")
+	if err != nil {
+		return err
+	}
+	r := &s.results
+	held := map[string]resultAge{}
+	for _, k := range keys {
+		if t, p, ok := strings.Cut(k, "/"); ok && p == messages.ResultProjection {
+			held[t] = r.tables[t] // the zero age when not known: read if needed
+			if held[t].table == "" {
+				held[t] = resultAge{table: t}
 			}
-			delete(s.resultCreated, old.Table)
-			if s.opts.Data != nil {
-				s.opts.Data.RemoveEmpty(old.Table, old.Projection)
-				s.opts.Data.RemoveEmpty(old.Table)
-			}
-			s.log.Info("window result dropped", "table", old.Table, "job", old.ResultOf)
 		}
+	}
+	r.tables, r.registered, r.listed = held, 0, true
+	return nil
+}
+
+// dropResult retires the containers of result table old and forgets the
+// table once nothing is left in it. An entry gone, or no longer old's
+// result, is left as it is.
+func (s *Scheduler) dropResult(ctx context.Context, old resultAge) {
+	st, err := s.catalog.Update(ctx, old.table, messages.ResultProjection, func(st *ProjectionState) error {
+		if st.ResultOf != old.jobID {
+			return fmt.Errorf("table %s is not the result of job %s: %w", old.table, old.jobID, errNotResult)
+		}
+		st.Dead = append(st.Dead, st.Live...)
+		st.Live = nil
+		return nil
+	})
+	if errors.Is(err, errNotResult) {
+		delete(s.results.tables, old.table)
+		return
+	}
+	if err != nil {
+		s.log.Error("retire window result", "table", old.table, "err", err)
+		return
+	}
+	s.collectDead(ctx, st.Table, st.Projection)
+	if st, _, err := s.catalog.Get(ctx, old.table, messages.ResultProjection); err == nil && len(st.Live)+len(st.Dead)+len(st.Pending) == 0 {
+		if err := s.catalog.Delete(ctx, old.table, messages.ResultProjection); err != nil {
+			s.log.Error("forget window result", "table", old.table, "err", err)
+			return
+		}
+		delete(s.results.tables, old.table)
+		if s.opts.Data != nil {
+			s.opts.Data.RemoveEmpty(old.table, messages.ResultProjection)
+			s.opts.Data.RemoveEmpty(old.table)
+		}
+		s.log.Info("window result dropped", "table", old.table, "job", old.jobID)
 	}
 }

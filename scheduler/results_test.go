@@ -8,10 +8,10 @@ import (
 	"github.com/strata-db/strata/messages"
 )
 
-// countingKV counts the reads of a catalog.
+// countingKV counts the reads and listings of a catalog.
 type countingKV struct {
 	*MemKV
-	gets int
+	gets, lists int
 }
 
 func (c *countingKV) Get(ctx context.Context, key string) ([]byte, uint64, error) {
@@ -19,9 +19,35 @@ func (c *countingKV) Get(ctx context.Context, key string) ([]byte, uint64, error
 	return c.MemKV.Get(ctx, key)
 }
 
+func (c *countingKV) Keys(ctx context.Context, prefix string) ([]string, error) {
+	c.lists++
+	return c.MemKV.Keys(ctx, prefix)
+}
+
+// runWindowJob submits a window job over t and settles it with a result
+// of two rows, a second later than the last; beforeDone (if any) runs just
+// before the done event.
+func runWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
+	h.t.Helper()
+	if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
+		Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
+		h.t.Fatal(err)
+	}
+	w := h.pub.windows[len(h.pub.windows)-1]
+	out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
+	h.mkdir(out)
+	h.clock.Advance(time.Second)
+	if beforeDone != nil {
+		beforeDone()
+	}
+	h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+	return out
+}
+
 // A window job's end reads a few catalog entries, not one per result
-// table kept: the oldest past KeepResults is found from the keys and
-// the ages read before; the results kept are still the newest.
+// table kept, and lists the catalog's keys only once every KeepResults
+// jobs: the oldest past KeepResults is found from the result tables
+// registered and the ages read before; the results kept are the newest.
 func TestWindowResultsPruneReadsLittle(t *testing.T) {
 	const keep = 30
 	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 1000}, KeepResults: keep})
@@ -36,28 +62,69 @@ func TestWindowResultsPruneReadsLittle(t *testing.T) {
 	}
 	var results []messages.ContainerRef
 	most := 0
-	for i := range keep + 20 {
-		if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
-			Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
-			t.Fatal(err)
-		}
-		w := h.pub.windows[i]
-		out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
-		h.mkdir(out)
-		h.clock.Advance(time.Second)
-		counting.gets = 0
-		h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+	counting.lists = 0
+	const jobs = 3*keep + 20
+	for i := range jobs {
+		results = append(results, runWindowJob(h, func() { counting.gets = 0 }))
 		if i > keep+1 { // past the first prune, which reads every result's age once
 			most = max(most, counting.gets)
 		}
-		results = append(results, out)
+		for j, r := range results {
+			if kept := j >= len(results)-keep; h.exists(r) != kept {
+				t.Fatalf("after job %d: result %d (%s): exists=%v, want %v", i, j, r.Table, h.exists(r), kept)
+			}
+		}
 	}
 	if most > 15 { // 43 when every entry was read
 		t.Fatalf("a job's end read %d catalog entries with %d results kept", most, keep)
 	}
-	for i, r := range results {
-		if kept := i >= len(results)-keep; h.exists(r) != kept {
-			t.Fatalf("result %d (%s): exists=%v, want %v", i, r.Table, h.exists(r), kept)
+	// Each window request lists its table's entries; the prunes list the
+	// keys once at first and once every keep jobs after.
+	if prunes := counting.lists - jobs; prunes > 1+jobs/keep {
+		t.Fatalf("%d jobs listed the catalog's keys %d times for the prune; want at most %d", jobs, prunes, 1+jobs/keep)
+	}
+}
+
+// A result table the scheduler knows of that is dropped by someone else is
+// not written again by the prune, and a result table it never registered
+// is pruned once the catalog's keys are listed again.
+func TestWindowResultsPruneStaleSet(t *testing.T) {
+	const keep = 5
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 1000}, KeepResults: keep})
+	if err := h.load("t", 0, 2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var results []messages.ContainerRef
+	for range keep {
+		results = append(results, runWindowJob(h, nil))
+	}
+	// The oldest result's entry is deleted from under the scheduler.
+	gone := results[0]
+	if err := h.catalog.Delete(h.ctx, catalogKey(gone.Table, gone.Projection)); err != nil {
+		t.Fatal(err)
+	}
+	// A result table made before (another scheduler's, say), older than
+	// every other: the first prune after the next listing drops it.
+	stray := messages.ContainerRef{Table: "t_window_900", Projection: "result", ID: "w00000900", Rows: 2}
+	h.mkdir(stray)
+	if _, err := h.s.catalog.Update(h.ctx, stray.Table, stray.Projection, func(st *ProjectionState) error {
+		st.Live, st.ResultOf, st.Created = []messages.ContainerRef{stray}, "window.t.p.900", 1
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * keep {
+		results = append(results, runWindowJob(h, nil))
+		if _, rev, err := h.s.catalog.Get(h.ctx, gone.Table, gone.Projection); err != nil || rev != 0 {
+			t.Fatalf("a result table dropped by someone else is in the catalog again (revision %d, %v)", rev, err)
+		}
+	}
+	if h.exists(stray) {
+		t.Fatalf("result table %s, older than those kept, not pruned after the keys were listed again", stray.Table)
+	}
+	for j, r := range results[1:] {
+		if kept := j >= len(results)-1-keep; h.exists(r) != kept {
+			t.Fatalf("result %d (%s): exists=%v, want %v", j+1, r.Table, h.exists(r), kept)
 		}
 	}
 }

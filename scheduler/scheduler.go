@@ -175,9 +175,8 @@ type Scheduler struct {
 	failing map[string]string
 	// cancels are the running jobs told to stop (cancel.go).
 	cancels map[string]cancelling
-	// resultCreated is the age of each window result table read by
-	// pruneResults, by table.
-	resultCreated map[string]resultAge
+	// results are the window result tables, by table (results.go).
+	results resultTables
 }
 
 // delivery is one worker's hold on a job: the worker that reported it

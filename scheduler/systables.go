@@ -116,10 +116,11 @@ func (s *Scheduler) AlterPool(ctx context.Context, req *messages.AlterPoolReques
 }
 
 // Catalog returns the live containers of the matching projections, with
-// a keyed table's primary key and the WAL positions applied to it.
+// a keyed table's primary key and the WAL positions applied to it. It
+// reads only the catalog bucket, each entry whole at one revision, so it
+// takes no lock: a client's lookup (pgwire's, before every query) does not
+// wait for the scheduler to settle another job.
 func (s *Scheduler) Catalog(ctx context.Context, req *messages.CatalogRequest) (*messages.CatalogReply, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	states, err := s.catalog.List(ctx, req.Table)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ func TestApplyRefusedForFrozenFloor(t *testing.T) {
 	}
 	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
 	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
-	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+	s, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, scheduler.Options{
 		Logger: log, Data: dataStorage{data}, Strata: scheduler.StrataOptions{PurgeFraction: -1},
 		ChangeFloor: func(context.Context) (int64, error) { return 40, nil },
 	})

@@ -151,14 +151,14 @@ func run(args []string) error {
 	}
 	r, nc, js := b.Runner, b.NC, b.JS
 	defer nc.Close()
-	var catalogKV, poolsKV jetstream.KeyValue
+	var catalog, pools bucketKV
 	var cons jetstream.Consumer
 	err = natsutil.RetryUnanswered(setup, func(ctx context.Context) (err error) {
-		if catalogKV, err = js.KeyValue(ctx, messages.BucketCatalog); err != nil {
-			return fmt.Errorf("catalog bucket: %w", err)
+		if catalog, err = openBucket(ctx, js, messages.BucketCatalog); err != nil {
+			return fmt.Errorf("catalog: %w", err)
 		}
-		if poolsKV, err = js.KeyValue(ctx, messages.BucketPools); err != nil {
-			return fmt.Errorf("pools bucket: %w", err)
+		if pools, err = openBucket(ctx, js, messages.BucketPools); err != nil {
+			return fmt.Errorf("pools: %w", err)
 		}
 		if cons, err = js.Consumer(ctx, messages.StreamEvents, messages.ConsumerScheduler); err != nil {
 			return fmt.Errorf("events consumer: %w", err)
@@ -169,11 +169,10 @@ func run(args []string) error {
 		return err
 	}
 
-	// The catalog's keys are listed from the bucket: an in-memory index of
-	// them, fed by a watcher, missed a live container under NATS faults
-	// (the chaos suite's kill-storm on three nodes).
-	var catalog scheduler.KV = bucketKV{catalogKV}
-	s, err := scheduler.New(setup, catalog, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+	// The catalog's keys are listed from the bucket (bucketKV.Keys): an
+	// in-memory index of them, fed by a watcher, missed a live container
+	// under NATS faults (the chaos suite's kill-storm on three nodes).
+	s, err := scheduler.New(setup, catalog, pools, jsPublisher{js}, scheduler.Options{
 		Data:             storage,
 		Strata:           scheduler.StrataOptions{Capacity: *capacity, BaseBytes: baseBytes, MaxContainers: *maxContainers, PurgeFraction: purge},
 		OrphanGrace:      *orphanGrace,
@@ -219,7 +218,7 @@ func run(args []string) error {
 			}
 		}))
 	}
-	r.AddContext(purgeDeletes(catalogKV, time.Hour, 30*time.Minute, log))
+	r.AddContext(purgeDeletes(catalog, markerPurgeEvery, markerMinAge, log))
 	log.Info("scheduler ready", "nats", b.NATS, "data", b.DataDir, "capacity", *capacity, "max_containers", *maxContainers)
 	err = b.Run()
 	if derr := nc.Drain(); derr != nil {

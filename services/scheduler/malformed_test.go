@@ -24,7 +24,7 @@ func TestMalformedAPIRequests(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
 	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
-	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{Logger: log})
+	s, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, scheduler.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestSchedulerMetrics(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
 	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
-	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+	s, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, scheduler.Options{
 		Strata: scheduler.StrataOptions{Capacity: 4}, Logger: log,
 	})
 	if err != nil {

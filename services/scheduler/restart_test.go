@@ -35,7 +35,7 @@ func startScheduler(t *testing.T, ctx context.Context, nc *nats.Conn, js jetstre
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, opts)
+	s, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

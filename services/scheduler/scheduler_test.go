@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,16 @@ import (
 	"github.com/strata-db/strata/scheduler"
 )
 
+// testBucket is kv, a bucket of js, as the scheduler's KV.
+func testBucket(t testing.TB, js jetstream.JetStream, kv jetstream.KeyValue) bucketKV {
+	t.Helper()
+	b, err := bucketOf(context.Background(), js, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func startNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	_, nc, js := natstest.Start(t, natsutil.Topology{})
@@ -32,7 +43,7 @@ func TestBucketKVSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := bucketKV{b}
+	kv := testBucket(t, js, b)
 	if keys, err := kv.Keys(ctx, ""); err != nil || len(keys) != 0 {
 		t.Fatalf("empty bucket keys = %v, %v", keys, err)
 	}
@@ -79,7 +90,7 @@ func TestServiceRoundTrip(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
 	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
-	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{
+	s, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, scheduler.Options{
 		Strata: scheduler.StrataOptions{Capacity: 4}, Logger: log,
 	})
 	if err != nil {
@@ -203,7 +214,7 @@ func TestServiceRoundTrip(t *testing.T) {
 		t.Fatalf("pool tm not stored: %v", err)
 	}
 	// A restarted scheduler gets the finished job's row back from the streams.
-	s2, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{Logger: log})
+	s2, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, scheduler.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +275,7 @@ func TestHistoryReadInPartNotApplied(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	catalogKV, _ := js.KeyValue(ctx, messages.BucketCatalog)
 	poolsKV, _ := js.KeyValue(ctx, messages.BucketPools)
-	s, err := scheduler.New(ctx, bucketKV{catalogKV}, bucketKV{poolsKV}, jsPublisher{js}, scheduler.Options{Logger: log})
+	s, err := scheduler.New(ctx, testBucket(t, js, catalogKV), testBucket(t, js, poolsKV), jsPublisher{js}, scheduler.Options{Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +297,7 @@ func TestPurgeDeletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := bucketKV{b}
+	kv := testBucket(t, js, b)
 	kv.Create(ctx, "t/p", []byte("{}"))
 	kv.Create(ctx, "t/p/job/1", []byte("{}"))
 	if err := kv.Delete(ctx, "t/p/job/1"); err != nil {
@@ -297,7 +308,7 @@ func TestPurgeDeletes(t *testing.T) {
 	}
 	run, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- purgeDeletes(b, 10*time.Millisecond, -1, slog.New(slog.DiscardHandler))(run) }()
+	go func() { done <- purgeDeletes(kv, 10*time.Millisecond, 0, slog.New(slog.DiscardHandler))(run) }()
 	defer func() { stop(); <-done }()
 	for {
 		if _, err := b.History(ctx, "t/p/job/1"); errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -310,5 +321,174 @@ func TestPurgeDeletes(t *testing.T) {
 	}
 	if _, _, err := kv.Get(ctx, "t/p"); err != nil {
 		t.Fatalf("a live key went with the markers: %v", err)
+	}
+}
+
+// TestPurgeMarkersKeepKeyWrittenAgain: a key deleted, its marker listed,
+// then written again before the purge keeps its new value. jetstream's
+// PurgeDeletes purged the whole subject: a table dropped and loaded again
+// while a purge pass ran lost its catalog entry.
+func TestPurgeMarkersKeepKeyWrittenAgain(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := testBucket(t, js, b)
+	for _, k := range []string{"t/p", "u/p"} {
+		if _, err := kv.Create(ctx, k, []byte("old")); err != nil {
+			t.Fatal(err)
+		}
+		if err := kv.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	markers, err := deleteMarkers(ctx, b, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(markers) != 2 {
+		t.Fatalf("markers %+v, want those of t/p and u/p", markers)
+	}
+	if _, err := kv.Create(ctx, "t/p", []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if err := purgeMarkers(ctx, kv, markers); err != nil {
+		t.Fatal(err)
+	}
+	if v, _, err := kv.Get(ctx, "t/p"); err != nil || string(v) != "new" {
+		t.Fatalf("t/p written again before the purge: %q, %v; want its new value", v, err)
+	}
+	if h, err := b.History(ctx, "u/p"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("u/p after the purge: %d entries, %v; want none", len(h), err)
+	}
+	if keys, err := kv.Keys(ctx, ""); err != nil || !slices.Equal(keys, []string{"t/p"}) {
+		t.Fatalf("keys %v, %v; want [t/p]", keys, err)
+	}
+}
+
+// TestPurgeMarkersSpareYoungOnes: a marker younger than the age given
+// stays.
+func TestPurgeMarkersSpareYoungOnes(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := testBucket(t, js, b)
+	kv.Create(ctx, "t/p/job/1", []byte("{}"))
+	if err := kv.Delete(ctx, "t/p/job/1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := purgeDeletesOnce(ctx, kv, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := b.History(ctx, "t/p/job/1"); err != nil || len(h) != 2 {
+		t.Fatalf("history of a body deleted just now: %d entries, %v; want the body and its marker", len(h), err)
+	}
+}
+
+// vanishingMarkerKV answers the first Create of a key as jetstream's
+// Create does when the key's delete marker is purged between its two
+// writes: the key exists, though it holds no value.
+type vanishingMarkerKV struct {
+	jetstream.KeyValue
+	raced bool
+}
+
+func (v *vanishingMarkerKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	if !v.raced {
+		v.raced = true
+		return 0, jetstream.ErrKeyExists
+	}
+	return v.KeyValue.Create(ctx, key, value, opts...)
+}
+
+// TestCreateOverPurgedMarker: a Create that lost its key's marker to a
+// purge pass creates the key, not a conflict.
+func TestCreateOverPurgedMarker(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := bucketKV{kv: &vanishingMarkerKV{KeyValue: b}}
+	if _, err := kv.Create(ctx, "t/p", []byte("v")); err != nil {
+		t.Fatalf("create over a purged marker: %v", err)
+	}
+	if _, err := kv.Create(ctx, "t/p", []byte("w")); !errors.Is(err, scheduler.ErrConflict) {
+		t.Fatalf("create of a key that holds a value: %v, want a conflict", err)
+	}
+}
+
+// TestKeysWhileWritten: a key written again and again while the bucket is
+// listed is in every listing. jetstream's KeyValue.Keys missed it in most
+// listings: it stops once the entries it started with are read, and the
+// key's new entry comes after.
+func TestKeysWhileWritten(t *testing.T) {
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := testBucket(t, js, b)
+	for i := range 20 {
+		if _, err := kv.Create(ctx, fmt.Sprintf("r%d/result", i), []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Create(ctx, "t/p", []byte("0")); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	written := make(chan error, 1)
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				written <- nil
+				return
+			default:
+			}
+			// What a job's end writes: the entry, its body's delete.
+			if _, err := b.Put(ctx, "t/p", []byte(fmt.Sprint(i))); err != nil {
+				written <- err
+				return
+			}
+			if _, err := b.Put(ctx, "t/p/job/1", []byte("{}")); err != nil {
+				written <- err
+				return
+			}
+			if err := b.Delete(ctx, "t/p/job/1"); err != nil {
+				written <- err
+				return
+			}
+		}
+	}()
+	missed := 0
+	const listings = 200
+	for range listings {
+		keys, err := kv.Keys(ctx, "t/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(keys, "t/p") {
+			missed++
+		}
+	}
+	close(stop)
+	if err := <-written; err != nil {
+		t.Fatal(err)
+	}
+	if missed > 0 {
+		t.Fatalf("t/p, written during the listings, missing from %d of %d", missed, listings)
 	}
 }
