@@ -72,6 +72,7 @@ type backend interface {
 type server struct {
 	log     *slog.Logger
 	sched   backend
+	schemas schemaCache // the tables' columns queries are checked against
 	dataDir string
 	tls     *tls.Config
 	secret  []byte // for the salts of users that do not exist

@@ -51,9 +51,12 @@ type localBackend struct {
 	block  chan struct{}         // if set, runWindow waits on it (or ctx)
 	panics atomic.Bool           // runWindow panics
 	onEnd  func(context.Context) // if set, told when ctx ends a blocked runWindow
+	// tableReads counts the schema reads (catalog requests, in the service).
+	tableReads atomic.Int64
 }
 
 func (b *localBackend) tables(ctx context.Context, only string) ([]tableInfo, error) {
+	b.tableReads.Add(1)
 	m, err := columnar.ReadManifest(b.dirs[0])
 	if err != nil {
 		return nil, err

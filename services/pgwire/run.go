@@ -16,8 +16,7 @@ import (
 
 // columns returns the columns a statement answers with (nil: no rows).
 // A window query's are the windower's result types over the table's
-// schema, worked out without data (an empty run), so an unknown column
-// or function is reported before any job.
+// schema, read anew (a Describe promises them before the job).
 func (s *session) columns(ctx context.Context, st *stmt, pt *portal) ([]column, error) {
 	if st.fetch != nil && !st.fetch.move {
 		c, err := s.namedCursor(st.fetch.name)
@@ -32,38 +31,44 @@ func (s *session) columns(ctx context.Context, st *stmt, pt *portal) ([]column, 
 	if pt.cols != nil {
 		return pt.cols, nil
 	}
-	tables, err := s.srv.sched.tables(ctx, st.window.Table)
-	if err != nil {
-		return nil, jobError(err)
-	}
-	var cols []columnar.ColumnSchema
-	found := false
-	for _, t := range tables {
-		if t.name == st.window.Table {
-			cols, found = t.columns, true
-		}
-	}
-	if !found {
-		return nil, &pgError{code: "42P01", msg: fmt.Sprintf("relation %q does not exist", st.window.Table)}
-	}
-	if cols == nil {
-		return nil, &pgError{code: "58030", msg: fmt.Sprintf("cannot read the schema of table %q from the data directory", st.window.Table)}
-	}
-	schema, err := columnar.ArrowSchema(cols)
-	if err != nil {
-		return nil, &pgError{code: "XX000", msg: err.Error()}
-	}
-	res, err := windower.RunRecords(ctx, st.window, schema, nil, windower.Options{Threads: 1, Grant: windower.MinGrant})
-	if err != nil {
-		return nil, jobError(&jobFailedError{reason: err.Error()})
-	}
-	defer res.Close()
-	out, err := arrowColumns(res.Schema())
+	out, _, err := s.windowColumns(ctx, st, true)
 	if err != nil {
 		return nil, err
 	}
 	pt.cols = out
 	return out, nil
+}
+
+// checkWindow checks a window query before its job against its table's
+// kept schema (schemaCache), and against the schema read anew if the kept
+// one refuses it: an unknown column or function is reported without a job.
+func (s *session) checkWindow(ctx context.Context, st *stmt) error {
+	_, kept, err := s.windowColumns(ctx, st, false)
+	if err != nil && kept {
+		_, _, err = s.windowColumns(ctx, st, true)
+	}
+	return err
+}
+
+// windowColumns works out a window query's result columns over its
+// table's schema without data (an empty run); kept says the schema was
+// kept (schemaCache), not read anew.
+func (s *session) windowColumns(ctx context.Context, st *stmt, fresh bool) (out []column, kept bool, err error) {
+	cols, kept, err := s.srv.schemas.columns(ctx, s.srv.sched, st.window.Table, fresh)
+	if err != nil {
+		return nil, kept, err
+	}
+	schema, err := columnar.ArrowSchema(cols)
+	if err != nil {
+		return nil, kept, &pgError{code: "XX000", msg: err.Error()}
+	}
+	res, err := windower.RunRecords(ctx, st.window, schema, nil, windower.Options{Threads: 1, Grant: windower.MinGrant})
+	if err != nil {
+		return nil, kept, jobError(&jobFailedError{reason: err.Error()})
+	}
+	defer res.Close()
+	out, err = arrowColumns(res.Schema())
+	return out, kept, err
 }
 
 func arrowColumns(schema *arrow.Schema) ([]column, error) {
@@ -242,14 +247,17 @@ func (s *session) sendDataRow(vals [][]byte) { s.be.Send(&pgproto3.DataRow{Value
 // windowResult checks a window query (and works out its columns) before
 // the job, has the scheduler run it, and opens its result.
 func (s *session) windowResult(ctx context.Context, st *stmt, pt *portal) (*cursor, error) {
-	if _, err := s.columns(ctx, st, pt); err != nil {
-		return nil, err
+	if pt.cols == nil { // not described: the result's columns are sent
+		if err := s.checkWindow(ctx, st); err != nil {
+			return nil, err
+		}
 	}
 	wctx, stop := s.watchPeer(ctx)
 	dir, release, err := s.srv.sched.runWindow(wctx, st.window)
 	ended := wctx.Err() != nil // cancelled, timed out or the client gone
 	stop()
 	if err != nil {
+		s.srv.schemas.forget(st.window.Table)
 		if ended {
 			return nil, err
 		}
