@@ -104,7 +104,7 @@ func (r *report) renderStore(b *bytes.Buffer) {
 	p("## Containers in an object store\n\n")
 	p("strata alone, with each case's input containers uploaded to an S3 server and read back three ways: ")
 	p("**local** from the directories they were written to (in the page cache); **cold** from the store through an empty depot ")
-	p("(`depot.Open` over `store.Open`, then `Acquire` of each input), the first read fetching what it needs; ")
+	p("(`depot.Open` over `store.Open`, then `AcquireAll` of the inputs, 8 at a time), the first read fetching what it needs; ")
 	p("**warm** through the depot the cold run filled, which fetches nothing. ")
 	p("A mergeout (`merger.MergeSources`) asks the depot to `Prefetch` every column file of its inputs, so the fetches overlap the merge; ")
 	p("a window query (`windower.RunSources`, all cores) asks it to fetch the columns the query reads (`PrefetchColumns`, through `windower.Options.Prefetch` once the query is compiled, as the windower service does) and no others. ")
