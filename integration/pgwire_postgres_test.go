@@ -44,6 +44,9 @@ var pgCompareQueries = []struct {
 		max(s) OVER (PARTITION BY g) AS ms FROM t`, nil},
 	{`SELECT id, row_number() OVER (PARTITION BY g ORDER BY id) AS rn, dense_rank() OVER (ORDER BY g) AS dr,
 		max(f) OVER (PARTITION BY g) AS mf, count(s) OVER (PARTITION BY g, b) AS ns FROM t WHERE g = $1`, []any{int32(3)}},
+	// sum(real) is real, added in real; avg(real) double precision.
+	{`SELECT id, sum(f) OVER (PARTITION BY g ORDER BY id) AS sf, avg(f) OVER (PARTITION BY b ORDER BY id) AS af,
+		sum(f) OVER (PARTITION BY d ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS wf FROM t`, nil},
 	{`SELECT id, ntile(4) OVER (PARTITION BY g ORDER BY id) AS q, percent_rank() OVER (PARTITION BY g ORDER BY id) AS pr,
 		avg(v) OVER (PARTITION BY g ORDER BY id RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS av FROM t WHERE v > $1`, []any{10.5}},
 	// Quoted literals take the column's type, as BI tools' time filters

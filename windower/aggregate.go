@@ -3,9 +3,12 @@ package windower
 import (
 	"cmp"
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"strings"
 	"unsafe"
+
+	"github.com/apache/arrow-go/v18/arrow"
 )
 
 // Aggregate state: count, sum, avg, min and max over a set of rows, and
@@ -37,8 +40,13 @@ type aggInput struct {
 	// big-endian, zero-padded (stringPrefixes): min and max compare them
 	// before the strings, whose bytes are scattered in memory.
 	prefixes []uint64
-	// overflow is set when an integer sum did not fit in int64.
+	// overflow is set when an integer sum did not fit in int64, or a
+	// real one in float4.
 	overflow bool
+	// single is a sum of real (float4), added in float4 as PostgreSQL's
+	// float4pl adds: each addition rounded to float4, so that a sum in
+	// row order is PostgreSQL's bit for bit.
+	single bool
 }
 
 func (a *aggInput) included(r int) bool { return a.incl == nil || a.incl[r] }
@@ -48,7 +56,9 @@ func (a *aggInput) add(s *aggState, r int) {
 	s.cnt++
 	switch a.fn {
 	case fnSum, fnAvg:
-		if a.kind == kindFloat {
+		if a.single {
+			s.f = a.add32(s.f, a.floats[r])
+		} else if a.kind == kindFloat {
 			s.f += a.floats[r]
 		} else {
 			v := a.ints[r]
@@ -80,10 +90,24 @@ func (a *aggInput) merge(dst, src *aggState) {
 	var c uint64
 	dst.lo, c = bits.Add64(dst.lo, src.lo, 0)
 	dst.hi += src.hi + int64(c)
-	dst.f += src.f
+	if a.single {
+		dst.f = a.add32(dst.f, src.f)
+	} else {
+		dst.f += src.f
+	}
 	if src.m >= 0 && (dst.m < 0 || a.better(int(src.m), int(dst.m))) {
 		dst.m = src.m
 	}
+}
+
+// add32 is x + y in float4, as PostgreSQL's float4pl: an overflow of
+// finite values is an error (22003), not infinity.
+func (a *aggInput) add32(x, y float64) float64 {
+	s := float32(x) + float32(y)
+	if math.IsInf(float64(s), 0) && !math.IsInf(x, 0) && !math.IsInf(y, 0) {
+		a.overflow = true
+	}
+	return float64(s)
 }
 
 // better reports whether row r beats row cur for min (smaller) or max (larger).
@@ -283,3 +307,12 @@ func stringPrefixes(strs []string, threads int) []uint64 {
 	})
 	return out
 }
+
+// sumsFloat32 reports whether c is a sum of real, added in float4
+// (aggInput.single).
+func (c *call) sumsFloat32() bool {
+	return c.fn == fnSum && c.outKind == kindFloat && isFloat32(c.outTyp)
+}
+
+// isFloat32 reports whether t is float4 (real).
+func isFloat32(t arrow.DataType) bool { return t != nil && t.ID() == arrow.FLOAT32 }

@@ -81,6 +81,9 @@ func (rc *runningCarry) recompute(in *input, from, to int, mem memory.Allocator)
 		}
 		a.write(out, r-from, &st)
 	}
+	if a.overflow { // a sum of real past float4
+		return nil, overflowError(rc.c)
+	}
 	return out.toArrow(mem), nil
 }
 
@@ -96,6 +99,9 @@ func (rc *runningCarry) add(in *input, n int) error {
 		}
 		if rc.sequential() {
 			a.add(&rc.st, r)
+			if a.overflow { // a sum of real past float4
+				return overflowError(rc.c)
+			}
 			continue
 		}
 		rc.cnt++

@@ -281,8 +281,13 @@
 // cume_dist and avg are float64 (avg of integers is computed exactly in
 // 128 bits and rounded once more than PostgreSQL's numeric); sum of
 // integers is int64, computed in 128 bits, and a sum that does not fit is
-// an error (PostgreSQL returns numeric); sum of floats is float64; min,
-// max, lag, lead, first_value, last_value and nth_value have their
-// argument's type. Float sums over sliding frames are summed in tree order
-// and may differ from PostgreSQL's sequential sum in the last bits.
+// an error (PostgreSQL returns numeric); sum of float64 is float64, and
+// sum of float32 (real) is float32, added in float32 as PostgreSQL adds
+// it (each addition rounded, an overflow an error), so a sum in row order
+// is PostgreSQL's bit for bit; min, max, lag, lead, first_value,
+// last_value and nth_value have their argument's type. Float sums over
+// sliding frames are summed in tree order (and a partition larger than
+// memory's through a cursor, exactly, rounded once) and may differ from
+// PostgreSQL's sequential sum in the last bits; for float32 that is
+// float32's last bits.
 package windower

@@ -121,6 +121,10 @@ func (g *groupEval) evalParallel(starts []int32, cuts []int, calls []int, overfl
 }
 
 func overflowError(c *call) error {
+	if c.sumsFloat32() {
+		// PostgreSQL's float4pl: "value out of range: overflow".
+		return fmt.Errorf("%w: sum of select item %q: value out of range: overflow (real)", ErrOverflow, c.alias)
+	}
 	return fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
 }
 
@@ -541,7 +545,7 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 	}
 	if c.fn.isAggregate() {
 		a := &cs.agg
-		a.fn = c.fn
+		a.fn, a.single = c.fn, c.sumsFloat32()
 		if c.star || c.fn == fnCount {
 			a.kind = kindInt
 		}

@@ -270,6 +270,11 @@ func resultSum(c *call, _ string) error {
 		}
 		return resultInt(c, "")
 	case kindFloat:
+		if isFloat32(c.args[0].typ) {
+			// PostgreSQL's sum(real) is real, added in real (aggInput.single).
+			c.outKind, c.outTyp = kindFloat, arrow.PrimitiveTypes.Float32
+			return nil
+		}
 		return resultFloat(c, "")
 	}
 	return fmt.Errorf("function sum(%s) does not exist", c.args[0].kind)

@@ -449,7 +449,7 @@ func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState,
 			overflow[k] = ak.overflow
 		})
 		if slices.Contains(overflow, true) {
-			return states, fmt.Errorf("%w: sum of select item %q", ErrOverflow, cs.c.alias)
+			return states, overflowError(cs.c)
 		}
 	}
 	return states, nil

@@ -159,6 +159,9 @@ func foldBatch(calls []*call, states []aggState, bests []*vector, batch *input, 
 		states[i].m = -1
 		a.merge(&states[i], &s)
 		states[i].m = -1
+		if a.overflow { // a sum of real past float4
+			return overflowError(c)
+		}
 		if s.m >= 0 && (bests[i] == nil || beats(a, int(s.m), bests[i])) {
 			bests[i] = oneRow(a, int(s.m))
 		}
@@ -183,7 +186,7 @@ func wholeResults(calls []*call, states []aggState, bests []*vector) ([]*vector,
 		}
 		a.write(v, 0, &states[i])
 		if a.overflow {
-			return nil, fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
+			return nil, overflowError(c)
 		}
 		out[i] = v
 	}
@@ -200,7 +203,7 @@ func rowOf(v *vector, r int) *vector {
 
 // aggInputFor evaluates an aggregate's argument and FILTER over rows.
 func aggInputFor(c *call, in *input) (*aggInput, error) {
-	a := &aggInput{fn: c.fn, kind: kindInt}
+	a := &aggInput{fn: c.fn, kind: kindInt, single: c.sumsFloat32()}
 	var arg *vector
 	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, in.n)
