@@ -42,7 +42,9 @@ func TestPgwireCancel(t *testing.T) {
 		}
 	}
 	d := newDeployment(t)
-	d.start("scheduler", "scheduler", "--nats", d.nats.ClientURL())
+	// Every window reply comes half a second after the job is made: a
+	// query can end while its request is in flight.
+	d.startEnv([]string{"STRATA_TEST_API_FAULT=window:delay=500ms"}, "scheduler", "scheduler", "--nats", d.nats.ClientURL())
 	pgAddr := freeAddr(t)
 	pg := d.start("pgwire", "pgwire-1", "--pg-listen", pgAddr)
 	win := d.start("windower", "windower-1", "--memory", "512MiB", "--threads", "1")
@@ -175,6 +177,26 @@ func TestPgwireCancel(t *testing.T) {
 		if err := <-errc; !errors.As(err, &pe) || pe.Code != "57014" {
 			t.Fatalf("error %v, want 57014", err)
 		}
+		freed(t, id, when)
+	})
+
+	// A statement timeout while the query's window request is in flight:
+	// the job the scheduler made is cancelled once its reply names it.
+	t.Run("timeout before the reply", func(t *testing.T) {
+		c := connect(t)
+		if _, err := c.Exec(ctx, "SET statement_timeout = 100"); err != nil {
+			t.Fatal(err)
+		}
+		when := time.Now()
+		_, err := c.Exec(ctx, cancelSQL, pgx.QueryExecModeSimpleProtocol)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "57014" {
+			t.Fatalf("error %v, want 57014", err)
+		}
+		if time.Since(when) > 400*time.Millisecond {
+			t.Fatalf("the timed-out query answered after %v: it waited for the scheduler's reply", time.Since(when))
+		}
+		id := running(t)
 		freed(t, id, when)
 	})
 

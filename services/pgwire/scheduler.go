@@ -51,12 +51,9 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 		return "", nil, fmt.Errorf("subscribe to job events: %w", err)
 	}
 	defer sub.Unsubscribe()
-	var rep messages.WindowReply
-	if err := c.api.Call(ctx, messages.SubjectAPIWindow, &messages.WindowRequest{Query: *q, Pool: c.pool, RequestID: apiclient.NewRequestID()}, &rep); err != nil {
+	rep, err := c.requestWindow(ctx, &messages.WindowRequest{Query: *q, Pool: c.pool, RequestID: apiclient.NewRequestID()})
+	if err != nil {
 		return "", nil, err
-	}
-	if rep.Error != nil {
-		return "", nil, rep.Error
 	}
 	id := rep.Job.JobID
 	poll := time.NewTicker(2 * time.Second)
@@ -91,6 +88,42 @@ func (c *schedulerClient) runWindow(ctx context.Context, q *messages.WindowQuery
 				}
 			}
 		}
+	}
+}
+
+// requestWindow sends a window request and returns the scheduler's
+// answer. The request is settled apart from ctx: the scheduler may have
+// made the job before ctx ends (a cancel request, a statement timeout, the
+// client gone), and only its reply names the job to cancel. So a ctx that
+// ends first returns at once, and the job the reply names is cancelled
+// when it comes.
+func (c *schedulerClient) requestWindow(ctx context.Context, req *messages.WindowRequest) (*messages.WindowReply, error) {
+	type answer struct {
+		rep messages.WindowReply
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+		defer cancel()
+		var a answer
+		a.err = c.api.Call(rctx, messages.SubjectAPIWindow, req, &a.rep)
+		got <- a
+	}()
+	select {
+	case a := <-got:
+		if a.err == nil && a.rep.Error != nil {
+			a.err = a.rep.Error
+		}
+		return &a.rep, a.err
+	case <-ctx.Done():
+		reason := "pgwire: " + context.Cause(ctx).Error()
+		go func() {
+			if a := <-got; a.err == nil && a.rep.Error == nil {
+				c.cancelJob(a.rep.Job.JobID, reason)
+			}
+		}()
+		return nil, ctx.Err()
 	}
 }
 
