@@ -30,6 +30,20 @@ func testBucket(t testing.TB, js jetstream.JetStream, kv jetstream.KeyValue) buc
 	return b
 }
 
+// catalogBucket starts a NATS server and returns the catalog bucket, as
+// jetstream's and as the scheduler's KV, with a context for the test.
+func catalogBucket(t *testing.T) (context.Context, jetstream.KeyValue, bucketKV) {
+	t.Helper()
+	_, js := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	b, err := js.KeyValue(ctx, messages.BucketCatalog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, b, testBucket(t, js, b)
+}
+
 func startNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	_, nc, js := natstest.Start(t, natsutil.Topology{})
@@ -290,14 +304,7 @@ func TestHistoryReadInPartNotApplied(t *testing.T) {
 // TestPurgeDeletes: the delete markers the catalog's job bodies leave are
 // purged, and with them the bodies' history.
 func TestPurgeDeletes(t *testing.T) {
-	_, js := startNATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := js.KeyValue(ctx, messages.BucketCatalog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := testBucket(t, js, b)
+	ctx, b, kv := catalogBucket(t)
 	kv.Create(ctx, "t/p", []byte("{}"))
 	kv.Create(ctx, "t/p/job/1", []byte("{}"))
 	if err := kv.Delete(ctx, "t/p/job/1"); err != nil {
@@ -329,14 +336,7 @@ func TestPurgeDeletes(t *testing.T) {
 // PurgeDeletes purged the whole subject: a table dropped and loaded again
 // while a purge pass ran lost its catalog entry.
 func TestPurgeMarkersKeepKeyWrittenAgain(t *testing.T) {
-	_, js := startNATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := js.KeyValue(ctx, messages.BucketCatalog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := testBucket(t, js, b)
+	ctx, b, kv := catalogBucket(t)
 	for _, k := range []string{"t/p", "u/p"} {
 		if _, err := kv.Create(ctx, k, []byte("old")); err != nil {
 			t.Fatal(err)
@@ -372,14 +372,7 @@ func TestPurgeMarkersKeepKeyWrittenAgain(t *testing.T) {
 // TestPurgeMarkersSpareYoungOnes: a marker younger than the age given
 // stays.
 func TestPurgeMarkersSpareYoungOnes(t *testing.T) {
-	_, js := startNATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := js.KeyValue(ctx, messages.BucketCatalog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := testBucket(t, js, b)
+	ctx, b, kv := catalogBucket(t)
 	kv.Create(ctx, "t/p/job/1", []byte("{}"))
 	if err := kv.Delete(ctx, "t/p/job/1"); err != nil {
 		t.Fatal(err)
@@ -411,13 +404,7 @@ func (v *vanishingMarkerKV) Create(ctx context.Context, key string, value []byte
 // TestCreateOverPurgedMarker: a Create that lost its key's marker to a
 // purge pass creates the key, not a conflict.
 func TestCreateOverPurgedMarker(t *testing.T) {
-	_, js := startNATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := js.KeyValue(ctx, messages.BucketCatalog)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, b, _ := catalogBucket(t)
 	kv := bucketKV{kv: &vanishingMarkerKV{KeyValue: b}}
 	if _, err := kv.Create(ctx, "t/p", []byte("v")); err != nil {
 		t.Fatalf("create over a purged marker: %v", err)
@@ -432,14 +419,7 @@ func TestCreateOverPurgedMarker(t *testing.T) {
 // listings: it stops once the entries it started with are read, and the
 // key's new entry comes after.
 func TestKeysWhileWritten(t *testing.T) {
-	_, js := startNATS(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	b, err := js.KeyValue(ctx, messages.BucketCatalog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv := testBucket(t, js, b)
+	ctx, b, kv := catalogBucket(t)
 	for i := range 20 {
 		if _, err := kv.Create(ctx, fmt.Sprintf("r%d/result", i), []byte("{}")); err != nil {
 			t.Fatal(err)
