@@ -4,9 +4,9 @@
 //
 // Usage (from the bench directory):
 //
-//	go run . [--quick] [--out DIR] [--only windows,mergeout,wal,store] [--threads 1,2]
+//	go run . [--quick] [--out DIR] [--only windows,mergeout,wal,store,spill,pgwire] [--threads 1,2]
 //
-// Four suites run:
+// Six suites run:
 //
 //   - windows: the window query suite of the windower issue, on strata
 //     and DuckDB (each with one thread and with all cores) and PostgreSQL
@@ -21,7 +21,13 @@
 //     inputs read from local directories and from an S3 server through a
 //     depot, cold and warm: SeaweedFS (`weed mini`) when --weed names a
 //     weed binary that is there (by default ../bin/weed), else gofakes3 in
-//     this process; the report says which.
+//     this process; the report says which;
+//   - spill: tables ten times larger than the grant (spill.go);
+//   - pgwire: the SQL front door, strata's binaries deployed as processes
+//     (../bin, make build): psycopg 3 streaming a window query's 2M rows
+//     (--pgwire-rows 10000000 for the issue's figure) from pgwire and from
+//     PostgreSQL, and a small window query's latency through pgwire
+//     against its window job's own time and PostgreSQL (pgwire.go).
 //
 // A peer that cannot run here (DuckDB fails to open, PostgreSQL binaries
 // missing) is reported as skipped; no figure is ever made up. The bench is its
@@ -78,10 +84,11 @@ type options struct {
 	threads     []int    // windower thread counts besides 1 and runtime.NumCPU()
 	weed        string   // SeaweedFS binary the store suite serves S3 with, if it is there
 	spill       spillOptions
+	pgwire      pgwireOptions
 	logger      *slog.Logger
 }
 
-var allSuites = []string{"windows", "mergeout", "wal", "store", "spill"}
+var allSuites = []string{"windows", "mergeout", "wal", "store", "spill", "pgwire"}
 
 func parseOptions(args []string) (options, error) {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
@@ -104,6 +111,7 @@ func parseOptions(args []string) (options, error) {
 	storeWidths := fs.String("store-widths", "", "the store suite's mergeout widths, comma-separated (default: 100,400; 50,100 with --quick)")
 	verbose := fs.Bool("v", false, "debug logging")
 	o.spill.register(fs)
+	o.pgwire.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -121,6 +129,9 @@ func parseOptions(args []string) (options, error) {
 		o.suites = append(o.suites, s)
 	}
 	if err := o.spill.finish(&o); err != nil {
+		return o, err
+	}
+	if err := o.pgwire.finish(&o); err != nil {
 		return o, err
 	}
 	for flag, list := range map[string]*string{"widths": widths, "store-widths": storeWidths} {
@@ -239,6 +250,8 @@ func run(ctx context.Context, args []string) error {
 			rep.Store, err = runStoreSuite(ctx, log, sz, dir, o.weed)
 		case "spill":
 			rep.Spill, err = runSpillSuite(ctx, log, o, sz, dir)
+		case "pgwire":
+			rep.Pgwire, err = runPgwireSuite(ctx, log, o, dir, peers)
 		}
 		if err != nil {
 			return fmt.Errorf("suite %s: %w", s, err)
@@ -315,6 +328,9 @@ func commandLine(o options) string {
 			ts[i] = strconv.Itoa(t)
 		}
 		b.WriteString(" --threads " + strings.Join(ts, ","))
+	}
+	if contains(o.suites, "pgwire") {
+		b.WriteString(o.pgwire.args(o))
 	}
 	return b.String()
 }

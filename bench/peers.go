@@ -57,7 +57,7 @@ func startPeers(ctx context.Context, o options, scratch string) *peers {
 }
 
 func needsPostgres(suites []string) bool {
-	return contains(suites, "windows") || contains(suites, "wal")
+	return contains(suites, "windows") || contains(suites, "wal") || contains(suites, "pgwire")
 }
 
 func (p *peers) duckOK() bool { return p.duckSkip == "" }

@@ -27,6 +27,7 @@ type report struct {
 	Store             *storeSuite       // absent in results of runs before the store suite
 	Spill             *spillSuite       `json:",omitempty"` // tables larger than the grant (spill.go)
 	SpillLarge        *spillSuite       `json:"-"`          // the last --large run's, read from its own file
+	Pgwire            *pgwireSuite      `json:",omitempty"` // the SQL front door (pgwire.go)
 	Charts            map[string]string // chart file name -> path relative to the report
 }
 
@@ -66,6 +67,7 @@ func (r *report) failures() int {
 		}
 	}
 	n += r.spillFailures()
+	n += r.pgwireFailures()
 	if r.Windows != nil {
 		for _, q := range r.Windows.Results {
 			for _, m := range q.Times {
@@ -166,6 +168,9 @@ func (r *report) render(b *bytes.Buffer) {
 		r.renderStore(b)
 	}
 	r.renderSpill(b)
+	if r.Pgwire != nil {
+		r.renderPgwire(b)
+	}
 }
 
 // renderTargets compares the figures with the ones the issues set.
@@ -306,6 +311,9 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 		r.renderStoreTargets(b)
 	}
 	r.renderSpillTargets(b)
+	if r.Pgwire != nil {
+		r.renderPgwireTargets(b)
+	}
 	p("\n")
 }
 
