@@ -170,6 +170,8 @@ type session struct {
 
 	cancelMu sync.Mutex
 	cancel   context.CancelCauseFunc // of the running statement
+
+	row pgproto3.DataRow // sendDataRow's
 }
 
 func (s *session) resetSettings() {

@@ -242,7 +242,13 @@ func (s *session) runWindow(ctx context.Context, st *stmt, pt *portal, formats [
 	return nil
 }
 
-func (s *session) sendDataRow(vals [][]byte) { s.be.Send(&pgproto3.DataRow{Values: vals}) }
+// sendDataRow sends a row through the session's one DataRow (Send encodes
+// it at once), not a new one a row.
+func (s *session) sendDataRow(vals [][]byte) {
+	s.row.Values = vals
+	s.be.Send(&s.row)
+	s.row.Values = nil
+}
 
 // windowResult checks a window query (and works out its columns) before
 // the job, has the scheduler run it, and opens its result.
@@ -298,15 +304,23 @@ func openCursor(dir string, st *stmt) (*cursor, error) {
 	return &cursor{ct: ct, br: br, cols: cols, dir: dir, skip: st.offset, left: st.limit}, nil
 }
 
+// flushBytes is how much pump sends between flushes within a block: the
+// client gets its first rows while the rest of the block is encoded
+// (PostgreSQL flushes every 8KiB).
+const flushBytes = 64 << 10
+
 // pump passes rows of cur to emit (each value in its format, nil for
 // NULL; the slices are reused for the next row), at most maxRows (0:
-// all), flushing what was sent after each block; done when the result
-// (or LIMIT) is used up. A nil emit skips the rows (MOVE).
+// all), flushing what was sent every flushBytes of values and after each
+// block; done when the result (or LIMIT) is used up. A nil emit skips
+// the rows (MOVE).
 func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRows int64, emit func([][]byte)) (done bool, err error) {
 	var buf []byte
 	vals := make([][]byte, len(cur.cols))
 	offs := make([]int, len(cur.cols))
-	var n int64
+	encs := make([]encoder, len(cur.cols))
+	var encRec arrow.RecordBatch // the block encs were made for
+	var n, pending int64
 	for cur.left != 0 {
 		if maxRows > 0 && n == maxRows {
 			return false, nil
@@ -340,24 +354,37 @@ func (s *session) pump(ctx context.Context, cur *cursor, formats []int16, maxRow
 			continue
 		}
 		r := cur.row
-		buf = buf[:0]
-		for c := range cur.cols {
-			if emit == nil {
-				break
-			}
-			v := arrowValue(cur.rec.Column(c), r)
-			if v == nil {
-				offs[c] = -1
-				continue
-			}
-			offs[c] = len(buf)
-			if buf, err = appendValue(buf, cur.cols[c].oid, formatOf(formats, c), v); err != nil {
-				return false, &pgError{code: "XX000", msg: err.Error()}
-			}
-		}
 		if emit != nil {
+			if encRec != cur.rec {
+				for c := range cur.cols {
+					encs[c] = newEncoder(cur.rec.Column(c), cur.cols[c].oid, formatOf(formats, c))
+				}
+				encRec = cur.rec
+			}
+			buf = buf[:0]
+			for c := range cur.cols {
+				col := cur.rec.Column(c)
+				if col.IsNull(r) {
+					offs[c] = -1
+					continue
+				}
+				offs[c] = len(buf)
+				if enc := encs[c]; enc != nil {
+					buf = enc(buf, r)
+					continue
+				}
+				if buf, err = appendValue(buf, cur.cols[c].oid, formatOf(formats, c), arrowValue(col, r)); err != nil {
+					return false, &pgError{code: "XX000", msg: err.Error()}
+				}
+			}
 			fillValues(vals, buf, offs)
 			emit(vals)
+			if pending += int64(len(buf)); pending >= flushBytes {
+				if err := s.be.Flush(); err != nil {
+					return false, err
+				}
+				pending = 0
+			}
 		}
 		cur.row++
 		cur.sent++

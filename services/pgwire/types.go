@@ -170,15 +170,21 @@ func appendText(buf []byte, oid uint32, v any) []byte {
 		buf = append(buf, `\x`...)
 		return hex.AppendEncode(buf, x)
 	case time.Time:
-		switch oid {
-		case oidDate:
-			return x.AppendFormat(buf, "2006-01-02")
-		case oidTimestamptz:
-			return x.UTC().AppendFormat(buf, "2006-01-02 15:04:05.999999-07")
-		}
-		return x.UTC().AppendFormat(buf, "2006-01-02 15:04:05.999999")
+		return appendTimeText(buf, oid, x)
 	}
 	return fmt.Append(buf, v)
+}
+
+// appendTimeText writes a date, timestamp or timestamptz in PostgreSQL's
+// ISO style (timestamptz in UTC).
+func appendTimeText(buf []byte, oid uint32, t time.Time) []byte {
+	switch oid {
+	case oidDate:
+		return t.AppendFormat(buf, "2006-01-02")
+	case oidTimestamptz:
+		return t.UTC().AppendFormat(buf, "2006-01-02 15:04:05.999999-07")
+	}
+	return t.UTC().AppendFormat(buf, "2006-01-02 15:04:05.999999")
 }
 
 // appendFloat writes a float as PostgreSQL 12+ does (the shortest text
@@ -272,4 +278,154 @@ func arrowValue(arr arrow.Array, r int) any {
 		return time.UnixMicro(int64(a.Value(r))).UTC()
 	}
 	return arr.ValueStr(r)
+}
+
+// encoder appends the value of row r (not NULL) of the array it was made
+// for: the bytes appendValue(buf, oid, format, arrowValue(arr, r)) makes,
+// without boxing the value in an interface (an allocation a value).
+type encoder func(buf []byte, r int) []byte
+
+// newEncoder returns the encoder of arr's values as type oid in format,
+// or nil where arrowValue and appendValue are the way.
+func newEncoder(arr arrow.Array, oid uint32, format int16) encoder {
+	if format == 0 {
+		return newTextEncoder(arr, oid)
+	}
+	switch oid {
+	case oidBool:
+		if a, ok := arr.(*array.Boolean); ok {
+			return func(buf []byte, r int) []byte {
+				if a.Value(r) {
+					return append(buf, 1)
+				}
+				return append(buf, 0)
+			}
+		}
+	case oidInt2, oidInt4, oidOid, oidInt8:
+		v := intGetter(arr)
+		if v == nil {
+			return nil
+		}
+		switch oid {
+		case oidInt2:
+			return func(buf []byte, r int) []byte { return binary.BigEndian.AppendUint16(buf, uint16(v(r))) }
+		case oidInt8:
+			return func(buf []byte, r int) []byte { return binary.BigEndian.AppendUint64(buf, uint64(v(r))) }
+		}
+		return func(buf []byte, r int) []byte { return binary.BigEndian.AppendUint32(buf, uint32(v(r))) }
+	case oidFloat4, oidFloat8:
+		var v func(int) float64
+		switch a := arr.(type) {
+		case *array.Float32:
+			v = func(r int) float64 { return float64(a.Value(r)) }
+		case *array.Float64:
+			v = a.Value
+		default:
+			return nil
+		}
+		if oid == oidFloat4 {
+			return func(buf []byte, r int) []byte {
+				return binary.BigEndian.AppendUint32(buf, math.Float32bits(float32(v(r))))
+			}
+		}
+		return func(buf []byte, r int) []byte { return binary.BigEndian.AppendUint64(buf, math.Float64bits(v(r))) }
+	case oidText:
+		return stringEncoder(arr)
+	case oidBytea:
+		switch a := arr.(type) {
+		case *array.Binary:
+			return func(buf []byte, r int) []byte { return append(buf, a.Value(r)...) }
+		case *array.LargeBinary:
+			return func(buf []byte, r int) []byte { return append(buf, a.Value(r)...) }
+		}
+	case oidDate:
+		if a, ok := arr.(*array.Date32); ok {
+			return func(buf []byte, r int) []byte {
+				return binary.BigEndian.AppendUint32(buf, uint32(int32(int64(a.Value(r))-pgEpochDays)))
+			}
+		}
+	case oidTimestamp, oidTimestamptz:
+		if a, ok := arr.(*array.Timestamp); ok {
+			return func(buf []byte, r int) []byte {
+				return binary.BigEndian.AppendUint64(buf, uint64(int64(a.Value(r))-pgEpochMicros))
+			}
+		}
+	case oidNumeric:
+		if a, ok := arr.(*array.Uint64); ok {
+			return func(buf []byte, r int) []byte { return appendNumericBinary(buf, a.Value(r)) }
+		}
+	}
+	return nil
+}
+
+// newTextEncoder is newEncoder's text format: appendText of arrowValue's
+// value, by the array's type.
+func newTextEncoder(arr arrow.Array, oid uint32) encoder {
+	switch a := arr.(type) {
+	case *array.Boolean:
+		return func(buf []byte, r int) []byte {
+			if a.Value(r) {
+				return append(buf, 't')
+			}
+			return append(buf, 'f')
+		}
+	case *array.Uint64:
+		return func(buf []byte, r int) []byte { return strconv.AppendUint(buf, a.Value(r), 10) }
+	case *array.Float32:
+		return func(buf []byte, r int) []byte { return appendFloat(buf, float64(a.Value(r)), oid == oidFloat4) }
+	case *array.Float64:
+		return func(buf []byte, r int) []byte { return appendFloat(buf, a.Value(r), oid == oidFloat4) }
+	case *array.String, *array.LargeString:
+		return stringEncoder(arr)
+	case *array.Binary:
+		return func(buf []byte, r int) []byte { return hex.AppendEncode(append(buf, `\x`...), a.Value(r)) }
+	case *array.LargeBinary:
+		return func(buf []byte, r int) []byte { return hex.AppendEncode(append(buf, `\x`...), a.Value(r)) }
+	case *array.Date32:
+		return func(buf []byte, r int) []byte {
+			return appendTimeText(buf, oid, time.Unix(int64(a.Value(r))*86400, 0).UTC())
+		}
+	case *array.Timestamp:
+		return func(buf []byte, r int) []byte {
+			return appendTimeText(buf, oid, time.UnixMicro(int64(a.Value(r))).UTC())
+		}
+	}
+	if v := intGetter(arr); v != nil {
+		return func(buf []byte, r int) []byte { return strconv.AppendInt(buf, v(r), 10) }
+	}
+	return nil
+}
+
+func stringEncoder(arr arrow.Array) encoder {
+	switch a := arr.(type) {
+	case *array.String:
+		return func(buf []byte, r int) []byte { return append(buf, a.Value(r)...) }
+	case *array.LargeString:
+		return func(buf []byte, r int) []byte { return append(buf, a.Value(r)...) }
+	}
+	return nil
+}
+
+// intGetter reads an integer array's values as arrowValue and toInt do
+// (uint64 wrapping to int64), or is nil for other arrays.
+func intGetter(arr arrow.Array) func(int) int64 {
+	switch a := arr.(type) {
+	case *array.Int8:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	case *array.Int16:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	case *array.Int32:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	case *array.Int64:
+		return a.Value
+	case *array.Uint8:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	case *array.Uint16:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	case *array.Uint32:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	case *array.Uint64:
+		return func(r int) int64 { return int64(a.Value(r)) }
+	}
+	return nil
 }
