@@ -151,6 +151,12 @@ type pgwireStream struct {
 	Seconds   float64 // the query sent to its last row read
 	FirstRow  float64 // to its first row
 	JobSecond float64 `json:",omitempty"` // strata: the window job's own time (strata ops)
+	// ServerCPU is the CPU seconds of the server's processes during the
+	// run: pgwire and the windower for strata, the connection's backend
+	// for PostgreSQL; ClientCPU the Python process's.
+	ServerCPU float64 `json:",omitempty"`
+	ClientCPU float64 `json:",omitempty"`
+	ClientSys float64 `json:",omitempty"` // of ClientCPU, in the kernel (the socket's reads)
 	Sum       pgwireSum
 	Load      float64 // 1-minute load average as the run started
 	Err       string  `json:",omitempty"`
@@ -223,16 +229,15 @@ func runPgwireSuite(ctx context.Context, log *slog.Logger, o options, dir string
 		for _, sys := range order {
 			run := pgwireStream{System: sys, Pair: pair, Load: loadAverage()}
 			started := time.Now()
-			sum, secs, first, err := streamRun(ctx, po, script, clients[sys])
+			cpu0 := d.cpuSeconds()
+			err := streamRun(ctx, po, script, clients[sys], sys == sysPostgres, &run)
 			if err != nil {
 				run.Err = err.Error()
-			} else {
-				run.Seconds, run.FirstRow, run.Sum = secs, first, sum
-				if s.Client == "" {
-					s.Client = sum.Client
-				}
+			} else if s.Client == "" {
+				s.Client = run.Sum.Client
 			}
 			if sys == sysPgwire && err == nil {
+				run.ServerCPU = d.cpuSeconds() - cpu0
 				if jobs, err := d.windowJobs(ctx, "big", started); err != nil {
 					log.Warn("pgwire: the job's time", "err", err)
 				} else if len(jobs) > 0 {
@@ -240,7 +245,7 @@ func runPgwireSuite(ctx context.Context, log *slog.Logger, o options, dir string
 				}
 			}
 			log.Info("pgwire stream", "system", sys, "pair", pair, "seconds", run.Seconds, "first_row", run.FirstRow,
-				"job", run.JobSecond, "rows", run.Sum.Rows, "load", run.Load, "err", run.Err)
+				"job", run.JobSecond, "server_cpu", run.ServerCPU, "client_cpu", run.ClientCPU, "client_sys", run.ClientSys, "rows", run.Sum.Rows, "load", run.Load, "err", run.Err)
 			s.Stream = append(s.Stream, run)
 			if ctx.Err() != nil {
 				return s, ctx.Err()
@@ -412,29 +417,38 @@ func (r *strataRows) close() {
 	}
 }
 
-// streamRun runs pgwire_stream.py once against conninfo.
-func streamRun(ctx context.Context, po pgwireOptions, script, conninfo string) (sum pgwireSum, seconds, first float64, err error) {
+// streamRun runs pgwire_stream.py once against conninfo, filling run's
+// figures (serverCPU: the script reads the backend's CPU time).
+func streamRun(ctx context.Context, po pgwireOptions, script, conninfo string, serverCPU bool, run *pgwireStream) error {
 	rctx, cancel := context.WithTimeout(ctx, po.limit)
 	defer cancel()
-	cmd := exec.CommandContext(rctx, po.python, script, conninfo, pgwireStreamQuery)
+	args := []string{script, conninfo, pgwireStreamQuery}
+	if serverCPU {
+		args = append(args, "--server-cpu")
+	}
+	cmd := exec.CommandContext(rctx, po.python, args...)
 	cmd.Env = append(os.Environ(), "PYTHONHASHSEED=0")
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
 		if rctx.Err() != nil && ctx.Err() == nil {
-			return sum, 0, 0, fmt.Errorf("stopped after %s", po.limit)
+			return fmt.Errorf("stopped after %s", po.limit)
 		}
-		return sum, 0, 0, fmt.Errorf("%s: %w: %s", filepath.Base(script), err, strings.TrimSpace(lastLines(stderr.String(), 4)))
+		return fmt.Errorf("%s: %w: %s", filepath.Base(script), err, strings.TrimSpace(lastLines(stderr.String(), 4)))
 	}
 	var res struct {
 		pgwireSum
-		Seconds  float64 `json:"seconds"`
-		FirstRow float64 `json:"first_row"`
+		Seconds   float64 `json:"seconds"`
+		FirstRow  float64 `json:"first_row"`
+		ServerCPU float64 `json:"server_cpu"`
+		ClientCPU float64 `json:"client_cpu"`
+		ClientSys float64 `json:"client_sys"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &res); err != nil {
-		return sum, 0, 0, fmt.Errorf("%s printed %q: %w", filepath.Base(script), out.String(), err)
+		return fmt.Errorf("%s printed %q: %w", filepath.Base(script), out.String(), err)
 	}
-	return res.pgwireSum, res.Seconds, res.FirstRow, nil
+	run.Sum, run.Seconds, run.FirstRow, run.ServerCPU, run.ClientCPU, run.ClientSys = res.pgwireSum, res.Seconds, res.FirstRow, res.ServerCPU, res.ClientCPU, res.ClientSys
+	return nil
 }
 
 // measureLatency times the small query: through pgwire, the jobs those
@@ -590,8 +604,42 @@ func startDeployment(ctx context.Context, log *slog.Logger, bin, dir string) (*d
 	return d, nil
 }
 
+// cpuSeconds is the CPU time the windower and pgwire have used (utime
+// and stime from /proc; 0 where it cannot be read).
+func (d *deployment) cpuSeconds() float64 {
+	total := 0.0
+	for _, p := range d.procs {
+		if p.name != "windower" && p.name != "pgwire" {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+		if err != nil {
+			return 0
+		}
+		total += procCPU(string(b))
+	}
+	return total
+}
+
+// procCPU reads utime + stime from a /proc/PID/stat line, in seconds
+// (clock ticks of 1/100 s, Linux's USER_HZ).
+func procCPU(stat string) float64 {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	s, _ := strconv.ParseFloat(f[12], 64)
+	return (u + s) / 100
+}
+
 // service is one of the deployment's processes.
 type service struct {
+	name   string
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once it has been waited for
 }
@@ -621,7 +669,7 @@ func (d *deployment) start(ctx context.Context, name string, args ...string) err
 	f.Close()
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	d.procs = append(d.procs, &service{cmd: cmd, exited: exited})
+	d.procs = append(d.procs, &service{name: name, cmd: cmd, exited: exited})
 	d.logs = append(d.logs, logPath)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {

@@ -172,12 +172,13 @@ func (r *report) renderPgwire(b *bytes.Buffer) {
 	p("summing a checksum of them that is the same in any order (`bench/pgwire_stream.py`); ")
 	p("seconds run from the query sent to the last row read, and for strata include its window job (`job`: the job's own time, `strata ops`). ")
 	p("MB/s are of the values as text (%s, what the client is sent besides the protocol's 19 bytes a row). ", formatBytes(s.ValueBytes))
-	p("The two systems run in turn, in pairs, the order alternating; the ratio is PostgreSQL's seconds over strata's within a pair.\n\n")
-	p("| pair | system | seconds | first row | job | rows/s | MB/s | load | rows |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	p("The two systems run in turn, in pairs, the order alternating; the ratio is PostgreSQL's seconds over strata's within a pair. ")
+	p("CPU seconds from /proc: `server CPU` is the windower's and pgwire's for strata, the connection's backend's for PostgreSQL; `client CPU` the Python process's (in brackets its kernel part: reading the socket, TCP for pgwire, a unix socket for PostgreSQL).\n\n")
+	p("| pair | system | seconds | first row | job | rows/s | MB/s | server CPU | client CPU | load | rows |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var problems []string
 	for _, run := range s.Stream {
 		if run.Err != "" {
-			p("| %d | %s | failed | | | | | %.1f | |\n", run.Pair+1, run.System, run.Load)
+			p("| %d | %s | failed | | | | | | | %.1f | |\n", run.Pair+1, run.System, run.Load)
 			problems = append(problems, fmt.Sprintf("- pair %d, %s: %s", run.Pair+1, run.System, cell(run.Err)))
 			continue
 		}
@@ -191,7 +192,8 @@ func (r *report) renderPgwire(b *bytes.Buffer) {
 			check = fmt.Sprintf("**differ** (%d rows)", run.Sum.Rows)
 			problems = append(problems, fmt.Sprintf("- pair %d, %s: %+v, reference %+v", run.Pair+1, run.System, run.Sum, must(s.reference())))
 		}
-		p("| %d | %s | %.2f | %.3f | %s | %s | %.1f | %.1f | %s |\n", run.Pair+1, run.System, run.Seconds, run.FirstRow, job, formatThousands(rows), mb, run.Load, check)
+		p("| %d | %s | %.2f | %.3f | %s | %s | %.1f | %s | %s | %.1f | %s |\n", run.Pair+1, run.System, run.Seconds, run.FirstRow, job, formatThousands(rows), mb,
+			cpuText(run.ServerCPU), clientCPUText(run), run.Load, check)
 	}
 	if rs := s.pairRatios(); len(rs) > 0 {
 		p("\nPostgreSQL/strata by pair: %s.\n", ratiosText(rs))
@@ -221,6 +223,23 @@ func (r *report) renderPgwire(b *bytes.Buffer) {
 	if len(problems) > 0 {
 		p("Failures:\n\n%s\n\n", strings.Join(problems, "\n"))
 	}
+}
+
+func cpuText(s float64) string {
+	if s <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", s)
+}
+
+func clientCPUText(r pgwireStream) string {
+	if r.ClientCPU <= 0 {
+		return "-"
+	}
+	if r.ClientSys <= 0 {
+		return fmt.Sprintf("%.1f", r.ClientCPU)
+	}
+	return fmt.Sprintf("%.1f (%.1f)", r.ClientCPU, r.ClientSys)
 }
 
 func must[T any](v T, _ bool) T { return v }

@@ -113,7 +113,7 @@ func pgwireReport() *report {
 		Rows: 1000, SmallRows: pgwireSmallRows, StreamQuery: pgwireStreamQuery, SmallQuery: pgwireSmallQuery,
 		Client: "psycopg 3.1.7, Python 3.11.2", Deployment: "three processes", ValueBytes: 10_000_000,
 		Stream: []pgwireStream{
-			{System: sysPgwire, Pair: 0, Seconds: 2, FirstRow: 0.5, JobSecond: 0.4, Sum: sum},
+			{System: sysPgwire, Pair: 0, Seconds: 2, FirstRow: 0.5, JobSecond: 0.4, ServerCPU: 0.3, ClientCPU: 1.9, ClientSys: 0.25, Sum: sum},
 			{System: sysPostgres, Pair: 0, Seconds: 3, FirstRow: 0.1, Sum: sum},
 			{System: sysPostgres, Pair: 1, Seconds: 2.5, FirstRow: 0.1, Sum: sum},
 			{System: sysPgwire, Pair: 1, Seconds: 2.4, FirstRow: 0.5, JobSecond: 0.4, Sum: sum},
@@ -135,7 +135,8 @@ func TestRenderPgwire(t *testing.T) {
 		"| pgwire: a 1k-row result to psycopg 3 faster than PostgreSQL 15 | best 500 rows/s (5.0 MB/s) against 400 rows/s (4.0 MB/s); PostgreSQL/strata by pair: 1.50x, 1.04x | yes |",
 		"| pgwire: psycopg reads the same rows from strata as from PostgreSQL (count and checksum) | 4 of 4 runs | yes |",
 		"| pgwire: a small window query within 1.2x of its window job's time | median 30.0 ms through pgwire, 20.0 ms the job: 1.50x | **no** |",
-		"| 1 | strata through pgwire | 2.00 | 0.500 | 0.40 | 500 | 5.0 | 0.0 | same |",
+		"| 1 | strata through pgwire | 2.00 | 0.500 | 0.40 | 500 | 5.0 | 0.3 | 1.9 (0.2) | 0.0 | same |",
+		"| 1 | PostgreSQL | 3.00 | 0.100 | - | 333 | 3.3 | - | - | 0.0 | same |",
 		"| strata's window job | 20.0 | 10.0 | 40.0 | 100 | 1.00x |",
 	} {
 		if !strings.Contains(text, want) {
@@ -164,6 +165,16 @@ func TestRenderPgwire(t *testing.T) {
 	text, _ = renderTo(t, rep)
 	if !strings.Contains(text, "not measured: pgwire is not built in /x (make build) | **no** |") || rep.failures() != 1 {
 		t.Errorf("report of a failed deployment:\n%s", text)
+	}
+}
+
+func TestProcCPU(t *testing.T) {
+	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 9 0 100 0 0"
+	if got := procCPU(stat); got != 3.25 {
+		t.Errorf("%v, want 3.25", got)
+	}
+	if procCPU("garbage") != 0 {
+		t.Error("garbage read")
 	}
 }
 
