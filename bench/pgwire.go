@@ -142,6 +142,7 @@ type pgwireSuite struct {
 	// (sysPgwire, sysPgwireJob, sysPostgres).
 	Latency map[string]pgwireLatency
 	Err     string `json:",omitempty"` // the deployment or the data failed
+	Skipped string `json:",omitempty"` // PostgreSQL or strata's binaries are not there
 }
 
 // pgwireStream is one throughput run.
@@ -198,7 +199,12 @@ func runPgwireSuite(ctx context.Context, log *slog.Logger, o options, dir string
 	s := &pgwireSuite{Rows: po.rows, SmallRows: pgwireSmallRows, StreamQuery: pgwireStreamQuery, SmallQuery: pgwireSmallQuery,
 		Latency: map[string]pgwireLatency{}}
 	if !peers.pgOK() {
-		s.Err = "PostgreSQL is not running: " + peers.pgSkip
+		s.Skipped = "PostgreSQL is not running: " + peers.pgSkip
+		return s, nil
+	}
+	if err := haveBinaries(po.bin); err != nil {
+		s.Skipped = err.Error()
+		log.Warn("pgwire suite skipped", "err", err)
 		return s, nil
 	}
 	d, err := startDeployment(ctx, log, po.bin, filepath.Join(dir, "strata"))
@@ -558,10 +564,8 @@ func startDeployment(ctx context.Context, log *slog.Logger, bin, dir string) (*d
 	if err != nil {
 		return nil, err
 	}
-	for _, b := range []string{"scheduler", "windower", "pgwire", "strata"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			return nil, fmt.Errorf("%s is not built in %s (make build)", b, bin)
-		}
+	if err := haveBinaries(bin); err != nil {
+		return nil, err
 	}
 	d := &deployment{log: log, bin: bin, dir: dir, data: filepath.Join(dir, "data")}
 	if err := os.MkdirAll(d.data, 0o755); err != nil {
@@ -642,6 +646,16 @@ type service struct {
 	name   string
 	cmd    *exec.Cmd
 	exited chan struct{} // closed once it has been waited for
+}
+
+// haveBinaries says which of the deployment's binaries is not in bin.
+func haveBinaries(bin string) error {
+	for _, b := range []string{"scheduler", "windower", "pgwire", "strata"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			return fmt.Errorf("%s is not built in %s (make build)", b, bin)
+		}
+	}
+	return nil
 }
 
 func (d *deployment) describe() string {

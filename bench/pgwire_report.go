@@ -110,6 +110,10 @@ func ratiosText(rs []float64) string {
 func (r *report) renderPgwireTargets(b *bytes.Buffer) {
 	s := r.Pgwire
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	if s.Skipped != "" {
+		p("| pgwire: the SQL front door's figures | skipped: %s | - |\n", cell(s.Skipped))
+		return
+	}
 	if s.Err != "" {
 		p("| pgwire: the SQL front door's figures | not measured: %s | **no** |\n", cell(s.Err))
 		return
@@ -159,6 +163,10 @@ func (r *report) renderPgwire(b *bytes.Buffer) {
 	s := r.Pgwire
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("## The SQL front door (pgwire)\n\n")
+	if s.Skipped != "" {
+		p("Skipped: %s.\n\n", cell(s.Skipped))
+		return
+	}
 	p("strata deployed as processes: %s; jobs get the `general` pool's grant. ", s.Deployment)
 	p("Table `big` is `strata load --table big --columns 2 --containers %d --rows %d` (%s rows: `k0` bigint, `c001_utf8` text of 0 to 16 characters, some NULL), ",
 		pgwireContainers, s.Rows/pgwireContainers, formatCount(s.Rows))

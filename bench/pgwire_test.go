@@ -166,6 +166,16 @@ func TestRenderPgwire(t *testing.T) {
 	if !strings.Contains(text, "not measured: pgwire is not built in /x (make build) | **no** |") || rep.failures() != 1 {
 		t.Errorf("report of a failed deployment:\n%s", text)
 	}
+	// Without the binaries (or PostgreSQL) the suite is skipped, which is
+	// no failure.
+	rep = &report{Pgwire: &pgwireSuite{Skipped: "pgwire is not built in /x (make build)"}}
+	text, _ = renderTo(t, rep)
+	if !strings.Contains(text, "| skipped: pgwire is not built in /x (make build) | - |") || !strings.Contains(text, "Skipped: pgwire is not built") || rep.failures() != 0 {
+		t.Errorf("report of a skipped suite (%d failures):\n%s", rep.failures(), text)
+	}
+	if err := haveBinaries(t.TempDir()); err == nil || !strings.Contains(err.Error(), "scheduler is not built") {
+		t.Errorf("an empty directory: %v", err)
+	}
 }
 
 func TestProcCPU(t *testing.T) {
