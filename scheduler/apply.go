@@ -64,11 +64,11 @@ func (s *Scheduler) apply(ctx context.Context, req *messages.ApplyRequest) (*mes
 		return nil, fmt.Errorf("apply to %s.%s: %w: the table has no primary key", req.Table, req.Projection, ErrInvalid)
 	}
 	reg := &messages.RegisterRequest{Table: req.Table, Projection: req.Projection, Containers: []messages.ContainerRef{req.Container}}
-	s.lockRequest()
+	s.mu.Lock()
 	s.markRegistering(reg, 1)
 	s.mu.Unlock()
 	containers, pk, infos, err := s.checkContainerInfos(ctx, reg.Containers)
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.markRegistering(reg, -1)
 	if err != nil {

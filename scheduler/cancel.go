@@ -48,7 +48,7 @@ func (s *Scheduler) Cancel(ctx context.Context, req *messages.CancelRequest) (*m
 }
 
 func (s *Scheduler) cancel(ctx context.Context, req *messages.CancelRequest) (*messages.CancelReply, error) {
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	reason := messages.CancelledPrefix + req.Reason

@@ -24,7 +24,7 @@ func (s *Scheduler) DropContainers(ctx context.Context, req *messages.DropContai
 }
 
 func (s *Scheduler) dropContainers(ctx context.Context, req *messages.DropContainersRequest) (*messages.DropContainersReply, error) {
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st, rev, err := s.catalog.Get(ctx, req.Table, req.Projection); err != nil {
 		return nil, err

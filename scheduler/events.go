@@ -23,19 +23,10 @@ import (
 // and its primary key). A refused claim changes nothing and comes back as
 // an error wrapping ErrRejected; events of a job already settled
 // (redeliveries, the scheduler's own queue-timeout event) are ignored.
-//
-// What a job's end leaves to do (housekeeping) is done after the event is
-// settled, under the lock taken again.
 func (s *Scheduler) HandleEvent(ctx context.Context, ev *messages.JobEvent) error {
 	if err := ev.Validate(); err != nil {
 		return fmt.Errorf("event: %w: %v", ErrInvalid, err)
 	}
-	err := s.handleEvent(ctx, ev)
-	s.houseKeep(ctx)
-	return err
-}
-
-func (s *Scheduler) handleEvent(ctx context.Context, ev *messages.JobEvent) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -213,47 +204,9 @@ func (s *Scheduler) finishDone(ctx context.Context, where projKey, ev *messages.
 	}
 	s.log.Info("job done", "job", ev.JobID, "worker", ev.Worker, "rows", out.Rows, "peak", ev.PeakBytes)
 	s.granted(ctx, s.adm.Release(ev.JobID, ev.PeakBytes, now), now)
-	s.later.ended = append(s.later.ended, where)
+	s.collectDead(ctx, where.table, where.projection)
+	s.selectStrata(ctx, where.table, where.projection)
 	return nil
-}
-
-// housekeeping is what jobs' ends leave to do once their events are
-// settled: the dead containers an end freed from its readers, the strata
-// selection it may allow, and the window result tables past KeepResults.
-// It is done under the lock taken again (houseKeep), after the requests
-// that waited on the event (the next query's window request): it then
-// runs while that query's job does, not before the query's admission.
-// Each piece reads the catalog again, so it may run at any time.
-type housekeeping struct {
-	ended        []projKey // projections a job of ended
-	pruneResults bool      // a window result was registered
-}
-
-// houseKeepYield bounds how long housekeeping lets waiting requests go
-// first.
-const houseKeepYield = 100 * time.Millisecond
-
-// houseKeep does the housekeeping jobs' ends left, once the requests
-// waiting for the lock (lockRequest) have had it, or houseKeepYield has
-// passed.
-func (s *Scheduler) houseKeep(ctx context.Context) {
-	for deadline := time.Now().Add(houseKeepYield); s.requestsWaiting.Load() > 0 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Microsecond)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h := s.later
-	s.later = housekeeping{}
-	if h.pruneResults {
-		s.pruneResults(ctx)
-	}
-	for i, w := range h.ended {
-		if slices.Contains(h.ended[:i], w) {
-			continue
-		}
-		s.collectDead(ctx, w.table, w.projection)
-		s.selectStrata(ctx, w.table, w.projection)
-	}
 }
 
 // pendingJob returns a job pending in its projection's entry, the entry

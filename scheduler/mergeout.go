@@ -20,7 +20,7 @@ func (s *Scheduler) RequestMergeout(ctx context.Context, req *messages.MergeoutR
 }
 
 func (s *Scheduler) requestMergeout(ctx context.Context, req *messages.MergeoutRequest) (*messages.MergeoutReply, error) {
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	states, err := s.catalog.List(ctx, req.Table)
 	if err != nil {

@@ -41,11 +41,11 @@ func (s *Scheduler) register(ctx context.Context, req *messages.RegisterRequest)
 	}
 	// The orphan sweep leaves the containers alone from here on: checked
 	// and then made live, none is removed between the two.
-	s.lockRequest()
+	s.mu.Lock()
 	s.markRegistering(req, 1)
 	s.mu.Unlock()
 	containers, pk, err := s.checkContainers(ctx, req.Containers)
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer s.markRegistering(req, -1)
 	if err != nil {

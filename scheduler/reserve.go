@@ -49,7 +49,7 @@ func (s *Scheduler) Reserve(ctx context.Context, req *messages.ReserveRequest) (
 }
 
 func (s *Scheduler) reserve(ctx context.Context, req *messages.ReserveRequest) (*messages.ReserveReply, error) {
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	expires := now.Add(s.opts.ReserveLease).UnixNano()

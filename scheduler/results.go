@@ -57,12 +57,16 @@ func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messag
 		s.log.Error("register window result", "table", out.Table, "container", out.ID, "err", err)
 		return
 	}
-	s.results.add(resultAge{table: out.Table, jobID: jobID, created: st.Created})
-	s.later.pruneResults = true
+	s.pruneResults(ctx, resultAge{table: out.Table, jobID: jobID, created: st.Created})
 }
 
-// add counts a result table registered.
-func (r *resultTables) add(registered resultAge) {
+// pruneResults retires the containers of the oldest window result tables
+// beyond KeepResults, and forgets result tables left with nothing. It runs
+// at every window job's end, after the result named is registered, so it
+// reads no more than it must: each result table's creation time is read
+// once, when there are more than KeepResults, and kept.
+func (s *Scheduler) pruneResults(ctx context.Context, registered resultAge) {
+	r := &s.results
 	if r.tables == nil {
 		r.tables = map[string]resultAge{}
 	}
@@ -70,15 +74,6 @@ func (r *resultTables) add(registered resultAge) {
 		r.tables[registered.table] = registered
 		r.registered++
 	}
-}
-
-// pruneResults retires the containers of the oldest window result tables
-// beyond KeepResults, and forgets result tables left with nothing. It runs
-// after every window job's end (housekeeping), so it reads no more than it
-// must: each result table's creation time is read once, when there are
-// more than KeepResults, and kept.
-func (s *Scheduler) pruneResults(ctx context.Context) {
-	r := &s.results
 	if !r.listed || r.registered >= s.opts.KeepResults {
 		if err := s.listResults(ctx); err != nil {
 			s.log.Error("list window results", "err", err)

@@ -2,8 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -128,86 +126,5 @@ func TestWindowResultsPruneStaleSet(t *testing.T) {
 		if kept := j >= len(results)-1-keep; h.exists(r) != kept {
 			t.Fatalf("result %d (%s): exists=%v, want %v", j+1, r.Table, h.exists(r), kept)
 		}
-	}
-}
-
-// orderKV logs the catalog's creates and deletes, and holds the create of
-// block until release is closed (blocked is closed when it is reached).
-type orderKV struct {
-	*MemKV
-	mu               sync.Mutex
-	log              []string
-	block            string
-	blocked, release chan struct{}
-}
-
-func (o *orderKV) record(s string) {
-	o.mu.Lock()
-	o.log = append(o.log, s)
-	o.mu.Unlock()
-}
-
-func (o *orderKV) Create(ctx context.Context, key string, value []byte) (uint64, error) {
-	if key == o.block {
-		close(o.blocked)
-		<-o.release
-	}
-	o.record("create " + key)
-	return o.MemKV.Create(ctx, key, value)
-}
-
-func (o *orderKV) Delete(ctx context.Context, key string) error {
-	o.record("delete " + key)
-	return o.MemKV.Delete(ctx, key)
-}
-
-// A window request that waits while a job's end is settled goes before the
-// housekeeping that end leaves (here, dropping the oldest result table):
-// the next query's admission does not wait for it.
-func TestRequestBeforeHousekeeping(t *testing.T) {
-	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 1000}, KeepResults: 1})
-	o := &orderKV{MemKV: h.catalog, blocked: make(chan struct{}), release: make(chan struct{})}
-	s, err := New(h.ctx, o, h.pools, h.pub, h.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.s = s
-	if err := h.load("t", 0, 2, 1000); err != nil {
-		t.Fatal(err)
-	}
-	first := runWindowJob(h, nil)
-	req := &messages.WindowRequest{Query: messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "a"}}}}
-	if _, err := h.s.SubmitWindow(h.ctx, req); err != nil {
-		t.Fatal(err)
-	}
-	w := h.pub.windows[len(h.pub.windows)-1]
-	out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
-	h.mkdir(out)
-	o.block = catalogKey(out.Table, out.Projection) // its registration holds the lock
-	ended := make(chan error, 1)
-	go func() { ended <- h.claim(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out}) }()
-	<-o.blocked
-	submitted := make(chan error, 1)
-	go func() {
-		_, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: req.Query})
-		submitted <- err
-	}()
-	for h.s.requestsWaiting.Load() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	close(o.release)
-	if err := <-ended; err != nil {
-		t.Fatal(err)
-	}
-	if err := <-submitted; err != nil {
-		t.Fatal(err)
-	}
-	third := h.pub.windows[len(h.pub.windows)-1]
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	admitted := slices.Index(o.log, "create "+jobKey("t", "p", 3))
-	dropped := slices.Index(o.log, "delete "+catalogKey(first.Table, first.Projection))
-	if admitted < 0 || dropped < 0 || admitted > dropped {
-		t.Fatalf("job %s's body created at %d, result %s dropped at %d, want the request first: %v", third.JobID, admitted, first.Table, dropped, o.log)
 	}
 }

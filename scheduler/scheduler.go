@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -178,19 +177,6 @@ type Scheduler struct {
 	cancels map[string]cancelling
 	// results are the window result tables, by table (results.go).
 	results resultTables
-	// later is what jobs' ends left to do (events.go).
-	later housekeeping
-	// requestsWaiting counts the client requests waiting for mu
-	// (lockRequest); housekeeping lets them go first.
-	requestsWaiting atomic.Int32
-}
-
-// lockRequest takes mu for a client's request: counted while it waits,
-// so that the housekeeping of a job's end waits for it.
-func (s *Scheduler) lockRequest() {
-	s.requestsWaiting.Add(1)
-	s.mu.Lock()
-	s.requestsWaiting.Add(-1)
 }
 
 // delivery is one worker's hold on a job: the worker that reported it

@@ -27,7 +27,7 @@ func (s *Scheduler) SubmitWindow(ctx context.Context, req *messages.WindowReques
 }
 
 func (s *Scheduler) submitWindow(ctx context.Context, req *messages.WindowRequest, pool string) (*messages.WindowReply, error) {
-	s.lockRequest()
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	table := req.Query.Table
 	states, err := s.catalog.List(ctx, table)
