@@ -123,10 +123,11 @@ func (s *Scheduler) listResults(ctx context.Context) error {
 	held := map[string]resultAge{}
 	for _, k := range keys {
 		if t, p, ok := strings.Cut(k, "/"); ok && p == messages.ResultProjection {
-			held[t] = r.tables[t] // the zero age when not known: read if needed
-			if held[t].table == "" {
-				held[t] = resultAge{table: t}
+			a, ok := r.tables[t]
+			if !ok {
+				a = resultAge{table: t} // its age is read if needed
 			}
+			held[t] = a
 		}
 	}
 	r.tables, r.registered, r.listed = held, 0, true

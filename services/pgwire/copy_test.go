@@ -519,16 +519,7 @@ func FuzzCopyIn(f *testing.F) {
 		in := &copyRows{p: p, cp: cp, cols: cols}
 		rd := &copyParser{cp: cp}
 		size := int(piece%16) + 1
-		check := func(err error) bool {
-			if err == nil {
-				return false
-			}
-			var pe *pgError
-			if !errors.As(err, &pe) || len(pe.code) != 5 {
-				t.Fatalf("%q: error without SQLSTATE: %v", data, err)
-			}
-			return true
-		}
+		check := func(err error) bool { return failedWithSQLSTATE(t, data, err) }
 		for i := 0; i < len(data); i += size {
 			if check(rd.feed([]byte(data[i:min(i+size, len(data))]), in.record)) {
 				return
@@ -924,16 +915,7 @@ func FuzzCopyInBinary(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, piece uint8) {
 		in, p := binaryRows(t)
 		size := int(piece%16) + 1
-		check := func(err error) bool {
-			if err == nil {
-				return false
-			}
-			var pe *pgError
-			if !errors.As(err, &pe) || len(pe.code) != 5 {
-				t.Fatalf("%q: error without SQLSTATE: %v", data, err)
-			}
-			return true
-		}
+		check := func(err error) bool { return failedWithSQLSTATE(t, data, err) }
 		for i := 0; i < len(data); i += size {
 			if check(p.feed(data[i:min(i+size, len(data))], nil)) {
 				return
@@ -948,4 +930,18 @@ func FuzzCopyInBinary(f *testing.F) {
 			}
 		}
 	})
+}
+
+// failedWithSQLSTATE reports whether a COPY parser failed on data, and
+// fails t when the error carries no SQLSTATE.
+func failedWithSQLSTATE[D string | []byte](t *testing.T, data D, err error) bool {
+	t.Helper()
+	if err == nil {
+		return false
+	}
+	var pe *pgError
+	if !errors.As(err, &pe) || len(pe.code) != 5 {
+		t.Fatalf("%q: error without SQLSTATE: %v", data, err)
+	}
+	return true
 }
