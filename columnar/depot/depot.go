@@ -22,16 +22,21 @@
 // a segment one of them is fetching is waited for by the others, not
 // fetched again. When the last reader closes a fill whose segments are
 // all there, the depot checks the column file's whole range against the
-// manifest's CRC-32C and marks it held in the pack, so the next job reads
+// manifest's CRC-32C (the sum a prefetch took as the file streamed in, or
+// the range read back) and marks it held in the pack, so the next job reads
 // it locally; a fill read in part is not marked (its bytes are fetched
 // again by the next reader). Prefetch fetches every file of an acquired
 // container in the background, for a job that reads them all (a
 // mergeout), with up to Options.Fetchers requests in flight over all the
 // containers being prefetched. The column files adjacent in the store's
 // pack are adjacent in the depot's too (both in manifest order), so
-// Prefetch reads them together, one ranged GET of up to 8MiB streamed
-// into the depot's pack for several files: a cold container of 100 small
-// column files costs a request or two, not a hundred. PrefetchColumns
+// Prefetch reads them together, one ranged GET of up to 2MiB streamed
+// into the depot's pack for several files (each file's CRC-32C taken as
+// it streams): a cold container of 100 small column files costs a few
+// requests, not a hundred. The requests of all prefetches share one
+// queue, in the order a mergeout reads: the sort-key columns of every
+// container first, then the others by their position, across containers
+// (prefetch.go). PrefetchColumns
 // does the same for some columns: a window job's, the columns its query
 // reads, which the windower passes it once the query is compiled
 // (windower.Options.Prefetch). A job whose inputs' files are all in the
@@ -173,8 +178,8 @@ type Depot struct {
 	lru     *list.List // of *entry, most recently used first; only fetched entries
 	used    int64
 
-	// fetchSlots holds a token for each request Prefetch has in flight.
-	fetchSlots chan struct{}
+	// queue holds the requests of every Prefetch under way.
+	queue prefetchQueue
 
 	hits, misses, evictions, filesFetched, fetched, damaged, created atomic.Int64
 }
@@ -218,7 +223,8 @@ func Open(dir string, st store.Store, opts Options) (*Depot, error) {
 	if fetchers <= 0 {
 		fetchers = DefaultFetchers
 	}
-	d := &Depot{st: st, dir: dd, lock: lock, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New(), fetchSlots: make(chan struct{}, fetchers)}
+	d := &Depot{st: st, dir: dd, lock: lock, limit: opts.Limit, log: opts.Logger, entries: map[string]*entry{}, lru: list.New()}
+	d.queue = prefetchQueue{d: d, max: fetchers}
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 
 	"github.com/strata-db/strata/columnar"
@@ -257,6 +256,11 @@ type fill struct {
 	idx    int      // in a pack: the column file's index
 	base   int64    // the column file's offset in w
 	segs   []segment
+	// sum is the CRC-32C of the file as a prefetch request streamed it
+	// in whole (summed set), read by complete instead of the file; a
+	// later fetch of any part clears summed. Guarded by mu.
+	sum    uint32
+	summed bool
 	// refs counts open fillFiles, and completing is set once the last
 	// has closed; guarded by Depot.mu. completed is closed when the fill
 	// is the file or is dropped.
@@ -419,6 +423,9 @@ func (ff *fillFile) fetch(start, end int64) error {
 	if n != end-start {
 		return f.loc.Corrupt(f.locIdx, start+n, fmt.Sprintf("object %s is shorter than its manifest says: %d of %d bytes at offset %d", f.key, n, end-start, f.objOff+start), nil)
 	}
+	f.mu.Lock()
+	f.summed = false // a part fetched again: the sum of the first fetch says nothing of it
+	f.mu.Unlock()
 	ff.counts.Add(f.fm, start, end)
 	return nil
 }
@@ -501,13 +508,17 @@ func (f *fill) complete() error {
 			return errIncomplete
 		}
 	}
+	sum, summed := f.sum, f.summed
 	f.mu.Unlock()
 	fm := f.fm
-	h := crc32.New(castagnoli)
-	if _, err := io.Copy(h, io.NewSectionReader(f.w, f.base, fm.Size)); err != nil {
-		return err
+	if !summed {
+		h := crc32.New(castagnoli)
+		if _, err := io.Copy(h, io.NewSectionReader(f.w, f.base, fm.Size)); err != nil {
+			return err
+		}
+		sum = h.Sum32()
 	}
-	if got := h.Sum32(); got != fm.CRC {
+	if got := sum; got != fm.CRC {
 		return fmt.Errorf("checksum %08x, manifest says %08x", got, fm.CRC)
 	}
 	if !f.tmp {
@@ -517,239 +528,4 @@ func (f *fill) complete() error {
 		return err
 	}
 	return os.Rename(f.w.Name(), filepath.Join(f.e.dir, fm.Name))
-}
-
-// runBytes bounds the bytes one prefetch request fetches from a pack:
-// column files adjacent in the store's pack object are fetched together,
-// up to this many bytes a request, so a cold container of many small
-// column files costs a few requests rather than one a file. A request
-// streams to disk, holding a copy buffer, not its bytes.
-var runBytes int64 = 8 << 20 // a variable for tests
-
-// Prefetch fetches in the background every column file of src (a Source
-// Acquire returned) that the depot does not hold: the sort-key columns
-// first, then the others in schema order, with up to Options.Fetchers
-// ranged GETs in flight over every container being prefetched (each
-// streamed into the container's pack, so what a request holds in memory
-// is a copy buffer, not its segment). A container the store keeps as a
-// pack is fetched in reads of up to 8MiB each, of the column files
-// adjacent in the pack; one of an object per column file, a file at a
-// time. A job that reads every column (a mergeout) then finds each file
-// fetched or being fetched instead of fetching it when it opens it, so
-// the fetches overlap its work. Prefetch keeps the container pinned until
-// it is done or ctx ends; a file a reader is filling is shared with it.
-func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
-	d.PrefetchColumns(ctx, src, nil)
-}
-
-// PrefetchColumns is Prefetch of the column files of the named columns
-// (all of them if columns is nil): a job that reads some columns (a
-// windower) fetches theirs with as few requests as Prefetch fetches all,
-// the files adjacent in a pack read together.
-func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, columns []string) {
-	s, ok := src.(*source)
-	if !ok || s.d != d {
-		return
-	}
-	e := s.e
-	order := make([]int, 0, len(e.m.Files))
-	if schema, err := e.m.ArrowSchema(); err == nil {
-		if keys, err := e.m.SortKey.Indices(schema); err == nil {
-			order = append(order, keys...)
-		}
-	}
-	for i := range e.m.Files {
-		if !slices.Contains(order, i) {
-			order = append(order, i)
-		}
-	}
-	if columns != nil {
-		order = slices.DeleteFunc(order, func(i int) bool { return !slices.Contains(columns, e.m.Files[i].Column) })
-	}
-	d.mu.Lock()
-	order = slices.DeleteFunc(order, func(i int) bool { return e.present[e.m.Files[i].Name] != 0 })
-	if len(order) > 0 {
-		e.pins++
-	}
-	d.mu.Unlock()
-	if len(order) == 0 {
-		return // all held: a warm depot
-	}
-	ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
-	go ps.prefetchAll(order)
-}
-
-// prefetchAll fetches the column files order (indices in the manifest),
-// with up to the depot's Fetchers requests in flight, and unpins the
-// container at the end.
-func (s *source) prefetchAll(order []int) {
-	d, e := s.d, s.e
-	var runs [][]int // each a request's files
-	if loc, err := s.locate(); err == nil && loc.Pack != "" && e.pack != nil {
-		for _, r := range loc.Ranges(order, runBytes) {
-			run := make([]int, 0, r.Last-r.First+1)
-			for i := r.First; i <= r.Last; i++ {
-				run = append(run, i)
-			}
-			runs = append(runs, run)
-		}
-	} else {
-		for _, i := range order {
-			runs = append(runs, []int{i})
-		}
-	}
-	next := make(chan []int, len(runs))
-	for _, r := range runs {
-		next <- r
-	}
-	close(next)
-	workers := min(cap(d.fetchSlots), len(runs))
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for run := range next {
-				select {
-				case d.fetchSlots <- struct{}{}:
-				case <-s.ctx.Done():
-					return
-				}
-				if len(run) == 1 {
-					s.prefetch(&e.m.Files[run[0]])
-				} else {
-					s.prefetchRun(run)
-				}
-				<-d.fetchSlots
-			}
-		})
-	}
-	wg.Wait()
-	d.unpin(e)
-}
-
-// prefetch fetches every segment of column file fm not held, if no reader
-// holds it by now.
-func (s *source) prefetch(fm *columnar.FileMeta) {
-	f, err := s.OpenFile(fm.Name, fm.Size)
-	if err != nil {
-		return
-	}
-	if ff, ok := f.(*fillFile); ok {
-		for seg := range ff.f.segs {
-			if ff.ensure(seg) != nil {
-				break
-			}
-		}
-	}
-	f.Close()
-}
-
-// prefetchRun fetches the column files run, adjacent in the store's pack
-// and so in the depot's, with one ranged GET: each file not held and
-// with no segment fetched or being fetched is claimed whole (its
-// segments marked being fetched, so readers wait for this request rather
-// than fetch them), the claimed files adjacent to one another are read
-// together, and each file is then completed as any fill is (its CRC-32C
-// checked when its last reader closes it). A file held, or partly
-// fetched by a reader, is fetched by itself as prefetch does.
-func (s *source) prefetchRun(run []int) {
-	e := s.e
-	type claim struct {
-		ff *fillFile
-		fm *columnar.FileMeta
-	}
-	var claimed []claim
-	var rest []*columnar.FileMeta
-	var open []columnar.File
-	for _, i := range run {
-		fm := &e.m.Files[i]
-		f, err := s.OpenFile(fm.Name, fm.Size)
-		if err != nil {
-			continue
-		}
-		open = append(open, f)
-		ff, ok := f.(*fillFile)
-		if !ok {
-			continue // held
-		}
-		if ff.claim() {
-			claimed = append(claimed, claim{ff, fm})
-		} else {
-			rest = append(rest, fm)
-		}
-	}
-	// Requests: runs of claimed files adjacent in the object and the pack.
-	for lo := 0; lo < len(claimed); {
-		hi := lo + 1
-		for hi < len(claimed) {
-			a, b := claimed[hi-1].ff.f, claimed[hi].ff.f
-			if a.key != b.key || a.objOff+a.fm.Size != b.objOff || a.w != b.w || a.base+a.fm.Size != b.base {
-				break
-			}
-			hi++
-		}
-		group := make([]*fillFile, 0, hi-lo)
-		for _, c := range claimed[lo:hi] {
-			group = append(group, c.ff)
-		}
-		fetchClaimed(s.ctx, group)
-		lo = hi
-	}
-	for _, f := range open {
-		f.Close()
-	}
-	for _, fm := range rest {
-		s.prefetch(fm)
-	}
-}
-
-// claim marks every segment of the fill being fetched, if none is
-// fetched or being fetched, and reports whether it did.
-func (ff *fillFile) claim() bool {
-	f := ff.f
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, s := range f.segs {
-		if s.state != segmentAbsent {
-			return false
-		}
-	}
-	for i := range f.segs {
-		f.segs[i].state, f.segs[i].done = segmentFetching, make(chan struct{})
-	}
-	return true
-}
-
-// fetchClaimed fetches the claimed fills group, adjacent in one store
-// object and in one pack, with one ranged GET, and marks each file's
-// segments present (or, for the bytes the read did not bring, absent
-// again, for a reader to fetch and report).
-func fetchClaimed(ctx context.Context, group []*fillFile) {
-	first, last := group[0].f, group[len(group)-1].f
-	start, end := first.objOff, last.objOff+last.fm.Size
-	var n int64
-	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
-	if err == nil {
-		n, err = io.Copy(io.NewOffsetWriter(first.w, first.base), io.LimitReader(r, end-start))
-		r.Close()
-		first.d.fetched.Add(n)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		first.d.log.Debug("depot: prefetch", "key", first.key, "offset", start, "bytes", end-start, "err", err)
-	}
-	for _, ff := range group {
-		f := ff.f
-		got := min(max(start+n-f.objOff, 0), f.fm.Size) // bytes of this file fetched
-		f.mu.Lock()
-		for i := range f.segs {
-			sg := &f.segs[i]
-			if sg.end <= got {
-				sg.state = segmentPresent
-				ff.counts.Add(f.fm, sg.start, sg.end)
-			} else {
-				sg.state = segmentAbsent
-			}
-			close(sg.done)
-		}
-		f.mu.Unlock()
-	}
 }

@@ -2,11 +2,16 @@ package depot_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +35,8 @@ func waitFetched(t *testing.T, d *depot.Depot, n int64) {
 
 // A cold container the store keeps as a pack is prefetched with a few
 // large ranged GETs, not one a column file: adjacent files are read
-// together, up to the request bound; then every read is local.
+// together, up to the request bound, the sort key's by themselves (a
+// mergeout merges them first); then every read is local.
 func TestPrefetchPackFewRequests(t *testing.T) {
 	const cols = 40
 	st, ms, _ := wideBucket(t, 2, cols)
@@ -44,8 +50,8 @@ func TestPrefetchPackFewRequests(t *testing.T) {
 		if small {
 			// About four files a request.
 			bound = 4 * ms[0].Files[0].Size
-			defer depot.SetRunBytes(bound)()
 		}
+		defer depot.SetRunBytes(bound)()
 		var compressed, wantReads int64
 		var srcs []columnar.Source
 		for _, m := range ms {
@@ -60,11 +66,21 @@ func TestPrefetchPackFewRequests(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			all := make([]int, cols)
-			for i := range all {
-				all[i] = i
+			schema, err := m.ArrowSchema()
+			if err != nil {
+				t.Fatal(err)
 			}
-			wantReads += int64(len(c.Ranges(all, bound)))
+			keys, err := m.SortKey.Indices(schema)
+			if err != nil || len(keys) == 0 {
+				t.Fatalf("sort key %v: %v", m.SortKey, err)
+			}
+			var rest []int
+			for i := range cols {
+				if !slices.Contains(keys, i) {
+					rest = append(rest, i)
+				}
+			}
+			wantReads += int64(len(c.Ranges(keys, bound)) + len(c.Ranges(rest, bound)))
 		}
 		heads := counting.reads.Load()
 		if heads != 2*int64(len(ms)) {
@@ -76,7 +92,7 @@ func TestPrefetchPackFewRequests(t *testing.T) {
 		}
 		waitFetched(t, d, int64(len(ms)*cols))
 		reads, fetched := counting.reads.Load()-heads, counting.bytes.Load()-headBytes
-		if reads != wantReads || (!small && reads != int64(len(ms))) || (small && reads < int64(len(ms))*cols/5) {
+		if reads != wantReads || (!small && reads != 2*int64(len(ms))) || (small && reads < int64(len(ms))*cols/5) {
 			t.Errorf("bound %d: prefetch made %d requests, want %d", bound, reads, wantReads)
 		}
 		if fetched != compressed {
@@ -293,4 +309,120 @@ func TestStorePackDamagedThroughDepot(t *testing.T) {
 			d.Close()
 		}
 	}
+}
+
+// The requests of several containers' Prefetches are made in the order a
+// mergeout reads its inputs: every container's sort-key column first,
+// by a request of its own, then the other columns by their position,
+// across containers, not one container whole after another.
+func TestPrefetchOrderAcrossContainers(t *testing.T) {
+	const cols = 12
+	st, ms, _ := wideBucket(t, 3, cols)
+	rec := &orderStore{Store: st, hold: make(chan struct{})}
+	d, err := depot.Open(t.TempDir(), rec, depot.Options{Fetchers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	defer depot.SetRunBytes(2 * ms[0].Files[1].Size)() // about two files a request
+	var srcs []columnar.Source
+	where := map[string]*store.Container{} // pack key -> container
+	var keys []int
+	for _, m := range ms {
+		src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+		srcs = append(srcs, src)
+		c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		where[c.Pack] = c
+		schema, err := m.ArrowSchema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if keys, err = m.SortKey.Indices(schema); err != nil || len(keys) != 1 {
+			t.Fatalf("sort key %v: %v", keys, err)
+		}
+	}
+	rec.record.Store(true)
+	for _, src := range srcs {
+		d.Prefetch(t.Context(), src)
+	}
+	close(rec.hold) // the first request waited for every Prefetch to be queued
+	waitFetched(t, d, int64(len(ms)*cols))
+
+	// Each request's first column file, and its rank: 0 for the key, else
+	// its position among the others, after the key.
+	rec.mu.Lock()
+	reads := slices.Clone(rec.reads)
+	rec.mu.Unlock()
+	var ranks []int
+	seen := map[string]bool{}
+	for _, r := range reads {
+		c := where[r.key]
+		if c == nil {
+			t.Fatalf("a request of %s, not a pack", r.key)
+		}
+		first := -1
+		for i := range c.Manifest.Files {
+			if _, off := c.File(i); off == r.off {
+				first = i
+			}
+		}
+		if first < 0 {
+			t.Fatalf("a request of %s at %d: no column file begins there", r.key, r.off)
+		}
+		rank := 0
+		if first == keys[0] && r.n != c.Manifest.Files[first].Size {
+			t.Errorf("the request of %s's key column read %d bytes, the column file is %d", r.key, r.n, c.Manifest.Files[first].Size)
+		}
+		if first != keys[0] {
+			rank = 1 + first
+			if first > keys[0] {
+				rank--
+			}
+		}
+		ranks = append(ranks, rank)
+		seen[r.key] = true
+	}
+	if len(seen) != len(ms) {
+		t.Fatalf("requests of %d containers, want %d", len(seen), len(ms))
+	}
+	if !slices.IsSorted(ranks) || ranks[len(ms)-1] != 0 || ranks[len(ms)] == 0 {
+		t.Errorf("requests by rank %v: want each container's key first, then the columns in order across containers", ranks)
+	}
+	for _, src := range srcs {
+		if err := depot.Verify(src.String()); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// orderStore records the ranged reads made once record is set, the first
+// one held until hold is closed.
+type orderStore struct {
+	store.Store
+	record atomic.Bool
+	hold   chan struct{}
+	mu     sync.Mutex
+	reads  []rangeRead
+}
+
+type rangeRead struct {
+	key    string
+	off, n int64
+}
+
+func (o *orderStore) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	if o.record.Load() {
+		<-o.hold
+		o.mu.Lock()
+		o.reads = append(o.reads, rangeRead{key, off, n})
+		o.mu.Unlock()
+	}
+	return o.Store.NewRangeReader(ctx, key, off, n)
 }

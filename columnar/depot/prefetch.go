@@ -1,0 +1,380 @@
+package depot
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"hash/crc32"
+	"io"
+	"slices"
+	"sync"
+
+	"github.com/strata-db/strata/columnar"
+)
+
+// runBytes bounds the bytes one prefetch request fetches from a pack:
+// column files adjacent in the store's pack object are fetched together,
+// up to this many bytes a request, so a cold container of many small
+// column files costs a few requests rather than one a file. It is small
+// beside a container (a 100-column container of 8192 rows is about 5MiB)
+// so that the queue can order a container's columns among other
+// containers': a mergeout's gather phase reads column group by column
+// group over all its inputs, and finds the first group of every input
+// fetched after one request per input, not after every input whole. A
+// request streams to disk, holding a copy buffer, not its bytes.
+var runBytes int64 = 2 << 20 // a variable for tests
+
+// Prefetch fetches in the background every column file of src (a Source
+// Acquire returned) that the depot does not hold, with up to
+// Options.Fetchers ranged GETs in flight over every container being
+// prefetched (each streamed into the container's pack, so what a request
+// holds in memory is a copy buffer, not its segment). A container the
+// store keeps as a pack is fetched in reads of up to 2MiB each, of the
+// column files adjacent in the pack; one of an object per column file, a
+// file at a time.
+//
+// The requests of every Prefetch under way share one queue, in the order
+// a job reads its inputs: the sort-key columns of every container first,
+// then the other columns by their position in the schema, across
+// containers (ties in the order they were asked for). A mergeout of many
+// inputs thus starts its key merge once the small key columns are in, and
+// finds each column group fetched, or being fetched, when it gathers it,
+// so the fetches overlap its work. Prefetch keeps the container pinned
+// until its requests are done or ctx ends; a file a reader is filling is
+// shared with it.
+func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
+	d.PrefetchColumns(ctx, src, nil)
+}
+
+// PrefetchColumns is Prefetch of the column files of the named columns
+// (all of them if columns is nil): a job that reads some columns (a
+// windower) fetches theirs with as few requests as Prefetch fetches all,
+// the files adjacent in a pack read together.
+func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, columns []string) {
+	s, ok := src.(*source)
+	if !ok || s.d != d {
+		return
+	}
+	e := s.e
+	var keys []int
+	if schema, err := e.m.ArrowSchema(); err == nil {
+		if k, err := e.m.SortKey.Indices(schema); err == nil {
+			keys = k
+		}
+	}
+	wanted := func(i int) bool {
+		return columns == nil || slices.Contains(columns, e.m.Files[i].Column)
+	}
+	var keyFiles, rest []int
+	d.mu.Lock()
+	for _, i := range keys {
+		if wanted(i) && e.present[e.m.Files[i].Name] == 0 && !slices.Contains(keyFiles, i) {
+			keyFiles = append(keyFiles, i)
+		}
+	}
+	for i := range e.m.Files {
+		if wanted(i) && e.present[e.m.Files[i].Name] == 0 && !slices.Contains(keys, i) {
+			rest = append(rest, i)
+		}
+	}
+	if len(keyFiles)+len(rest) > 0 {
+		e.pins++
+	}
+	d.mu.Unlock()
+	if len(keyFiles)+len(rest) == 0 {
+		return // all held: a warm depot
+	}
+	ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
+	runs := ps.runs(keyFiles, 0)
+	runs = append(runs, ps.runs(rest, len(keyFiles))...)
+	d.queue.push(e, runs)
+}
+
+// runs cuts files (indices in the manifest, in the order to fetch them)
+// into the requests that fetch them, each ranked by the position of its
+// first file, counted from first.
+func (s *source) runs(files []int, first int) []*prefetchRun {
+	if len(files) == 0 {
+		return nil
+	}
+	var runs []*prefetchRun
+	if loc, err := s.locate(); err == nil && loc.Pack != "" && s.e.pack != nil {
+		pos := make(map[int]int, len(files))
+		for p, i := range files {
+			pos[i] = p
+		}
+		for _, r := range loc.Ranges(files, runBytes) {
+			run := &prefetchRun{s: s, rank: first + pos[r.First]}
+			for i := r.First; i <= r.Last; i++ {
+				run.files = append(run.files, i)
+			}
+			runs = append(runs, run)
+		}
+		return runs
+	}
+	for p, i := range files {
+		runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: first + p})
+	}
+	return runs
+}
+
+// A prefetchRun is one request of a Prefetch: column files adjacent in
+// the container's pack (or one file of a container of column files).
+type prefetchRun struct {
+	s     *source
+	files []int
+	rank  int    // the position of its first file in its container's order
+	seq   uint64 // the order it was queued in
+	left  *int   // its Prefetch's runs not done yet, guarded by the queue's mu
+}
+
+// fetch does the run's request, unless its Prefetch's ctx has ended.
+func (r *prefetchRun) fetch() {
+	if r.s.ctx.Err() != nil {
+		return
+	}
+	if len(r.files) == 1 {
+		r.s.prefetch(&r.s.e.m.Files[r.files[0]])
+		return
+	}
+	r.s.prefetchRun(r.files)
+}
+
+// prefetchQueue holds the requests of every Prefetch under way, lowest
+// rank first, and runs them on up to max goroutines, started as requests
+// come and ended when none is left.
+type prefetchQueue struct {
+	d       *Depot
+	max     int
+	mu      sync.Mutex
+	runs    runHeap
+	seq     uint64
+	workers int
+}
+
+// push queues the runs of one Prefetch of e, which unpins e once they are
+// all done.
+func (q *prefetchQueue) push(e *entry, runs []*prefetchRun) {
+	left := len(runs)
+	if left == 0 {
+		q.d.unpin(e)
+		return
+	}
+	q.mu.Lock()
+	for _, r := range runs {
+		r.seq, r.left = q.seq, &left
+		q.seq++
+		heap.Push(&q.runs, r)
+	}
+	start := min(q.max-q.workers, q.runs.Len())
+	q.workers += start
+	q.mu.Unlock()
+	for range start {
+		go q.work()
+	}
+}
+
+// work runs queued requests until none is left.
+func (q *prefetchQueue) work() {
+	for {
+		q.mu.Lock()
+		if q.runs.Len() == 0 {
+			q.workers--
+			q.mu.Unlock()
+			return
+		}
+		r := heap.Pop(&q.runs).(*prefetchRun)
+		q.mu.Unlock()
+		r.fetch()
+		q.mu.Lock()
+		*r.left--
+		last := *r.left == 0
+		q.mu.Unlock()
+		if last {
+			q.d.unpin(r.s.e)
+		}
+	}
+}
+
+// runHeap orders queued requests by rank, then by the order they came.
+type runHeap []*prefetchRun
+
+func (h runHeap) Len() int { return len(h) }
+func (h runHeap) Less(i, j int) bool {
+	if h[i].rank != h[j].rank {
+		return h[i].rank < h[j].rank
+	}
+	return h[i].seq < h[j].seq
+}
+func (h runHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *runHeap) Push(x any)   { *h = append(*h, x.(*prefetchRun)) }
+func (h *runHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return r
+}
+
+// prefetch fetches every segment of column file fm not held, if no reader
+// holds it by now.
+func (s *source) prefetch(fm *columnar.FileMeta) {
+	f, err := s.OpenFile(fm.Name, fm.Size)
+	if err != nil {
+		return
+	}
+	if ff, ok := f.(*fillFile); ok {
+		for seg := range ff.f.segs {
+			if ff.ensure(seg) != nil {
+				break
+			}
+		}
+	}
+	f.Close()
+}
+
+// prefetchRun fetches the column files run, adjacent in the store's pack
+// and so in the depot's, with one ranged GET: each file not held and
+// with no segment fetched or being fetched is claimed whole (its
+// segments marked being fetched, so readers wait for this request rather
+// than fetch them), the claimed files adjacent to one another are read
+// together, and each file is then completed as any fill is (its CRC-32C
+// checked when its last reader closes it). A file held, or partly
+// fetched by a reader, is fetched by itself as prefetch does.
+func (s *source) prefetchRun(run []int) {
+	e := s.e
+	type claim struct {
+		ff *fillFile
+		fm *columnar.FileMeta
+	}
+	var claimed []claim
+	var rest []*columnar.FileMeta
+	var open []columnar.File
+	for _, i := range run {
+		fm := &e.m.Files[i]
+		f, err := s.OpenFile(fm.Name, fm.Size)
+		if err != nil {
+			continue
+		}
+		open = append(open, f)
+		ff, ok := f.(*fillFile)
+		if !ok {
+			continue // held
+		}
+		if ff.claim() {
+			claimed = append(claimed, claim{ff, fm})
+		} else {
+			rest = append(rest, fm)
+		}
+	}
+	// Requests: runs of claimed files adjacent in the object and the pack.
+	for lo := 0; lo < len(claimed); {
+		hi := lo + 1
+		for hi < len(claimed) {
+			a, b := claimed[hi-1].ff.f, claimed[hi].ff.f
+			if a.key != b.key || a.objOff+a.fm.Size != b.objOff || a.w != b.w || a.base+a.fm.Size != b.base {
+				break
+			}
+			hi++
+		}
+		group := make([]*fillFile, 0, hi-lo)
+		for _, c := range claimed[lo:hi] {
+			group = append(group, c.ff)
+		}
+		fetchClaimed(s.ctx, group)
+		lo = hi
+	}
+	for _, f := range open {
+		f.Close()
+	}
+	for _, fm := range rest {
+		s.prefetch(fm)
+	}
+}
+
+// claim marks every segment of the fill being fetched, if none is
+// fetched or being fetched, and reports whether it did.
+func (ff *fillFile) claim() bool {
+	f := ff.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.segs {
+		if s.state != segmentAbsent {
+			return false
+		}
+	}
+	for i := range f.segs {
+		f.segs[i].state, f.segs[i].done = segmentFetching, make(chan struct{})
+	}
+	f.sum, f.summed = 0, false
+	return true
+}
+
+// fetchClaimed fetches the claimed fills group, adjacent in one store
+// object and in one pack, with one ranged GET, and marks each file's
+// segments present (or, for the bytes the read did not bring, absent
+// again, for a reader to fetch and report). Each file's CRC-32C is taken
+// as its bytes pass, so completing a file fetched whole reads nothing
+// back.
+func fetchClaimed(ctx context.Context, group []*fillFile) {
+	first, last := group[0].f, group[len(group)-1].f
+	start, end := first.objOff, last.objOff+last.fm.Size
+	var n int64
+	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
+	if err == nil {
+		w := &summingWriter{w: io.NewOffsetWriter(first.w, first.base), group: group}
+		buf := copyBuffers.Get().(*[]byte)
+		n, err = io.CopyBuffer(w, io.LimitReader(r, end-start), *buf)
+		copyBuffers.Put(buf)
+		r.Close()
+		first.d.fetched.Add(n)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		first.d.log.Debug("depot: prefetch", "key", first.key, "offset", start, "bytes", end-start, "err", err)
+	}
+	for _, ff := range group {
+		f := ff.f
+		got := min(max(start+n-f.objOff, 0), f.fm.Size) // bytes of this file fetched
+		f.mu.Lock()
+		f.summed = got == f.fm.Size
+		for i := range f.segs {
+			sg := &f.segs[i]
+			if sg.end <= got {
+				sg.state = segmentPresent
+				ff.counts.Add(f.fm, sg.start, sg.end)
+			} else {
+				sg.state = segmentAbsent
+			}
+			close(sg.done)
+		}
+		f.mu.Unlock()
+	}
+}
+
+// copyBuffers are the buffers prefetch requests copy through: large, so a
+// request of megabytes costs few reads of the socket and writes of the
+// pack.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+// summingWriter writes the bytes of a group of fills, back to back, and
+// adds each byte to the CRC-32C of the fill it belongs to (fill.sum).
+type summingWriter struct {
+	w     io.Writer
+	group []*fillFile
+	cur   int   // the fill the next byte belongs to
+	off   int64 // bytes of it written
+}
+
+func (s *summingWriter) Write(p []byte) (int, error) {
+	n, err := s.w.Write(p)
+	for b := p[:n]; len(b) > 0 && s.cur < len(s.group); {
+		f := s.group[s.cur].f
+		k := min(int64(len(b)), f.fm.Size-s.off)
+		f.sum = crc32.Update(f.sum, castagnoli, b[:k])
+		b, s.off = b[k:], s.off+k
+		if s.off == f.fm.Size {
+			s.cur, s.off = s.cur+1, 0
+		}
+	}
+	return n, err
+}
