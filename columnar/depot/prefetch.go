@@ -323,9 +323,7 @@ func fetchClaimed(ctx context.Context, group []*fillFile) {
 	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
 	if err == nil {
 		w := &summingWriter{w: io.NewOffsetWriter(first.w, first.base), group: group}
-		buf := copyBuffers.Get().(*[]byte)
-		n, err = io.CopyBuffer(w, io.LimitReader(r, end-start), *buf)
-		copyBuffers.Put(buf)
+		n, err = io.Copy(w, io.LimitReader(r, end-start))
 		r.Close()
 		first.d.fetched.Add(n)
 	}
@@ -350,11 +348,6 @@ func fetchClaimed(ctx context.Context, group []*fillFile) {
 		f.mu.Unlock()
 	}
 }
-
-// copyBuffers are the buffers prefetch requests copy through: large, so a
-// request of megabytes costs few reads of the socket and writes of the
-// pack.
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
 // summingWriter writes the bytes of a group of fills, back to back, and
 // adds each byte to the CRC-32C of the fill it belongs to (fill.sum).
