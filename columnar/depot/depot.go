@@ -32,8 +32,9 @@
 // pack are adjacent in the depot's too (both in manifest order), so
 // Prefetch reads them together, one ranged GET of up to 2MiB streamed
 // into the depot's pack for several files (each file's CRC-32C taken as
-// it streams): a cold container of 100 small column files costs a few
-// requests, not a hundred. The requests of all prefetches share one
+// it streams, each segment readable as soon as it is in): a cold
+// container of 100 small column files costs a few requests, not a
+// hundred. The requests of all prefetches share one
 // queue, in the order a mergeout reads: the sort-key columns of every
 // container first, then the others by their position, across containers
 // (prefetch.go). PrefetchColumns

@@ -311,18 +311,19 @@ func (ff *fillFile) claim() bool {
 }
 
 // fetchClaimed fetches the claimed fills group, adjacent in one store
-// object and in one pack, with one ranged GET, and marks each file's
-// segments present (or, for the bytes the read did not bring, absent
-// again, for a reader to fetch and report). Each file's CRC-32C is taken
-// as its bytes pass, so completing a file fetched whole reads nothing
-// back.
+// object and in one pack, with one ranged GET. Each segment is marked
+// present as soon as the stream has written it, so a reader waiting for
+// the first blocks of a file goes on while the rest of the request
+// streams in; what the read did not bring is marked absent again, for a
+// reader to fetch and report. Each file's CRC-32C is taken as its bytes
+// pass, so completing a file fetched whole reads nothing back.
 func fetchClaimed(ctx context.Context, group []*fillFile) {
 	first, last := group[0].f, group[len(group)-1].f
 	start, end := first.objOff, last.objOff+last.fm.Size
+	w := &streamWriter{w: io.NewOffsetWriter(first.w, first.base), group: group, settled: make([]int, len(group))}
 	var n int64
 	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
 	if err == nil {
-		w := &summingWriter{w: io.NewOffsetWriter(first.w, first.base), group: group}
 		n, err = io.Copy(w, io.LimitReader(r, end-start))
 		r.Close()
 		first.d.fetched.Add(n)
@@ -330,12 +331,12 @@ func fetchClaimed(ctx context.Context, group []*fillFile) {
 	if err != nil && !errors.Is(err, context.Canceled) {
 		first.d.log.Debug("depot: prefetch", "key", first.key, "offset", start, "bytes", end-start, "err", err)
 	}
-	for _, ff := range group {
+	for g, ff := range group {
 		f := ff.f
 		got := min(max(start+n-f.objOff, 0), f.fm.Size) // bytes of this file fetched
 		f.mu.Lock()
 		f.summed = got == f.fm.Size
-		for i := range f.segs {
+		for i := w.settled[g]; i < len(f.segs); i++ {
 			sg := &f.segs[i]
 			if sg.end <= got {
 				sg.state = segmentPresent
@@ -349,22 +350,35 @@ func fetchClaimed(ctx context.Context, group []*fillFile) {
 	}
 }
 
-// summingWriter writes the bytes of a group of fills, back to back, and
-// adds each byte to the CRC-32C of the fill it belongs to (fill.sum).
-type summingWriter struct {
-	w     io.Writer
-	group []*fillFile
-	cur   int   // the fill the next byte belongs to
-	off   int64 // bytes of it written
+// streamWriter writes the bytes of a group of claimed fills, back to
+// back: it adds each byte to the CRC-32C of the fill it belongs to
+// (fill.sum), and marks each segment present once its last byte is
+// written (settled counts them, for each fill).
+type streamWriter struct {
+	w       io.Writer
+	group   []*fillFile
+	cur     int   // the fill the next byte belongs to
+	off     int64 // bytes of it written
+	settled []int // for each fill, its leading segments marked present
 }
 
-func (s *summingWriter) Write(p []byte) (int, error) {
+func (s *streamWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	for b := p[:n]; len(b) > 0 && s.cur < len(s.group); {
-		f := s.group[s.cur].f
+		ff := s.group[s.cur]
+		f := ff.f
 		k := min(int64(len(b)), f.fm.Size-s.off)
 		f.sum = crc32.Update(f.sum, castagnoli, b[:k])
 		b, s.off = b[k:], s.off+k
+		f.mu.Lock()
+		for i := s.settled[s.cur]; i < len(f.segs) && f.segs[i].end <= s.off; i++ {
+			sg := &f.segs[i]
+			sg.state = segmentPresent
+			ff.counts.Add(f.fm, sg.start, sg.end)
+			close(sg.done)
+			s.settled[s.cur]++
+		}
+		f.mu.Unlock()
 		if s.off == f.fm.Size {
 			s.cur, s.off = s.cur+1, 0
 		}

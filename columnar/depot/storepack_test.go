@@ -426,3 +426,102 @@ func (o *orderStore) NewRangeReader(ctx context.Context, key string, off, n int6
 	}
 	return o.Store.NewRangeReader(ctx, key, off, n)
 }
+
+// A prefetch request marks each segment present as soon as it has
+// streamed in: a reader of a file's first block goes on while the rest of
+// the request is still on its way.
+func TestPrefetchSegmentsReadableAsTheyArrive(t *testing.T) {
+	st, ms, _ := wideBucket(t, 1, 3)
+	m := ms[0]
+	defer depot.SetSegmentBytes(1)()   // a segment a block
+	defer depot.SetRunBytes(1 << 30)() // the two columns after the key in one request
+	c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := m.Files[1]
+	_, base := c.File(1)
+	stall := &stallingStore{Store: st, from: base, after: fm.Blocks[0].Offset + fm.Blocks[0].Length, release: make(chan struct{})}
+	defer stall.open()
+	d, err := depot.Open(t.TempDir(), stall, depot.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	d.Prefetch(t.Context(), src)
+	// The prefetch's request of the two columns is under way (it has
+	// claimed their segments) before the reader asks.
+	deadline := time.Now().Add(10 * time.Second)
+	for stall.requests.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	f, err := src.OpenFile(fm.Name, fm.Size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() {
+		block := make([]byte, fm.Blocks[0].Offset+fm.Blocks[0].Length)
+		_, err := f.ReadAt(block, 0)
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the first block was not readable until the whole request was in")
+	}
+	if n := stall.requests.Load(); n != 1 {
+		t.Errorf("%d requests of the stalled range, want the prefetch's alone", n)
+	}
+	f.Close()
+	stall.open()
+	waitFetched(t, d, int64(len(m.Files)))
+	if err := depot.Verify(src.String()); err != nil {
+		t.Error(err)
+	}
+}
+
+// stallingStore stalls a ranged read that begins at from once it has
+// returned after bytes, until release is closed (open).
+type stallingStore struct {
+	store.Store
+	from, after int64
+	release     chan struct{}
+	once        sync.Once
+	requests    atomic.Int64
+}
+
+func (s *stallingStore) open() { s.once.Do(func() { close(s.release) }) }
+
+func (s *stallingStore) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	r, err := s.Store.NewRangeReader(ctx, key, off, n)
+	if err != nil || off != s.from {
+		return r, err
+	}
+	s.requests.Add(1)
+	return &stallingReader{ReadCloser: r, left: s.after, release: s.release}, nil
+}
+
+type stallingReader struct {
+	io.ReadCloser
+	left    int64
+	release chan struct{}
+}
+
+func (r *stallingReader) Read(p []byte) (int, error) {
+	if r.left <= 0 {
+		<-r.release
+		return r.ReadCloser.Read(p)
+	}
+	n, err := r.ReadCloser.Read(p[:min(int64(len(p)), r.left)])
+	r.left -= int64(n)
+	return n, err
+}
