@@ -119,7 +119,8 @@
 //
 // A window job's result is registered live in its own table
 // ("<table>_window_<seq>"); the scheduler keeps the newest
-// Options.KeepResults result tables and drops older ones.
+// Options.KeepResults result tables and drops older ones at its next
+// Tick.
 //
 // Container directories are DATA/<table>/<projection>/<id>/. A dead
 // container's directory is removed once no pending job reads it; at start,

@@ -33,10 +33,15 @@ type resultTables struct {
 	tables     map[string]resultAge
 	registered int // since the last listing
 	listed     bool
+	due        bool // a result registered since the last prune
 }
 
 // registerResult makes a window job's result container live in its own
-// table, then drops the oldest result tables past KeepResults.
+// table. The oldest result tables past KeepResults are dropped at the
+// next Tick (pruneResults), not here: a job's end holds the scheduler's
+// lock, and the next query's request, often sent as soon as this result's
+// rows are read, waited for the prune's catalog writes and the removal
+// of a result's directory. Tables past KeepResults live a tick longer.
 func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messages.ContainerRef, now time.Time) {
 	st, err := s.catalog.Update(ctx, out.Table, out.Projection, func(st *ProjectionState) error {
 		if st.ResultOf != jobID && (st.ResultOf != "" || len(st.Live)+len(st.Dead)+len(st.Pending) > 0) {
@@ -57,26 +62,32 @@ func (s *Scheduler) registerResult(ctx context.Context, jobID string, out messag
 		s.log.Error("register window result", "table", out.Table, "container", out.ID, "err", err)
 		return
 	}
-	s.pruneResults(ctx, resultAge{table: out.Table, jobID: jobID, created: st.Created})
-}
-
-// pruneResults retires the containers of the oldest window result tables
-// beyond KeepResults, and forgets result tables left with nothing. It runs
-// at every window job's end, after the result named is registered, so it
-// reads no more than it must: each result table's creation time is read
-// once, when there are more than KeepResults, and kept.
-func (s *Scheduler) pruneResults(ctx context.Context, registered resultAge) {
 	r := &s.results
 	if r.tables == nil {
 		r.tables = map[string]resultAge{}
 	}
-	if _, ok := r.tables[registered.table]; !ok {
-		r.tables[registered.table] = registered
+	if _, ok := r.tables[out.Table]; !ok {
+		r.tables[out.Table] = resultAge{table: out.Table, jobID: jobID, created: st.Created}
 		r.registered++
 	}
+	r.due = true
+}
+
+// pruneResults retires the containers of the oldest window result tables
+// beyond KeepResults, and forgets result tables left with nothing. Tick
+// runs it once results have been registered since the last run, so it
+// reads no more than it must: each result table's creation time is read
+// once, when there are more than KeepResults, and kept.
+func (s *Scheduler) pruneResults(ctx context.Context) {
+	r := &s.results
+	if !r.due {
+		return
+	}
+	r.due = false
 	if !r.listed || r.registered >= s.opts.KeepResults {
 		if err := s.listResults(ctx); err != nil {
 			s.log.Error("list window results", "err", err)
+			r.due = true // the next tick tries again
 			return
 		}
 	}
@@ -89,6 +100,7 @@ func (s *Scheduler) pruneResults(ctx context.Context, registered resultAge) {
 			st, rev, err := s.catalog.Get(ctx, t, messages.ResultProjection)
 			if err != nil {
 				s.log.Error("list window results", "err", err)
+				r.due = true
 				return
 			}
 			if rev == 0 || st.ResultOf == "" {

@@ -25,8 +25,8 @@ func (c *countingKV) Keys(ctx context.Context, prefix string) ([]string, error) 
 }
 
 // runWindowJob submits a window job over t and settles it with a result
-// of two rows, a second later than the last; beforeDone (if any) runs just
-// before the done event.
+// of two rows, a second later than the last, then ticks (which prunes the
+// result tables); beforeDone (if any) runs just before the done event.
 func runWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
 	h.t.Helper()
 	if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
@@ -41,7 +41,69 @@ func runWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
 		beforeDone()
 	}
 	h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+	h.s.Tick(h.ctx)
 	return out
+}
+
+// A window job's end registers its result and drops nothing: the result
+// tables past KeepResults are dropped at the next tick, so the request
+// that follows a job's end does not wait for the prune's catalog writes
+// and directory removal.
+func TestWindowResultsPrunedAtTick(t *testing.T) {
+	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}, KeepResults: 2})
+	counting := &writeCountingKV{MemKV: h.catalog}
+	s, err := New(h.ctx, counting, h.pools, h.pub, h.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.s = s
+	if err := h.load("t", 0, 2, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var results []messages.ContainerRef
+	for i := range 4 {
+		if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
+			Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
+			t.Fatal(err)
+		}
+		w := h.pub.windows[i]
+		out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
+		h.mkdir(out)
+		h.clock.Advance(time.Second)
+		counting.deletes, counting.lists = 0, 0
+		h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+		if counting.lists != 0 || counting.deletes > 1 { // the job's body
+			t.Fatalf("job %d's end listed the catalog %d times and deleted %d keys", i, counting.lists, counting.deletes)
+		}
+		results = append(results, out)
+	}
+	for i, r := range results {
+		if !h.exists(r) {
+			t.Fatalf("result %d (%s) dropped before a tick", i, r.Table)
+		}
+	}
+	h.s.Tick(h.ctx)
+	for i, r := range results {
+		if kept := i >= 2; h.exists(r) != kept {
+			t.Fatalf("after a tick, result %d (%s): exists=%v, want %v", i, r.Table, h.exists(r), kept)
+		}
+	}
+}
+
+// writeCountingKV counts the listings and deletes of a catalog.
+type writeCountingKV struct {
+	*MemKV
+	lists, deletes int
+}
+
+func (c *writeCountingKV) Keys(ctx context.Context, prefix string) ([]string, error) {
+	c.lists++
+	return c.MemKV.Keys(ctx, prefix)
+}
+
+func (c *writeCountingKV) Delete(ctx context.Context, key string) error {
+	c.deletes++
+	return c.MemKV.Delete(ctx, key)
 }
 
 // A window job's end reads a few catalog entries, not one per result

@@ -493,4 +493,5 @@ func (s *Scheduler) Tick(ctx context.Context) {
 	}
 	s.tickCancels(ctx, now)
 	s.publishPending(ctx)
+	s.pruneResults(ctx)
 }

@@ -688,6 +688,7 @@ func TestWindowResultsPruned(t *testing.T) {
 		h.mkdir(out)
 		h.clock.Advance(time.Second)
 		h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+		h.s.Tick(h.ctx)
 		results = append(results, out)
 	}
 	for i, r := range results {
