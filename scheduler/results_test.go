@@ -24,10 +24,30 @@ func (c *countingKV) Keys(ctx context.Context, prefix string) ([]string, error) 
 	return c.MemKV.Keys(ctx, prefix)
 }
 
-// runWindowJob submits a window job over t and settles it with a result
-// of two rows, a second later than the last, then ticks (which prunes the
-// result tables); beforeDone (if any) runs just before the done event.
+// startOver makes the harness's scheduler one over catalog (the
+// harness's catalog seen through a wrapper).
+func (h *harness) startOver(catalog KV) {
+	h.t.Helper()
+	s, err := New(h.ctx, catalog, h.pools, h.pub, h.opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.s = s
+}
+
+// runWindowJob is endWindowJob, then a tick (which prunes the result
+// tables).
 func runWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
+	h.t.Helper()
+	out := endWindowJob(h, beforeDone)
+	h.s.Tick(h.ctx)
+	return out
+}
+
+// endWindowJob submits a window job over t and settles it with a result
+// of two rows, a second later than the last; beforeDone (if any) runs just
+// before the done event.
+func endWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
 	h.t.Helper()
 	if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
 		Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
@@ -41,7 +61,6 @@ func runWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
 		beforeDone()
 	}
 	h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
-	h.s.Tick(h.ctx)
 	return out
 }
 
@@ -52,30 +71,16 @@ func runWindowJob(h *harness, beforeDone func()) messages.ContainerRef {
 func TestWindowResultsPrunedAtTick(t *testing.T) {
 	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 100}, KeepResults: 2})
 	counting := &writeCountingKV{MemKV: h.catalog}
-	s, err := New(h.ctx, counting, h.pools, h.pub, h.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.s = s
+	h.startOver(counting)
 	if err := h.load("t", 0, 2, 1000); err != nil {
 		t.Fatal(err)
 	}
 	var results []messages.ContainerRef
 	for i := range 4 {
-		if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
-			Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
-			t.Fatal(err)
-		}
-		w := h.pub.windows[i]
-		out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
-		h.mkdir(out)
-		h.clock.Advance(time.Second)
-		counting.deletes, counting.lists = 0, 0
-		h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
+		results = append(results, endWindowJob(h, func() { counting.deletes, counting.lists = 0, 0 }))
 		if counting.lists != 0 || counting.deletes > 1 { // the job's body
 			t.Fatalf("job %d's end listed the catalog %d times and deleted %d keys", i, counting.lists, counting.deletes)
 		}
-		results = append(results, out)
 	}
 	for i, r := range results {
 		if !h.exists(r) {
@@ -114,11 +119,7 @@ func TestWindowResultsPruneReadsLittle(t *testing.T) {
 	const keep = 30
 	h := newHarness(t, Options{Strata: StrataOptions{Capacity: 1000}, KeepResults: keep})
 	counting := &countingKV{MemKV: h.catalog}
-	s, err := New(h.ctx, counting, h.pools, h.pub, h.opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.s = s
+	h.startOver(counting)
 	if err := h.load("t", 0, 2, 1000); err != nil {
 		t.Fatal(err)
 	}

@@ -678,18 +678,8 @@ func TestWindowResultsPruned(t *testing.T) {
 		t.Fatal(err)
 	}
 	var results []messages.ContainerRef
-	for i := range 4 {
-		if _, err := h.s.SubmitWindow(h.ctx, &messages.WindowRequest{Query: messages.WindowQuery{Table: "t",
-			Select: []messages.SelectItem{{Alias: "a"}}}}); err != nil {
-			t.Fatal(err)
-		}
-		w := h.pub.windows[i]
-		out := messages.ContainerRef{Table: w.ResultTable, Projection: "result", ID: w.Output, Rows: 2}
-		h.mkdir(out)
-		h.clock.Advance(time.Second)
-		h.event(&messages.JobEvent{JobID: w.JobID, Type: messages.EventDone, Output: &out})
-		h.s.Tick(h.ctx)
-		results = append(results, out)
+	for range 4 {
+		results = append(results, runWindowJob(h, nil))
 	}
 	for i, r := range results {
 		kept := i >= 2
