@@ -20,9 +20,12 @@
 // Window calls with the same PARTITION BY and ORDER BY form a group that
 // shares one sort. Rows are put in (partition, order) order with a stable
 // LSD radix sort over order-preserving 64-bit keys (comparison sort for
-// strings); keys without NULLs whose varying bits fit one word with the
-// row position are packed into it and sorted once. Input already in that
-// order streams without a sort. Then each
+// strings). The radix passes cover only each key's code: its distance
+// from the smallest key over the stride every distance shares (so ten
+// million timestamps in whole seconds take 24 bits, not the 38 in which
+// their microseconds differ); keys without NULLs whose codes fit one word
+// with the row position are packed into it and sorted once. Input already
+// in that order streams without a sort. Then each
 // partition is evaluated with state that is allocated once per query and
 // reused for every partition, choosing per call the cheapest algorithm for
 // its frame:

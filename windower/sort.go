@@ -146,105 +146,166 @@ func (s *sorter) sortRows(keys []sortedKey, rows []int32) ([]int32, bool) {
 }
 
 // sortComposite sorts perm (the identity) in one radix sort when there
-// are several keys, none with NULLs, and the bits in which each key's
-// values differ add up, with a row position, to at most 64: each row's
-// word is those bits of every key, the most significant key's highest,
-// so the words' order is the rows' lexicographic order, and the packed
-// radix sort breaks ties by position (stable). Row i's values are the
-// keys' at rows[i] (rows nil: at i). It reports false, having changed
-// nothing, when the keys do not fit.
+// are several keys, none with NULLs, and their codes (keyCode) add up,
+// with a row position, to at most 64 bits: each row's word is every key's
+// code, the most significant key's highest, so the words' order is the
+// rows' lexicographic order, and the packed radix sort breaks ties by
+// position (stable). Row i's values are the keys' at rows[i] (rows nil:
+// at i). It reports false, having sorted nothing, when the codes do not
+// fit.
 func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32, rows []int32) bool {
 	if len(keys) < 2 {
 		return false
 	}
-	row := func(i int) int {
-		if rows == nil {
-			return i
-		}
-		return int(rows[i])
-	}
-	type field struct {
-		lo, width int
-		high      uint64 // the bits every value shares
-	}
-	fields := make([]field, len(keys))
-	total := bits.Len(uint(n - 1))
-	for k, key := range keys {
+	for _, key := range keys {
 		if key.v.nulls != nil || key.v.kind == kindString {
-			return false
-		}
-		first := normalize(key.v, row(0), key.desc)
-		var diff uint64
-		switch {
-		case key.v.kind == kindFloat:
-			for i := 0; i < n; i++ {
-				diff |= normalize(key.v, row(i), key.desc) ^ first
-			}
-		case rows != nil:
-			flip := flipOf(key.desc)
-			x := key.v.ints
-			for _, r := range rows {
-				diff |= (uint64(x[r]) ^ flip) ^ first
-			}
-		default:
-			flip := flipOf(key.desc)
-			for _, x := range key.v.ints[:n] {
-				diff |= (uint64(x) ^ flip) ^ first
-			}
-		}
-		f := field{}
-		if diff != 0 {
-			f.lo = bits.TrailingZeros64(diff)
-			f.width = 64 - bits.LeadingZeros64(diff) - f.lo
-		}
-		f.high = first &^ (widthMask(f.width) << uint(f.lo))
-		fields[k] = f
-		total += f.width
-		if total > 64 {
 			return false
 		}
 	}
 	s.keys = grow(s.keys, n)
-	words := s.keys
-	clear(words)
+	s.keys2 = grow(s.keys2, n)
+	words, vals := s.keys[:n], s.keys2[:n]
+	// First the bits in which each key's values differ (cheap to find:
+	// no range, no stride), enough where they fit.
+	codes := make([]keyCode, len(keys))
+	total := bits.Len(uint(n - 1))
 	for k, key := range keys {
-		f := fields[k]
-		if f.width == 0 {
-			continue
+		codes[k] = xorCode(keyDiff(key, n, rows))
+		total += codes[k].width
+	}
+	if total <= 64 {
+		for k, key := range keys {
+			foldKey(words, vals, key, rows, codes[k], k)
 		}
-		lo, w, mask := uint(f.lo), uint(f.width), widthMask(f.width)
-		flip := flipOf(key.desc)
-		switch {
-		case key.v.kind == kindFloat:
-			for i := range words {
-				words[i] = words[i]<<w | normalize(key.v, row(i), key.desc)>>lo&mask
+	} else {
+		// Each key's range and stride (codeOf), folded in as found.
+		total = bits.Len(uint(n - 1))
+		for k, key := range keys {
+			// Integers are read where they are, other keys from vals.
+			if rows == nil && key.v.kind != kindFloat {
+				xs, flip := key.v.ints[:n], flipOf(key.desc)
+				c := codeOf(xs, flip, statsOf(xs, flip))
+				if total += c.width; total > 64 {
+					return false
+				}
+				codes[k] = c
+				foldCode(words, xs, nil, flip, c, k)
+				continue
 			}
-		case rows != nil:
-			x := key.v.ints
-			for i, r := range rows {
-				words[i] = words[i]<<w | (uint64(x[r])^flip)>>lo&mask
+			c := codeOf(vals, 0, normalizeInto(vals, key, rows))
+			if total += c.width; total > 64 {
+				return false
 			}
-		default:
-			for i, x := range key.v.ints[:n] {
-				words[i] = words[i]<<w | (uint64(x)^flip)>>lo&mask
-			}
+			codes[k] = c
+			foldCode(words, vals, nil, 0, c, k)
 		}
 	}
 	s.identity = true
 	_, sorted := s.radix(words, perm)
 	s.identity = false
 	// The first key's normalized values in sorted order, from the words.
-	f := fields[0]
 	shift := uint(0)
-	for _, g := range fields[1:] {
-		shift += uint(g.width)
+	for _, c := range codes[1:] {
+		shift += uint(c.width)
 	}
-	mask := widthMask(f.width)
+	first, mask := codes[0], widthMask(codes[0].width)
 	for i, w := range sorted {
-		sorted[i] = f.high | (w>>shift&mask)<<uint(f.lo)
+		sorted[i] = first.decode(w >> shift & mask)
 	}
 	s.sorted = sorted
 	return true
+}
+
+// keyDiff returns the OR of every value of key at rows (rows nil: at
+// 0..n-1) XOR the first, and the first, normalized.
+func keyDiff(key sortedKey, n int, rows []int32) (diff, first uint64) {
+	v := key.v
+	row := func(i int) int {
+		if rows == nil {
+			return i
+		}
+		return int(rows[i])
+	}
+	first = normalize(v, row(0), key.desc)
+	switch flip := flipOf(key.desc); {
+	case v.kind == kindFloat:
+		for i := 0; i < n; i++ {
+			diff |= normalize(v, row(i), key.desc) ^ first
+		}
+	case rows != nil:
+		for _, r := range rows {
+			diff |= (uint64(v.ints[r]) ^ flip) ^ first
+		}
+	default:
+		for _, x := range v.ints[:n] {
+			diff |= (uint64(x) ^ flip) ^ first
+		}
+	}
+	return diff, first
+}
+
+// foldKey shifts each word of words left by c's width and puts in the
+// code of key's value at rows[i] (rows nil: at i), key being the k-th
+// (the first: the codes alone). Floats are normalized into vals first.
+func foldKey(words, vals []uint64, key sortedKey, rows []int32, c keyCode, k int) {
+	v, flip := key.v, flipOf(key.desc)
+	switch {
+	case v.kind == kindFloat:
+		normalizeInto(vals, key, rows)
+		foldCode(words, vals, nil, 0, c, k)
+	default:
+		foldCode(words, v.ints, rows, flip, c, k)
+	}
+}
+
+// foldCode shifts each word of words left by c's width and puts in the
+// code of the key xs[rows[i]]^flip (rows nil: xs[i]^flip), the k-th key
+// (the first: the codes alone).
+func foldCode[W word](words []uint64, xs []W, rows []int32, flip uint64, c keyCode, k int) {
+	w := uint(c.width)
+	switch {
+	case rows != nil && k == 0:
+		for i, r := range rows {
+			words[i] = c.encode(uint64(xs[r]) ^ flip)
+		}
+	case rows != nil:
+		for i, r := range rows {
+			words[i] = words[i]<<w | c.encode(uint64(xs[r])^flip)
+		}
+	case k == 0:
+		for i, x := range xs[:len(words)] {
+			words[i] = c.encode(uint64(x) ^ flip)
+		}
+	default:
+		for i, x := range xs[:len(words)] {
+			words[i] = words[i]<<w | c.encode(uint64(x)^flip)
+		}
+	}
+}
+
+// normalizeInto writes key's normalized values (normalize) at rows into
+// out (rows nil: at 0..len(out)-1) and returns their stats.
+func normalizeInto(out []uint64, key sortedKey, rows []int32) keyStats {
+	v, flip := key.v, flipOf(key.desc)
+	switch {
+	case v.kind == kindFloat && rows != nil:
+		for i, r := range rows {
+			out[i] = normalize(v, int(r), key.desc)
+		}
+	case v.kind == kindFloat:
+		for i := range out {
+			out[i] = normalize(v, i, key.desc)
+		}
+	case rows != nil:
+		for i, r := range rows {
+			out[i] = uint64(v.ints[r]) ^ flip
+		}
+	default:
+		for i, x := range v.ints[:len(out)] {
+			out[i] = uint64(x) ^ flip
+		}
+	}
+	return statsOf(out, 0)
 }
 
 // flipOf is what an integer's bits are XORed with to order them as
@@ -309,7 +370,7 @@ func normalize(v *vector, i int, desc bool) uint64 {
 }
 
 // radix stably sorts perm by keys (keys[i] belongs to perm[i]) with LSD
-// passes over only the bits in which the keys differ, in digits of at
+// passes over only the bits of the keys' code (keyCode), in digits of at
 // most 11 bits (so 1M distinct keys take two passes). It sorts perm in
 // place and returns it with the sorted keys, which are in keys or in the
 // sorter's scratch buffer.
@@ -326,11 +387,31 @@ func (s *sorter) radix(keys []uint64, perm []int32) ([]int32, []uint64) {
 	if diff == 0 {
 		return perm, keys
 	}
+	// The bits that vary, unless a sample says the keys may share a
+	// stride and take more than a pass: then their range and stride.
+	c := xorCode(diff, keys[0])
+	if c.width > maxDigitBits && mayShareStride(keys, c.shift) {
+		c = codeOf(keys, 0, statsOf(keys, 0))
+	}
+	if idxBits := bits.Len(uint(n - 1)); c.width+idxBits <= 64 {
+		if c.odd == 1 {
+			return s.radixPacked(keys, perm, c, idxBits)
+		}
+		// Divide the stride out first, so the passes subtract and shift
+		// only, and multiply it back into the sorted keys.
+		for i, k := range keys {
+			keys[i] = c.encode(k)
+		}
+		perm, sorted := s.radixPacked(keys, perm, keyCode{width: c.width, odd: 1, inv: 1}, idxBits)
+		for i, q := range sorted {
+			sorted[i] = c.decode(q)
+		}
+		return perm, sorted
+	}
+	// Keys too wide to pack: sort (key, position) pairs on the bits in
+	// which the keys differ.
 	lo := bits.TrailingZeros64(diff)
 	width := 64 - bits.LeadingZeros64(diff) - lo
-	if idxBits := bits.Len(uint(n - 1)); width+idxBits <= 64 {
-		return s.radixPacked(keys, perm, lo, width, idxBits)
-	}
 	passes := (width + maxDigitBits - 1) / maxDigitBits
 	digit := (width + passes - 1) / passes
 	buckets := 1 << digit
@@ -391,14 +472,14 @@ func (s *sorter) radix(keys []uint64, perm []int32) ([]int32, []uint64) {
 
 const maxDigitBits = 11
 
-// radixPackedMSD sorts keys whose varying bits (width bits from lo) and
+// radixPackedMSD sorts keys whose codes (c, without an odd factor) and
 // a row position fit a word, and take two digits: it packs them, then one
 // pass on the high digit scatters rows into buckets of a few hundred rows,
 // then each bucket is counting-sorted on the low digit while it sits in
 // the L1 cache. That replaces the second full-array scatter of LSD, whose
 // thousands of write streams miss the cache and TLB on every row.
-func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, lo, width, idxBits int, high uint64) ([]int32, []uint64) {
-	n := len(keys)
+func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, c keyCode, idxBits int) ([]int32, []uint64) {
+	n, width := len(keys), c.width
 	// The high digit takes what makes buckets of ~256 rows, at most 12 bits.
 	hiBits := min(max(bits.Len(uint(n))-8, 1), 10, width-1)
 	loBits := width - hiBits
@@ -417,13 +498,9 @@ func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, lo, width, idxBits 
 	s.local = grow(s.local, loBuckets)
 	local := s.local[:loBuckets]
 	clear(starts)
-	// Pack (key bits, position) words and count the high digit in one pass.
-	keyMask := uint64(1)<<uint(width) - 1
-	if width == 64 {
-		keyMask = ^uint64(0)
-	}
+	// Pack (code, position) words and count the high digit in one pass.
 	for i, k := range keys {
-		w := (k>>uint(lo)&keyMask)<<sh | uint64(i)
+		w := (k-c.base)>>c.shift<<sh | uint64(i)
 		keys[i] = w
 		starts[w>>hiShift&hiMask]++
 	}
@@ -470,25 +547,20 @@ func (s *sorter) radixPackedMSD(keys []uint64, perm []int32, lo, width, idxBits 
 		}
 		begin = end
 	}
-	return s.unpack(keys, perm, lo, idxBits, high)
+	return s.unpack(keys, perm, c, idxBits)
 }
 
-// radixPacked is radix for keys whose varying bits and a row position fit
-// in one uint64 together: it sorts (key bits, position) words, moving 8
+// radixPacked is radix for keys whose codes (c, without an odd factor)
+// and a row position fit in one uint64 together: it sorts (code, position) words, moving 8
 // bytes per row and pass instead of 12 and writing one stream per bucket.
-func (s *sorter) radixPacked(keys []uint64, perm []int32, lo, width, idxBits int) ([]int32, []uint64) {
-	n := len(keys)
-	keyMask := uint64(1)<<uint(width) - 1
-	if width == 64 {
-		keyMask = ^uint64(0)
-	}
-	high := keys[0] &^ (keyMask << uint(lo)) // bits every key shares
+func (s *sorter) radixPacked(keys []uint64, perm []int32, c keyCode, idxBits int) ([]int32, []uint64) {
+	n, width := len(keys), c.width
 	passes := (width + maxDigitBits - 1) / maxDigitBits
 	if passes == 2 && n >= 1<<16 {
-		return s.radixPackedMSD(keys, perm, lo, width, idxBits, high)
+		return s.radixPackedMSD(keys, perm, c, idxBits)
 	}
 	for i, k := range keys {
-		keys[i] = (k>>uint(lo)&keyMask)<<uint(idxBits) | uint64(i)
+		keys[i] = (k-c.base)>>c.shift<<uint(idxBits) | uint64(i)
 	}
 	digit := (width + passes - 1) / passes
 	buckets := 1 << digit
@@ -522,19 +594,19 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, lo, width, idxBits int
 		}
 		src, dst = dst, src
 	}
-	return s.unpack(src, perm, lo, idxBits, high)
+	return s.unpack(src, perm, c, idxBits)
 }
 
-// unpack turns sorted (key bits, position) words back into the
-// permutation and the sorted normalized keys (in place in src).
-func (s *sorter) unpack(src []uint64, perm []int32, lo, idxBits int, high uint64) ([]int32, []uint64) {
+// unpack turns sorted (code, position) words back into the permutation
+// and the sorted normalized keys (in place in src).
+func (s *sorter) unpack(src []uint64, perm []int32, c keyCode, idxBits int) ([]int32, []uint64) {
 	n := len(src)
 	sh := uint(idxBits)
 	idxMask := uint64(1)<<uint(idxBits) - 1
 	if s.identity {
 		for i, w := range src {
 			perm[i] = int32(w & idxMask)
-			src[i] = high | (w>>sh)<<uint(lo)
+			src[i] = w>>sh<<c.shift + c.base
 		}
 		return perm, src
 	}
@@ -543,7 +615,7 @@ func (s *sorter) unpack(src []uint64, perm []int32, lo, idxBits int, high uint64
 	copy(old, perm)
 	for i, w := range src {
 		perm[i] = old[w&idxMask]
-		src[i] = high | (w>>sh)<<uint(lo)
+		src[i] = w>>sh<<c.shift + c.base
 	}
 	return perm, src
 }

@@ -48,15 +48,22 @@ func TestSortPerm(t *testing.T) {
 				got[i] = int32(i)
 			}
 		}
-		want := make([]int32, n)
-		for i := range want {
-			want[i] = int32(i)
-		}
-		slices.SortStableFunc(want, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+		want := stablePerm(keys, n)
 		if !slices.Equal(got, want) {
 			t.Fatalf("iteration %d (n=%d, keys=%d): permutation differs from a stable comparison sort", it, n, nk)
 		}
 	}
+}
+
+// stablePerm is the permutation a stable comparison sort of rows
+// 0..n-1 by keys gives: what every radix path must give.
+func stablePerm(keys []sortedKey, n int) []int32 {
+	perm := make([]int32, n)
+	for i := range perm {
+		perm[i] = int32(i)
+	}
+	slices.SortStableFunc(perm, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+	return perm
 }
 
 func BenchmarkRadix1M(b *testing.B) {
@@ -92,11 +99,7 @@ func TestSortPermComposite(t *testing.T) {
 		keys := []sortedKey{{v: g}, {v: x, desc: desc}}
 		var s sorter
 		got := s.sortPerm(keys, n, nil)
-		want := make([]int32, n)
-		for i := range want {
-			want[i] = int32(i)
-		}
-		slices.SortStableFunc(want, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+		want := stablePerm(keys, n)
 		if !slices.Equal(got, want) {
 			t.Fatalf("desc=%v: permutation differs from a stable comparison sort", desc)
 		}
@@ -122,14 +125,38 @@ func TestSortPermWide(t *testing.T) {
 			keys := []sortedKey{{v: v, desc: desc}}
 			var s sorter
 			got := s.sortPerm(keys, n, nil)
-			want := make([]int32, n)
-			for i := range want {
-				want[i] = int32(i)
-			}
-			slices.SortStableFunc(want, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
+			want := stablePerm(keys, n)
 			if !slices.Equal(got, want) {
 				t.Fatalf("spread %d, desc=%v: permutation differs from a stable comparison sort", spread, desc)
 			}
 		}
+	}
+}
+
+// BenchmarkSortComposite sorts 4Mi rows on (g, x) as rownum_rank does
+// (1000 groups, x a permutation) and on (g, t) as lag_lead does (t
+// distinct timestamps in whole seconds, in microseconds).
+func BenchmarkSortComposite(b *testing.B) {
+	const n = 1 << 22
+	rng := rand.New(rand.NewPCG(1, 1))
+	g := &vector{kind: kindInt, ints: make([]int64, n)}
+	x := &vector{kind: kindInt, ints: make([]int64, n)}
+	t := &vector{kind: kindInt, ints: make([]int64, n)}
+	for i, p := range rng.Perm(n) {
+		g.ints[i] = rng.Int64N(1000)
+		x.ints[i] = int64(p)
+		t.ints[i] = 1_700_000_000_000_000 + int64(p)*1_000_000
+	}
+	for _, c := range []struct {
+		name string
+		keys []sortedKey
+	}{{"g,x", []sortedKey{{v: g}, {v: x}}}, {"g,t", []sortedKey{{v: g}, {v: t}}}} {
+		b.Run(c.name, func(b *testing.B) {
+			var s sorter
+			perm := make([]int32, n)
+			for b.Loop() {
+				perm = s.sortPerm(c.keys, n, perm)
+			}
+		})
 	}
 }
