@@ -294,18 +294,23 @@ func stringPrefixes(strs []string, threads int) []uint64 {
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		for i, x := range strs[lo:hi] {
-			var w uint64
-			if len(x) >= 8 {
-				w = binary.BigEndian.Uint64(unsafe.Slice(unsafe.StringData(x), 8))
-			} else {
-				for k := 0; k < len(x); k++ {
-					w |= uint64(x[k]) << (56 - 8*k)
-				}
-			}
-			out[lo+i] = w
+			out[lo+i] = stringPrefix(x)
 		}
 	})
 	return out
+}
+
+// stringPrefix is x's first 8 bytes as a big-endian word, zeros past
+// its end (see stringPrefixes).
+func stringPrefix(x string) uint64 {
+	if len(x) >= 8 {
+		return binary.BigEndian.Uint64(unsafe.Slice(unsafe.StringData(x), 8))
+	}
+	var w uint64
+	for k := 0; k < len(x); k++ {
+		w |= uint64(x[k]) << (56 - 8*k)
+	}
+	return w
 }
 
 // sumsFloat32 reports whether c is a sum of real, added in float4

@@ -92,10 +92,17 @@ type buckets struct {
 	keys            []sortedKey // the splitters, one row each, by partition key
 	ints            []int64     // the splitters of one integer key without NULLs (fast path)
 	fast            bool
-	schema          *arrow.Schema // a bucket's columns: the used input columns
-	blockRows       int
-	writers         []*columnar.Writer
-	written         []int64 // rows dealt to each bucket
+	// strs are the splitters of one ascending string key but the NULL
+	// ones (nil: not such a key), nullSplitters how many are NULL, and
+	// prefixes their first 8 bytes as words (stringPrefix), which decide
+	// most comparisons without reading the strings.
+	strs          []string
+	nullSplitters int
+	prefixes      []uint64
+	schema        *arrow.Schema // a bucket's columns: the used input columns
+	blockRows     int
+	writers       []*columnar.Writer
+	written       []int64 // rows dealt to each bucket
 	// pending is the chunk being written in the background (nil: none);
 	// it sends the write's error when done.
 	pending chan error
@@ -224,6 +231,7 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	if k := b.keys[0]; len(b.keys) == 1 && (k.v.kind == kindInt || k.v.kind == kindBool) && !k.desc && k.v.nulls == nil {
 		b.fast, b.ints = true, k.v.ints
 	}
+	b.stringSplitters()
 	nb = len(at) + 1
 	b.writers = make([]*columnar.Writer, nb)
 	b.written = make([]int64, nb)
@@ -241,6 +249,24 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	}
 	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, b.avail/8/int64(nb)/max(rowBytes, 1))))
 	return true
+}
+
+// stringSplitters sets strs, nullSplitters and prefixes when the
+// splitters are of one ascending string key.
+func (b *buckets) stringSplitters() {
+	k := b.keys[0]
+	if len(b.keys) != 1 || k.v.kind != kindString || k.desc {
+		return
+	}
+	b.strs = make([]string, 0, len(k.v.strs))
+	for j, x := range k.v.strs {
+		if k.v.isNull(j) {
+			b.nullSplitters++ // at one end: NULLs sort together
+		} else {
+			b.strs = append(b.strs, x)
+		}
+	}
+	b.prefixes = stringPrefixes(b.strs, 1)
 }
 
 // bucketOf returns the bucket of row i of keys kv: the number of
@@ -263,6 +289,33 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 			} else {
 				hi = m
 			}
+		}
+		return lo
+	}
+	if b.strs != nil {
+		// A NULL row is at or above the NULL splitters, and below or
+		// above every other as NULLs sort; any other row is above the
+		// NULL splitters when they sort first.
+		v, nullsFirst := kv[0].v, kv[0].nullsFirst
+		if v.isNull(i) {
+			if nullsFirst {
+				return b.nullSplitters
+			}
+			return len(b.strs) + b.nullSplitters
+		}
+		x := v.strs[i]
+		p := stringPrefix(x)
+		lo, hi := 0, len(b.strs)
+		for lo < hi {
+			m := int(uint(lo+hi) >> 1)
+			if q := b.prefixes[m]; p > q || p == q && x >= b.strs[m] {
+				lo = m + 1
+			} else {
+				hi = m
+			}
+		}
+		if nullsFirst {
+			lo += b.nullSplitters
 		}
 		return lo
 	}

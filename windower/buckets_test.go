@@ -314,3 +314,59 @@ func rowNumberByK(t *testing.T, a, b uint64) (string, *messages.WindowQuery) {
 		{Alias: "rn", Window: &messages.WindowCall{Func: "row_number", PartitionBy: []messages.Expr{{Column: "k"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
 	}}
 }
+
+// TestBucketOfStrings checks that the string splitters' fast path
+// (prefix words, then the strings) puts every row in the bucket the
+// comparison of rows does, on strings sharing their first 8 bytes and
+// more, strings ending in zero bytes, empty strings and NULLs.
+func TestBucketOfStrings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	pieces := []string{"", "\x00", "a", "ab", "abcdefgh", "abcdefgh\x00", "abcdefghi", "abcdefgz", "b", "\xff\xff"}
+	str := func() string {
+		var sb strings.Builder
+		for range rng.IntN(4) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		return sb.String()
+	}
+	const n = 20000
+	rows := &vector{kind: kindString, strs: make([]string, n), nulls: make([]bool, n)}
+	for i := range rows.strs {
+		rows.strs[i] = str()
+		rows.nulls[i] = i%13 == 0
+	}
+	splitters := make([]string, 40)
+	for i := range splitters {
+		splitters[i] = str()
+	}
+	slices.Sort(splitters)
+	splitters = slices.Compact(splitters)
+	for _, nullsFirst := range []bool{false, true} {
+		for _, nullSplitter := range []bool{false, true} {
+			// The splitters as chooseRanges gathers them: a NULL one
+			// (the first row of the NULLs' partition) where NULLs sort.
+			sv := &vector{kind: kindString, strs: slices.Clone(splitters), nulls: make([]bool, len(splitters))}
+			if nullSplitter {
+				at := len(sv.strs)
+				if nullsFirst {
+					at = 0
+				}
+				sv.strs = slices.Insert(sv.strs, at, "")
+				sv.nulls = slices.Insert(sv.nulls, at, true)
+			}
+			kv := []sortedKey{{v: rows, nullsFirst: nullsFirst}}
+			slow := &buckets{keys: []sortedKey{{v: sv, nullsFirst: nullsFirst}}}
+			fast := &buckets{keys: slow.keys}
+			fast.stringSplitters()
+			if fast.strs == nil {
+				t.Fatal("no fast path for one ascending string key")
+			}
+			for i := 0; i < n; i++ {
+				if got, want := fast.bucketOf(kv, i), slow.bucketOf(kv, i); got != want {
+					t.Fatalf("nullsFirst=%v, NULL splitter %v: row %d (%q, null %v) in bucket %d, want %d",
+						nullsFirst, nullSplitter, i, rows.strs[i], rows.nulls[i], got, want)
+				}
+			}
+		}
+	}
+}
