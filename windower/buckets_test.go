@@ -278,11 +278,19 @@ func TestSpillRangeBucketsAbandoned(t *testing.T) {
 func TestSpillRangeBucketsCancelled(t *testing.T) {
 	dir, q := rowNumberByK(t, 11, 12)
 	ctx, cancel := context.WithCancel(context.Background())
-	res, err := Run(ctx, q, []string{dir}, Options{Grant: MinGrant, Threads: 2, TempDir: t.TempDir()})
+	budget := columnar.NewBudget(MinGrant, nil)
+	res, err := Run(ctx, q, []string{dir}, Options{Budget: budget, Threads: 2, TempDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Close()
+	defer func() {
+		// Buckets whose evaluation the cancel cut short gave back what
+		// they held.
+		res.Close()
+		if n := budget.InUse(); n != 0 {
+			t.Errorf("%d bytes of the grant still counted after Close", n)
+		}
+	}()
 	cancel()
 	var first error
 	for {

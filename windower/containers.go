@@ -328,21 +328,24 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 		in.reserved = 0
 		return nil, fmt.Errorf("windower: load %d input rows: %w", rows, err)
 	}
-	if len(used) == 0 {
-		return in, nil // count(*) OVER () over no columns
+	parallel := threads > 1 && rows >= int64(parallelMinRows)
+	var err error
+	switch {
+	case len(used) == 0: // count(*) OVER () over no columns
+	case parallel && len(used) < threads && budget.Available() >= int64(threads)*maxBlockBytes(cs, used):
+		err = loadBlockRanges(ctx, p, cs, drop, in, used, threads)
+	case parallel && len(used) > 1:
+		err = loadColumnsParallel(ctx, p, cs, drop, in, used, threads)
+	default:
+		for i, c := range cs {
+			if err = loadBlocks(ctx, p, c, drop.of(i), in, used); err != nil {
+				break
+			}
+		}
 	}
-	if threads > 1 && rows >= int64(parallelMinRows) {
-		if len(used) < threads && budget.Available() >= int64(threads)*maxBlockBytes(cs, used) {
-			return in, loadBlockRanges(ctx, p, cs, drop, in, used, threads)
-		}
-		if len(used) > 1 {
-			return in, loadColumnsParallel(ctx, p, cs, drop, in, used, threads)
-		}
-	}
-	for i, c := range cs {
-		if err := loadBlocks(ctx, p, c, drop.of(i), in, used); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		budget.Release(in.reserved) // a load cut short (a cancel, a bad block) holds nothing
+		return nil, err
 	}
 	return in, nil
 }

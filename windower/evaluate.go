@@ -15,9 +15,17 @@ import (
 // order, and the result's columns.
 
 // evaluate runs the compiled plan over in-memory input.
-func evaluate(ctx context.Context, p *plan, in *input, o Options) (*Result, error) {
+func evaluate(ctx context.Context, p *plan, in *input, o Options) (_ *Result, err error) {
 	ev := &evaluation{p: p, in: in, o: o, budget: o.Budget, results: make([]*vector, len(p.outputs)), pt: newPartitioner()}
-	defer func() { ev.budget.Release(ev.held) }()
+	defer func() {
+		ev.budget.Release(ev.held)
+		if err != nil {
+			// The input's reservation is the Result's on success; a
+			// failed evaluation (a cancel, a grant too small) gives it back.
+			ev.budget.Release(in.reserved)
+			in.reserved = 0
+		}
+	}()
 	if err := ev.where(); err != nil {
 		return nil, err
 	}
