@@ -68,6 +68,9 @@ const (
 	// maxBuckets bounds the buckets of a stage (the writers' tails and the
 	// containers in the spill directory).
 	maxBuckets = 4096
+	// scatterBuckets is the most buckets a chunk's columns are dealt to
+	// by scatter (one write stream each) rather than by gather.
+	scatterBuckets = 256
 	// bucketFill is the percentage of its share of the grant that a
 	// bucket is planned to need: the rest absorbs buckets the sample made
 	// larger than planned.
@@ -355,11 +358,17 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		}
 		start[x+1] += start[x]
 	}
-	perm := make([]int32, n)
-	next := slices.Clone(start[:nb])
-	for i, x := range of {
-		perm[next[x]] = int32(i)
-		next[x]++
+	// Few buckets: each column is scattered, read once in order into a
+	// write stream per bucket. Many: gathered through the permutation
+	// that groups the rows (a stream per bucket would miss the caches).
+	var perm []int32
+	if nb > scatterBuckets {
+		perm = make([]int32, n)
+		next := slices.Clone(start[:nb])
+		for i, x := range of {
+			perm[next[x]] = int32(i)
+			next[x]++
+		}
 	}
 	for x := 0; x < nb; x++ {
 		if start[x+1] > start[x] && b.writers[x] == nil {
@@ -397,7 +406,12 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	pieces := make([]*vector, len(cols))
 	parallelFor(t, func(k int) {
 		for j := k; j < len(cols); j += t {
-			v := in.cols[cols[j]].gather(perm, &vector{})
+			var v *vector
+			if perm == nil {
+				v = in.cols[cols[j]].scatter(of, start, &vector{})
+			} else {
+				v = in.cols[cols[j]].gather(perm, &vector{})
+			}
 			if most := b.longest[j]; most != nil {
 				for x := 0; x < nb; x++ {
 					for _, str := range v.strs[start[x]:start[x+1]] {

@@ -378,3 +378,50 @@ func TestBucketOfStrings(t *testing.T) {
 		}
 	}
 }
+
+// TestScatter checks that dealing a column by scatter gives what the
+// gather through the permutation that groups rows by bucket gives, on
+// every kind of vector, with NULLs, empty buckets and one bucket.
+func TestScatter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	const n = 5000
+	ints := &vector{kind: kindInt, ints: make([]int64, n), nulls: make([]bool, n)}
+	floats := &vector{kind: kindFloat, floats: make([]float64, n)}
+	strs := &vector{kind: kindString, strs: make([]string, n), nulls: make([]bool, n)}
+	for i := 0; i < n; i++ {
+		ints.ints[i], ints.nulls[i] = rng.Int64(), i%7 == 0
+		floats.floats[i] = rng.Float64()
+		strs.strs[i], strs.nulls[i] = strings.Repeat("s", rng.IntN(20)), i%11 == 0
+	}
+	for _, nb := range []int{1, 3, 64} {
+		of := make([]uint16, n)
+		counts := make([]int, nb)
+		for i := range of {
+			x := rng.IntN(nb)
+			if nb > 1 && x == 1 {
+				x = 0 // bucket 1 stays empty
+			}
+			of[i] = uint16(x)
+			counts[x]++
+		}
+		start := make([]int, nb+1)
+		for x := 0; x < nb; x++ {
+			start[x+1] = start[x] + counts[x]
+		}
+		perm := make([]int32, 0, n)
+		for x := 0; x < nb; x++ {
+			for i := range of {
+				if int(of[i]) == x {
+					perm = append(perm, int32(i))
+				}
+			}
+		}
+		for _, v := range []*vector{ints, floats, strs} {
+			got, want := v.scatter(of, start, &vector{}), v.gather(perm, &vector{})
+			if !slices.Equal(got.ints, want.ints) || !slices.Equal(got.floats, want.floats) ||
+				!slices.Equal(got.strs, want.strs) || !slices.Equal(got.nulls, want.nulls) {
+				t.Fatalf("%d buckets, kind %v: scatter differs from gather", nb, v.kind)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package windower
 import (
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
@@ -270,6 +271,45 @@ func (v *vector) gather(perm []int32, dst *vector) *vector {
 		}
 	}
 	return dst
+}
+
+// scatter returns v's rows grouped by bucket (of[i] is row i's bucket,
+// start[x] where bucket x begins in dst), each bucket's rows in input
+// order: what gather gives with the permutation that orders rows stably
+// by bucket, but reading v once in order and writing one stream per
+// bucket instead of reading v once per bucket.
+func (v *vector) scatter(of []uint16, start []int, dst *vector) *vector {
+	dst.kind, dst.typ = v.kind, v.typ
+	n := len(of)
+	switch v.kind {
+	case kindFloat:
+		dst.floats = grow(dst.floats, n)
+		scatterValues(dst.floats, v.floats, of, start)
+	case kindString:
+		dst.strs = grow(dst.strs, n)
+		scatterValues(dst.strs, v.strs, of, start)
+	default:
+		dst.ints = grow(dst.ints, n)
+		scatterValues(dst.ints, v.ints, of, start)
+	}
+	if v.nulls == nil {
+		dst.nulls = nil
+	} else {
+		dst.nulls = grow(dst.nulls, n)
+		scatterValues(dst.nulls, v.nulls, of, start)
+	}
+	return dst
+}
+
+// scatterValues writes src[i] to out at the next place of bucket of[i],
+// the places of bucket x starting at start[x].
+func scatterValues[T any](out, src []T, of []uint16, start []int) {
+	next := slices.Clone(start)
+	for i, x := range src[:len(of)] {
+		b := of[i]
+		out[next[b]] = x
+		next[b]++
+	}
 }
 
 func grow[T any](s []T, n int) []T {
