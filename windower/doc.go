@@ -164,8 +164,9 @@
 // partitions by ranges of the partition key (the ranges from a sample of
 // the first chunk; a row's bucket is a binary search of the splitters,
 // over words for one integer key, and for one string key over each
-// string's first 8 bytes as a word before the string), one container
-// each; then two buckets at a time are
+// string's first 8 bytes as a word before the string; each column of a
+// chunk scattered into a write stream per bucket), one container each;
+// then two buckets at a time are
 // evaluated, each under its share of the grant (a sub-budget) on its
 // share of the threads, in memory (or, for a bucket larger than planned,
 // on this external path of its own), each written as a result container.
