@@ -81,23 +81,30 @@ const codeSample = 64
 // divide by 2^shift, has distances that share an odd factor too: whether
 // codeOf may find a stride, worth the pass its range takes.
 func mayShareStride(keys []uint64, shift uint) bool {
+	return sampleOdd(keys, 0, keys[0], shift) > 1
+}
+
+// sampleOdd is the odd factor of the greatest common divisor of the
+// distances from base of a sample of the keys x^flip of xs, each
+// distance divided by 2^shift first.
+func sampleOdd[W word](xs []W, flip, base uint64, shift uint) uint64 {
 	var g uint64
-	n, first := len(keys), keys[0]
-	for i := 1; i < codeSample && g != 1; i++ {
-		k := keys[i*n/codeSample%n]
-		d := k - first
-		if k < first {
-			d = first - k
+	n := len(xs)
+	for i := 0; i < codeSample && g != 1; i++ {
+		k := uint64(xs[i*n/codeSample%n]) ^ flip
+		d := k - base
+		if k < base {
+			d = base - k
 		}
 		g = gcd(g, d>>shift)
 	}
-	return g>>bits.TrailingZeros64(g|1<<63) > 1
+	return g >> bits.TrailingZeros64(g|1<<63)
 }
 
-// codeOf returns the code of the keys x^flip of xs (st their stats). The stride's power
-// of two is exact from the stats; an odd factor is proposed by the
-// greatest common divisor of a sample's distances and kept only when
-// every key's distance divides by it and it narrows the codes.
+// codeOf returns the code of the keys x^flip of xs (st their stats). The
+// stride's power of two is exact from the stats; an odd factor is
+// proposed by a sample (sampleOdd) and kept only when every key's
+// distance divides by it and it narrows the codes.
 func codeOf[W word](xs []W, flip uint64, st keyStats) keyCode {
 	c := keyCode{base: st.min, odd: 1, inv: 1}
 	if st.diff == 0 {
@@ -106,12 +113,7 @@ func codeOf[W word](xs []W, flip uint64, st keyStats) keyCode {
 	c.shift = uint(bits.TrailingZeros64(st.diff))
 	span := (st.max - st.min) >> c.shift
 	c.width = bits.Len64(span)
-	var g uint64
-	n := len(xs)
-	for i := 0; i < codeSample && g != 1; i++ {
-		g = gcd(g, (uint64(xs[i*n/codeSample%n])^flip-st.min)>>c.shift)
-	}
-	odd := g >> bits.TrailingZeros64(g|1<<63)
+	odd := sampleOdd(xs, flip, st.min, c.shift)
 	if odd <= 1 || bits.Len64(span/odd) == c.width {
 		return c
 	}

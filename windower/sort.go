@@ -182,22 +182,23 @@ func (s *sorter) sortComposite(keys []sortedKey, n int, perm []int32, rows []int
 		total = bits.Len(uint(n - 1))
 		for k, key := range keys {
 			// Integers are read where they are, other keys from vals.
-			if rows == nil && key.v.kind != kindFloat {
+			direct := rows == nil && key.v.kind != kindFloat
+			var c keyCode
+			if direct {
 				xs, flip := key.v.ints[:n], flipOf(key.desc)
-				c := codeOf(xs, flip, statsOf(xs, flip))
-				if total += c.width; total > 64 {
-					return false
-				}
-				codes[k] = c
-				foldCode(words, xs, nil, flip, c, k)
-				continue
+				c = codeOf(xs, flip, statsOf(xs, flip))
+			} else {
+				c = codeOf(vals, 0, normalizeInto(vals, key, rows))
 			}
-			c := codeOf(vals, 0, normalizeInto(vals, key, rows))
 			if total += c.width; total > 64 {
 				return false
 			}
 			codes[k] = c
-			foldCode(words, vals, nil, 0, c, k)
+			if direct {
+				foldCode(words, key.v.ints[:n], nil, flipOf(key.desc), c, k)
+			} else {
+				foldCode(words, vals, nil, 0, c, k)
+			}
 		}
 	}
 	s.identity = true

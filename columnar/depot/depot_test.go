@@ -230,16 +230,7 @@ func TestPartialReadNotKept(t *testing.T) {
 func TestStoreFailsMidRead(t *testing.T) {
 	defer depot.SetSegmentBytes(1)()
 	st, ms := bucket(t, 1)
-	d, err := depot.Open(t.TempDir(), st, depot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", ms[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	_, src := acquired(t, st, depot.Options{}, ms[0].ID)
 	c, err := columnar.OpenSource(src, columnar.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -269,16 +260,7 @@ func TestStoreFailsMidRead(t *testing.T) {
 func TestSmallFileOneRequest(t *testing.T) {
 	st, ms := bucket(t, 1)
 	counting := &countingStore{Store: st}
-	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", ms[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	_, src := acquired(t, counting, depot.Options{}, ms[0].ID)
 	before := counting.reads.Load()
 	readAll(t, src)
 	if got, want := counting.reads.Load()-before, int64(len(ms[0].Files)); got != want {

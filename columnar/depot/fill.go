@@ -518,8 +518,8 @@ func (f *fill) complete() error {
 		}
 		sum = h.Sum32()
 	}
-	if got := sum; got != fm.CRC {
-		return fmt.Errorf("checksum %08x, manifest says %08x", got, fm.CRC)
+	if sum != fm.CRC {
+		return fmt.Errorf("checksum %08x, manifest says %08x", sum, fm.CRC)
 	}
 	if !f.tmp {
 		return f.e.pack.setHeld(f.idx, true)

@@ -19,6 +19,36 @@ import (
 	"github.com/strata-db/strata/columnar/store/s3test"
 )
 
+// openDepot opens a depot over st, closed when the test ends.
+func openDepot(t *testing.T, st store.Store, opts depot.Options) *depot.Depot {
+	t.Helper()
+	d, err := depot.Open(t.TempDir(), st, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
+// acquire acquires container id of t.p from d, released when the test
+// ends (before d is closed).
+func acquire(t *testing.T, d *depot.Depot, id string) columnar.Source {
+	t.Helper()
+	src, release, err := d.Acquire(t.Context(), "t", "p", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+	return src
+}
+
+// acquired opens a depot over st and acquires container id of t.p from it.
+func acquired(t *testing.T, st store.Store, opts depot.Options, id string) (*depot.Depot, columnar.Source) {
+	t.Helper()
+	d := openDepot(t, st, opts)
+	return d, acquire(t, d, id)
+}
+
 // wideBucket returns an S3 store holding n generated containers of t.p of
 // cols columns, their manifests and the local directory they were
 // generated in.
@@ -151,16 +181,7 @@ func TestSomeColumnsFetchOnlyTheirs(t *testing.T) {
 	st, ms, _ := wideBucket(t, 1, 40)
 	m := ms[0]
 	counting := &byteCountingStore{Store: st}
-	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	d, src := acquired(t, counting, depot.Options{}, m.ID)
 	manifestBytes := counting.bytes.Load() // the commit and the manifest
 	cols := []int{3, 27}
 	var want int64
@@ -195,16 +216,7 @@ func TestPackDamageNamed(t *testing.T) {
 	m := ms[0]
 	logs := &logRecorder{}
 	counting := &byteCountingStore{Store: st}
-	d, err := depot.Open(t.TempDir(), counting, depot.Options{Logger: slog.New(logs)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	d, src := acquired(t, counting, depot.Options{Logger: slog.New(logs)}, m.ID)
 	readAll(t, src)
 	dir := src.String()
 	container := "t/p/" + m.ID
@@ -358,20 +370,11 @@ func TestOldLayoutDepotRead(t *testing.T) {
 func TestPrefetchBounded(t *testing.T) {
 	st, ms, _ := wideBucket(t, 4, 10)
 	gate := &gatingStore{Store: st}
-	d, err := depot.Open(t.TempDir(), gate, depot.Options{Fetchers: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDepot(t, gate, depot.Options{Fetchers: 3})
 	var total int64
 	var srcs []columnar.Source
 	for _, m := range ms {
-		src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer release()
-		srcs = append(srcs, src)
+		srcs = append(srcs, acquire(t, d, m.ID))
 		total += int64(len(m.Files))
 	}
 	for _, src := range srcs {

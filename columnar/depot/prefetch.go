@@ -243,11 +243,7 @@ func (s *source) prefetch(fm *columnar.FileMeta) {
 // fetched by a reader, is fetched by itself as prefetch does.
 func (s *source) prefetchRun(run []int) {
 	e := s.e
-	type claim struct {
-		ff *fillFile
-		fm *columnar.FileMeta
-	}
-	var claimed []claim
+	var claimed []*fillFile
 	var rest []*columnar.FileMeta
 	var open []columnar.File
 	for _, i := range run {
@@ -262,7 +258,7 @@ func (s *source) prefetchRun(run []int) {
 			continue // held
 		}
 		if ff.claim() {
-			claimed = append(claimed, claim{ff, fm})
+			claimed = append(claimed, ff)
 		} else {
 			rest = append(rest, fm)
 		}
@@ -271,17 +267,13 @@ func (s *source) prefetchRun(run []int) {
 	for lo := 0; lo < len(claimed); {
 		hi := lo + 1
 		for hi < len(claimed) {
-			a, b := claimed[hi-1].ff.f, claimed[hi].ff.f
+			a, b := claimed[hi-1].f, claimed[hi].f
 			if a.key != b.key || a.objOff+a.fm.Size != b.objOff || a.w != b.w || a.base+a.fm.Size != b.base {
 				break
 			}
 			hi++
 		}
-		group := make([]*fillFile, 0, hi-lo)
-		for _, c := range claimed[lo:hi] {
-			group = append(group, c.ff)
-		}
-		fetchClaimed(s.ctx, group)
+		fetchClaimed(s.ctx, claimed[lo:hi])
 		lo = hi
 	}
 	for _, f := range open {
@@ -337,14 +329,7 @@ func fetchClaimed(ctx context.Context, group []*fillFile) {
 		f.mu.Lock()
 		f.summed = got == f.fm.Size
 		for i := w.settled[g]; i < len(f.segs); i++ {
-			sg := &f.segs[i]
-			if sg.end <= got {
-				sg.state = segmentPresent
-				ff.counts.Add(f.fm, sg.start, sg.end)
-			} else {
-				sg.state = segmentAbsent
-			}
-			close(sg.done)
+			ff.settle(&f.segs[i], f.segs[i].end <= got)
 		}
 		f.mu.Unlock()
 	}
@@ -372,10 +357,7 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 		b, s.off = b[k:], s.off+k
 		f.mu.Lock()
 		for i := s.settled[s.cur]; i < len(f.segs) && f.segs[i].end <= s.off; i++ {
-			sg := &f.segs[i]
-			sg.state = segmentPresent
-			ff.counts.Add(f.fm, sg.start, sg.end)
-			close(sg.done)
+			ff.settle(&f.segs[i], true)
 			s.settled[s.cur]++
 		}
 		f.mu.Unlock()
@@ -384,4 +366,17 @@ func (s *streamWriter) Write(p []byte) (int, error) {
 		}
 	}
 	return n, err
+}
+
+// settle ends a prefetch's fetch of segment sg of ff's fill (its mu
+// held): present and counted, or absent again for a reader to fetch; its
+// waiters go on either way.
+func (ff *fillFile) settle(sg *segment, present bool) {
+	if present {
+		sg.state = segmentPresent
+		ff.counts.Add(ff.f.fm, sg.start, sg.end)
+	} else {
+		sg.state = segmentAbsent
+	}
+	close(sg.done)
 }

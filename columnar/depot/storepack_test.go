@@ -42,10 +42,7 @@ func TestPrefetchPackFewRequests(t *testing.T) {
 	st, ms, _ := wideBucket(t, 2, cols)
 	for _, small := range []bool{false, true} {
 		counting := &byteCountingStore{Store: st}
-		d, err := depot.Open(t.TempDir(), counting, depot.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		d := openDepot(t, counting, depot.Options{})
 		bound := int64(8 << 20)
 		if small {
 			// About four files a request.
@@ -55,12 +52,7 @@ func TestPrefetchPackFewRequests(t *testing.T) {
 		var compressed, wantReads int64
 		var srcs []columnar.Source
 		for _, m := range ms {
-			src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer release()
-			srcs = append(srcs, src)
+			srcs = append(srcs, acquire(t, d, m.ID))
 			compressed += m.CompressedBytes()
 			c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
 			if err != nil {
@@ -123,16 +115,7 @@ func TestPrefetchColumnsCoalesced(t *testing.T) {
 	st, ms, _ := wideBucket(t, 1, 40)
 	m := ms[0]
 	counting := &byteCountingStore{Store: st}
-	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	d, src := acquired(t, counting, depot.Options{}, m.ID)
 	heads, headBytes := counting.reads.Load(), counting.bytes.Load()
 	cols := []int{5, 6, 7, 20}
 	var names []string
@@ -189,16 +172,7 @@ func TestOldLayoutBucketThroughDepot(t *testing.T) {
 		t.Fatal(err)
 	}
 	counting := &byteCountingStore{Store: st}
-	d, err := depot.Open(t.TempDir(), counting, depot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	d, src := acquired(t, counting, depot.Options{}, m.ID)
 	before := counting.reads.Load()
 	d.Prefetch(t.Context(), src)
 	waitFetched(t, d, int64(len(m.Files)))
@@ -319,22 +293,13 @@ func TestPrefetchOrderAcrossContainers(t *testing.T) {
 	const cols = 12
 	st, ms, _ := wideBucket(t, 3, cols)
 	rec := &orderStore{Store: st, hold: make(chan struct{})}
-	d, err := depot.Open(t.TempDir(), rec, depot.Options{Fetchers: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openDepot(t, rec, depot.Options{Fetchers: 1})
 	defer depot.SetRunBytes(2 * ms[0].Files[1].Size)() // about two files a request
 	var srcs []columnar.Source
 	where := map[string]*store.Container{} // pack key -> container
 	var keys []int
 	for _, m := range ms {
-		src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer release()
-		srcs = append(srcs, src)
+		srcs = append(srcs, acquire(t, d, m.ID))
 		c, err := store.Resolve(t.Context(), st, "t", "p", m.ID)
 		if err != nil {
 			t.Fatal(err)
@@ -443,16 +408,7 @@ func TestPrefetchSegmentsReadableAsTheyArrive(t *testing.T) {
 	_, base := c.File(1)
 	stall := &stallingStore{Store: st, from: base, after: fm.Blocks[0].Offset + fm.Blocks[0].Length, release: make(chan struct{})}
 	defer stall.open()
-	d, err := depot.Open(t.TempDir(), stall, depot.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
-	src, release, err := d.Acquire(t.Context(), "t", "p", m.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer release()
+	d, src := acquired(t, stall, depot.Options{}, m.ID)
 	d.Prefetch(t.Context(), src)
 	// The prefetch's request of the two columns is under way (it has
 	// claimed their segments) before the reader asks.
