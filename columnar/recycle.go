@@ -21,7 +21,9 @@ type Recycler struct {
 	max    int // buffers kept at most
 	slack  int // a kept buffer may be 1/slack larger than asked for; 0: exactly the size
 	mu     sync.Mutex
-	keep   bool // false after Close: everything passes through
+	keep   bool  // false after Close: everything passes through
+	most   int64 // bytes kept at most; 0: no bound but max
+	bytes  int64 // bytes kept
 	pool   [][]byte
 }
 
@@ -51,6 +53,7 @@ func (r *Recycler) Allocate(size int) []byte {
 		return r.parent.Allocate(size)
 	}
 	b := r.pool[best]
+	r.bytes -= int64(len(b))
 	last := len(r.pool) - 1
 	r.pool[best] = r.pool[last]
 	r.pool[last] = nil
@@ -69,9 +72,10 @@ func (r *Recycler) Reallocate(size int, b []byte) []byte {
 // recycler is open.
 func (r *Recycler) Free(b []byte) {
 	r.mu.Lock()
-	if r.keep && len(r.pool) < r.max && len(b) > 0 {
+	if r.keep && len(r.pool) < r.max && len(b) > 0 && (r.most == 0 || r.bytes+int64(len(b)) <= r.most) {
 		Poison(b)
 		r.pool = append(r.pool, b)
+		r.bytes += int64(len(b))
 		r.mu.Unlock()
 		return
 	}
@@ -79,12 +83,35 @@ func (r *Recycler) Free(b []byte) {
 	r.parent.Free(b)
 }
 
+// KeepAtMost bounds the bytes of the buffers kept: a freed buffer that
+// would take them past n goes to the parent, and so do kept buffers
+// beyond n now. A reader that holds little beside its blocks (a
+// spilling window query) keeps about a block's buffers, not up to max
+// blocks of strings of sizes that never come again.
+func (r *Recycler) KeepAtMost(n int64) {
+	r.mu.Lock()
+	r.most = n
+	var give [][]byte
+	for len(r.pool) > 0 && r.bytes > n {
+		last := len(r.pool) - 1
+		b := r.pool[last]
+		r.pool[last] = nil
+		r.pool = r.pool[:last]
+		r.bytes -= int64(len(b))
+		give = append(give, b)
+	}
+	r.mu.Unlock()
+	for _, b := range give {
+		r.parent.Free(b)
+	}
+}
+
 // Close gives the kept buffers back to the parent; buffers freed after it
 // go straight to the parent. It may be called more than once.
 func (r *Recycler) Close() {
 	r.mu.Lock()
 	pool := r.pool
-	r.pool, r.keep = nil, false
+	r.pool, r.keep, r.bytes = nil, false, 0
 	r.mu.Unlock()
 	for _, b := range pool {
 		r.parent.Free(b)

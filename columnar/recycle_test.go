@@ -43,3 +43,40 @@ func TestRecyclerAccounting(t *testing.T) {
 		t.Fatalf("in use %d after Close, want 0", n)
 	}
 }
+
+// TestRecyclerKeepAtMost: past its bound in bytes the recycler gives freed
+// buffers to the parent, and the bound set later gives back what it kept
+// beyond it.
+func TestRecyclerKeepAtMost(t *testing.T) {
+	budget := NewBudget(0, memory.DefaultAllocator)
+	r := NewRecycler(budget, 8, 0)
+	defer r.Close()
+	bufs := make([]*memory.Buffer, 4)
+	for i := range bufs {
+		bufs[i] = memory.NewResizableBuffer(r)
+		bufs[i].Resize(1024)
+	}
+	for _, b := range bufs {
+		b.Release()
+	}
+	kept := budget.InUse()
+	if kept < 4*1024 {
+		t.Fatalf("in use %d after four 1KiB frees, want them kept", kept)
+	}
+	r.KeepAtMost(kept / 2)
+	if n := budget.InUse(); n > kept/2 {
+		t.Fatalf("in use %d after KeepAtMost(%d), want at most that", n, kept/2)
+	}
+	a, b := memory.NewResizableBuffer(r), memory.NewResizableBuffer(r)
+	a.Resize(1024)
+	b.Resize(1024)
+	c := memory.NewResizableBuffer(r)
+	c.Resize(1024)
+	before := budget.InUse()
+	a.Release()
+	b.Release()
+	c.Release() // the third is past the bound
+	if n := budget.InUse(); n > kept/2 {
+		t.Fatalf("in use %d after three frees, want at most the bound %d (was %d)", n, kept/2, before)
+	}
+}

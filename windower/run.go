@@ -124,8 +124,10 @@ func RunSources(ctx context.Context, q *messages.WindowQuery, srcs []columnar.So
 }
 
 func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o Options) (*Result, error) {
-	// Block buffers are recycled while the input loads in memory: up to a
-	// block's columns and their compressed forms, of the same sizes.
+	// Block buffers are recycled while the input is read: up to a block's
+	// columns and their compressed forms, of the same sizes. Without, each
+	// block takes new memory, which the collector clears or the kernel
+	// faults in.
 	mem := columnar.NewRecycler(o.Budget, 16, 0)
 	defer mem.Close()
 	cs, schema, err := openInputs(srcs, &o, mem)
@@ -177,7 +179,9 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 		o.InputSorted = true
 	}
 	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
-		mem.Close() // a spilling run holds nothing it does not use
+		// A spilling run reads its input a chunk at a time: about a
+		// block's buffers are enough to recycle.
+		mem.KeepAtMost(maxBlockBytes(cs, p.usedColumns()))
 		return runExternal(ctx, p, cs, drop, rows, o)
 	}
 	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, o.Threads)
