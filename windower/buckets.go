@@ -37,7 +37,12 @@ import (
 //  2. Every chunk's rows (WHERE applied, superseded rows dropped) go to
 //     their buckets: a container per bucket in the spill directory,
 //     holding the input columns the query uses, in input order. Nothing
-//     is sorted yet.
+//     is sorted yet. Each chunk's columns are scattered into bucket
+//     order (into the storage of the chunk written before) and written
+//     in the background while the next chunk is dealt. On more than one
+//     thread the chunks after the first are half as large, and each is
+//     dealt on a goroutine of its own while the next is read and decoded
+//     (readChunks), so that reading, dealing and writing overlap.
 //  3. Up to bucketWorkers buckets at a time are read and evaluated, each
 //     under a sub-budget of an equal share of the grant (columnar.Budget
 //     Sub), the run's threads divided among them; each bucket's result is
@@ -55,7 +60,9 @@ import (
 // a bucket is evaluated depends on the threads: the chunks are sized as
 // for one thread, and a bucket is evaluated in memory when it needs no
 // more than half the grant (fit), whatever the share its worker holds. So
-// a query gives the same rows in the same order on any number of threads.
+// a query gives the same rows in the same order on any number of threads
+// (the chunks after the first only cut the input differently: a bucket's
+// rows are in input order however they were dealt).
 // Against the sorted runs, no merge runs (the merge of the runs' keys is
 // one goroutine), the input is spilled once instead of twice (runs, then
 // their merge), and buckets evaluate in parallel.
@@ -107,8 +114,17 @@ type buckets struct {
 	writers       []*columnar.Writer
 	written       []int64 // rows dealt to each bucket
 	// pending is the chunk being written in the background (nil: none);
-	// it sends the write's error when done.
-	pending chan error
+	// it sends the write's error when done. writing are its pieces and
+	// writingHeld the bytes reserved for them.
+	pending     chan error
+	writing     []*vector
+	writingHeld int64
+	// spare are the pieces of a chunk already written, and spareHeld the
+	// bytes still reserved for them: the next chunk is scattered into
+	// their storage, so that a chunk takes no new memory (which the
+	// collector would clear, or the kernel fault in page by page).
+	spare     []*vector
+	spareHeld int64
 	// longest is the longest string dealt to each bucket, by bucket
 	// column (string columns only): results that repeat one (first_value,
 	// min of strings) can take that many bytes on every row.
@@ -384,33 +400,46 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	// write runs in the background while the caller reads the next chunk.
 	// It needs room in the grant for the copy and an eighth of the grant
 	// beside it (the Arrow forms of the pieces, the writers' blocks);
-	// without, the chunk is written before deal returns.
+	// without, the chunk is written before deal returns. The copy goes
+	// into the storage of the chunk written before, whose reservation
+	// covers as much of it.
 	cols := b.runs.used
-	held := int64(len(cols)) * int64(n) // NULL flags
+	need := int64(len(cols)) * int64(n) // NULL flags
 	for _, c := range cols {
-		held += int64(n) * kindBytes(in.cols[c].kind)
+		need += int64(n) * kindBytes(in.cols[c].kind)
 	}
-	held += stringBytes(in, 0, n)
+	need += stringBytes(in, 0, n)
+	pieces, held := b.spare, b.spareHeld
+	b.spare, b.spareHeld = nil, 0
+	if pieces == nil {
+		pieces = make([]*vector, len(cols))
+		for j := range pieces {
+			pieces[j] = &vector{}
+		}
+	}
+	more := max(need-held, 0)
 	room := func() bool {
-		return b.o.Budget.Available()-held >= b.o.Budget.Limit()/8 && b.o.Budget.Reserve(held) == nil
+		return b.o.Budget.Available()-more >= b.o.Budget.Limit()/8 && b.o.Budget.Reserve(more) == nil
 	}
-	if !room() {
+	behind := room()
+	if !behind {
 		if err := b.wait(); err != nil {
+			b.o.Budget.Release(held)
 			return err
 		}
-		if !room() {
-			held = 0
-		}
+		behind = room()
+	}
+	if behind {
+		held += more
 	}
 	t = min(t, len(cols))
-	pieces := make([]*vector, len(cols))
 	parallelFor(t, func(k int) {
 		for j := k; j < len(cols); j += t {
 			var v *vector
 			if perm == nil {
-				v = in.cols[cols[j]].scatter(of, start, &vector{})
+				v = in.cols[cols[j]].scatter(of, start, pieces[j])
 			} else {
-				v = in.cols[cols[j]].gather(perm, &vector{})
+				v = in.cols[cols[j]].gather(perm, pieces[j])
 			}
 			if most := b.longest[j]; most != nil {
 				for x := 0; x < nb; x++ {
@@ -426,18 +455,27 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		b.o.Budget.Release(held)
 		return err
 	}
-	if held == 0 {
-		return b.writePieces(pieces, start, t)
+	if !behind {
+		err := b.writePieces(pieces, start, t)
+		b.keepSpare(pieces, held)
+		return err
 	}
 	done := make(chan error, 1)
-	b.pending = done
+	b.pending, b.writing, b.writingHeld = done, pieces, held
 	chunksWrittenBehind.Add(1)
-	go func() {
-		err := b.writePieces(pieces, start, t)
-		b.o.Budget.Release(held)
-		done <- err
-	}()
+	go func() { done <- b.writePieces(pieces, start, t) }()
 	return nil
+}
+
+// keepSpare keeps pieces, written, with held bytes reserved for them, as
+// the storage of the next chunk's pieces; the strings they point to are
+// let go.
+func (b *buckets) keepSpare(pieces []*vector, held int64) {
+	for _, v := range pieces {
+		clear(v.strs)
+	}
+	b.o.Budget.Release(b.spareHeld)
+	b.spare, b.spareHeld = pieces, held
 }
 
 // writePieces appends pieces (every column's rows in bucket order, bucket x's
@@ -476,7 +514,8 @@ func (b *buckets) wait() error {
 		return nil
 	}
 	err := <-b.pending
-	b.pending = nil
+	b.keepSpare(b.writing, b.writingHeld)
+	b.pending, b.writing, b.writingHeld = nil, nil, 0
 	return err
 }
 
@@ -518,6 +557,7 @@ func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("b
 // containers, or aborts them if err is not nil or the write failed.
 func (b *buckets) finish(err error) error {
 	werr := b.wait()
+	b.keepSpare(nil, 0)
 	if err == nil {
 		err = werr
 	}

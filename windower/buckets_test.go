@@ -59,14 +59,19 @@ func bucketTable(rng *rand.Rand, from, to, keys int, keyBase int64) arrow.Record
 // larger than the grant, which the stage deals to range buckets of the
 // partition key (integer keys with NULLs, strings of every length, two
 // keys, a computed key), on 1, 2 and 4 threads (the same rows in the
-// same order each time), and compares with the in-memory result.
+// same order each time, though on more than one thread the chunks after
+// the first are half as large and dealt while the next is read), and
+// compares with the in-memory result.
 func TestSpillRangeBuckets(t *testing.T) {
 	parallelSmall(t)
 	spillThreads(t)
-	behind := chunksWrittenBehind.Load()
+	behind, overlapped := chunksWrittenBehind.Load(), chunksReadBehind.Load()
 	defer func() {
 		if chunksWrittenBehind.Load() == behind {
 			t.Error("no chunk was written to its buckets in the background")
+		}
+		if chunksReadBehind.Load() == overlapped {
+			t.Error("no chunk was dealt while the next was read")
 		}
 	}()
 	rng := rand.New(rand.NewPCG(3, 4))

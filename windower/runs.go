@@ -453,70 +453,189 @@ func rewriteForRuns(p *plan, keyNames []string) *messages.WindowQuery {
 // readChunks reads the used columns of the containers, without the rows
 // drop names, in chunks of at most chunkRows rows, and of no more string
 // bytes than chunkRows rows of the input's average hold, and calls fn
-// with each. A block is cut where a chunk fills, so the buffer holds
-// chunkRows rows and no more. The columns' blocks are read and decoded on
-// up to threads goroutines at once.
-func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, used []int, chunkRows int, budget *columnar.Budget, threads int, fn func(*input) error) error {
+// with each, and a last time with what is left (perhaps nothing). A
+// block is cut where a chunk fills, so the buffer holds chunkRows rows
+// and no more. The columns' blocks are read and decoded on up to threads
+// goroutines at once.
+//
+// On more than one thread, when overlap is set and reports true once fn
+// took the first chunk, fn takes each later chunk on a goroutine of its
+// own while the next is read (readOverlapped). fn must not keep a chunk
+// after it returns.
+func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, used []int, chunkRows int, budget *columnar.Budget, threads int, fn func(*input) error, overlap func() bool) error {
+	r := &chunkReader{cs: cs, drop: drop, used: used, threads: threads}
+	defer r.close()
 	in, reserved, err := reserveBuffer(p, chunkRows, budget)
 	if err != nil {
 		return err
 	}
 	defer budget.Release(reserved)
 	strCap := p.stringCap(chunkRows)
-	var strHeld int64
-	for i, c := range cs {
-		br, err := c.OpenColumns(used)
-		if err != nil {
-			return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+	done, err := r.fill(ctx, in, chunkRows, strCap)
+	if err == nil {
+		err = fn(in)
+	}
+	if err != nil || done {
+		return err
+	}
+	if overlap != nil && threads > 1 && overlap() {
+		return readOverlapped(ctx, p, r, in, max(chunkRows/2, 1), budget, fn)
+	}
+	for !done {
+		in.reset()
+		if done, err = r.fill(ctx, in, chunkRows, strCap); err != nil {
+			return err
 		}
-		br.ReadConcurrently(threads)
-		f := rowFilter{dropped: drop.of(i)}
-		var first int64 // the container's row of the next block's first
-		for {
-			if err := ctx.Err(); err != nil {
-				br.Close()
-				return err
-			}
-			rec, err := br.Next()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				br.Close()
-				return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
-			}
-			for off := int64(0); off < rec.NumRows(); {
-				take := min(rec.NumRows()-off, int64(chunkRows-in.n))
-				part := rec.NewSlice(off, off+take)
-				start := in.n
-				err = in.appendRecord(part, used)
-				part.Release()
-				if err == nil && f.active() {
-					_, err = f.apply(in, start, first+off)
-				}
-				if err != nil {
-					rec.Release()
-					br.Close()
-					return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
-				}
-				off += take
-				strHeld += stringBytes(in, start, in.n)
-				if in.n >= chunkRows || strHeld > strCap {
-					if err := fn(in); err != nil {
-						rec.Release()
-						br.Close()
-						return err
-					}
-					in.reset()
-					strHeld = 0
-				}
-			}
-			first += rec.NumRows()
-			rec.Release()
-		}
-		if err := br.Close(); err != nil {
+		if err := fn(in); err != nil {
 			return err
 		}
 	}
-	return fn(in)
+	return nil
+}
+
+// chunksReadBehind counts the chunks taken while the next was read, for
+// tests to see that they took that path.
+var chunksReadBehind atomic.Int64
+
+// readOverlapped reads the rest of r's input in chunks of chunkRows rows
+// into two buffers, first and one more of chunkRows rows, while fn takes
+// the chunk in the other on a goroutine of its own: the reading and
+// decoding overlap what fn does. The chunks are half those before, so
+// that the two buffers (and what fn holds of the chunk it took and the
+// one before) take less memory than one buffer and fn's copies of two
+// chunks did.
+func readOverlapped(ctx context.Context, p *plan, r *chunkReader, first *input, chunkRows int, budget *columnar.Budget, fn func(*input) error) error {
+	second, reserved, err := reserveBuffer(p, chunkRows, budget)
+	if err != nil {
+		return err
+	}
+	defer budget.Release(reserved)
+	free := make(chan *input, 2)
+	full := make(chan *input, 2)
+	free <- first
+	free <- second
+	taken := make(chan error, 1)
+	var failed atomic.Bool
+	go func() {
+		var err error
+		for in := range full {
+			chunksReadBehind.Add(1)
+			if err == nil {
+				if err = fn(in); err != nil {
+					failed.Store(true)
+				}
+			}
+			free <- in
+		}
+		taken <- err
+	}()
+	strCap := p.stringCap(chunkRows)
+	for done := false; !done && !failed.Load(); {
+		in := <-free
+		in.reset()
+		if done, err = r.fill(ctx, in, chunkRows, strCap); err != nil {
+			break
+		}
+		full <- in
+	}
+	close(full)
+	if ferr := <-taken; ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// chunkReader reads the used columns of containers cs, without the rows
+// drop names, into chunks: a block at a time, cut where a chunk fills.
+type chunkReader struct {
+	cs      []*columnar.Container
+	drop    superseded
+	used    []int
+	threads int
+
+	i     int                   // the container being read
+	br    *columnar.BatchReader // its reader; nil: not open
+	f     rowFilter             // its superseded rows
+	rec   arrow.RecordBatch     // the block being read; nil: the next
+	off   int64                 // rows of rec taken
+	first int64                 // the container's row of rec's first
+}
+
+// fill appends rows to in until it holds rows rows or more than strCap
+// string bytes, or the input ends, which it reports.
+func (r *chunkReader) fill(ctx context.Context, in *input, rows int, strCap int64) (done bool, err error) {
+	var strHeld int64
+	for in.n < rows && strHeld <= strCap {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if r.rec == nil {
+			more, err := r.next()
+			if err != nil || !more {
+				return !more, err
+			}
+		}
+		c := r.cs[r.i]
+		take := min(r.rec.NumRows()-r.off, int64(rows-in.n))
+		part := r.rec.NewSlice(r.off, r.off+take)
+		start := in.n
+		err := in.appendRecord(part, r.used)
+		part.Release()
+		if err == nil && r.f.active() {
+			_, err = r.f.apply(in, start, r.first+r.off)
+		}
+		if err != nil {
+			return false, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+		}
+		strHeld += stringBytes(in, start, in.n)
+		if r.off += take; r.off == r.rec.NumRows() {
+			r.first += r.rec.NumRows()
+			r.rec.Release()
+			r.rec = nil
+		}
+	}
+	return false, nil
+}
+
+// next reads the next block into rec, opening the next container when
+// one ends; it reports false when every container is read.
+func (r *chunkReader) next() (bool, error) {
+	for r.i < len(r.cs) {
+		c := r.cs[r.i]
+		if r.br == nil {
+			br, err := c.OpenColumns(r.used)
+			if err != nil {
+				return false, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+			}
+			br.ReadConcurrently(r.threads)
+			r.br, r.f, r.first = br, rowFilter{dropped: r.drop.of(r.i)}, 0
+		}
+		rec, err := r.br.Next()
+		if err == nil {
+			r.rec, r.off = rec, 0
+			return true, nil
+		}
+		if !errors.Is(err, io.EOF) {
+			return false, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
+		}
+		err = r.br.Close()
+		r.br = nil
+		if err != nil {
+			return false, err
+		}
+		r.i++
+	}
+	return false, nil
+}
+
+// close releases the block and the reader being read, if any.
+func (r *chunkReader) close() {
+	if r.rec != nil {
+		r.rec.Release()
+		r.rec = nil
+	}
+	if r.br != nil {
+		r.br.Close()
+		r.br = nil
+	}
 }

@@ -293,7 +293,11 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop super
 	if err != nil {
 		return nil, nil, err
 	}
-	err = readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, o.Threads, write)
+	var overlap func() bool // chunks dealt to buckets overlap their reading
+	if bk != nil {
+		overlap = func() bool { return bk.active }
+	}
+	err = readChunks(ctx, p, cs, drop, r.used, runRows, o.Budget, o.Threads, write, overlap)
 	if werr := r.wait(); err == nil {
 		err = werr
 	}
