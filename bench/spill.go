@@ -34,6 +34,7 @@ type spillOptions struct {
 	grant        int64
 	fitGrant     int64
 	limit        time.Duration // 0: by size
+	repeats      int           // runs of strata and DuckDB, the best kept; 0: by size
 	cache        string        // keep the generated data here and reuse it; "": the scratch directory
 	large        bool          // make bench-large
 	largeResults string        // where --large writes its figures, and where the report reads them
@@ -105,6 +106,7 @@ func (so *spillOptions) register(fs *flag.FlagSet) {
 		}
 		return nil
 	})
+	fs.IntVar(&so.repeats, "spill-repeats", 0, "runs of each strata and DuckDB query in the spill suite, the fastest kept (default: 3 up to 10M rows, 1 above); PostgreSQL runs once")
 	fs.DurationVar(&so.limit, "spill-limit", 0, "time limit of one query run in the spill suite (default: the suite's, 60s; 10m over 10M rows)")
 	fs.StringVar(&so.cache, "spill-cache", "", "keep the spill suite's data (strata container, DuckDB database, PostgreSQL cluster) in this directory and reuse it across runs (default: generated into --out and removed)")
 	fs.BoolVar(&so.large, "large", false, "make bench-large: only the spill suite, at 100M rows unless --spill-rows says otherwise, its data cached (--spill-cache, default $XDG_CACHE_HOME/strata-bench), figures written to --large-results and the report re-rendered with --results")
@@ -160,6 +162,18 @@ func (so *spillOptions) limitFor(rows int, sz sizes) time.Duration {
 	return sz.QueryLimit
 }
 
+// repeatsFor is how many times strata and DuckDB run each query over
+// rows rows; PostgreSQL, ten times slower, runs it once.
+func (so *spillOptions) repeatsFor(rows int) int {
+	switch {
+	case so.repeats > 0:
+		return so.repeats
+	case rows > 10_000_000:
+		return 1
+	}
+	return 3
+}
+
 // spillSuite is the outcome of the spill suite: one run per row count.
 type spillSuite struct {
 	Runs []*spillRun
@@ -204,6 +218,7 @@ type spillStats struct {
 type spillRunner struct {
 	name  string
 	skip  string
+	once  bool // one run whatever the repeats
 	prep  func(context.Context) error
 	timed func(context.Context, windowQuery, []string) (spillSum, *spillStats, error)
 }
@@ -227,7 +242,7 @@ func runSpillRows(ctx context.Context, log *slog.Logger, o options, sz sizes, sc
 	so := o.spill
 	start := time.Now()
 	m := describeMachine(ctx)
-	run := &spillRun{Rows: rows, Groups: sz.WindowGroups, Grant: so.grant, FitGrant: so.fitGrant, Limit: so.limitFor(rows, sz), Repeats: 1,
+	run := &spillRun{Rows: rows, Groups: sz.WindowGroups, Grant: so.grant, FitGrant: so.fitGrant, Limit: so.limitFor(rows, sz), Repeats: so.repeatsFor(rows),
 		StrataThreads: map[string]int{}, Started: start.UTC(), Machine: m.String(), LoadStart: m.LoadStart, Cores: runtime.NumCPU()}
 	t := spillTable{N: rows, Groups: sz.WindowGroups, Seed: 20260101}
 	dataDir := filepath.Join(scratch, fmt.Sprintf("w%d", rows))
@@ -317,7 +332,7 @@ func runSpillRows(ctx context.Context, log *slog.Logger, o options, sz sizes, sc
 		defer pg.stop()
 		defer conn.Close(context.Background())
 		limit := run.Limit
-		runners = append(runners, spillRunner{name: sysPostgres,
+		runners = append(runners, spillRunner{name: sysPostgres, once: true,
 			prep: func(ctx context.Context) error {
 				return pgExecAll(ctx, conn, fmt.Sprintf("SET work_mem = '%dMB'", so.grant/mib), fmt.Sprintf("SET statement_timeout = %d", limit.Milliseconds()))
 			},
@@ -378,7 +393,11 @@ func runSpillRows(ctx context.Context, log *slog.Logger, o options, sz sizes, sc
 			}
 			var sum spillSum
 			var st *spillStats
-			m := bestOf(ctx, run.Repeats, run.Limit, func(ctx context.Context) error {
+			repeats := run.Repeats
+			if r.once {
+				repeats = 1
+			}
+			m := bestOf(ctx, repeats, run.Limit, func(ctx context.Context) error {
 				var err error
 				sum, st, err = r.timed(ctx, q, sq.strings)
 				return err

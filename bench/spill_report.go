@@ -168,12 +168,17 @@ func (r *report) renderSpill(b *bytes.Buffer) {
 	p("DuckDB reads the table from a database file with `memory_limit` = the grant and a temp directory; PostgreSQL with `work_mem` = the grant. ")
 	p("Every system is timed computing the same count and checksum over the query's output (count(*), and for each output column count, sum, and sum of its product with the first column; ")
 	p("strings through the first 28 bits of their md5), PostgreSQL and DuckDB in SQL, strata in Go over its result batches; ")
-	p("the checksums are compared across systems, since fetching every row would take longer than the queries. One run per query and system.\n\n")
+	p("the checksums are compared across systems, since fetching every row would take longer than the queries.\n\n")
 	for _, run := range runs {
 		p("### %s rows, %s grant\n\n", formatCount(run.Rows), formatBytes(run.Grant))
 		p("Run %s on %s; load average %.1f at the start, %.1f at the end; %s for the run, %s of it generating and loading data. ",
 			run.Started.Format("2006-01-02 15:04 UTC"), run.Machine, run.LoadStart, run.LoadEnd,
 			(time.Duration(run.Seconds) * time.Second).Round(time.Second), (time.Duration(run.LoadSeconds) * time.Second).Round(time.Second))
+		if run.Repeats > 1 {
+			p("strata and DuckDB: the fastest of %d runs of each query; PostgreSQL: one run. ", run.Repeats)
+		} else {
+			p("One run per query and system. ")
+		}
 		p("A run still going after %s is stopped and shown as a lower bound. %s\n\n", run.Limit, strings.Join(run.Notes, " "))
 		p("| query | ")
 		for _, s := range run.Systems {
