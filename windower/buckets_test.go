@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -426,6 +428,44 @@ func TestScatter(t *testing.T) {
 			if !slices.Equal(got.ints, want.ints) || !slices.Equal(got.floats, want.floats) ||
 				!slices.Equal(got.strs, want.strs) || !slices.Equal(got.nulls, want.nulls) {
 				t.Fatalf("%d buckets, kind %v: scatter differs from gather", nb, v.kind)
+			}
+		}
+	}
+}
+
+// TestCountAtMost checks the branch-free searches of the splitters against
+// sort.Search: empty and one-element splitters, repeated values, keys
+// below, between, on and above them, and the ends of the integer range.
+func TestCountAtMost(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for it := 0; it < 2000; it++ {
+		s := make([]int64, rng.IntN(40))
+		for i := range s {
+			s[i] = rng.Int64N(30) - 15
+		}
+		if it%7 == 0 && len(s) > 1 {
+			s[0], s[len(s)-1] = math.MinInt64, math.MaxInt64
+		}
+		slices.Sort(s)
+		u := make([]uint64, len(s))
+		for i, x := range s {
+			u[i] = uint64(x) ^ 1<<63 // order-preserving
+		}
+		for _, x := range []int64{math.MinInt64, -16, -15, -3, 0, 1, 14, 15, math.MaxInt64} {
+			atMost := sort.Search(len(s), func(i int) bool { return s[i] > x })
+			below := sort.Search(len(s), func(i int) bool { return s[i] >= x })
+			ux := uint64(x) ^ 1<<63
+			if got := countAtMost(s, x); got != atMost {
+				t.Fatalf("countAtMost(%v, %d) = %d, want %d", s, x, got, atMost)
+			}
+			if got := countBelow(s, x); got != below {
+				t.Fatalf("countBelow(%v, %d) = %d, want %d", s, x, got, below)
+			}
+			if got := countAtMost(u, ux); got != atMost {
+				t.Fatalf("countAtMost(uint64, %d) = %d, want %d", x, got, atMost)
+			}
+			if got := countBelow(u, ux); got != below {
+				t.Fatalf("countBelow(uint64, %d) = %d, want %d", x, got, below)
 			}
 		}
 	}
