@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/strata-db/strata/internal/heapbudget"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 	"github.com/strata-db/strata/windower/windowbench"
@@ -467,10 +466,8 @@ func checkSpillSums(log *slog.Logger, systems []string, q windowQuery, sums map[
 }
 
 // strataSpillRun evaluates q with windower.Run within grant and folds its
-// result into the checksum, with the collector sized to the grant as the
-// windower service sizes it for a job (heapbudget).
+// result into the checksum.
 func strataSpillRun(ctx context.Context, log *slog.Logger, q windowQuery, strs, dirs []string, tmp string, threads int, grant int64) (spillSum, *spillStats, error) {
-	defer heapbudget.Job(grant)()
 	wq, err := sqlparse.Parse(q.Text())
 	if err != nil {
 		return spillSum{}, nil, err

@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/strata-db/strata/internal/heapbudget"
 	"github.com/strata-db/strata/internal/natsutil"
 	"github.com/strata-db/strata/messages"
 )
@@ -473,12 +472,10 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 	run.log.Info("job done", "result", result, "plan", out.Plan, "rows", out.RowsTotal, "peak_bytes", out.PeakBytes, "elapsed", elapsed)
 }
 
-// runJob calls Run, with the collector sized to the job's grant
-// (heapbudget). A panic in it is recovered here, at the job boundary,
+// runJob calls Run. A panic in it is recovered here, at the job boundary,
 // so that no input can end the worker: it is logged with its stack and
 // returned as a *PanicError, which fails the job for good.
 func (w *JobWorker[J]) runJob(ctx context.Context, run *jobRun, job J, p *Progress) (out Outcome, err error) {
-	defer heapbudget.Job(job.MemoryGrant().Bytes)()
 	defer func() {
 		v := recover()
 		if v == nil {

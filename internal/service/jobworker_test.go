@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -440,37 +438,5 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached within 20s")
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// TestJobWorkerSizesHeapToGrant: while a job runs, the collector's
-// proportional trigger is off and the memory limit covers twice the
-// job's grant (heapbudget); after it the settings are as before.
-func TestJobWorkerSizesHeapToGrant(t *testing.T) {
-	if os.Getenv("GOGC") != "" || os.Getenv("GOMEMLIMIT") != "" {
-		t.Skip("GOGC or GOMEMLIMIT is set: the worker leaves the collector alone")
-	}
-	settings := func() (int, int64) {
-		pct := debug.SetGCPercent(-1)
-		debug.SetGCPercent(pct)
-		return pct, debug.SetMemoryLimit(-1)
-	}
-	pct0, limit0 := settings()
-	const grant = 10 << 20
-	var during atomic.Value
-	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
-		pct, limit := settings()
-		during.Store([2]int64{int64(pct), limit})
-		return Outcome{Output: &messages.ContainerRef{Table: j.Table, Projection: j.Projection, ID: j.Output, Rows: 1}}, nil
-	})
-	data, _ := messages.Marshal(job("j1", grant))
-	publishJob(t, env.js, data)
-	env.serveUntil(t, func() bool { return value(env.worker.Metrics.jobs.WithLabelValues("done")) == 1 })
-	d, _ := during.Load().([2]int64)
-	if d[0] != -1 || d[1] < 2*grant {
-		t.Errorf("during the job: GC percent %d, memory limit %d; want -1 and at least %d", d[0], d[1], 2*grant)
-	}
-	if pct, limit := settings(); pct != pct0 || limit != limit0 {
-		t.Errorf("after the job: GC percent %d, memory limit %d; want %d and %d as before", pct, limit, pct0, limit0)
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
-	"github.com/strata-db/strata/internal/heapbudget"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 	"github.com/strata-db/strata/windower/windowbench"
@@ -269,7 +268,6 @@ func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Sour
 			return windowResult{}, err
 		}
 	}
-	defer heapbudget.Job(grant)() // as the windower service runs a job
 	cpu0 := cputime.Process()
 	start := time.Now()
 	opts := windower.Options{Grant: grant, TempDir: tmp, Threads: threads}
