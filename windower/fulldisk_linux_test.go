@@ -16,11 +16,13 @@ import (
 )
 
 // TestSpillRangeBucketsFullDisk spills a query's range buckets into a
-// real 3MiB tmpfs (the buckets take about 7MiB), on one thread and on two (where each chunk is dealt
-// while the next is read): the run fails with ENOSPC, naming what it was
-// writing, and leaves nothing behind: no grant counted, no spill
-// directory, no goroutine still dealing or reading. It needs to mount,
-// so it is skipped where that is not allowed.
+// real 1.5MiB tmpfs, which fills while the chunks are dealt (at 2MiB it
+// fills only when the buckets are committed), on one thread and on two
+// (where each chunk is dealt while the next is read): the run fails with
+// ENOSPC, naming what it was writing, and leaves nothing behind: no
+// grant counted, no spill directory, no goroutine still dealing or
+// reading. It needs to mount, so it is skipped where that is not
+// allowed.
 func TestSpillRangeBucketsFullDisk(t *testing.T) {
 	if testing.Short() {
 		t.Skip("mounts a tmpfs")
