@@ -113,12 +113,8 @@ type buckets struct {
 	blockRows     int
 	writers       []*columnar.Writer
 	written       []int64 // rows dealt to each bucket
-	// pending is the chunk being written in the background (nil: none);
-	// it sends the write's error when done. writing are its pieces and
-	// writingHeld the bytes reserved for them.
-	pending     chan error
-	writing     []*vector
-	writingHeld int64
+	// pending is the chunk being written in the background (nil: none).
+	pending *chunkWrite
 	// spare are the pieces of a chunk already written, and spareHeld the
 	// bytes still reserved for them: the next chunk is scattered into
 	// their storage, so that a chunk takes no new memory (which the
@@ -129,6 +125,14 @@ type buckets struct {
 	// column (string columns only): results that repeat one (first_value,
 	// min of strings) can take that many bytes on every row.
 	longest [][]int64
+}
+
+// chunkWrite is a chunk's pieces written in the background, with the
+// bytes reserved for them; done sends the write's error.
+type chunkWrite struct {
+	pieces []*vector
+	held   int64
+	done   chan error
 }
 
 // bucketStages and bucketsExternal count the stages dealt to range
@@ -341,10 +345,10 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 }
 
 // countAtMost returns how many values of the ascending s are at most x,
-// and countBelow how many are below it: binary searches whose steps add
-// a masked half instead of branching, since rows' keys come in no order
-// and a branch would be mispredicted at every other step (a third of the
-// time of the branching search over 16 splitters).
+// and countBelow how many are below it (at most x-1): a binary search
+// whose steps add a masked half instead of branching, since rows' keys
+// come in no order and a branch would be mispredicted at every other
+// step (a third of the time of the branching search over 16 splitters).
 func countAtMost[T int64 | uint64](s []T, x T) int {
 	n := len(s)
 	if n == 0 {
@@ -360,17 +364,11 @@ func countAtMost[T int64 | uint64](s []T, x T) int {
 }
 
 func countBelow[T int64 | uint64](s []T, x T) int {
-	n := len(s)
-	if n == 0 {
+	if len(s) == 0 {
 		return 0
 	}
-	base := 0
-	for n > 1 {
-		half := n >> 1
-		base += half & -b2i(s[base+half] < x)
-		n -= half
-	}
-	return base + b2i(s[base] < x)
+	// None when x <= s[0], where x-1 may wrap; masked, not branched on.
+	return countAtMost(s, x-1) & -b2i(x > s[0])
 }
 
 // b2i is 1 for true and 0 for false, without a branch.
@@ -491,10 +489,10 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		b.keepSpare(pieces, held)
 		return err
 	}
-	done := make(chan error, 1)
-	b.pending, b.writing, b.writingHeld = done, pieces, held
+	w := &chunkWrite{pieces: pieces, held: held, done: make(chan error, 1)}
+	b.pending = w
 	chunksWrittenBehind.Add(1)
-	go func() { done <- b.writePieces(pieces, start, t) }()
+	go func() { w.done <- b.writePieces(pieces, start, t) }()
 	return nil
 }
 
@@ -544,9 +542,10 @@ func (b *buckets) wait() error {
 	if b.pending == nil {
 		return nil
 	}
-	err := <-b.pending
-	b.keepSpare(b.writing, b.writingHeld)
-	b.pending, b.writing, b.writingHeld = nil, nil, 0
+	w := b.pending
+	b.pending = nil
+	err := <-w.done
+	b.keepSpare(w.pieces, w.held)
 	return err
 }
 
@@ -588,7 +587,7 @@ func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("b
 // containers, or aborts them if err is not nil or the write failed.
 func (b *buckets) finish(err error) error {
 	werr := b.wait()
-	b.keepSpare(nil, 0)
+	b.keepSpare(nil, 0) // the last pieces' reservation back
 	if err == nil {
 		err = werr
 	}
