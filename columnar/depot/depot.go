@@ -539,8 +539,9 @@ const acquireParallel = 8
 
 // AcquireAll is Acquire of every container of refs, up to 8 at once,
 // with one release for them all: the Sources in refs' order. A cold
-// Acquire waits on two or three requests in a row (the commit, the pack's
-// head, its rest when it passes 64KiB), a job's inputs' Acquires come
+// Acquire waits on a request (the commit, which holds the pack's head;
+// two or three in a row for a commit of the attempt's name alone), a
+// job's inputs' Acquires come
 // before its first read, and a loop of them under the load of the first
 // inputs' prefetches spent seconds of a cold mergeout of 32 inputs on
 // them. On an error, the containers acquired are released, and the error

@@ -524,7 +524,7 @@ func TestDamagedFileAtOpenFetchedAgain(t *testing.T) {
 }
 
 // TestAcquireAll: the containers of a job are acquired at once, not one
-// after another (a cold Acquire waits on its commit and its pack's head),
+// after another (a cold Acquire waits on its commit, a round trip),
 // their Sources in the order asked; one container missing fails the call
 // and releases the others.
 func TestAcquireAll(t *testing.T) {

@@ -111,7 +111,8 @@ func generateWide(t testing.TB, columns int) (string, *columnar.Manifest) {
 }
 
 // TestCheckRequests: Check of a committed pack makes one read of the
-// commit, one of the pack's head, one Stat of the pack and one ranged read
+// commit (which holds the pack's head), one of the pack's head (to check
+// it is the commit's), one Stat of the pack and one ranged read
 // of the headers close together (here, every file: the container is
 // small), and no listing. Check of an attempt of an object per file (the
 // layout before packs) reads the commit, finds no pack, reads the

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -74,8 +75,14 @@ func Resolve(ctx context.Context, st Store, table, projection, id string) (*Cont
 	corrupt := func(file, reason string, err error) error {
 		return &columnar.CorruptError{Container: c.where, File: file, Block: columnar.NoBlock, Reason: reason, Err: err}
 	}
-	attempt, err := readCommit(ctx, st, table, projection, id)
+	attempt, head, err := readCommit(ctx, st, table, projection, id)
 	switch {
+	case err == nil && head != nil:
+		c.Prefix = base + attempt + "/"
+		if err := c.takeHead(c.Prefix+PackName, CommitName, head, true); err != nil {
+			return nil, err
+		}
+		c.headInCommit = true
 	case err == nil:
 		c.Prefix = base + attempt + "/"
 		err := c.readPack(ctx, st, c.Prefix+PackName)
@@ -120,18 +127,27 @@ func Resolve(ctx context.Context, st Store, table, projection, id string) (*Cont
 	return c, nil
 }
 
-// readCommit returns the attempt a container's commit names; a container
-// without a commit gives an error wrapping ErrNotExist.
-func readCommit(ctx context.Context, st Store, table, projection, id string) (string, error) {
+// readCommit returns the attempt a container's commit names and the
+// pack's head it holds after the attempt's line (nil for a commit of the
+// attempt's name alone, as uploads wrote before heads were in commits);
+// a container without a commit gives an error wrapping ErrNotExist.
+func readCommit(ctx context.Context, st Store, table, projection, id string) (string, []byte, error) {
 	data, err := ReadAll(ctx, st, ContainerPrefix(table, projection, id)+CommitName)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	attempt := strings.TrimSuffix(string(data), "\n")
+	line, head := data, []byte(nil)
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		line = data[:i]
+		if len(data) > i+1 {
+			head = data[i+1:]
+		}
+	}
+	attempt := string(line)
 	if !validAttempt(attempt) {
-		return "", &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: CommitName, Block: columnar.NoBlock, Reason: fmt.Sprintf("commit holds %q, not an attempt name", truncate(attempt, 64))}
+		return "", nil, &columnar.CorruptError{Container: st.String() + "/" + Join(table, projection, id), File: CommitName, Block: columnar.NoBlock, Reason: fmt.Sprintf("commit holds %q, not an attempt name", truncate(attempt, 64))}
 	}
-	return attempt, nil
+	return attempt, head, nil
 }
 
 func truncate(s string, n int) string {
@@ -141,15 +157,18 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// putCommit puts the commit naming attempt, only if the container has
-// none: the step that commits an upload.
-func putCommit(ctx context.Context, st Store, table, projection, id, attempt string) error {
+// putCommit puts the commit naming attempt and holding its pack's head,
+// only if the container has none: the step that commits an upload.
+func putCommit(ctx context.Context, st Store, table, projection, id, attempt string, head []byte) error {
 	f, err := os.CreateTemp("", "strata-commit-")
 	if err != nil {
 		return fmt.Errorf("commit %s/%s/%s: %w", table, projection, id, err)
 	}
 	defer os.Remove(f.Name())
 	_, err = f.WriteString(attempt + "\n")
+	if err == nil {
+		_, err = f.Write(head)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -175,7 +194,7 @@ func RemoveUncommitted(ctx context.Context, st Store, table, projection, id stri
 	if len(attempts) == 0 {
 		return nil, nil
 	}
-	committed, err := readCommit(ctx, st, table, projection, id)
+	committed, _, err := readCommit(ctx, st, table, projection, id)
 	if err != nil && !errors.Is(err, ErrNotExist) {
 		return nil, err
 	}

@@ -189,8 +189,19 @@ func TestCommitNamesMissingAttempt(t *testing.T) {
 			if err := st.DeletePrefix(ctx, prefix); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err = store.Committed(ctx, st, "t", "p", m.ID)
 			var ce *columnar.CorruptError
+			// The commit holds the pack's head, so readers find the
+			// container; its reads, and Check, find the pack gone.
+			if _, _, err := store.Committed(ctx, st, "t", "p", m.ID); err != nil {
+				t.Errorf("committed through the commit's head: %v", err)
+			}
+			if _, err := store.Check(ctx, st, "t", "p", m.ID); !errors.As(err, &ce) || ce.File != store.PackName || ce.Reason != "missing" {
+				t.Errorf("check: %v, want a CorruptError of %s: missing", err, store.PackName)
+			}
+			// A commit of the attempt's name alone (uploads before heads
+			// were in commits) resolves through the pack, which is gone.
+			putBytes(t, st, store.ContainerPrefix("t", "p", m.ID)+store.CommitName, []byte(attempt+"\n"))
+			_, _, err = store.Committed(ctx, st, "t", "p", m.ID)
 			if !errors.As(err, &ce) || ce.File != store.CommitName || !strings.Contains(err.Error(), attempt) {
 				t.Errorf("committed: %v, want a CorruptError of %s naming %s", err, store.CommitName, attempt)
 			}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -101,6 +102,11 @@ func Check(ctx context.Context, st Store, table, projection, id string) (*column
 			}
 			return nil, &columnar.CorruptError{Container: where, File: PackName, Block: columnar.NoBlock, Reason: fmt.Sprintf("%d bytes, its head says %d", obj.Size, c.PackSize)}
 		}
+		if c.headInCommit {
+			if err := checkPackHead(ctx, st, c); err != nil {
+				return nil, err
+			}
+		}
 		if err := checkHeaders(ctx, st, where, c.checkReads(), m.Files); err != nil {
 			return nil, err
 		}
@@ -135,6 +141,22 @@ func Check(ctx context.Context, st Store, table, projection, id string) (*column
 		return nil, err
 	}
 	return m, nil
+}
+
+// checkPackHead checks that c's pack begins with the head its commit
+// holds, which readers take instead of the pack's own.
+func checkPackHead(ctx context.Context, st Store, c *Container) error {
+	head, err := readRange(ctx, st, c.Pack, 0, int64(len(c.head)))
+	if errors.Is(err, ErrNotExist) {
+		return &columnar.CorruptError{Container: c.where, File: PackName, Block: columnar.NoBlock, Reason: "missing", Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(head, c.head) {
+		return &columnar.CorruptError{Container: c.where, File: PackName, Block: columnar.NoBlock, Reason: "its head is not the one its commit holds"}
+	}
+	return nil
 }
 
 // checkRead is one ranged read of Check: the range [off, off+n) of key,
@@ -335,7 +357,7 @@ func Upload(ctx context.Context, st Store, dir, table, projection, id string) (*
 	if err != nil {
 		return abandon(err)
 	}
-	err = putCommit(ctx, st, table, projection, id, attempt)
+	err = putCommit(ctx, st, table, projection, id, attempt, head)
 	if errors.Is(err, ErrExists) {
 		abandon(nil)
 		theirs, err := ReadManifest(ctx, st, table, projection, id)

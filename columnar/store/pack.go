@@ -57,8 +57,10 @@ type Container struct {
 	where    string  // store URL and container, for errors
 	manifest []byte  // the manifest's bytes
 	offsets  []int64 // in a pack: each column file's offset, in manifest order
-	head     []byte  // in a pack: the bytes read from its beginning
-	index    map[string]int
+	head     []byte  // in a pack: its head (package doc, Format)
+	// headInCommit: head was read from the commit, not from the pack.
+	headInCommit bool
+	index        map[string]int
 }
 
 // Where names the container in errors: the store's URL and its key.
@@ -202,17 +204,50 @@ func packHeadCRC(head []byte) uint32 {
 }
 
 // readPack reads the head of the pack object key (its manifest and
-// index) into c, or gives an error wrapping ErrNotExist if there is no
-// such object. A head cut short, of another format, failing its CRC-32C
-// or whose index does not fit its manifest gives a *columnar.CorruptError
-// naming the container and the pack.
+// index) into c: how a commit written before heads were in commits is
+// resolved. No such object gives an error wrapping ErrNotExist. A head
+// cut short, of another format, failing its CRC-32C or whose index does
+// not fit its manifest gives a *columnar.CorruptError naming the
+// container and the pack.
 func (c *Container) readPack(ctx context.Context, st Store, key string) error {
-	corrupt := func(format string, args ...any) error {
-		return &columnar.CorruptError{Container: c.where, File: PackName, Block: columnar.NoBlock, Reason: fmt.Sprintf(format, args...)}
-	}
 	head, err := readRange(ctx, st, key, 0, packHeadGuess)
 	if err != nil {
 		return err
+	}
+	if n, ok := packHeadSize(head); ok && len(head) == packHeadGuess && n > packHeadGuess {
+		rest, err := readRange(ctx, st, key, packHeadGuess, n-packHeadGuess)
+		if err != nil {
+			return err
+		}
+		head = append(head, rest...)
+	}
+	return c.takeHead(key, PackName, head, false)
+}
+
+// packHeadSize returns the length of the head that b begins with, from
+// its fixed part; false if b is too short to hold that part or declares
+// more than a head may (takeHead says which).
+func packHeadSize(b []byte) (int64, bool) {
+	if len(b) < packHeadLen {
+		return 0, false
+	}
+	mlen := int64(binary.LittleEndian.Uint32(b[12:]))
+	count := int64(binary.LittleEndian.Uint32(b[16:]))
+	if mlen > packMaxManifest || count > packMaxColumns {
+		return 0, false
+	}
+	return packHeadLen + mlen + 8*count, true
+}
+
+// takeHead checks head, the head of the pack object key as read from
+// file (the pack, whose column files may follow it in head, or the
+// commit, which must hold the head and nothing after it: whole), and
+// takes its manifest and index into c. A head cut short, of another
+// format, failing its CRC-32C or whose index does not fit its manifest
+// gives a *columnar.CorruptError naming the container and file.
+func (c *Container) takeHead(key, file string, head []byte, whole bool) error {
+	corrupt := func(format string, args ...any) error {
+		return &columnar.CorruptError{Container: c.where, File: file, Block: columnar.NoBlock, Reason: fmt.Sprintf(format, args...)}
 	}
 	if len(head) < packHeadLen {
 		return corrupt("cut short: %d bytes, not even a head", len(head))
@@ -223,32 +258,26 @@ func (c *Container) readPack(ctx context.Context, st Store, key string) error {
 	if v := binary.LittleEndian.Uint32(head[8:]); v != packVersion {
 		return corrupt("pack version %d, this reader knows %d", v, packVersion)
 	}
-	mlen := int64(binary.LittleEndian.Uint32(head[12:]))
-	count := int64(binary.LittleEndian.Uint32(head[16:]))
-	if mlen > packMaxManifest || count > packMaxColumns {
-		return corrupt("head says %d manifest bytes and %d column files", mlen, count)
+	headLen, ok := packHeadSize(head)
+	if !ok {
+		return corrupt("head says %d manifest bytes and %d column files", binary.LittleEndian.Uint32(head[12:]), binary.LittleEndian.Uint32(head[16:]))
 	}
-	headLen := packHeadLen + mlen + 8*count
 	if int64(len(head)) < headLen {
-		if len(head) == packHeadGuess {
-			rest, err := readRange(ctx, st, key, int64(len(head)), headLen-int64(len(head)))
-			if err != nil {
-				return err
-			}
-			head = append(head, rest...)
-		}
-		if int64(len(head)) < headLen {
-			return corrupt("cut short: %d bytes, its head is %d", len(head), headLen)
-		}
+		return corrupt("cut short: %d bytes, its head is %d", len(head), headLen)
+	}
+	if whole && int64(len(head)) > headLen {
+		return corrupt("%d bytes after the pack's head", int64(len(head))-headLen)
 	}
 	head = head[:headLen:headLen]
 	if got, want := packHeadCRC(head), binary.LittleEndian.Uint32(head[20:]); got != want {
 		return corrupt("head checksum %08x, the pack says %08x", got, want)
 	}
+	mlen := int64(binary.LittleEndian.Uint32(head[12:]))
+	count := int64(binary.LittleEndian.Uint32(head[16:]))
 	data := head[packHeadLen : packHeadLen+mlen]
 	m, err := columnar.DecodeManifest(data)
 	if err != nil {
-		return &columnar.CorruptError{Container: c.where, File: PackName, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
+		return &columnar.CorruptError{Container: c.where, File: file, Block: columnar.NoBlock, Reason: "invalid manifest", Err: err}
 	}
 	if int64(len(m.Files)) != count {
 		return corrupt("head says %d column files, its manifest %d", count, len(m.Files))

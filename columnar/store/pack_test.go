@@ -3,6 +3,7 @@ package store_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,9 +103,10 @@ func TestPackLayout(t *testing.T) {
 func mustOff(c *store.Container, i int) int64 { _, off := c.File(i); return off }
 
 // TestPackDamage: a pack cut short, or with a byte flipped, in its head or
-// in a column file, is a corrupt container for every reader (Resolve,
-// Check, Fetch, a Source's reads), each error naming the container and,
-// for a column file's bytes, the file and the block.
+// in a column file, is a corrupt container for every reader that reads
+// those bytes (Resolve, for a head a commit does not hold; Check, Fetch,
+// a Source's reads), each error naming the container and, for a column
+// file's bytes, the file and the block.
 func TestPackDamage(t *testing.T) {
 	dir, m := generateOne(t, 1, 300)
 	fm := m.Files[1]
@@ -145,8 +147,21 @@ func TestPackDamage(t *testing.T) {
 				rewritePack(t, st, "t", "p", id, d.change)
 				where := "t/p/" + id
 				var ce *columnar.CorruptError
-				_, err := store.Resolve(ctx, st, "t", "p", id)
+				c, err := store.Resolve(ctx, st, "t", "p", id)
 				if d.resolve {
+					// Readers take the head the commit holds; Check finds
+					// the pack's own damaged.
+					if err != nil {
+						t.Errorf("%s: resolve through the commit's head: %v", d.name, err)
+					}
+					if _, err := store.Check(ctx, st, "t", "p", id); !errors.Is(err, columnar.ErrCorrupt) {
+						t.Errorf("%s: check: %v, want ErrCorrupt", d.name, err)
+					}
+					// Under a commit of the attempt's name alone (uploads
+					// before heads were in commits), readers read the
+					// pack's head.
+					putBytes(t, st, store.ContainerPrefix("t", "p", id)+store.CommitName, []byte(strings.TrimPrefix(strings.TrimSuffix(c.Prefix, "/"), store.ContainerPrefix("t", "p", id))+"\n"))
+					_, err := store.Resolve(ctx, st, "t", "p", id)
 					if !errors.As(err, &ce) || !strings.Contains(ce.Container, where) || ce.File != store.PackName || !strings.Contains(ce.Reason, d.reason) {
 						t.Errorf("%s: resolve: %v; want a CorruptError of %s %s (%s)", d.name, err, where, store.PackName, d.reason)
 					}
@@ -341,6 +356,106 @@ func TestOldLayoutBucket(t *testing.T) {
 			}
 			if objs, _ := st.List(ctx, "t/"); len(objs) != 0 {
 				t.Errorf("left after removing every container: %v", objs)
+			}
+		})
+	}
+}
+
+// TestResolveIsOneRequest: a reader finds a committed pack with one
+// request, the commit, which holds the pack's head, whatever the width
+// of the container (a head past the 64KiB a pack's first read takes
+// included); a commit written before heads were in it (the attempt's
+// name alone) costs the reads of the pack's head too, and resolves to the
+// same container.
+func TestResolveIsOneRequest(t *testing.T) {
+	for _, columns := range []int{3, 400} {
+		dir, m := generateWide(t, columns)
+		for name, st := range stores(t) {
+			t.Run(fmt.Sprintf("%d columns/%s", columns, name), func(t *testing.T) {
+				ctx := t.Context()
+				if _, err := store.Upload(ctx, st, dir, "t", "p", m.ID); err != nil {
+					t.Fatal(err)
+				}
+				cs := &countingStore{Store: st}
+				c, err := store.Resolve(ctx, cs, "t", "p", m.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := cs.requests(); n != 1 {
+					t.Errorf("resolve made %d requests, want 1 (the commit)", n)
+				}
+				if c.Pack == "" || len(c.Manifest.Files) != len(m.Files) {
+					t.Fatalf("resolved %q with %d files", c.Pack, len(c.Manifest.Files))
+				}
+				// The same container under a commit of the attempt's name
+				// alone, as uploads wrote it before.
+				attempt := strings.TrimSuffix(strings.TrimPrefix(c.Prefix, store.ContainerPrefix("t", "p", m.ID)), "/")
+				putBytes(t, st, store.ContainerPrefix("t", "p", m.ID)+store.CommitName, []byte(attempt+"\n"))
+				cs = &countingStore{Store: st}
+				old, err := store.Resolve(ctx, cs, "t", "p", m.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if old.Pack != c.Pack || old.PackSize != c.PackSize || !bytes.Equal(old.ManifestBytes(), c.ManifestBytes()) {
+					t.Errorf("an attempt-only commit resolves to pack %q of %d bytes, want %q of %d with the same manifest", old.Pack, old.PackSize, c.Pack, c.PackSize)
+				}
+				for i := range m.Files {
+					if mustOff(old, i) != mustOff(c, i) {
+						t.Fatalf("file %d at %d under an attempt-only commit, %d under one with the head", i, mustOff(old, i), mustOff(c, i))
+					}
+				}
+				if n := cs.requests(); n < 2 {
+					t.Errorf("an attempt-only commit resolved with %d requests: the pack's head was not read", n)
+				}
+				if _, err := store.Check(ctx, st, "t", "p", m.ID); err != nil {
+					t.Errorf("check under an attempt-only commit: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestCommitHeadDamage: a commit whose pack head is cut short, has a byte
+// flipped or has bytes after it is a corrupt container, the error naming
+// the container and the commit.
+func TestCommitHeadDamage(t *testing.T) {
+	dir, m := generateOne(t, 1, 300)
+	cases := []struct {
+		name   string
+		change func(head []byte) []byte
+		reason string
+	}{
+		{"cut", func(h []byte) []byte { return h[:len(h)-3] }, "cut short"},
+		{"flipped", func(h []byte) []byte { h[len(h)/2] ^= 0x04; return h }, "head checksum"},
+		{"trailing bytes", func(h []byte) []byte { return append(h, 0) }, "after the pack's head"},
+		{"not a head", func(h []byte) []byte { return []byte("garbage") }, "not even a head"},
+	}
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			for i, d := range cases {
+				id := columnar.ContainerID(i)
+				cdir := filepath.Join(t.TempDir(), id)
+				copyRenamed(t, dir, cdir, m.ID, id)
+				if _, err := store.Upload(ctx, st, cdir, "t", "p", id); err != nil {
+					t.Fatal(err)
+				}
+				key := store.ContainerPrefix("t", "p", id) + store.CommitName
+				data, err := store.ReadAll(ctx, st, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				nl := bytes.IndexByte(data, '\n')
+				if nl < 0 || nl == len(data)-1 {
+					t.Fatalf("commit %q holds no head", data)
+				}
+				head := append([]byte(nil), data[nl+1:]...)
+				putBytes(t, st, key, append(data[:nl+1:nl+1], d.change(head)...))
+				var ce *columnar.CorruptError
+				_, err = store.Resolve(ctx, st, "t", "p", id)
+				if !errors.As(err, &ce) || !strings.Contains(ce.Container, "t/p/"+id) || ce.File != store.CommitName || !strings.Contains(ce.Reason, d.reason) {
+					t.Errorf("%s: resolve: %v; want a CorruptError of t/p/%s %s (%s)", d.name, err, id, store.CommitName, d.reason)
+				}
 			}
 		})
 	}

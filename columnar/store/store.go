@@ -21,7 +21,7 @@
 // prefix of its own, an attempt, and commits by naming that attempt:
 //
 //	<table>/<projection>/<id>/<attempt>/container.pack   the whole container, uploaded first
-//	<table>/<projection>/<id>/commit                     the attempt's name and "\n", put last
+//	<table>/<projection>/<id>/commit                     the attempt's name and "\n", then the pack's head; put last
 //
 // The pack is one object: a head (the manifest and an index), then the
 // column files back to back in the manifest's order, each byte for byte
@@ -48,10 +48,18 @@
 // so the depot prefetches a container in a few GETs of up to 8MiB, and a
 // reader of some columns fetches only their ranges. Why the manifest in
 // the head rather than an object beside it: the container is one object
-// to upload, list, sweep and delete, and a reader still finds it with two
-// requests (the commit, then the first 64KiB of the pack, which holds the
-// head of a container of a few hundred column files; a larger head costs
-// one more read). The index, redundant for the packs written today, lets
+// to upload, list, sweep and delete. Why the head in the commit as well
+// (byte for byte the pack's first D bytes, after the attempt's line): a
+// reader finds the container with one request, the commit, where it took
+// two or three in a row (the commit, then the pack's first 64KiB, then the
+// rest of a head that passed it, as a container of 400 column files'
+// does), and a cold job waits on those round trips before its first read.
+// Readers take the commit's head and do not read the pack's; Check reads
+// the pack's and requires it to be the same bytes. A commit of the
+// attempt's name alone (uploads before heads were in commits) is read as
+// before: the pack's head from the pack. A strata older than this format
+// refuses a commit that holds a head (not an attempt name), so the readers
+// of a store are upgraded before its writers. The index, redundant for the packs written today, lets
 // a later writer align or pad files without changing readers. The pack is
 // streamed from the local files as it is uploaded (PutReader), each file
 // checked against the manifest's size and CRC-32C on the way, so a local
@@ -68,10 +76,13 @@
 //
 // Readers resolve the commit first (Resolve gives the manifest and where
 // each column file's bytes are; Committed the manifest and the attempt's
-// prefix). A commit naming an attempt with neither a pack nor a manifest,
-// or holding no attempt name, a pack whose head is cut short, fails its
-// CRC-32C or is not a pack, make the container corrupt (a
-// *columnar.CorruptError naming the container and the pack). Damage in a
+// prefix). A commit holding no attempt name or a head cut short, failing
+// its CRC-32C, not a head or followed by bytes, and (for a commit of the
+// attempt's name alone) an attempt with neither a pack nor a manifest or
+// a pack whose head is so damaged, make the container corrupt (a
+// *columnar.CorruptError naming the container and the commit or the
+// pack). A pack missing under a commit that holds its head is found by
+// the first read of it (and by Check). Damage in a
 // column file's bytes (a pack cut short inside it, a byte changed) is
 // found by whoever reads them: a Source's read past the object's end, and
 // the block checksums of the column reader, name the container, the file
@@ -83,7 +94,8 @@
 //
 // Check, the scheduler's check of a container before the catalog names
 // it, makes a bounded number of requests in few round trips: the commit
-// and the pack's head (Resolve), one Stat of the pack (its size must be
+// (Resolve), one read of the pack's head (the same bytes as the commit's,
+// or a pack whose head is damaged is corrupt), one Stat of the pack (its size must be
 // the end of its last column file: a pack cut short names the first file
 // it does not hold whole), then ranged reads of the column files'
 // headers, the headers less than 256KiB apart read together in one read
