@@ -533,7 +533,14 @@ func (b *buckets) writePieces(pieces []*vector, start []int, t int) error {
 	for x := 0; x < nb; x++ {
 		b.written[x] += int64(start[x+1] - start[x])
 	}
-	return errors.Join(errs...)
+	// The first: the others are most likely the same failure (a full
+	// disk) met by the other workers' columns.
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // wait waits for the chunk being written in the background, if any, and
@@ -591,8 +598,8 @@ func (b *buckets) finish(err error) error {
 	if err == nil {
 		err = werr
 	}
-	errs := []error{werr}
-	for _, w := range b.writers {
+	errs := []error{werr} // named its bucket already (writePieces)
+	for x, w := range b.writers {
 		if w == nil {
 			continue
 		}
@@ -603,15 +610,12 @@ func (b *buckets) finish(err error) error {
 		m, cerr := w.Commit()
 		if cerr != nil {
 			w.Abort()
-			errs = append(errs, cerr)
+			errs = append(errs, fmt.Errorf("windower: spill bucket %d: %w", x, cerr))
 			continue
 		}
 		b.st.SpilledBytes += m.CompressedBytes()
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("windower: spill buckets: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // evaluate evaluates every bucket and writes its result as a container;

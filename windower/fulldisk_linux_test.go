@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ func TestSpillRangeBucketsFullDisk(t *testing.T) {
 			t.Errorf("%d threads: %v, want ENOSPC", threads, err)
 		}
 		t.Logf("%d threads: %v", threads, err)
+		if msg := err.Error(); !strings.Contains(msg, "spill bucket ") || strings.Count(msg, "windower:") != 1 {
+			t.Errorf("%d threads: %q, want the bucket named, with one \"windower:\"", threads, msg)
+		}
 		if threads > 1 && chunksReadBehind.Load() == overlapped {
 			t.Errorf("%d threads: the disk filled before a chunk was dealt while the next was read", threads)
 		}
