@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/hugepage"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -383,7 +384,7 @@ func b2i(b bool) int {
 func (b *buckets) deal(in *input, kv []sortedKey) error {
 	n, nb := in.n, len(b.writers)
 	t := min(max(b.o.Threads, 1), maxThreads)
-	of := make([]uint16, n)
+	of := hugepage.Make[uint16](n, n)
 	ranges := splitRows(n, t)
 	counts := make([][]int, len(ranges))
 	parallelFor(len(ranges), func(k int) {
@@ -408,7 +409,7 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	// that groups the rows (a stream per bucket would miss the caches).
 	var perm []int32
 	if nb > scatterBuckets {
-		perm = make([]int32, n)
+		perm = hugepage.Make[int32](n, n)
 		next := slices.Clone(start[:nb])
 		for i, x := range of {
 			perm[next[x]] = int32(i)

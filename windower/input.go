@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // The input buffer: the query's input columns in evaluation form, loaded
@@ -86,11 +87,11 @@ func newColumn(p *plan, c, capacity int) *vector {
 	v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
 	switch v.kind {
 	case kindFloat:
-		v.floats = make([]float64, 0, capacity)
+		v.floats = hugepage.Make[float64](0, capacity)
 	case kindString:
-		v.strs = make([]string, 0, capacity)
+		v.strs = hugepage.Make[string](0, capacity)
 	default:
-		v.ints = make([]int64, 0, capacity)
+		v.ints = hugepage.Make[int64](0, capacity)
 	}
 	return v
 }

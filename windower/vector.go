@@ -6,11 +6,12 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/apache/arrow-go/v18/arrow/bitutil"
-
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Vectors: columns in evaluation form, and their conversion from and to
@@ -72,14 +73,14 @@ func newVector(k kind, typ arrow.DataType, n int, nullable bool) *vector {
 	v := &vector{kind: k, typ: typ}
 	switch k {
 	case kindFloat:
-		v.floats = make([]float64, n)
+		v.floats = hugepage.Make[float64](n, n)
 	case kindString:
-		v.strs = make([]string, n)
+		v.strs = hugepage.Make[string](n, n)
 	default:
-		v.ints = make([]int64, n)
+		v.ints = hugepage.Make[int64](n, n)
 	}
 	if nullable {
-		v.nulls = make([]bool, n)
+		v.nulls = hugepage.Make[bool](n, n)
 	}
 	return v
 }
@@ -316,7 +317,7 @@ func grow[T any](s []T, n int) []T {
 	if cap(s) >= n {
 		return s[:n]
 	}
-	return make([]T, n)
+	return hugepage.Make[T](n, n)
 }
 
 // wrapFixed makes an Arrow array of a fixed-width type over values
