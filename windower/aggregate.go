@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Aggregate state: count, sum, avg, min and max over a set of rows, and
@@ -286,7 +288,7 @@ func (t *segTree) query(a *aggInput, dst *aggState, l, r int) {
 // prefix of it. Equal words say nothing.
 func stringPrefixes(strs []string, threads int) []uint64 {
 	n := len(strs)
-	out := make([]uint64, n)
+	out := hugepage.Make[uint64](n, n)
 	if threads < 1 || n < parallelMinRows {
 		threads = 1
 	}

@@ -6,6 +6,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // A carry is a running aggregate's value over the rows of a partition
@@ -129,13 +131,13 @@ func (rc *runningCarry) apply(col arrow.Array, mem memory.Allocator) (arrow.Arra
 	switch rc.c.fn {
 	case fnCount:
 		src := col.(*array.Int64).Int64Values()
-		out.ints = make([]int64, n)
+		out.ints = hugepage.Make[int64](n, n)
 		for i, x := range src[:n] {
 			out.ints[i] = x + rc.cnt
 		}
 	case fnSum:
 		src := col.(*array.Int64)
-		out.ints, out.nulls = make([]int64, n), make([]bool, n)
+		out.ints, out.nulls = hugepage.Make[int64](n, n), hugepage.Make[bool](n, n)
 		for i := 0; i < n; i++ {
 			switch {
 			case src.IsNull(i) && rc.cnt == 0:
@@ -162,7 +164,7 @@ func (rc *runningCarry) apply(col arrow.Array, mem memory.Allocator) (arrow.Arra
 		for i := 0; i < n; i++ {
 			if v.isNull(i) || !beats(a, i, rc.best) {
 				if v.nulls == nil {
-					v.nulls = make([]bool, n)
+					v.nulls = hugepage.Make[bool](n, n)
 				}
 				v.nulls[i] = false
 				switch v.kind {

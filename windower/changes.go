@@ -7,6 +7,7 @@ import (
 	"github.com/RoaringBitmap/roaring/v2"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Keyed tables: a query sees only the current rows. The rows of the input
@@ -73,7 +74,7 @@ func liveMask(d *roaring.Bitmap, first int64, n int) []bool {
 	if !it.HasNext() || it.PeekNext() >= end {
 		return nil
 	}
-	keep := make([]bool, n)
+	keep := hugepage.Make[bool](n, n)
 	for i := range keep {
 		keep[i] = true
 	}

@@ -2,6 +2,8 @@ package windower
 
 import (
 	"fmt"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Evaluation of a window group's calls over sorted rows in memory,
@@ -560,7 +562,7 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 				return nil, fmt.Errorf("windower: %s: filter: %w", c.alias, err)
 			}
 			if perm != nil {
-				sorted := make([]bool, n)
+				sorted := hugepage.Make[bool](n, n)
 				for i, p := range perm {
 					sorted[i] = keep[p]
 				}
@@ -570,7 +572,7 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 		}
 		if cs.arg != nil && cs.arg.nulls != nil {
 			if incl == nil {
-				incl = make([]bool, n)
+				incl = hugepage.Make[bool](n, n)
 				for i := range incl {
 					incl[i] = true
 				}

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // In-memory evaluation of a compiled plan, in phases: WHERE, each window
@@ -388,9 +389,9 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 			order[k] = sc.key(gk, len(gk.part)+k, g.order[k].expr, v)
 		}
 		rangeKey = order[0]
-		ge.peerChange = make([]bool, n)
+		ge.peerChange = hugepage.Make[bool](n, n)
 	}
-	ge.partChange = make([]bool, n)
+	ge.partChange = hugepage.Make[bool](n, n)
 	if len(partStarts) > 0 {
 		for _, i := range partStarts[:len(partStarts)-1] {
 			ge.partChange[i] = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/hugepage"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -199,14 +200,14 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 	}
 	out := &vector{kind: e.kind, typ: e.typ}
 	if a.nulls != nil || b.nulls != nil {
-		out.nulls = make([]bool, n)
+		out.nulls = hugepage.Make[bool](n, n)
 		for i := range out.nulls {
 			out.nulls[i] = a.isNull(i) || b.isNull(i)
 		}
 	}
 	if e.kind == kindFloat {
 		x, y := asFloats(a), asFloats(b)
-		out.floats = make([]float64, n)
+		out.floats = hugepage.Make[float64](n, n)
 		for i := range out.floats {
 			switch e.op {
 			case '+':
@@ -225,7 +226,7 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 		return out, nil
 	}
 	x, y := a.ints, b.ints
-	out.ints = make([]int64, n)
+	out.ints = hugepage.Make[int64](n, n)
 	for i := range out.ints {
 		if out.isNull(i) {
 			continue
@@ -280,7 +281,7 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 // (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
 // 2019) instead of a 64-bit division per row.
 func (e *expr) evalIntConst(a *vector, c int64, n int) (*vector, error) {
-	out := &vector{kind: e.kind, typ: e.typ, ints: make([]int64, n)}
+	out := &vector{kind: e.kind, typ: e.typ, ints: hugepage.Make[int64](n, n)}
 	if a.nulls != nil {
 		out.nulls = slices.Clone(a.nulls[:n])
 	}
@@ -421,23 +422,23 @@ func broadcast(c *vector, n int) *vector {
 	out := &vector{kind: c.kind, typ: c.typ}
 	switch c.kind {
 	case kindFloat:
-		out.floats = make([]float64, n)
+		out.floats = hugepage.Make[float64](n, n)
 		for i := range out.floats {
 			out.floats[i] = c.floats[0]
 		}
 	case kindString:
-		out.strs = make([]string, n)
+		out.strs = hugepage.Make[string](n, n)
 		for i := range out.strs {
 			out.strs[i] = c.strs[0]
 		}
 	default:
-		out.ints = make([]int64, n)
+		out.ints = hugepage.Make[int64](n, n)
 		for i := range out.ints {
 			out.ints[i] = c.ints[0]
 		}
 	}
 	if c.nulls != nil && c.nulls[0] {
-		out.nulls = make([]bool, n)
+		out.nulls = hugepage.Make[bool](n, n)
 		for i := range out.nulls {
 			out.nulls[i] = true
 		}
@@ -491,7 +492,7 @@ func compilePredicates(si *schemaInfo, ps []messages.Predicate) ([]predicate, er
 // evalPredicates returns, for each of the n rows, whether all predicates
 // are true (SQL: NULL counts as false).
 func evalPredicates(ps []predicate, cols []*vector, n int) ([]bool, error) {
-	keep := make([]bool, n)
+	keep := hugepage.Make[bool](n, n)
 	for i := range keep {
 		keep[i] = true
 	}

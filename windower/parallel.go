@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"unsafe"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Parallel evaluation of a window group in memory, on up to
@@ -127,7 +129,7 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		}
 	}
 	starts[t] = n
-	rows := make([]int32, n)
+	rows := hugepage.Make[int32](n, n)
 	parallelFor(len(ranges), func(r int) {
 		off := offsets[r]
 		for i := ranges[r][0]; i < ranges[r][1]; i++ {
@@ -218,7 +220,7 @@ func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vecto
 		pieces = append(pieces, piece{from: ps, to: pe, at: pos})
 		pos += pe - ps
 	}
-	perm := make([]int32, n)
+	perm := hugepage.Make[int32](n, n)
 	partStarts := make([]int32, len(pieces)+1)
 	for i, pc := range pieces {
 		partStarts[i] = int32(pc.at)
@@ -399,7 +401,7 @@ func (ev *evaluation) parallelSortKey(key sortedKey, n, t int) ([]int32, *vector
 	if key.desc {
 		flip = ^flip
 	}
-	words, rows := make([]uint64, n), make([]int32, n)
+	words, rows := hugepage.Make[uint64](n, n), hugepage.Make[int32](n, n)
 	ranges := splitRows(n, t)
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
@@ -424,7 +426,7 @@ func (ev *evaluation) parallelSortKey(key sortedKey, n, t int) ([]int32, *vector
 			w[i] = uint64(v.ints[lo+int(p)]) ^ flip
 		}
 	})
-	words2, rows2 := make([]uint64, n), make([]int32, n)
+	words2, rows2 := hugepage.Make[uint64](n, n), hugepage.Make[int32](n, n)
 	for len(ranges) > 1 {
 		next := make([][2]int, 0, (len(ranges)+1)/2)
 		for k := 0; k < len(ranges); k += 2 {
@@ -504,7 +506,7 @@ func (ev *evaluation) parallelSortRuns(keys []sortedKey, n, t int) ([]int32, boo
 		return nil, false
 	}
 	defer ev.budget.Release(extra)
-	perm := make([]int32, n)
+	perm := hugepage.Make[int32](n, n)
 	ranges := splitRows(n, t)
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
@@ -528,7 +530,7 @@ func (ev *evaluation) parallelSortRuns(keys []sortedKey, n, t int) ([]int32, boo
 		}
 	})
 	less := func(a, b int32) bool { return compareRows(keys, int(a), int(b)) < 0 }
-	buf := make([]int32, n)
+	buf := hugepage.Make[int32](n, n)
 	type piece struct{ a, b, out [2]int } // rows a and b of the runs merged into out
 	for len(ranges) > 1 {
 		var next [][2]int

@@ -12,6 +12,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/hugepage"
 	"github.com/strata-db/strata/merger"
 	"github.com/strata-db/strata/messages"
 )
@@ -162,7 +163,7 @@ func (r *sortedRuns) write(in *input) error {
 		}
 		if o.Budget.Reserve(held) == nil {
 			if perm == nil { // in order: copied all the same, as in is reused
-				perm = make([]int32, n)
+				perm = hugepage.Make[int32](n, n)
 				for i := range perm {
 					perm[i] = int32(i)
 				}

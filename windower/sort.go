@@ -5,6 +5,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Sorting: stable permutations by radix sort over order-preserving keys,
@@ -135,7 +137,7 @@ func (s *sorter) sortRows(keys []sortedKey, rows []int32) ([]int32, bool) {
 	if n < 2 {
 		return nil, false
 	}
-	perm := make([]int32, n)
+	perm := hugepage.Make[int32](n, n)
 	for i := range perm {
 		perm[i] = int32(i)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Without ORDER BY every row of a partition is a peer of every other, so
@@ -473,7 +475,7 @@ func countPartitions(ids []int32, parts int, rowRanges [][2]int) []int64 {
 // first.
 func sumCounts(shares [][]int64, n int) []int64 {
 	if len(shares) == 0 {
-		return make([]int64, n)
+		return hugepage.Make[int64](n, n)
 	}
 	counts := shares[0]
 	for _, c := range shares[1:] {
