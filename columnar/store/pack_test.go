@@ -139,11 +139,7 @@ func TestPackDamage(t *testing.T) {
 			ctx := t.Context()
 			for i, d := range cases {
 				id := columnar.ContainerID(i)
-				cdir := filepath.Join(t.TempDir(), id)
-				copyRenamed(t, dir, cdir, m.ID, id)
-				if _, err := store.Upload(ctx, st, cdir, "t", "p", id); err != nil {
-					t.Fatal(err)
-				}
+				uploadAs(t, st, dir, m.ID, id)
 				rewritePack(t, st, "t", "p", id, d.change)
 				where := "t/p/" + id
 				var ce *columnar.CorruptError
@@ -200,6 +196,16 @@ func TestPackDamage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// uploadAs uploads the container in dir (ID from) to st as t/p/id.
+func uploadAs(t *testing.T, st store.Store, dir, from, id string) {
+	t.Helper()
+	cdir := filepath.Join(t.TempDir(), id)
+	copyRenamed(t, dir, cdir, from, id)
+	if _, err := store.Upload(t.Context(), st, cdir, "t", "p", id); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -435,11 +441,7 @@ func TestCommitHeadDamage(t *testing.T) {
 			ctx := t.Context()
 			for i, d := range cases {
 				id := columnar.ContainerID(i)
-				cdir := filepath.Join(t.TempDir(), id)
-				copyRenamed(t, dir, cdir, m.ID, id)
-				if _, err := store.Upload(ctx, st, cdir, "t", "p", id); err != nil {
-					t.Fatal(err)
-				}
+				uploadAs(t, st, dir, m.ID, id)
 				key := store.ContainerPrefix("t", "p", id) + store.CommitName
 				data, err := store.ReadAll(ctx, st, key)
 				if err != nil {
