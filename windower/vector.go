@@ -55,6 +55,9 @@ type vector struct {
 	// payload is the bytes of string values appendArrow copied for this
 	// vector (gathered copies share them and count none).
 	payload int64
+	// spare is the unused tail of the buffer appendArrow copies string
+	// values into (stringBuffer).
+	spare []byte
 }
 
 func (v *vector) len() int {
@@ -187,16 +190,16 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 	case *array.Float32:
 		v.floats = appendWidened(v.floats, a.Float32Values())
 	case *array.String:
-		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 		v.payload += int64(len(a.ValueBytes()))
 	case *array.LargeString:
-		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 		v.payload += int64(len(a.ValueBytes()))
 	case *array.Binary:
-		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 		v.payload += int64(len(a.ValueBytes()))
 	case *array.LargeBinary:
-		v.strs = appendStrings(v.strs, a.ValueOffsets(), a.ValueBytes(), n)
+		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 		v.payload += int64(len(a.ValueBytes()))
 	case *array.Boolean:
 		for i := 0; i < n; i++ {
@@ -217,12 +220,13 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 // array: an array's buffers go back to the allocator when it is released
 // (the recycler hands them out again for the next block), and a string
 // must not outlive the memory it points into.
-func appendStrings[O int32 | int64](strs []string, offsets []O, data []byte, n int) []string {
+func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) []string {
+	strs := v.strs
 	if n == 0 {
 		return strs
 	}
 	base := offsets[0]
-	buf := make([]byte, int(offsets[n]-base))
+	buf := v.stringBuffer(int(offsets[n] - base))
 	copy(buf, data)
 	for i := 0; i < n; i++ {
 		lo, hi := offsets[i]-base, offsets[i+1]-base
@@ -233,6 +237,19 @@ func appendStrings[O int32 | int64](strs []string, offsets []O, data []byte, n i
 		strs = append(strs, unsafe.String(&buf[lo], int(hi-lo)))
 	}
 	return strs
+}
+
+// stringBuffer returns n bytes for string values, cut from the spare
+// tail of the last buffer it made when they fit, else from a new one of
+// at least hugepage.MinBytes: a block's strings are a fraction of that,
+// and one buffer a block faulted its pages in one by one.
+func (v *vector) stringBuffer(n int) []byte {
+	if n > len(v.spare) {
+		v.spare = hugepage.Make[byte](max(n, hugepage.MinBytes), max(n, hugepage.MinBytes))
+	}
+	buf := v.spare[:n:n]
+	v.spare = v.spare[n:]
+	return buf
 }
 
 // gather returns v's rows in the order perm (nil: v itself), reusing dst's storage.
