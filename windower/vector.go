@@ -190,17 +190,13 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 	case *array.Float32:
 		v.floats = appendWidened(v.floats, a.Float32Values())
 	case *array.String:
-		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
-		v.payload += int64(len(a.ValueBytes()))
+		appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 	case *array.LargeString:
-		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
-		v.payload += int64(len(a.ValueBytes()))
+		appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 	case *array.Binary:
-		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
-		v.payload += int64(len(a.ValueBytes()))
+		appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 	case *array.LargeBinary:
-		v.strs = appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
-		v.payload += int64(len(a.ValueBytes()))
+		appendStrings(v, a.ValueOffsets(), a.ValueBytes(), n)
 	case *array.Boolean:
 		for i := 0; i < n; i++ {
 			b := int64(0)
@@ -216,14 +212,15 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 }
 
 // appendStrings appends the n values of a utf8 array (its offsets and
-// value bytes) to strs. The bytes are copied first, once for the whole
-// array: an array's buffers go back to the allocator when it is released
-// (the recycler hands them out again for the next block), and a string
-// must not outlive the memory it points into.
-func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) []string {
-	strs := v.strs
+// value bytes) to v, counting the bytes in its payload. The bytes are
+// copied first, once for the whole array: an array's buffers go back to
+// the allocator when it is released (the recycler hands them out again
+// for the next block), and a string must not outlive the memory it
+// points into.
+func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) {
+	v.payload += int64(len(data))
 	if n == 0 {
-		return strs
+		return
 	}
 	base := offsets[0]
 	buf := v.stringBuffer(int(offsets[n] - base))
@@ -231,12 +228,11 @@ func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) 
 	for i := 0; i < n; i++ {
 		lo, hi := offsets[i]-base, offsets[i+1]-base
 		if lo == hi {
-			strs = append(strs, "")
+			v.strs = append(v.strs, "")
 			continue
 		}
-		strs = append(strs, unsafe.String(&buf[lo], int(hi-lo)))
+		v.strs = append(v.strs, unsafe.String(&buf[lo], int(hi-lo)))
 	}
-	return strs
 }
 
 // stringBuffer returns n bytes for string values, cut from the spare
@@ -245,7 +241,8 @@ func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) 
 // and one buffer a block faulted its pages in one by one.
 func (v *vector) stringBuffer(n int) []byte {
 	if n > len(v.spare) {
-		v.spare = hugepage.Make[byte](max(n, hugepage.MinBytes), max(n, hugepage.MinBytes))
+		size := max(n, hugepage.MinBytes)
+		v.spare = hugepage.Make[byte](size, size)
 	}
 	buf := v.spare[:n:n]
 	v.spare = v.spare[n:]

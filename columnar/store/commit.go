@@ -77,14 +77,15 @@ func Resolve(ctx context.Context, st Store, table, projection, id string) (*Cont
 	}
 	attempt, head, err := readCommit(ctx, st, table, projection, id)
 	switch {
-	case err == nil && head != nil:
-		c.Prefix = base + attempt + "/"
-		if err := c.takeHead(c.Prefix+PackName, CommitName, head, true); err != nil {
-			return nil, err
-		}
-		c.headInCommit = true
 	case err == nil:
 		c.Prefix = base + attempt + "/"
+		if head != nil {
+			if err := c.takeHead(c.Prefix+PackName, CommitName, head, true); err != nil {
+				return nil, err
+			}
+			c.headInCommit = true
+			break
+		}
 		err := c.readPack(ctx, st, c.Prefix+PackName)
 		if err == nil {
 			break
@@ -136,12 +137,9 @@ func readCommit(ctx context.Context, st Store, table, projection, id string) (st
 	if err != nil {
 		return "", nil, err
 	}
-	line, head := data, []byte(nil)
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		line = data[:i]
-		if len(data) > i+1 {
-			head = data[i+1:]
-		}
+	line, head, _ := bytes.Cut(data, []byte("\n"))
+	if len(head) == 0 {
+		head = nil
 	}
 	attempt := string(line)
 	if !validAttempt(attempt) {
