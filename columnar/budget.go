@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/strata-db/strata/internal/hugepage"
 )
 
 // Budget is a memory.Allocator that counts every byte it hands out against a
@@ -25,10 +26,11 @@ type Budget struct {
 var _ memory.Allocator = (*Budget)(nil)
 
 // NewBudget returns a Budget of limit bytes (<= 0: no limit) allocating from
-// parent (nil: the Go heap).
+// parent (nil: the Go heap, with huge pages asked for the buffers of
+// hugepage.MinBytes or more, such as a result's string data).
 func NewBudget(limit int64, parent memory.Allocator) *Budget {
 	if parent == nil {
-		parent = memory.NewGoAllocator()
+		parent = hugepage.Allocator{}
 	}
 	return &Budget{parent: parent, limit: limit}
 }

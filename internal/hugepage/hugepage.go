@@ -11,6 +11,9 @@
 // its first touch faults once per 2MiB. The mark stays on the address
 // range, so the heap's later reuse of it gets huge pages too.
 //
+// Make is make with that advice; Allocator is Arrow's Go allocator with
+// it, for Arrow buffers.
+//
 // It is advice: where the kernel has no transparent huge pages, or they
 // are "never", or the platform is not Linux, Advise does nothing.
 package hugepage

@@ -71,3 +71,44 @@ func mappingRange(line string) (lo, hi uintptr, ok bool) {
 	}
 	return uintptr(l), uintptr(h), true
 }
+
+func TestAllocator(t *testing.T) {
+	var a Allocator
+	for _, size := range []int{0, 1, 63, 64, 65, 4096, MinBytes - 1, MinBytes, 3*MinBytes + 5} {
+		buf := a.Allocate(size)
+		if len(buf) != size || cap(buf) != size {
+			t.Fatalf("Allocate(%d): len %d, cap %d", size, len(buf), cap(buf))
+		}
+		if size == 0 {
+			continue
+		}
+		if p := uintptr(unsafe.Pointer(&buf[0])); p%alignment != 0 {
+			t.Errorf("Allocate(%d) at %#x: not %d-byte aligned", size, p, alignment)
+		}
+		for i, x := range buf {
+			if x != 0 {
+				t.Fatalf("Allocate(%d): byte %d is %d, not zero", size, i, x)
+			}
+		}
+		buf[size-1] = 7
+		grown := a.Reallocate(size+MinBytes, buf)
+		if len(grown) != size+MinBytes || grown[size-1] != 7 || grown[size] != 0 {
+			t.Fatalf("Reallocate(%d) of a %d-byte buffer: len %d, byte %d is %d, byte %d is %d", size+MinBytes, size, len(grown), size-1, grown[size-1], size, grown[size])
+		}
+		if same := a.Reallocate(size-1, grown); unsafe.SliceData(same) != unsafe.SliceData(grown) || len(same) != size-1 {
+			t.Errorf("Reallocate(%d) of a buffer with room moved it or cut it to %d bytes", size-1, len(same))
+		}
+	}
+}
+
+func TestAllocatorAdvises(t *testing.T) {
+	if mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil || strings.Contains(string(mode), "[never]") {
+		t.Skipf("no transparent huge pages here (%q, %v)", mode, err)
+	}
+	buf := Allocator{}.Allocate(4 * Size)
+	p := uintptr(unsafe.Pointer(&buf[0]))
+	inner := (p + Size - 1) &^ (Size - 1)
+	if !marked(t, inner) {
+		t.Errorf("the first whole huge page of an 8MiB Arrow buffer (%#x) is not marked for huge pages", inner)
+	}
+}
