@@ -38,8 +38,10 @@ import (
 // see the frame in two pieces (exclude.go).
 
 // cursorCall reports whether c is evaluated with cursors over a big
-// partition (see above). EXCLUDE is not supported there.
-func cursorCall(c *call, whole map[*call]bool) bool {
+// partition (see above). EXCLUDE is not supported there. A lag or lead
+// reaching more than reach rows (at most maxHalo) takes a cursor, nearer
+// ones a halo.
+func cursorCall(c *call, whole map[*call]bool, reach int) bool {
 	if whole[c] || runningCall(c) || positionalCall(c) {
 		return false
 	}
@@ -48,7 +50,7 @@ func cursorCall(c *call, whole map[*call]bool) bool {
 	case famPeers:
 		return true // no frame
 	case famShift:
-		return !c.argNil && (c.offset > maxHalo || c.offset < -maxHalo) // nearer rows: a halo
+		return !c.argNil && (c.offset > int64(reach) || c.offset < -int64(reach)) // nearer rows: a halo
 	case famValue, famAggregate:
 	default:
 		return false

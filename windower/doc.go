@@ -213,8 +213,9 @@
 //     subtract; min, max, first_value and last_value see the frame as
 //     two pieces around the excluded rows (exclude.go).
 //
-// lag and lead with offsets beyond a halo (2^20 rows) read the row with a
-// cursor of their own. On input that streams sorted, the first pass and
+// lag and lead with offsets beyond a halo read the row with a cursor of
+// their own: a halo holds at most a sixteenth of the rows the grant
+// buffers (the buffer must hold four halos), and never more than 2^20. On input that streams sorted, the first pass and
 // the cursors apply WHERE as they read. nth_value with EXCLUDE over such
 // a partition works only as EXCLUDE CURRENT ROW in a bounded ROWS frame;
 // otherwise it is refused with an error that names the call

@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower/sqlparse"
 )
 
 // writeContainer writes rec as a container at dir, sorted on key (rec must
@@ -585,4 +586,38 @@ func TestSpillRandomCalls(t *testing.T) {
 func excluding(w *messages.WindowCall, x string) *messages.WindowCall {
 	w.Frame.Exclude = x
 	return w
+}
+
+// TestSpillShiftFarOffsets runs lag and lead whose offsets reach further
+// than a small grant's buffer holds, over one partition larger than the
+// grant, against the same queries in memory. A halo of the offset's rows
+// needs a buffer four times as long, so such offsets read their rows with
+// a cursor; before, any offset up to maxHalo took a halo, and the query
+// failed as a grant too small.
+func TestSpillShiftFarOffsets(t *testing.T) {
+	parallelSmall(t)
+	spillThreads(t)
+	rng := rand.New(rand.NewPCG(13, 14))
+	_, rec := randomTable(rng, 60000)
+	defer rec.Release()
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	for _, sql := range []string{
+		"SELECT id, lag(s, 50000) OVER () AS v FROM t",
+		"SELECT id, lead(x, 3000, -1) OVER () AS v, lag(f, 2) OVER () AS w FROM t",
+		"SELECT id, lead(s, 1048576) OVER (ORDER BY f) AS v FROM t",
+	} {
+		q, err := sqlparse.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+			return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
+		})
+		got, _ := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+			return Run(context.Background(), q, []string{dir}, o)
+		})
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows spilled, %d in memory, or other rows", sql, len(got), len(want))
+		}
+	}
 }

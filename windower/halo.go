@@ -13,16 +13,17 @@ type halo struct {
 	before, after int
 }
 
-// bigPartitionHalo returns the group's halo, or an error naming the first
-// call whose frame is not bounded in rows (and so needs its whole
-// partition at once).
-func bigPartitionHalo(g *windowGroup, whole map[*call]bool) (halo, error) {
+// bigPartitionHalo returns the group's halo, with lag and lead reaching
+// at most reach rows (cursorCall), or an error naming the first call
+// whose frame is not bounded in rows (and so needs its whole partition at
+// once).
+func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, error) {
 	var h halo
 	for _, c := range g.calls {
 		if whole[c] {
 			continue // computed by a pass of its own
 		}
-		if cursorCall(c, whole) {
+		if cursorCall(c, whole, reach) {
 			h.before = max(h.before, 1) // the row before tells where a peer group starts
 			continue
 		}

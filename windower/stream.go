@@ -172,7 +172,11 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 		s.orderCols = append(s.orderCols, k.expr.col)
 	}
 	s.whole = wholeCalls(g)
-	s.halo, s.haloErr = bigPartitionHalo(g, s.whole)
+	// A lag or lead whose halo would take more than a sixteenth of the
+	// buffer reads its rows with a cursor instead: the buffer must hold
+	// four times the halo (halo.minBuffer).
+	reach := max(min(s.bufferRows(0)/16, maxHalo), 0)
+	s.halo, s.haloErr = bigPartitionHalo(g, s.whole, reach)
 	s.positional, s.cursored = map[int]*call{}, map[int]*call{}
 	s.rowNumberCols = make([]bool, len(p.outputs))
 	for i, out := range p.outputs {
@@ -184,7 +188,7 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 		if !s.whole[c] && positionalCall(c) {
 			s.positional[i] = c
 		}
-		if cursorCall(c, s.whole) {
+		if cursorCall(c, s.whole, reach) {
 			s.cursored[i] = c
 		}
 	}
@@ -199,10 +203,6 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 // one input block), the reader and the writer the rest.
 func (s *sortedStream) sizeBuffer() error {
 	p, o := s.p, s.o
-	perRow := p.memoryPerRow() + 9*int64(len(s.used))
-	if s.filter.active() {
-		perRow += 8 // the row's source row
-	}
 	blockRows := s.src.Manifest().BlockRows
 	// Cursor calls over a big partition hold a block per cursor: leave room.
 	var cursorMem int64
@@ -216,12 +216,11 @@ func (s *sortedStream) sizeBuffer() error {
 		}
 		cursorMem += n * cursorBytes(p, c, s.partCols, s.orderCols, s.filter.where, blockRows)
 	}
-	block := maxBlockBytes([]*columnar.Container{s.src}, s.used) // the reader's
-	s.bufRows = int((o.Budget.Limit() - o.Budget.InUse() - cursorMem - block) / 2 / perRow)
+	s.bufRows = s.bufferRows(cursorMem)
 	s.minRows = s.halo.minBuffer()
 	if s.bufRows < 1024 || s.bufRows < s.minRows {
 		return fmt.Errorf("%w: a %d-byte grant buffers only %d rows (%d bytes a row, input blocks of up to %d bytes)",
-			ErrGrantTooSmall, o.Budget.Limit(), max(s.bufRows, 0), perRow, block)
+			ErrGrantTooSmall, o.Budget.Limit(), max(s.bufRows, 0), s.rowBytes(), s.blockBytes())
 	}
 	var err error
 	s.buf, s.reserved, err = reserveBuffer(p, s.bufRows+blockRows, o.Budget)
@@ -230,6 +229,28 @@ func (s *sortedStream) sizeBuffer() error {
 	}
 	s.strCap = p.stringCap(s.bufRows)
 	return nil
+}
+
+// bufferRows is the rows the buffer holds in the grant left beside
+// cursorMem bytes for cursors and the reader's block: half of it, the
+// evaluation taking the other half.
+func (s *sortedStream) bufferRows(cursorMem int64) int {
+	b := s.o.Budget
+	return int((b.Limit() - b.InUse() - cursorMem - s.blockBytes()) / 2 / s.rowBytes())
+}
+
+// rowBytes is what a buffered row takes, with its evaluation.
+func (s *sortedStream) rowBytes() int64 {
+	perRow := s.p.memoryPerRow() + 9*int64(len(s.used))
+	if s.filter.active() {
+		perRow += 8 // the row's source row
+	}
+	return perRow
+}
+
+// blockBytes is the largest input block the reader holds.
+func (s *sortedStream) blockBytes() int64 {
+	return maxBlockBytes([]*columnar.Container{s.src}, s.used)
 }
 
 func (s *sortedStream) close() {
