@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -145,7 +146,11 @@ func randomCall(rng *rand.Rand) *messages.WindowCall {
 		c := []string{"x", "f", "s"}[rng.IntN(3)]
 		w.Args = []*messages.Expr{col(c)}
 		if rng.IntN(2) == 0 {
-			w.Args = append(w.Args, cint(int64(rng.IntN(5)-1)))
+			// Offsets within a partition, past every partition, and at
+			// the ends of PostgreSQL's integer (TestShiftOffsetsAtInt64Ends
+			// has int64's).
+			offsets := []int64{-1, 0, 1, 2, 3, -3, 40, 1 << 20, math.MaxInt32, -math.MaxInt32}
+			w.Args = append(w.Args, cint(offsets[rng.IntN(len(offsets))]))
 			if rng.IntN(2) == 0 && c != "s" {
 				w.Args = append(w.Args, cint(99))
 			}
@@ -427,4 +432,39 @@ func describeCalls(calls []*messages.WindowCall) string {
 		b.WriteString(describeCall(w) + "\n")
 	}
 	return b.String()
+}
+
+// TestShiftOffsetsAtInt64Ends runs lag and lead with offsets at and near
+// the ends of int64 (which PostgreSQL's integer offset cannot take, so
+// TestDifferential's random calls stop at int32's) against the reference:
+// a source row that overflows is outside every partition.
+func TestShiftOffsetsAtInt64Ends(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	ref, rec := randomTable(rng, 150)
+	defer rec.Release()
+	offsets := []int64{math.MaxInt64, math.MinInt64, -math.MaxInt64, math.MaxInt64 - 1, math.MinInt64 + 1, 1 << 62, -(1 << 62)}
+	for _, fn := range []string{"lag", "lead"} {
+		for _, off := range offsets {
+			for _, arg := range []string{"x", "s"} {
+				w := &messages.WindowCall{Func: fn, Args: []*messages.Expr{col(arg), cint(off)},
+					PartitionBy: []messages.Expr{{Column: "g"}}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}
+				if arg == "x" {
+					w.Args = append(w.Args, cint(99))
+				}
+				q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "w", Window: w}}}
+				res, err := RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, Options{})
+				if err != nil {
+					t.Fatalf("%s: %v", describeCall(w), err)
+				}
+				want := refWindow(ref, w)
+				got := resultValues(t, res, 0, 1)
+				for id := range want {
+					if !sameValue(got[int64(id)], want[id]) {
+						t.Fatalf("%s: row id %d: got %+v, want %+v", describeCall(w), id, got[int64(id)], want[id])
+					}
+				}
+				res.Close()
+			}
+		}
+	}
 }

@@ -252,36 +252,105 @@ func (cs *callState) copyValue(i, r int) {
 	}
 }
 
+// evalShift computes lag or lead over rows [lo, hi) of partition p: the
+// rows whose source row (the offset away) lies in the partition copy it
+// in one run, and those before and after take the default.
 func (cs *callState) evalShift(p *partition) {
 	c := cs.c
-	out := cs.out
+	if c.argNil {
+		for i := p.lo; i < p.hi; i++ {
+			cs.out.nulls[i] = true
+		}
+		return
+	}
 	off := c.offset
 	if c.fn == fnLag {
 		off = -off
 	}
-	for i := p.lo; i < p.hi; i++ {
-		if c.argNil {
+	// Row i reads row i+off, which is in the partition for i in [from, to).
+	from := clampInt(subClamp(int64(p.ps), off), p.lo, p.hi)
+	to := clampInt(subClamp(int64(p.pe), off), from, p.hi)
+	cs.shiftDefault(p.lo, from)
+	cs.copyRows(from, to, int(off))
+	cs.shiftDefault(to, p.hi)
+}
+
+// copyRows sets out[i] to arg[i+off] (NULL included) for i in [from, to).
+func (cs *callState) copyRows(from, to, off int) {
+	if from >= to {
+		return
+	}
+	a, out := cs.arg, cs.out
+	if rows := cs.argRows; rows != nil {
+		gatherRange(a, out, rows[from+off:to+off], from)
+		return
+	}
+	lo, hi := from+off, to+off
+	switch a.kind {
+	case kindFloat:
+		copy(out.floats[from:to], a.floats[lo:hi])
+	case kindString:
+		copy(out.strs[from:to], a.strs[lo:hi])
+	default:
+		copy(out.ints[from:to], a.ints[lo:hi])
+	}
+	if a.nulls != nil {
+		copy(out.nulls[from:to], a.nulls[lo:hi])
+	} else {
+		clear(out.nulls[from:to])
+	}
+}
+
+// gatherRange sets out's rows from at on to a's rows rows (NULL included).
+func gatherRange(a, out *vector, rows []int32, at int) {
+	switch a.kind {
+	case kindFloat:
+		o := out.floats[at : at+len(rows)]
+		for k, r := range rows {
+			o[k] = a.floats[r]
+		}
+	case kindString:
+		o := out.strs[at : at+len(rows)]
+		for k, r := range rows {
+			o[k] = a.strs[r]
+		}
+	default:
+		o := out.ints[at : at+len(rows)]
+		for k, r := range rows {
+			o[k] = a.ints[r]
+		}
+	}
+	o := out.nulls[at : at+len(rows)]
+	if a.nulls == nil {
+		clear(o)
+		return
+	}
+	for k, r := range rows {
+		o[k] = a.nulls[r]
+	}
+}
+
+// shiftDefault sets rows [from, to) of a lag or lead to its default, or
+// NULL without one.
+func (cs *callState) shiftDefault(from, to int) {
+	if from >= to {
+		return
+	}
+	d, out := cs.c.deflt, cs.out
+	if d == nil {
+		for i := from; i < to; i++ {
 			out.nulls[i] = true
-			continue
 		}
-		r := addClamp(int64(i), off)
-		if r >= int64(p.ps) && r < int64(p.pe) {
-			cs.copyValue(i, int(r))
-			continue
-		}
-		if c.deflt == nil {
-			out.nulls[i] = true
-			continue
-		}
-		out.nulls[i] = false
-		switch out.kind {
-		case kindFloat:
-			out.floats[i] = c.deflt.floats[0]
-		case kindString:
-			out.strs[i] = c.deflt.strs[0]
-		default:
-			out.ints[i] = c.deflt.ints[0]
-		}
+		return
+	}
+	clear(out.nulls[from:to])
+	switch out.kind {
+	case kindFloat:
+		fill(out.floats[from:to], d.floats[0])
+	case kindString:
+		fill(out.strs[from:to], d.strs[0])
+	default:
+		fill(out.ints[from:to], d.ints[0])
 	}
 }
 

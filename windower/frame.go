@@ -257,6 +257,18 @@ func addClamp(a, b int64) int64 {
 	return r
 }
 
+// subClamp is a - b, clamped to the int64 range where it overflows.
+func subClamp(a, b int64) int64 {
+	r := a - b
+	if b < 0 && r < a {
+		return 1<<63 - 1
+	}
+	if b > 0 && r > a {
+		return -1 << 63
+	}
+	return r
+}
+
 func clampInt(v int64, lo, hi int) int {
 	if v < int64(lo) {
 		return lo

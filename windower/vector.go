@@ -334,6 +334,13 @@ func grow[T any](s []T, n int) []T {
 	return hugepage.Make[T](n, n)
 }
 
+// fill sets every element of s to x.
+func fill[T any](s []T, x T) {
+	for i := range s {
+		s[i] = x
+	}
+}
+
 // wrapFixed makes an Arrow array of a fixed-width type over values
 // without copying them; the array keeps the Go memory alive. The validity
 // bitmap is built on up to threads goroutines.
