@@ -356,6 +356,10 @@ func (cs *callState) shiftDefault(from, to int) {
 
 func (cs *callState) evalValue(p *partition) {
 	c := cs.c
+	if r := cs.valueRow(p); r >= 0 {
+		cs.fillValue(p.lo, p.hi, r)
+		return
+	}
 	fr := &cs.fr
 	fr.reset(p)
 	for i := p.lo; i < p.hi; i++ {
@@ -380,6 +384,46 @@ func (cs *callState) evalValue(p *partition) {
 		}
 		cs.copyValue(i, r)
 	}
+}
+
+// fillValue sets rows [from, to) of out to arg[r] (NULL included).
+func (cs *callState) fillValue(from, to, r int) {
+	a, out := cs.arg, cs.out
+	if cs.argRows != nil {
+		r = int(cs.argRows[r])
+	}
+	fill(out.nulls[from:to], a.isNull(r))
+	switch a.kind {
+	case kindFloat:
+		fill(out.floats[from:to], a.floats[r])
+	case kindString:
+		fill(out.strs[from:to], a.strs[r])
+	default:
+		fill(out.ints[from:to], a.ints[r])
+	}
+}
+
+// valueRow returns the row first_value or last_value gives on every row of
+// p, when the frame makes it one row, else -1: first_value's frames that
+// start at the partition's first row and reach the current row always
+// hold that first row first, and last_value's that end at the partition's
+// last row and start at or before the current row hold that last row last.
+func (cs *callState) valueRow(p *partition) int {
+	f := &cs.c.frame
+	if f.exclude != excludeNoOthers || p.pe <= p.ps {
+		return -1
+	}
+	switch cs.c.fn {
+	case fnFirstValue:
+		if f.start.kind == boundUnboundedPreceding && f.end.kind >= boundCurrentRow {
+			return p.ps
+		}
+	case fnLastValue:
+		if f.end.kind == boundUnboundedFollowing && f.start.kind <= boundCurrentRow {
+			return p.pe - 1
+		}
+	}
+	return -1
 }
 
 // evalAggregate computes an aggregate over partition p, choosing the
