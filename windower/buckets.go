@@ -120,8 +120,12 @@ type buckets struct {
 	// bytes still reserved for them: the next chunk is scattered into
 	// their storage, so that a chunk takes no new memory (which the
 	// collector would clear, or the kernel fault in page by page).
-	spare     []*vector
-	spareHeld int64
+	// sparePacks are the string columns of that chunk as they were dealt
+	// packed (packedStrings), by bucket column (nil: not a string column),
+	// their storage kept as the pieces' is.
+	spare      []*vector
+	sparePacks []*packedStrings
+	spareHeld  int64
 	// longest is the longest string dealt to each bucket, by bucket
 	// column (string columns only): results that repeat one (first_value,
 	// min of strings) can take that many bytes on every row.
@@ -132,6 +136,7 @@ type buckets struct {
 // bytes reserved for them; done sends the write's error.
 type chunkWrite struct {
 	pieces []*vector
+	packs  []*packedStrings
 	held   int64
 	done   chan error
 }
@@ -439,12 +444,16 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		need += int64(n) * kindBytes(in.cols[c].kind)
 	}
 	need += stringBytes(in, 0, n)
-	pieces, held := b.spare, b.spareHeld
-	b.spare, b.spareHeld = nil, 0
+	pieces, packs, held := b.spare, b.sparePacks, b.spareHeld
+	b.spare, b.sparePacks, b.spareHeld = nil, nil, 0
 	if pieces == nil {
 		pieces = make([]*vector, len(cols))
-		for j := range pieces {
+		packs = make([]*packedStrings, len(cols))
+		for j, c := range cols {
 			pieces[j] = &vector{}
+			if packable(in.cols[c]) {
+				packs[j] = &packedStrings{}
+			}
 		}
 	}
 	more := max(need-held, 0)
@@ -465,6 +474,17 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	t = min(t, len(cols))
 	parallelFor(t, func(k int) {
 		for j := k; j < len(cols); j += t {
+			if ps := packs[j]; ps != nil {
+				ps.active = ps.deal(in.cols[cols[j]], of, perm, start)
+			}
+			if ps := packs[j]; ps != nil && ps.active {
+				if most := b.longest[j]; most != nil {
+					for x := 0; x < nb; x++ {
+						most[x] = max(most[x], ps.longest(start[x], start[x+1]))
+					}
+				}
+				continue
+			}
 			var v *vector
 			if perm == nil {
 				v = in.cols[cols[j]].scatter(of, start, pieces[j])
@@ -486,32 +506,32 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		return err
 	}
 	if !behind {
-		err := b.writePieces(pieces, start, t)
-		b.keepSpare(pieces, held)
+		err := b.writePieces(pieces, packs, start, t)
+		b.keepSpare(pieces, packs, held)
 		return err
 	}
-	w := &chunkWrite{pieces: pieces, held: held, done: make(chan error, 1)}
+	w := &chunkWrite{pieces: pieces, packs: packs, held: held, done: make(chan error, 1)}
 	b.pending = w
 	chunksWrittenBehind.Add(1)
-	go func() { w.done <- b.writePieces(pieces, start, t) }()
+	go func() { w.done <- b.writePieces(pieces, packs, start, t) }()
 	return nil
 }
 
-// keepSpare keeps pieces, written, with held bytes reserved for them, as
-// the storage of the next chunk's pieces; the strings they point to are
-// let go.
-func (b *buckets) keepSpare(pieces []*vector, held int64) {
+// keepSpare keeps pieces and packs, written, with held bytes reserved for
+// them, as the storage of the next chunk's; the strings the pieces point
+// to are let go.
+func (b *buckets) keepSpare(pieces []*vector, packs []*packedStrings, held int64) {
 	for _, v := range pieces {
 		clear(v.strs)
 	}
 	b.o.Budget.Release(b.spareHeld)
-	b.spare, b.spareHeld = pieces, held
+	b.spare, b.sparePacks, b.spareHeld = pieces, packs, held
 }
 
 // writePieces appends pieces (every column's rows in bucket order, bucket x's
-// rows from start[x] to start[x+1]) to the buckets' containers, on up to
-// t goroutines.
-func (b *buckets) writePieces(pieces []*vector, start []int, t int) error {
+// rows from start[x] to start[x+1]; packs's for the string columns dealt
+// packed) to the buckets' containers, on up to t goroutines.
+func (b *buckets) writePieces(pieces []*vector, packs []*packedStrings, start []int, t int) error {
 	nb := len(b.writers)
 	errs := make([]error, t)
 	parallelFor(t, func(k int) {
@@ -521,7 +541,12 @@ func (b *buckets) writePieces(pieces []*vector, start []int, t int) error {
 				if lo == hi {
 					continue
 				}
-				arr := pieces[j].slice(lo, hi).toArrow(b.o.Budget)
+				var arr arrow.Array
+				if ps := packs[j]; ps != nil && ps.active {
+					arr = ps.array(b.schema.Field(j).Type, lo, hi)
+				} else {
+					arr = pieces[j].slice(lo, hi).toArrow(b.o.Budget)
+				}
 				err := b.writeColumn(x, j, arr)
 				arr.Release()
 				if err != nil {
@@ -553,7 +578,7 @@ func (b *buckets) wait() error {
 	w := b.pending
 	b.pending = nil
 	err := <-w.done
-	b.keepSpare(w.pieces, w.held)
+	b.keepSpare(w.pieces, w.packs, w.held)
 	return err
 }
 
@@ -595,7 +620,7 @@ func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("b
 // containers, or aborts them if err is not nil or the write failed.
 func (b *buckets) finish(err error) error {
 	werr := b.wait()
-	b.keepSpare(nil, 0) // the last pieces' reservation back
+	b.keepSpare(nil, nil, 0) // the last pieces' reservation back
 	if err == nil {
 		err = werr
 	}

@@ -401,28 +401,7 @@ func TestScatter(t *testing.T) {
 		strs.strs[i], strs.nulls[i] = strings.Repeat("s", rng.IntN(20)), i%11 == 0
 	}
 	for _, nb := range []int{1, 3, 64} {
-		of := make([]uint16, n)
-		counts := make([]int, nb)
-		for i := range of {
-			x := rng.IntN(nb)
-			if nb > 1 && x == 1 {
-				x = 0 // bucket 1 stays empty
-			}
-			of[i] = uint16(x)
-			counts[x]++
-		}
-		start := make([]int, nb+1)
-		for x := 0; x < nb; x++ {
-			start[x+1] = start[x] + counts[x]
-		}
-		perm := make([]int32, 0, n)
-		for x := 0; x < nb; x++ {
-			for i := range of {
-				if int(of[i]) == x {
-					perm = append(perm, int32(i))
-				}
-			}
-		}
+		of, start, perm := randomBuckets(rng, n, nb)
 		for _, v := range []*vector{ints, floats, strs} {
 			got, want := v.scatter(of, start, &vector{}), v.gather(perm, &vector{})
 			if !slices.Equal(got.ints, want.ints) || !slices.Equal(got.floats, want.floats) ||
@@ -469,4 +448,86 @@ func TestCountAtMost(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPackedStrings checks that a string column dealt packed gives, for
+// every bucket, the Arrow array of the rows the gather through the
+// bucket-grouping permutation gives: by scatter and through that
+// permutation, with NULLs, empty strings, strings of up to 300 bytes,
+// empty buckets, one bucket, and a second chunk dealt into the first's
+// storage.
+func TestPackedStrings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	for _, nb := range []int{1, 3, 64} {
+		ps := &packedStrings{}
+		for chunk, n := range []int{5000, 3000} {
+			v := &vector{kind: kindString, typ: arrow.BinaryTypes.String, strs: make([]string, n), nulls: make([]bool, n)}
+			for i := range n {
+				v.strs[i], v.nulls[i] = strings.Repeat(string(rune('a'+chunk)), rng.IntN(300)), i%11 == 0
+			}
+			if chunk == 1 {
+				v.nulls = nil
+			}
+			of, start, perm := randomBuckets(rng, n, nb)
+			want := v.gather(perm, &vector{})
+			for _, byPerm := range []bool{false, true} {
+				p := perm
+				if !byPerm {
+					p = nil
+				}
+				if !ps.deal(v, of, p, start) {
+					t.Fatalf("%d rows of up to 300 bytes not packed", n)
+				}
+				for x := 0; x < nb; x++ {
+					got := ps.array(v.typ, start[x], start[x+1])
+					w := want.slice(start[x], start[x+1]).toArrow(memory.NewGoAllocator())
+					if !array.Equal(got, w) {
+						t.Fatalf("%d buckets, chunk %d, by permutation %v: bucket %d is\n%v\nwant\n%v", nb, chunk, byPerm, x, got, w)
+					}
+					if l, wl := ps.longest(start[x], start[x+1]), longestOf(want.strs[start[x]:start[x+1]]); l != wl {
+						t.Errorf("bucket %d: longest %d, want %d", x, l, wl)
+					}
+					got.Release()
+					w.Release()
+				}
+			}
+		}
+	}
+}
+
+// randomBuckets deals n rows to nb buckets at random, bucket 1 left
+// empty, and returns each row's bucket, where each bucket starts, and the
+// permutation that groups the rows by bucket (in input order within each).
+func randomBuckets(rng *rand.Rand, n, nb int) (of []uint16, start []int, perm []int32) {
+	of = make([]uint16, n)
+	counts := make([]int, nb)
+	for i := range of {
+		x := rng.IntN(nb)
+		if nb > 1 && x == 1 {
+			x = 0
+		}
+		of[i] = uint16(x)
+		counts[x]++
+	}
+	start = make([]int, nb+1)
+	for x := 0; x < nb; x++ {
+		start[x+1] = start[x] + counts[x]
+	}
+	perm = make([]int32, 0, n)
+	for x := 0; x < nb; x++ {
+		for i := range of {
+			if int(of[i]) == x {
+				perm = append(perm, int32(i))
+			}
+		}
+	}
+	return of, start, perm
+}
+
+func longestOf(strs []string) int64 {
+	var most int
+	for _, s := range strs {
+		most = max(most, len(s))
+	}
+	return int64(most)
 }

@@ -165,9 +165,11 @@
 // the first chunk; a row's bucket is a binary search of the splitters,
 // over words for one integer key, and for one string key over each
 // string's first 8 bytes as a word before the string; each column of a
-// chunk scattered into a write stream per bucket, written in the
-// background, and on more than one thread dealt while the next chunk is
-// read), one container each;
+// chunk scattered into a write stream per bucket, a string column's bytes
+// packed as Arrow lays them out so that each bucket's rows are an Arrow
+// array with no second copy (packed.go), written in the background, and
+// on more than one thread dealt while the next chunk is read), one
+// container each;
 // then two buckets at a time are
 // evaluated, each under its share of the grant (a sub-budget) on its
 // share of the threads, in memory (or, for a bucket larger than planned,
