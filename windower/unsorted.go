@@ -322,7 +322,7 @@ func (tb *hashTable) grow() error {
 		tb.slots = tb.slots[:size]
 		clear(tb.slots)
 	} else {
-		tb.slots = make([]uint64, size)
+		tb.slots = hugepage.Make[uint64](size, size)
 	}
 	mask := uint64(size - 1)
 	for id, r := range tb.first {
@@ -462,7 +462,7 @@ func evalUnsorted(calls []*callState, ids []int32, parts int, states []aggState,
 func countPartitions(ids []int32, parts int, rowRanges [][2]int) []int64 {
 	shares := make([][]int64, len(rowRanges))
 	parallelFor(len(rowRanges), func(k int) {
-		c := make([]int64, parts)
+		c := hugepage.Make[int64](parts, parts)
 		for _, id := range ids[rowRanges[k][0]:rowRanges[k][1]] {
 			c[id]++
 		}
@@ -584,7 +584,7 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	}
 	shares := make([][]int64, len(rowRanges))
 	parallelFor(len(rowRanges), func(k int) {
-		c := make([]int64, span)
+		c := hugepage.Make[int64](span, span)
 		if key.nulls == nil {
 			for _, x := range key.ints[rowRanges[k][0]:rowRanges[k][1]] {
 				c[x-lo]++
