@@ -475,15 +475,13 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	parallelFor(t, func(k int) {
 		for j := k; j < len(cols); j += t {
 			if ps := packs[j]; ps != nil {
-				ps.active = ps.deal(in.cols[cols[j]], of, perm, start)
-			}
-			if ps := packs[j]; ps != nil && ps.active {
-				if most := b.longest[j]; most != nil {
-					for x := 0; x < nb; x++ {
+				if ps.active = ps.deal(in.cols[cols[j]], of, perm, start); ps.active {
+					most := b.longest[j]
+					for x := range most {
 						most[x] = max(most[x], ps.longest(start[x], start[x+1]))
 					}
+					continue
 				}
-				continue
 			}
 			var v *vector
 			if perm == nil {

@@ -258,9 +258,7 @@ func (cs *callState) copyValue(i, r int) {
 func (cs *callState) evalShift(p *partition) {
 	c := cs.c
 	if c.argNil {
-		for i := p.lo; i < p.hi; i++ {
-			cs.out.nulls[i] = true
-		}
+		fill(cs.out.nulls[p.lo:p.hi], true)
 		return
 	}
 	off := c.offset
@@ -338,9 +336,7 @@ func (cs *callState) shiftDefault(from, to int) {
 	}
 	d, out := cs.c.deflt, cs.out
 	if d == nil {
-		for i := from; i < to; i++ {
-			out.nulls[i] = true
-		}
+		fill(out.nulls[from:to], true)
 		return
 	}
 	clear(out.nulls[from:to])

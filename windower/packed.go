@@ -95,7 +95,7 @@ func (ps *packedStrings) dealNulls(v *vector, of []uint16, perm []int32, start [
 		ps.nulls = nil
 		return
 	}
-	ps.nulls = grow(ps.nulls[:0], n)
+	ps.nulls = grow(ps.nulls, n)
 	if perm == nil {
 		scatterValues(ps.nulls, v.nulls, of, start)
 		return
@@ -118,14 +118,11 @@ func (ps *packedStrings) longest(lo, hi int) int64 {
 // memory, which it keeps alive; the validity bitmap is made anew.
 func (ps *packedStrings) array(typ arrow.DataType, lo, hi int) arrow.Array {
 	n := hi - lo
-	var bitmap *memory.Buffer
-	nullN := 0
+	var nulls []bool
 	if ps.nulls != nil {
-		bm := make([]byte, (n+7)/8)
-		if nullN = fillValidity(bm, ps.nulls[lo:hi], 1); nullN > 0 {
-			bitmap = memory.NewBufferBytes(bm)
-		}
+		nulls = ps.nulls[lo:hi]
 	}
+	bitmap, nullN := validityBitmap(nulls, n, 1)
 	offsets := unsafe.Slice((*byte)(unsafe.Pointer(&ps.offsets[lo])), 4*(n+1))
 	data := array.NewData(typ, n, []*memory.Buffer{bitmap, memory.NewBufferBytes(offsets), memory.NewBufferBytes(ps.data)}, nil, nullN, 0)
 	defer data.Release()

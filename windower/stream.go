@@ -122,6 +122,9 @@ type sortedStream struct {
 	bufRows         int
 	minRows         int
 	strHeld, strCap int64
+	// rowBytes is what a buffered row takes, with its evaluation, and
+	// blockBytes the largest input block the reader holds.
+	rowBytes, blockBytes int64
 	// The results that repeat a string (repeatedStringArgs) take up to
 	// repeatBytes a row, the longest strings of their arguments in the
 	// source (a value from a cursor can come from outside the buffer):
@@ -171,6 +174,11 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 	for _, k := range g.order {
 		s.orderCols = append(s.orderCols, k.expr.col)
 	}
+	s.rowBytes = p.memoryPerRow() + 9*int64(len(s.used))
+	if filter.active() {
+		s.rowBytes += 8 // the row's source row
+	}
+	s.blockBytes = maxBlockBytes([]*columnar.Container{src}, s.used)
 	s.whole = wholeCalls(g)
 	// A lag or lead whose halo would take more than a sixteenth of the
 	// buffer reads its rows with a cursor instead: the buffer must hold
@@ -220,7 +228,7 @@ func (s *sortedStream) sizeBuffer() error {
 	s.minRows = s.halo.minBuffer()
 	if s.bufRows < 1024 || s.bufRows < s.minRows {
 		return fmt.Errorf("%w: a %d-byte grant buffers only %d rows (%d bytes a row, input blocks of up to %d bytes)",
-			ErrGrantTooSmall, o.Budget.Limit(), max(s.bufRows, 0), s.rowBytes(), s.blockBytes())
+			ErrGrantTooSmall, o.Budget.Limit(), max(s.bufRows, 0), s.rowBytes, s.blockBytes)
 	}
 	var err error
 	s.buf, s.reserved, err = reserveBuffer(p, s.bufRows+blockRows, o.Budget)
@@ -236,21 +244,7 @@ func (s *sortedStream) sizeBuffer() error {
 // evaluation taking the other half.
 func (s *sortedStream) bufferRows(cursorMem int64) int {
 	b := s.o.Budget
-	return int((b.Limit() - b.InUse() - cursorMem - s.blockBytes()) / 2 / s.rowBytes())
-}
-
-// rowBytes is what a buffered row takes, with its evaluation.
-func (s *sortedStream) rowBytes() int64 {
-	perRow := s.p.memoryPerRow() + 9*int64(len(s.used))
-	if s.filter.active() {
-		perRow += 8 // the row's source row
-	}
-	return perRow
-}
-
-// blockBytes is the largest input block the reader holds.
-func (s *sortedStream) blockBytes() int64 {
-	return maxBlockBytes([]*columnar.Container{s.src}, s.used)
+	return int((b.Limit() - b.InUse() - cursorMem - s.blockBytes) / 2 / s.rowBytes)
 }
 
 func (s *sortedStream) close() {

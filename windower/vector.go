@@ -345,17 +345,24 @@ func fill[T any](s []T, x T) {
 // without copying them; the array keeps the Go memory alive. The validity
 // bitmap is built on up to threads goroutines.
 func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int) arrow.Array {
-	var bitmap *memory.Buffer
-	nullN := 0
-	if nulls != nil {
-		bm := make([]byte, bitutil.BytesForBits(int64(n)))
-		if nullN = fillValidity(bm, nulls[:n], threads); nullN > 0 {
-			bitmap = memory.NewBufferBytes(bm)
-		}
-	}
+	bitmap, nullN := validityBitmap(nulls, n, threads)
 	data := array.NewData(typ, n, []*memory.Buffer{bitmap, memory.NewBufferBytes(values)}, nil, nullN, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
+}
+
+// validityBitmap returns the validity bitmap of the first n of nulls (nil:
+// no NULL, and then no bitmap), built on up to threads goroutines, and the
+// number of NULLs.
+func validityBitmap(nulls []bool, n, threads int) (*memory.Buffer, int) {
+	if nulls == nil {
+		return nil, 0
+	}
+	bm := make([]byte, bitutil.BytesForBits(int64(n)))
+	if nullN := fillValidity(bm, nulls[:n], threads); nullN > 0 {
+		return memory.NewBufferBytes(bm), nullN
+	}
+	return nil, 0
 }
 
 // byteRanges cuts rows 0..n-1 into up to threads ranges that start at
