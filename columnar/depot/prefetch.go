@@ -31,7 +31,8 @@ var runBytes int64 = 2 << 20 // a variable for tests
 // holds in memory is a copy buffer, not its segment). A container the
 // store keeps as a pack is fetched in reads of up to 2MiB each, of the
 // column files adjacent in the pack; one of an object per column file, a
-// file at a time.
+// file at a time. A file of several segments (one larger than a read) is
+// fetched a segment a read, so that its segments come side by side.
 //
 // The requests of every Prefetch under way share one queue, in the order
 // a job reads its inputs: the sort-key columns of every container first,
@@ -92,18 +93,36 @@ func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, column
 
 // runs cuts files (indices in the manifest, in the order to fetch them)
 // into the requests that fetch them, each ranked by the position of its
-// first file, counted from first.
+// first file, counted from first. A file alone in its request that is
+// fetched in several segments is a request a segment, of one rank, so
+// that its segments are fetched side by side.
 func (s *source) runs(files []int, first int) []*prefetchRun {
 	if len(files) == 0 {
 		return nil
 	}
 	var runs []*prefetchRun
+	one := func(i, rank int) {
+		fm := &s.e.m.Files[i]
+		n := len(segments(fm))
+		if n == 1 {
+			runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: rank})
+			return
+		}
+		file := &segmentedFile{s: s, fm: fm, left: n}
+		for seg := range n {
+			runs = append(runs, &prefetchRun{s: s, files: []int{i}, file: file, seg: seg, rank: rank})
+		}
+	}
 	if loc, err := s.locate(); err == nil && loc.Pack != "" && s.e.pack != nil {
 		pos := make(map[int]int, len(files))
 		for p, i := range files {
 			pos[i] = p
 		}
 		for _, r := range loc.Ranges(files, runBytes) {
+			if r.First == r.Last {
+				one(r.First, first+pos[r.First])
+				continue
+			}
 			run := &prefetchRun{s: s, rank: first + pos[r.First]}
 			for i := r.First; i <= r.Last; i++ {
 				run.files = append(run.files, i)
@@ -113,31 +132,79 @@ func (s *source) runs(files []int, first int) []*prefetchRun {
 		return runs
 	}
 	for p, i := range files {
-		runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: first + p})
+		one(i, first+p)
 	}
 	return runs
 }
 
 // A prefetchRun is one request of a Prefetch: column files adjacent in
-// the container's pack (or one file of a container of column files).
+// the container's pack, or one file of a container (in a container of
+// column files, or alone in its range of the pack), or one segment of
+// such a file.
 type prefetchRun struct {
 	s     *source
 	files []int
-	rank  int    // the position of its first file in its container's order
-	seq   uint64 // the order it was queued in
-	left  *int   // its Prefetch's runs not done yet, guarded by the queue's mu
+	// file, for a run of one segment, is the file its segment runs share,
+	// and seg the segment.
+	file *segmentedFile
+	seg  int
+	rank int    // the position of its first file in its container's order
+	seq  uint64 // the order it was queued in
+	left *int   // its Prefetch's runs not done yet, guarded by the queue's mu
 }
 
 // fetch does the run's request, unless its Prefetch's ctx has ended.
 func (r *prefetchRun) fetch() {
-	if r.s.ctx.Err() != nil {
-		return
-	}
-	if len(r.files) == 1 {
+	switch {
+	case r.file != nil:
+		r.file.fetch(r.seg) // its share of the file ends even if ctx has
+	case r.s.ctx.Err() != nil:
+	case len(r.files) == 1:
 		r.s.prefetch(&r.s.e.m.Files[r.files[0]])
-		return
+	default:
+		r.s.prefetchRun(r.files)
 	}
-	r.s.prefetchRun(r.files)
+}
+
+// segmentedFile is a column file whose segments are prefetched by runs of
+// their own. The runs share one open of it, the first to start opening it
+// and the last to end closing it: a fill is completed when its last open
+// closes, and one closed between two segments' runs would be dropped with
+// the second segment missing, its first fetched for nothing.
+type segmentedFile struct {
+	s  *source
+	fm *columnar.FileMeta
+
+	mu     sync.Mutex
+	opened bool
+	f      columnar.File // nil if OpenFile failed or ctx ended first
+	left   int           // runs not ended
+}
+
+// fetch fetches segment seg of the file unless the depot holds it, or a
+// reader has fetched it, by now, or the Prefetch's ctx has ended.
+func (sf *segmentedFile) fetch(seg int) {
+	ctx := sf.s.ctx
+	sf.mu.Lock()
+	if !sf.opened && ctx.Err() == nil {
+		sf.opened = true
+		if f, err := sf.s.OpenFile(sf.fm.Name, sf.fm.Size); err == nil {
+			sf.f = f
+		}
+	}
+	f := sf.f
+	sf.mu.Unlock()
+	if ff, ok := f.(*fillFile); ok && ctx.Err() == nil && seg < len(ff.f.segs) {
+		ff.ensure(seg)
+	}
+	sf.mu.Lock()
+	sf.left--
+	last := sf.left == 0
+	f = sf.f
+	sf.mu.Unlock()
+	if last && f != nil {
+		f.Close()
+	}
 }
 
 // prefetchQueue holds the requests of every Prefetch under way, lowest

@@ -481,3 +481,43 @@ func (r *stallingReader) Read(p []byte) (int, error) {
 	r.left -= int64(n)
 	return n, err
 }
+
+// The segments of a large column file are prefetched side by side, a
+// request each, up to Options.Fetchers at once: a windower reading one
+// wide column does not wait a request's round trip per segment. One
+// fetcher fetches them in turn, and the file is kept whole all the same:
+// the segments' requests share one open of it, so it is not dropped as
+// read in part between two of them.
+func TestPrefetchSegmentsOfAFileSideBySide(t *testing.T) {
+	st, ms, _ := wideBucket(t, 1, 3)
+	m := ms[0]
+	defer depot.SetSegmentBytes(1)() // a segment a block: 4 in each file
+	const col = 1
+	fm := m.Files[col]
+	if n := len(fm.Blocks); n != 4 {
+		t.Fatalf("%d blocks in %s, want 4", n, fm.Name)
+	}
+	for _, fetchers := range []int64{1, 3} {
+		t.Run(fmt.Sprintf("fetchers=%d", fetchers), func(t *testing.T) {
+			gate := &gatingStore{Store: st}
+			d, src := acquired(t, gate, depot.Options{Fetchers: int(fetchers)}, m.ID)
+			before := d.Stats().BytesFetched // the container's head
+			d.PrefetchColumns(t.Context(), src, []string{fm.Column})
+			waitFetched(t, d, 1)
+			if m := gate.max.Load(); m > fetchers || (fetchers > 1 && m < 2) {
+				t.Errorf("%d requests of the file's segments in flight at most, want %d", m, fetchers)
+			}
+			if got := d.Stats().BytesFetched - before; got != fm.Size {
+				t.Errorf("%d bytes fetched, want the file's %d", got, fm.Size)
+			}
+			// The file is held whole and right: reading it back (every
+			// block checked against its CRC-32C) fetches nothing.
+			if err := readColumn(src, col); err != nil {
+				t.Fatal(err)
+			}
+			if got := d.Stats().BytesFetched - before; got != fm.Size {
+				t.Errorf("%d bytes fetched after reading the column back, want the file's %d", got, fm.Size)
+			}
+		})
+	}
+}
