@@ -83,6 +83,7 @@ type options struct {
 	storeWidths []int    // the store suite's mergeout widths instead of the mode's
 	threads     []int    // windower thread counts besides 1 and runtime.NumCPU()
 	weed        string   // SeaweedFS binary the store suite serves S3 with, if it is there
+	serverCPUs  string   // the CPUs the store suite's S3 server runs on (affinity.go)
 	spill       spillOptions
 	pgwire      pgwireOptions
 	logger      *slog.Logger
@@ -105,6 +106,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.profile, "cpuprofile", "", "write CPU profiles of strata's mergeout cases and window queries to this directory")
 	fs.StringVar(&o.commit, "commit", "", "the strata commit measured (default: from git)")
 	fs.StringVar(&o.weed, "weed", filepath.Join("..", "bin", "weed"), "SeaweedFS `binary` the store suite runs its S3 server with (weed mini) when it is there (make local S3=1 builds it); otherwise, or with \"\", gofakes3 in this process")
+	fs.StringVar(&o.serverCPUs, "store-server-cpus", serverCPUsAuto, "`CPUs` the store suite's SeaweedFS runs on, the bench on the others, as a server on a host of its own: auto (the last CPU, given two or more), shared (no pinning), or a list (\"1\", \"2-3\")")
 	fs.StringVar(&o.pgBinDir, "pg-bin", "/usr/lib/postgresql/15/bin", "directory of the PostgreSQL 15 server binaries")
 	threads := fs.String("threads", "", "windower thread counts of strata's window runs, comma-separated (always with 1 and the core count)")
 	widths := fs.String("widths", "", "mergeout table widths, comma-separated (default: 100,200,400; 50,100 with --quick)")
@@ -127,6 +129,11 @@ func parseOptions(args []string) (options, error) {
 			return o, fmt.Errorf("--only: unknown suite %q (want some of %s)", s, strings.Join(allSuites, ","))
 		}
 		o.suites = append(o.suites, s)
+	}
+	if o.serverCPUs != serverCPUsAuto && o.serverCPUs != serverCPUsShared {
+		if _, err := parseCPUList(o.serverCPUs); err != nil {
+			return o, fmt.Errorf("--store-server-cpus: %w", err)
+		}
 	}
 	if err := o.spill.finish(&o); err != nil {
 		return o, err
@@ -247,7 +254,7 @@ func run(ctx context.Context, args []string) error {
 		case "wal":
 			rep.WAL, err = runWALSuite(ctx, log, sz, dir, peers)
 		case "store":
-			rep.Store, err = runStoreSuite(ctx, log, sz, dir, o.weed)
+			rep.Store, err = runStoreSuite(ctx, log, sz, dir, o.weed, o.serverCPUs)
 		case "spill":
 			rep.Spill, err = runSpillSuite(ctx, log, o, sz, dir)
 		case "pgwire":

@@ -145,6 +145,34 @@ func newDataReport() *report {
 		Machine: machine{Cores: cores}, Windows: w, Store: st}
 }
 
+// A store suite whose server ran on a CPU of its own says where each ran,
+// in its targets and above its table, and keeps it through results.json.
+func TestRenderStoreOnItsOwnCPUs(t *testing.T) {
+	rep := newDataReport()
+	rep.Store.ServerName, rep.Store.Server = serverSeaweedFS, "SeaweedFS (`weed version 4.53`)"
+	rep.Store.CPUs = cpuSplit{Server: []int{1}, Job: []int{0}}
+	path := filepath.Join(t.TempDir(), "results.json")
+	if err := writeResults(path, rep); err != nil {
+		t.Fatal(err)
+	}
+	again, err := readResults(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _ := renderTo(t, again)
+	for _, want := range []string{
+		"| store: cold depot within 1.3x of local (SeaweedFS on CPU 1, the job on CPU 0) | largest 2.00x",
+		"The S3 server is SeaweedFS (`weed version 4.53`). It runs on CPU 1 and the bench on CPU 0 (GOMAXPROCS 1), local, cold and warm runs alike, as if the server were on a host of its own",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "shares the machine's") {
+		t.Error("the report says the server shares the job's cores")
+	}
+}
+
 func TestRenderNewFigures(t *testing.T) {
 	rep := newDataReport()
 	text, charts := renderTo(t, rep)
@@ -212,7 +240,7 @@ func TestStoreSuiteTiny(t *testing.T) {
 	sz := sizes{StoreWidths: []int{6}, StoreContainers: 3, StoreRows: 700, StoreGrant: 32 * mib,
 		StoreWindowRows: 3000, WindowGroups: 10, StoreRepeats: 1}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	s, err := runStoreSuite(context.Background(), log, sz, t.TempDir(), "")
+	s, err := runStoreSuite(context.Background(), log, sz, t.TempDir(), "", serverCPUsAuto)
 	if err != nil {
 		t.Fatal(err)
 	}

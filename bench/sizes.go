@@ -23,13 +23,18 @@ type sizes struct {
 
 	// Store: mergeout widths of StoreContainers inputs of StoreRows rows
 	// merged within StoreGrant, and window queries over StoreWindowRows,
-	// read locally and from an object store.
+	// read locally and from an object store, StoreRepeats times each way
+	// (StoreWindowRepeats for a window query, which takes a tenth of the
+	// time).
 	StoreWidths     []int `json:",omitempty"`
 	StoreContainers int   `json:",omitempty"`
 	StoreRows       int   `json:",omitempty"`
 	StoreGrant      int64 `json:",omitempty"`
 	StoreWindowRows int   `json:",omitempty"`
 	StoreRepeats    int   `json:",omitempty"`
+	// StoreWindowRepeats: 0 in results of runs before it, which ran
+	// StoreRepeats.
+	StoreWindowRepeats int `json:",omitempty"`
 
 	// WAL.
 	WALRows    int // rows in the table being updated
@@ -48,23 +53,24 @@ const (
 
 func sizesFor(quick bool) sizes {
 	s := sizes{
-		WindowRows:      1_000_000,
-		WindowGroups:    1000,
-		Repeats:         3,
-		QueryLimit:      60 * time.Second,
-		MergeWidths:     []int{100, 200, 400},
-		MergeContainers: 32,
-		MergeRows:       8192,
-		MergeGrants:     []int64{32 * mib, 100 * mib, 1 * gib, 8 * gib},
-		MergeRepeats:    2,
-		WALRows:         100_000,
-		WALUpdates:      100_000,
-		StoreWidths:     []int{100, 400},
-		StoreContainers: 32,
-		StoreRows:       8192,
-		StoreGrant:      32 * mib,
-		StoreWindowRows: 1_000_000,
-		StoreRepeats:    2,
+		WindowRows:         1_000_000,
+		WindowGroups:       1000,
+		Repeats:            3,
+		QueryLimit:         60 * time.Second,
+		MergeWidths:        []int{100, 200, 400},
+		MergeContainers:    32,
+		MergeRows:          8192,
+		MergeGrants:        []int64{32 * mib, 100 * mib, 1 * gib, 8 * gib},
+		MergeRepeats:       2,
+		WALRows:            100_000,
+		WALUpdates:         100_000,
+		StoreWidths:        []int{100, 400},
+		StoreContainers:    32,
+		StoreRows:          8192,
+		StoreGrant:         32 * mib,
+		StoreWindowRows:    1_000_000,
+		StoreRepeats:       3,
+		StoreWindowRepeats: 5,
 	}
 	if quick {
 		s.WindowRows = 200_000
@@ -80,6 +86,8 @@ func sizesFor(quick bool) sizes {
 		s.StoreWidths = []int{50, 100}
 		s.StoreRows = 2048
 		s.StoreWindowRows = 200_000
+		s.StoreRepeats = 2
+		s.StoreWindowRepeats = 2
 	}
 	return s
 }

@@ -64,8 +64,14 @@ type storeSuite struct {
 	// and Server describes it in a sentence of the report.
 	ServerName string `json:",omitempty"`
 	Server     string
-	Repeats    int
-	Cases      []storeCase
+	// CPUs are the server's and the job's when the server ran on CPUs
+	// of its own (empty: they shared every core).
+	CPUs    cpuSplit `json:",omitzero"`
+	Repeats int
+	// WindowRepeats are a window query's runs each way (0 in results of
+	// runs before it: Repeats).
+	WindowRepeats int `json:",omitempty"`
+	Cases         []storeCase
 }
 
 // storeCase is one mergeout width or window query, read every way.
@@ -111,6 +117,8 @@ type s3Server struct {
 	url  string // the store URL of the bucket
 	name string // serverSeaweedFS or serverGofakes3
 	desc string // the server, for the report
+	cpus cpuSplit
+	pid  int // weed's process; 0 for gofakes3
 	stop func() error
 }
 
@@ -129,8 +137,9 @@ var s3Env = []string{
 // starts SeaweedFS's `weed mini` from the binary weed, its data under dir,
 // if weed names an executable file; else (weed "", or not there) gofakes3
 // in this process. A weed that does not start is logged, and gofakes3
-// runs instead, the report saying why.
-func startS3Server(ctx context.Context, log *slog.Logger, bucket, weed, dir string) (*s3Server, error) {
+// runs instead, the report saying why. serverCPUs (--store-server-cpus)
+// says which CPUs weed runs on (planCPUs).
+func startS3Server(ctx context.Context, log *slog.Logger, bucket, weed, dir, serverCPUs string) (*s3Server, error) {
 	for _, kv := range s3Env {
 		k, v, _ := strings.Cut(kv, "=")
 		if err := os.Setenv(k, v); err != nil {
@@ -142,13 +151,20 @@ func startS3Server(ctx context.Context, log *slog.Logger, bucket, weed, dir stri
 		if fi, err := os.Stat(weed); err != nil || !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
 			log.Info("store suite: no SeaweedFS binary, running gofakes3", "weed", weed)
 		} else {
-			srv, err := startWeed(ctx, log, weed, bucket, dir)
+			cpus, err := planCPUs(serverCPUs, true)
+			if err != nil {
+				return nil, err
+			}
+			srv, err := startWeed(ctx, log, weed, bucket, dir, cpus)
 			if err == nil {
 				return srv, nil
 			}
 			log.Error("store suite: SeaweedFS did not start, running gofakes3", "weed", weed, "err", err)
 			why = fmt.Sprintf(" (%s did not start: %s)", weed, cell(err.Error()))
 		}
+	}
+	if _, err := planCPUs(serverCPUs, false); err != nil {
+		return nil, err
 	}
 	srv, err := startGofakes3(bucket)
 	if srv != nil {
@@ -183,8 +199,8 @@ const weedStartTimeout = 60 * time.Second
 // picked by itself could be another server's), and returns once its S3
 // port answers a listing of the bucket. Its output goes to a log file
 // beside its data; stop ends its process group (SIGTERM, then SIGKILL
-// after 15s) and removes both.
-func startWeed(ctx context.Context, log *slog.Logger, weed, bucket, dir string) (*s3Server, error) {
+// after 15s) and removes both. With cpus.Server, weed runs on those CPUs.
+func startWeed(ctx context.Context, log *slog.Logger, weed, bucket, dir string, cpus cpuSplit) (*s3Server, error) {
 	version, err := exec.CommandContext(ctx, weed, "version").Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s version: %w", weed, err)
@@ -220,7 +236,7 @@ func startWeed(ctx context.Context, log *slog.Logger, weed, bucket, dir string) 
 	cmd.Env = os.Environ() // with s3Env: weed mini makes them its admin identity
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := startOn(cmd, cpus.Server); err != nil {
 		logf.Close()
 		os.RemoveAll(wdir)
 		return nil, err
@@ -244,6 +260,8 @@ func startWeed(ctx context.Context, log *slog.Logger, weed, bucket, dir string) 
 		name: serverSeaweedFS,
 		desc: fmt.Sprintf("SeaweedFS (`weed %s`), `weed mini` in a child process with its data on this machine's disk, over HTTP on 127.0.0.1",
 			strings.Join(strings.Fields(strings.SplitN(string(version), "\n", 2)[0]), " ")),
+		cpus: cpus,
+		pid:  pid,
 		stop: stop,
 	}
 	start := time.Now()
@@ -312,9 +330,11 @@ func tail(path string, n int) string {
 func (s *s3Server) Close() error { return s.stop() }
 
 // runStoreSuite runs the store suite, against SeaweedFS from the binary
-// weed if it is there, else gofakes3 (startS3Server).
-func runStoreSuite(ctx context.Context, log *slog.Logger, sz sizes, dir, weed string) (*storeSuite, error) {
-	srv, err := startS3Server(ctx, log, "strata-bench", weed, dir)
+// weed if it is there, else gofakes3 (startS3Server). When the server
+// runs on CPUs of its own, the bench runs on the others until the suite
+// ends, its local runs as much as its cold and warm ones.
+func runStoreSuite(ctx context.Context, log *slog.Logger, sz sizes, dir, weed, serverCPUs string) (*storeSuite, error) {
+	srv, err := startS3Server(ctx, log, "strata-bench", weed, dir, serverCPUs)
 	if err != nil {
 		return nil, err
 	}
@@ -323,13 +343,25 @@ func runStoreSuite(ctx context.Context, log *slog.Logger, sz sizes, dir, weed st
 			log.Warn("stop the S3 server", "server", srv.name, "err", err)
 		}
 	}()
+	if len(srv.cpus.Job) > 0 {
+		restore, err := bindProcess(srv.cpus.Job)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := restore(); err != nil {
+				log.Warn("unbind the bench from the job's CPUs", "err", err)
+			}
+		}()
+		log.Info("store suite: CPUs of its own", "server", formatCPUs(srv.cpus.Server), "job", formatCPUs(srv.cpus.Job))
+	}
 	st, err := store.Open(ctx, srv.url)
 	if err != nil {
 		return nil, fmt.Errorf("open the store: %w", err)
 	}
 	defer st.Close()
 	log.Info("store suite", "server", srv.name, "url", srv.url)
-	suite := &storeSuite{ServerName: srv.name, Server: srv.desc, Repeats: sz.StoreRepeats}
+	suite := &storeSuite{ServerName: srv.name, Server: srv.desc, CPUs: srv.cpus, Repeats: sz.StoreRepeats, WindowRepeats: max(sz.StoreWindowRepeats, sz.StoreRepeats)}
 	for _, width := range sz.StoreWidths {
 		wdir := filepath.Join(dir, fmt.Sprintf("w%d", width))
 		c := runStoreMerge(ctx, log, sz, st, wdir, width)
@@ -389,7 +421,7 @@ type storeRun func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) 
 // empty depot, which the warm run after it reads through again. With
 // prefetch the depot fetches every column file in the background, as the
 // merger asks it to (a window run asks for its query's columns itself).
-func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Store, tmp, name string, ins []storeInput, prefetch bool, run storeRun) []storeRead {
+func measureReads(ctx context.Context, log *slog.Logger, sz sizes, repeats int, st store.Store, tmp, name string, ins []storeInput, prefetch bool, run storeRun) []storeRead {
 	reads := make([]storeRead, len(storeReads))
 	for i, r := range storeReads {
 		reads[i].Read = r
@@ -414,7 +446,7 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, st store.Stor
 	for i, in := range ins {
 		local[i] = columnar.DirSource(in.dir)
 	}
-	for range sz.StoreRepeats {
+	for range repeats {
 		if ctx.Err() != nil {
 			break
 		}
@@ -515,7 +547,7 @@ func runStoreMerge(ctx context.Context, log *slog.Logger, sz sizes, st store.Sto
 		c.Err = err.Error()
 		return c
 	}
-	c.Reads = measureReads(ctx, log, sz, st, tmp, fmt.Sprintf("mergeout-w%d", width), ins, true, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
+	c.Reads = measureReads(ctx, log, sz, sz.StoreRepeats, st, tmp, fmt.Sprintf("mergeout-w%d", width), ins, true, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
 		defer os.RemoveAll(out)
 		ms, err := merger.MergeSources(ctx, srcs, out, merger.Options{Grant: sz.StoreGrant, TempDir: tmp, Logger: log.With("component", "merger")})
 		if err != nil {
@@ -577,8 +609,8 @@ func runStoreWindows(ctx context.Context, log *slog.Logger, sz sizes, st store.S
 			cases[i].Err = err.Error()
 			continue
 		}
-		cases[i].Reads = measureReads(ctx, log, sz, st, tmp, "window-"+q.Name, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
-			opts := windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.NumCPU()}
+		cases[i].Reads = measureReads(ctx, log, sz, max(sz.StoreWindowRepeats, sz.StoreRepeats), st, tmp, "window-"+q.Name, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+			opts := windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.GOMAXPROCS(0)}
 			if d != nil {
 				prefetch, stop := context.WithCancel(ctx)
 				defer stop()

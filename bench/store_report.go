@@ -84,10 +84,29 @@ func (r *report) renderStoreTargets(b *bytes.Buffer) {
 // against names the suite's S3 server for a target's row: " (SeaweedFS)",
 // or nothing in results of runs before the server was recorded.
 func (s *storeSuite) against() string {
-	if s.ServerName == "" {
+	switch {
+	case s.ServerName == "":
 		return ""
+	case len(s.CPUs.Server) > 0:
+		return " (" + s.ServerName + " on " + cpusText(s.CPUs.Server) + ", the job on " + cpusText(s.CPUs.Job) + ")"
 	}
 	return " (" + s.ServerName + ")"
+}
+
+// runsText says how many runs each case had.
+func (s *storeSuite) runsText() string {
+	if s.WindowRepeats == 0 || s.WindowRepeats == s.Repeats {
+		return runsText(s.Repeats)
+	}
+	return fmt.Sprintf("%s (%d for a window query)", runsText(s.Repeats), s.WindowRepeats)
+}
+
+// cpusText names CPUs in prose: "CPU 1", "CPUs 0,1".
+func cpusText(cpus []int) string {
+	if len(cpus) == 1 {
+		return "CPU " + formatCPUs(cpus)
+	}
+	return "CPUs " + formatCPUs(cpus)
 }
 
 // title names a store case in prose.
@@ -107,10 +126,16 @@ func (r *report) renderStore(b *bytes.Buffer) {
 	p("(`depot.Open` over `store.Open`, then `AcquireAll` of the inputs, 8 at a time), the first read fetching what it needs; ")
 	p("**warm** through the depot the cold run filled, which fetches nothing. ")
 	p("A mergeout (`merger.MergeSources`) asks the depot to `Prefetch` every column file of its inputs, so the fetches overlap the merge; ")
-	p("a window query (`windower.RunSources`, all cores) asks it to fetch the columns the query reads (`PrefetchColumns`, through `windower.Options.Prefetch` once the query is compiled, as the windower service does) and no others. ")
-	p("Times run from acquiring the inputs to the last output row (a mergeout's output committed). %s each way, a fresh depot for each cold run. ", runsText(s.Repeats))
-	p("The S3 server is %s: it shares the machine's %d cores with strata, ", s.Server, r.Machine.Cores)
-	p("so its request handling and copying compete with the job it serves, and no network latency is in the figures.\n\n")
+	p("a window query (`windower.RunSources`, on every core the job has) asks it to fetch the columns the query reads (`PrefetchColumns`, through `windower.Options.Prefetch` once the query is compiled, as the windower service does) and no others. ")
+	p("Times run from acquiring the inputs to the last output row (a mergeout's output committed). %s each way, a fresh depot for each cold run. ", s.runsText())
+	if len(s.CPUs.Server) > 0 {
+		p("The S3 server is %s. It runs on %s and the bench on %s (GOMAXPROCS %d), local, cold and warm runs alike, ",
+			s.Server, cpusText(s.CPUs.Server), cpusText(s.CPUs.Job), len(s.CPUs.Job))
+		p("as if the server were on a host of its own: its request handling and copying do not take the job's cores, and no network latency is in the figures.\n\n")
+	} else {
+		p("The S3 server is %s: it shares the machine's %d cores with strata, ", s.Server, r.Machine.Cores)
+		p("so its request handling and copying compete with the job it serves, and no network latency is in the figures.\n\n")
+	}
 	p("| case | inputs | compressed | grant | read | seconds | x local | fetched | fetched / compressed | blocks fetched | peak |\n")
 	p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	var problems []string

@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/strata-db/strata/columnar/store"
+	"golang.org/x/sys/unix"
 )
 
 // keepS3Env restores the AWS variables startS3Server sets when the test
@@ -36,7 +40,7 @@ func TestStoreServerWithoutWeed(t *testing.T) {
 		{filepath.Join(t.TempDir(), "absent"), ""},
 		{broken, broken + " did not start"},
 	} {
-		srv, err := startS3Server(t.Context(), log, "strata-bench", c.weed, t.TempDir())
+		srv, err := startS3Server(t.Context(), log, "strata-bench", c.weed, t.TempDir(), serverCPUsAuto)
 		if err != nil {
 			t.Fatalf("weed %q: %v", c.weed, err)
 		}
@@ -64,7 +68,7 @@ func TestStoreServerSeaweedFS(t *testing.T) {
 	keepS3Env(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dir := t.TempDir()
-	srv, err := startS3Server(t.Context(), log, "strata-bench", weed, dir)
+	srv, err := startS3Server(t.Context(), log, "strata-bench", weed, dir, serverCPUsAuto)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +76,28 @@ func TestStoreServerSeaweedFS(t *testing.T) {
 		t.Errorf("server %s, %q", srv.name, srv.desc)
 	}
 	roundTrip(t, srv)
+	// Given two CPUs or more, weed runs on the last one: every thread of
+	// it, each started after it was bound.
+	if cpus := allowedCPUs(t); len(cpus) > 1 {
+		want := cpus[len(cpus)-1:]
+		if !slices.Equal(srv.cpus.Server, want) || !slices.Equal(srv.cpus.Job, cpus[:len(cpus)-1]) {
+			t.Errorf("CPUs %+v, want the server on %v", srv.cpus, want)
+		}
+		tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", srv.pid))
+		if err != nil || len(tasks) < 2 {
+			t.Fatalf("weed's threads: %d, %v", len(tasks), err)
+		}
+		for _, task := range tasks {
+			tid, _ := strconv.Atoi(task.Name())
+			var set unix.CPUSet
+			if err := unix.SchedGetaffinity(tid, &set); err != nil {
+				t.Fatal(err)
+			}
+			if got := cpuList(&set); !slices.Equal(got, want) {
+				t.Errorf("weed's thread %d may use CPUs %v, want %v", tid, got, want)
+			}
+		}
+	}
 	entries, _ := os.ReadDir(dir)
 	if len(entries) != 1 {
 		t.Fatalf("%d entries in the scratch directory, want SeaweedFS's", len(entries))
