@@ -343,6 +343,9 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 			}
 		}
 	}
+	if err == nil {
+		err = in.reserveHeld(budget)
+	}
 	if err != nil {
 		budget.Release(in.reserved) // a load cut short (a cancel, a bad block) holds nothing
 		return nil, err

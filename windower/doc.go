@@ -131,9 +131,11 @@
 //
 // Every buffer is counted against a columnar.Budget of the grant, and so
 // is an in-memory result until Result.Close. String values are copied out
-// of each decoded block (the block's buffers are reused for the next one),
-// and their bytes per row, measured from the containers' manifests, size
-// every buffer, sorted run and spilled block; a buffer whose rows hold
+// of each decoded block (the block's buffers are reused for the next one)
+// into string buffers of 64KiB growing to 4MiB, counted whole, and their
+// bytes per row, measured from the containers' manifests, size every
+// buffer, sorted run and spilled block; input loaded whole reserves what
+// its columns hold beyond that estimate once loaded. A buffer whose rows hold
 // more string bytes than their share (long strings sorted together) is
 // full early. A result that repeats one value on many rows (first_value,
 // last_value, nth_value, min and max of strings) can take more than its

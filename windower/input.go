@@ -42,15 +42,36 @@ func loadRecords(p *plan, recs []arrow.RecordBatch, budget *columnar.Budget) (*i
 	return in, in.reserve(budget)
 }
 
-func (in *input) reserve(b *columnar.Budget) error {
+// bytes is the memory in's columns hold.
+func (in *input) bytes() int64 {
 	var n int64
 	for _, v := range in.cols {
 		if v != nil {
 			n += v.bytes()
 		}
 	}
+	return n
+}
+
+func (in *input) reserve(b *columnar.Budget) error {
+	n := in.bytes()
 	if err := b.Reserve(n); err != nil {
 		return fmt.Errorf("windower: load %d input rows: %w", in.n, err)
+	}
+	in.reserved = n
+	return nil
+}
+
+// reserveHeld reserves what in's columns hold beyond what in.reserved
+// estimated before they were loaded: strings longer than the manifest's
+// average, and the unused tails of their string buffers.
+func (in *input) reserveHeld(b *columnar.Budget) error {
+	n := in.bytes()
+	if n <= in.reserved {
+		return nil
+	}
+	if err := b.Reserve(n - in.reserved); err != nil {
+		return fmt.Errorf("windower: load %d input rows: they hold %d bytes, %d more than estimated: %w", in.n, n, n-in.reserved, err)
 	}
 	in.reserved = n
 	return nil

@@ -56,8 +56,9 @@ type vector struct {
 	// vector (gathered copies share them and count none).
 	payload int64
 	// spare is the unused tail of the buffer appendArrow copies string
-	// values into (stringBuffer).
-	spare []byte
+	// values into (stringBuffer), of spareSize bytes in all.
+	spare     []byte
+	spareSize int
 }
 
 func (v *vector) len() int {
@@ -212,13 +213,12 @@ func (v *vector) appendArrow(arr arrow.Array) error {
 }
 
 // appendStrings appends the n values of a utf8 array (its offsets and
-// value bytes) to v, counting the bytes in its payload. The bytes are
-// copied first, once for the whole array: an array's buffers go back to
-// the allocator when it is released (the recycler hands them out again
-// for the next block), and a string must not outlive the memory it
-// points into.
+// value bytes) to v. The bytes are copied first, once for the whole
+// array, into v's string buffer (counted in its payload): an array's
+// buffers go back to the allocator when it is released (the recycler
+// hands them out again for the next block), and a string must not
+// outlive the memory it points into.
 func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) {
-	v.payload += int64(len(data))
 	if n == 0 {
 		return
 	}
@@ -236,18 +236,26 @@ func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) 
 }
 
 // stringBuffer returns n bytes for string values, cut from the spare
-// tail of the last buffer it made when they fit, else from a new one of
-// at least hugepage.MinBytes: a block's strings are a fraction of that,
-// and one buffer a block faulted its pages in one by one.
+// tail of the last buffer it made when they fit, else from a new one,
+// which it counts whole in v's payload (its tail is memory v holds). A
+// new buffer is twice the size of the one before, from
+// minStringBuffer up to hugepage.MinBytes, and at least n: a block's
+// strings are a fraction of that, and one buffer a block faulted its
+// pages in one by one, while a vector of a few strings should not hold
+// megabytes.
 func (v *vector) stringBuffer(n int) []byte {
 	if n > len(v.spare) {
-		size := max(n, hugepage.MinBytes)
-		v.spare = hugepage.Make[byte](size, size)
+		size := max(n, min(max(2*v.spareSize, minStringBuffer), hugepage.MinBytes))
+		v.spare, v.spareSize = hugepage.Make[byte](size, size), size
+		v.payload += int64(size)
 	}
 	buf := v.spare[:n:n]
 	v.spare = v.spare[n:]
 	return buf
 }
+
+// minStringBuffer is the size of a vector's first string buffer.
+const minStringBuffer = 64 << 10
 
 // gather returns v's rows in the order perm (nil: v itself), reusing dst's storage.
 func (v *vector) gather(perm []int32, dst *vector) *vector {

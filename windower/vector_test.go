@@ -1,6 +1,8 @@
 package windower
 
 import (
+	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
@@ -10,13 +12,15 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/strata-db/strata/internal/hugepage"
+	"github.com/strata-db/strata/messages"
 )
 
 // TestAppendStringsShareBuffer: string values appended block by block
 // read back as they were (empty strings, NULLs, a block larger than a
 // string buffer among them), the small blocks' bytes cut from one buffer
-// one after the other, not a buffer each; and a value stays as it was
-// when the buffer it is in has no room for the next block.
+// one after the other, not a buffer each; a value stays as it was when
+// the buffer it is in has no room for the next block; and the vector
+// counts the buffers it holds whole, their unused tails too.
 func TestAppendStringsShareBuffer(t *testing.T) {
 	mem := memory.NewGoAllocator()
 	block := func(vals []string, valid []bool) arrow.Array {
@@ -72,7 +76,38 @@ func TestAppendStringsShareBuffer(t *testing.T) {
 	if end, next := unsafe.Add(unsafe.Pointer(unsafe.StringData(v.strs[0])), firstBlock), unsafe.Pointer(unsafe.StringData(v.strs[4])); end != next {
 		t.Errorf("the second block's strings are not in the first's buffer, right after its %d bytes", firstBlock)
 	}
-	if v.payload != payload {
-		t.Errorf("payload %d, the blocks' bytes are %d", v.payload, payload)
+	// The payload counts each buffer whole, its unused tail too: the first
+	// (minStringBuffer) the two small blocks, one the size of the big
+	// block, then one of hugepage.MinBytes (twice the last, at most that)
+	// for the last block.
+	bigBlock := int64(len(big) + len("after big"))
+	if want := int64(minStringBuffer) + bigBlock + hugepage.MinBytes; v.payload != want || v.payload < payload {
+		t.Errorf("payload %d, want the buffers' %d (the blocks' bytes are %d)", v.payload, want, payload)
+	}
+}
+
+// The grant counts the string buffers a loaded column holds whole: a
+// column of a few short strings holds a buffer of minStringBuffer bytes,
+// not the few bytes of its values that the manifest's average gives.
+func TestStringBuffersCounted(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	_, rec := randomTable(rng, 3)
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	rec.Release()
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")},
+		{Alias: "s", Expr: col("s")},
+		{Alias: "n", Window: &messages.WindowCall{Func: "row_number", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
+	}}
+	res, err := Run(t.Context(), q, []string{dir}, Options{Grant: 256 << 20, TempDir: t.TempDir(), Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	if rows := drain(t, res); len(rows) != 3 {
+		t.Fatalf("%d rows, want 3", len(rows))
+	}
+	if peak := res.Stats().PeakBytes; peak < minStringBuffer {
+		t.Errorf("peak %d bytes, less than the %d-byte string buffer the column holds", peak, minStringBuffer)
 	}
 }
