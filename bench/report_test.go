@@ -145,12 +145,9 @@ func newDataReport() *report {
 		Machine: machine{Cores: cores}, Windows: w, Store: st}
 }
 
-// A store suite whose server ran on a CPU of its own says where each ran,
-// in its targets and above its table, and keeps it through results.json.
-func TestRenderStoreOnItsOwnCPUs(t *testing.T) {
-	rep := newDataReport()
-	rep.Store.ServerName, rep.Store.Server = serverSeaweedFS, "SeaweedFS (`weed version 4.53`)"
-	rep.Store.CPUs = cpuSplit{Server: []int{1}, Job: []int{0}}
+// throughResults writes rep as a results file and reads it back.
+func throughResults(t *testing.T, rep *report) *report {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "results.json")
 	if err := writeResults(path, rep); err != nil {
 		t.Fatal(err)
@@ -159,7 +156,16 @@ func TestRenderStoreOnItsOwnCPUs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, _ := renderTo(t, again)
+	return again
+}
+
+// A store suite whose server ran on a CPU of its own says where each ran,
+// in its targets and above its table, and keeps it through results.json.
+func TestRenderStoreOnItsOwnCPUs(t *testing.T) {
+	rep := newDataReport()
+	rep.Store.ServerName, rep.Store.Server = serverSeaweedFS, "SeaweedFS (`weed version 4.53`)"
+	rep.Store.CPUs = cpuSplit{Server: []int{1}, Job: []int{0}}
+	text, _ := renderTo(t, throughResults(t, rep))
 	for _, want := range []string{
 		"| store: cold depot within 1.3x of local (SeaweedFS on CPU 1, the job on CPU 0) | largest 2.00x",
 		"The S3 server is SeaweedFS (`weed version 4.53`). It runs on CPU 1 and the bench on CPU 0 (GOMAXPROCS 1), local, cold and warm runs alike, as if the server were on a host of its own",
@@ -212,14 +218,7 @@ func TestRenderNewFigures(t *testing.T) {
 	}
 
 	// A results file of this shape renders the same after a round trip.
-	path := filepath.Join(t.TempDir(), "results.json")
-	if err := writeResults(path, rep); err != nil {
-		t.Fatal(err)
-	}
-	again, err := readResults(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	again := throughResults(t, rep)
 	var a, b bytes.Buffer
 	rep.render(&a)
 	again.render(&b)
