@@ -51,6 +51,10 @@ const (
 	gib = 1 << 30
 )
 
+// storeWindowRuns is a store window query's runs each way:
+// StoreWindowRepeats, never fewer than a mergeout's.
+func (s sizes) storeWindowRuns() int { return max(s.StoreWindowRepeats, s.StoreRepeats) }
+
 func sizesFor(quick bool) sizes {
 	s := sizes{
 		WindowRows:         1_000_000,

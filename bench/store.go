@@ -361,7 +361,7 @@ func runStoreSuite(ctx context.Context, log *slog.Logger, sz sizes, dir, weed, s
 	}
 	defer st.Close()
 	log.Info("store suite", "server", srv.name, "url", srv.url)
-	suite := &storeSuite{ServerName: srv.name, Server: srv.desc, CPUs: srv.cpus, Repeats: sz.StoreRepeats, WindowRepeats: max(sz.StoreWindowRepeats, sz.StoreRepeats)}
+	suite := &storeSuite{ServerName: srv.name, Server: srv.desc, CPUs: srv.cpus, Repeats: sz.StoreRepeats, WindowRepeats: sz.storeWindowRuns()}
 	for _, width := range sz.StoreWidths {
 		wdir := filepath.Join(dir, fmt.Sprintf("w%d", width))
 		c := runStoreMerge(ctx, log, sz, st, wdir, width)
@@ -609,7 +609,7 @@ func runStoreWindows(ctx context.Context, log *slog.Logger, sz sizes, st store.S
 			cases[i].Err = err.Error()
 			continue
 		}
-		cases[i].Reads = measureReads(ctx, log, sz, max(sz.StoreWindowRepeats, sz.StoreRepeats), st, tmp, "window-"+q.Name, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+		cases[i].Reads = measureReads(ctx, log, sz, sz.storeWindowRuns(), st, tmp, "window-"+q.Name, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
 			opts := windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.GOMAXPROCS(0)}
 			if d != nil {
 				prefetch, stop := context.WithCancel(ctx)

@@ -344,7 +344,7 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 		}
 	}
 	if err == nil {
-		err = in.reserveHeld(budget)
+		err = in.reserve(budget)
 	}
 	if err != nil {
 		budget.Release(in.reserved) // a load cut short (a cancel, a bad block) holds nothing

@@ -521,9 +521,7 @@ func TestSpillRandomCalls(t *testing.T) {
 	parallelSmall(t)
 	spillThreads(t)
 	rng := rand.New(rand.NewPCG(11, 12))
-	_, rec := randomTable(rng, 60000)
-	defer rec.Release()
-	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	rec, dir := spillTable(t, rng)
 	queries := 10
 	if testing.Short() {
 		queries = 4
@@ -562,12 +560,7 @@ func TestSpillRandomCalls(t *testing.T) {
 			for _, it := range q.Select[1:] {
 				t.Log(describeCall(it.Window))
 			}
-			wantRows, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
-				return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
-			})
-			gotRows, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
-				return Run(context.Background(), q, []string{dir}, o)
-			})
+			gotRows, st, wantRows := runSpilledAndInMemory(t, q, rec, dir)
 			if st.PeakBytes > MinGrant {
 				t.Errorf("peak %d bytes over the %d-byte grant", st.PeakBytes, MinGrant)
 			}
@@ -581,6 +574,31 @@ func TestSpillRandomCalls(t *testing.T) {
 			}
 		})
 	}
+}
+
+// spillTable is a random table of 60000 rows, more than MinGrant holds,
+// and the container at dir that holds it; rec is released when the test
+// ends.
+func spillTable(t *testing.T, rng *rand.Rand) (rec arrow.RecordBatch, dir string) {
+	t.Helper()
+	_, rec = randomTable(rng, 60000)
+	t.Cleanup(rec.Release)
+	return rec, writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+}
+
+// runSpilledAndInMemory runs q, at every thread count, over the
+// container at dir under MinGrant (spilling) and over rec, its rows, in
+// memory; it returns the spilled rows and their stats, and the rows in
+// memory.
+func runSpilledAndInMemory(t *testing.T, q *messages.WindowQuery, rec arrow.RecordBatch, dir string) (spilled []string, st Stats, inMemory []string) {
+	t.Helper()
+	inMemory, _ = runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
+		return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
+	})
+	spilled, st = runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
+		return Run(context.Background(), q, []string{dir}, o)
+	})
+	return spilled, st, inMemory
 }
 
 func excluding(w *messages.WindowCall, x string) *messages.WindowCall {
@@ -598,9 +616,7 @@ func TestSpillShiftFarOffsets(t *testing.T) {
 	parallelSmall(t)
 	spillThreads(t)
 	rng := rand.New(rand.NewPCG(13, 14))
-	_, rec := randomTable(rng, 60000)
-	defer rec.Release()
-	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	rec, dir := spillTable(t, rng)
 	for _, sql := range []string{
 		"SELECT id, lag(s, 50000) OVER () AS v FROM t",
 		"SELECT id, lead(x, 3000, -1) OVER () AS v, lag(f, 2) OVER () AS w FROM t",
@@ -610,12 +626,7 @@ func TestSpillShiftFarOffsets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
-			return RunRecords(context.Background(), q, diffSchema, []arrow.RecordBatch{rec}, o)
-		})
-		got, _ := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
-			return Run(context.Background(), q, []string{dir}, o)
-		})
+		got, _, want := runSpilledAndInMemory(t, q, rec, dir)
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: %d rows spilled, %d in memory, or other rows", sql, len(got), len(want))
 		}

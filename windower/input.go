@@ -53,24 +53,19 @@ func (in *input) bytes() int64 {
 	return n
 }
 
+// reserve reserves what in's columns hold beyond in.reserved, what was
+// reserved for them before they were loaded (none for records; for
+// containers an estimate from the manifests, which strings longer than
+// the average and the unused tails of string buffers pass).
 func (in *input) reserve(b *columnar.Budget) error {
-	n := in.bytes()
-	if err := b.Reserve(n); err != nil {
-		return fmt.Errorf("windower: load %d input rows: %w", in.n, err)
-	}
-	in.reserved = n
-	return nil
-}
-
-// reserveHeld reserves what in's columns hold beyond what in.reserved
-// estimated before they were loaded: strings longer than the manifest's
-// average, and the unused tails of their string buffers.
-func (in *input) reserveHeld(b *columnar.Budget) error {
 	n := in.bytes()
 	if n <= in.reserved {
 		return nil
 	}
 	if err := b.Reserve(n - in.reserved); err != nil {
+		if in.reserved == 0 {
+			return fmt.Errorf("windower: load %d input rows: %w", in.n, err)
+		}
 		return fmt.Errorf("windower: load %d input rows: they hold %d bytes, %d more than estimated: %w", in.n, n, n-in.reserved, err)
 	}
 	in.reserved = n
