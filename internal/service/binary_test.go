@@ -6,10 +6,18 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
+
+	"github.com/strata-db/strata/internal/heaplimit"
 )
 
 func TestWorkerStart(t *testing.T) {
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	limitBefore := debug.SetMemoryLimit(-1)
 	data := t.TempDir()
 	w := NewWorker("merger", "", "512MiB")
 	extra := w.Flags.Int("parallelism", 0, "")
@@ -18,6 +26,9 @@ func TestWorkerStart(t *testing.T) {
 	}
 	if w.Memory != 64<<20 {
 		t.Errorf("Memory = %d, want %d", w.Memory, 64<<20)
+	}
+	if got := debug.SetMemoryLimit(-1); w.Collector.Limit < heaplimit.Limit(64<<20) || got != w.Collector.Limit {
+		t.Errorf("Go memory limit %d, Collector.Limit %d: want the limit for a 64MiB grant (at least %d)", got, w.Collector.Limit, heaplimit.Limit(64<<20))
 	}
 	if *extra != 3 {
 		t.Errorf("--parallelism = %d, want 3", *extra)
@@ -32,6 +43,9 @@ func TestWorkerStart(t *testing.T) {
 	}
 	if _, err := os.Stat(w.TempDir); !os.IsNotExist(err) {
 		t.Errorf("Close left the spill directory (stat: %v)", err)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limitBefore {
+		t.Errorf("Go memory limit %d after Close, want %d as before Start", got, limitBefore)
 	}
 	if w.Log == nil || w.Runner == nil || w.Name != "merger" {
 		t.Errorf("Start left Log %v, Runner %v, Name %q", w.Log, w.Runner, w.Name)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/strata-db/strata/internal/heaplimit"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -21,6 +22,11 @@ type Worker struct {
 	Memory  int64  // bytes this worker may grant to its job (--memory)
 	TempDir string // this process's spill directory, under --temp (default DATA/tmp); see SpillDir
 	spill   *SpillDir
+
+	// Collector is how Start set the Go collector for jobs of Memory
+	// (package heaplimit); restoreCollector undoes it at Close.
+	Collector        heaplimit.Setting
+	restoreCollector func()
 }
 
 // NewWorker returns a Worker whose flag set holds the Common and the
@@ -32,8 +38,10 @@ func NewWorker(name, defaultHTTP, defaultMemory string) *Worker {
 	return w
 }
 
-// Start is Binary.Start followed by parsing --memory and creating the
-// spill directory.
+// Start is Binary.Start followed by parsing --memory, setting the Go
+// collector for jobs of that grant (heaplimit.Apply: no collection below
+// 1.5 times --memory, unless GOGC or GOMEMLIMIT is set), and
+// creating the spill directory.
 func (w *Worker) Start(args []string) error {
 	if err := w.Binary.Start(args); err != nil {
 		return err
@@ -52,11 +60,21 @@ func (w *Worker) Start(args []string) error {
 		return err
 	}
 	w.spill, w.TempDir = spill, spill.Path
+	w.Collector, w.restoreCollector = heaplimit.Apply(memory)
+	if w.Collector.FromEnv != "" {
+		w.Log.Info("go collector left to the environment", "variable", w.Collector.FromEnv)
+	} else {
+		w.Log.Info("go collector runs at the memory limit only", "memory_limit_bytes", w.Collector.Limit, "memory", memory)
+	}
 	return nil
 }
 
-// Close removes the worker's spill directory.
+// Close restores the Go collector and removes the worker's spill directory.
 func (w *Worker) Close() error {
+	if w.restoreCollector != nil {
+		w.restoreCollector()
+		w.restoreCollector = nil
+	}
 	if w.spill == nil {
 		return nil
 	}

@@ -13,6 +13,9 @@
 //	       [--store s3://BUCKET/PREFIX?endpoint=URL --depot DIR --depot-size 20GiB]
 //
 // Every flag has an environment variable: --memory is STRATA_MEMORY.
+// --memory also sets the Go collector: it runs only as the process nears
+// --memory and half as much again (package heaplimit), unless GOGC or GOMEMLIMIT
+// is set.
 package main
 
 import (
