@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"math/big"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/strata-db/strata/internal/heaplimit"
 	"github.com/strata-db/strata/windower/windowbench"
 )
 
@@ -284,5 +287,38 @@ func TestFormatting(t *testing.T) {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)
 		}
+	}
+}
+
+// TestBestOfUnderGrant: strata's runs are timed under the collector its
+// worker would set for the grant, and a peer's (grant 0) and what follows
+// under the collector as it was.
+func TestBestOfUnderGrant(t *testing.T) {
+	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	before := debug.SetMemoryLimit(-1)
+	grant := int64(256 << 20)
+	var during []int64
+	run := func(context.Context) error {
+		during = append(during, debug.SetMemoryLimit(-1))
+		return nil
+	}
+	if m := bestOfUnderGrant(context.Background(), grant, 2, 0, run); m.Runs != 2 {
+		t.Fatalf("bestOfUnderGrant: %+v, want 2 runs", m)
+	}
+	for i, l := range during {
+		if l < heaplimit.Limit(grant) || l == before {
+			t.Errorf("run %d under memory limit %d: want the limit for a %d-byte grant (at least %d)", i, l, grant, heaplimit.Limit(grant))
+		}
+	}
+	if got := debug.SetMemoryLimit(-1); got != before {
+		t.Errorf("memory limit %d after the runs, want %d as before", got, before)
+	}
+	during = nil
+	bestOfUnderGrant(context.Background(), 0, 1, 0, run)
+	if len(during) != 1 || during[0] != before {
+		t.Errorf("a peer's run (grant 0) under memory limit %v, want %d", during, before)
 	}
 }

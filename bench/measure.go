@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"time"
+
+	"github.com/strata-db/strata/internal/heaplimit"
 )
 
 // measure is one system's figure for one case: the fastest of Runs timed
@@ -31,6 +33,18 @@ var errTimedOut = errors.New("time limit reached")
 func skipped(reason string) measure { return measure{Skipped: reason} }
 
 func failed(err error) measure { return measure{Err: err.Error()} }
+
+// bestOfUnderGrant is bestOf for one of strata's engines given a grant:
+// its runs are timed with the Go collector as a worker of that grant sets
+// it (heaplimit.Apply, unless GOGC or GOMEMLIMIT is in the environment),
+// and the collector is restored after them. A grant of 0 is bestOf.
+func bestOfUnderGrant(ctx context.Context, grant int64, runs int, limit time.Duration, fn func(context.Context) error) measure {
+	if grant > 0 {
+		_, restore := heaplimit.Apply(grant)
+		defer restore()
+	}
+	return bestOf(ctx, runs, limit, fn)
+}
 
 // bestOf runs fn runs times and keeps the fastest run: on a shared two-core
 // machine the minimum is the figure least disturbed by other work. A run

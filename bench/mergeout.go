@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -76,7 +77,13 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 		"disk_mib", mw.DiskIn/mib, "seconds", time.Since(start).Seconds())
 
 	out := filepath.Join(wdir, "out")
-	mw.Floor = bestOf(ctx, sz.MergeRepeats, 0, func(ctx context.Context) error {
+	// The floor runs under the collector of the suite's largest grant, the
+	// one that collects least.
+	floorGrant := int64(0)
+	if len(sz.MergeGrants) > 0 {
+		floorGrant = slices.Max(sz.MergeGrants)
+	}
+	mw.Floor = bestOfUnderGrant(ctx, floorGrant, sz.MergeRepeats, 0, func(ctx context.Context) error {
 		defer os.RemoveAll(out)
 		_, err := codecFloor(ctx, inputs, out)
 		return err
@@ -85,7 +92,7 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 
 	for _, grant := range sz.MergeGrants {
 		mc := mergeCase{Grant: grant}
-		mc.Strata = bestOf(ctx, sz.MergeRepeats, 0, func(ctx context.Context) error {
+		mc.Strata = bestOfUnderGrant(ctx, grant, sz.MergeRepeats, 0, func(ctx context.Context) error {
 			defer os.RemoveAll(out)
 			var st *merger.Stats
 			err := profiled(sz.ProfileDir, fmt.Sprintf("mergeout-w%d-%s", width, formatBytes(grant)), func() (err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -96,7 +97,7 @@ type peerInfo struct {
 }
 
 func (p *peers) describe(ctx context.Context) []peerInfo {
-	out := []peerInfo{{Name: sysStrata, Version: strataVersion(ctx), Settings: "in process: windower with one thread and with all cores; merger gathering columns on all cores; walwriter with group commit; the store suite against an S3 server (gofakes3) in process"}}
+	out := []peerInfo{{Name: sysStrata, Version: strataVersion(ctx), Settings: "in process: windower with one thread and with all cores; merger gathering columns on all cores; walwriter with group commit; the store suite against an S3 server (SeaweedFS when bin/weed is built, else gofakes3 in process); " + strataCollector()}}
 	duck := peerInfo{Name: "DuckDB", Version: p.duckVersion, Skipped: p.duckSkip,
 		Settings: "in-memory database; threads = 1 and = all cores; memory_limit = the grant in the mergeout suite"}
 	if duck.Version != "" {
@@ -122,4 +123,20 @@ func strataVersion(ctx context.Context) string {
 		rev += " (with uncommitted changes)"
 	}
 	return fmt.Sprintf("commit %s", rev)
+}
+
+// strataCollector says which Go collector strata's engines were timed
+// under: their worker's for the case's grant (bestOfUnderGrant), or the
+// one GOGC or GOMEMLIMIT in the environment set.
+func strataCollector() string {
+	var env []string
+	for _, name := range []string{"GOGC", "GOMEMLIMIT"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	if len(env) > 0 {
+		return "the windower and merger under the Go collector of the environment (" + strings.Join(env, ", ") + "), not their workers'"
+	}
+	return "the windower and merger under the Go collector their worker sets for the case's grant (no collection below 1.5 times the grant, at least the grant and 64MiB, `internal/heaplimit`)"
 }

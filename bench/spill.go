@@ -218,7 +218,8 @@ type spillStats struct {
 type spillRunner struct {
 	name  string
 	skip  string
-	once  bool // one run whatever the repeats
+	once  bool  // one run whatever the repeats
+	grant int64 // strata's grant: timed under its worker's collector (bestOfUnderGrant); 0 for a peer
 	prep  func(context.Context) error
 	timed func(context.Context, windowQuery, []string) (spillSum, *spillStats, error)
 }
@@ -278,7 +279,7 @@ func runSpillRows(ctx context.Context, log *slog.Logger, o options, sz sizes, sc
 			continue
 		}
 		c := c
-		runners = append(runners, spillRunner{name: c.name, timed: func(ctx context.Context, q windowQuery, strs []string) (spillSum, *spillStats, error) {
+		runners = append(runners, spillRunner{name: c.name, grant: c.grant, timed: func(ctx context.Context, q windowQuery, strs []string) (spillSum, *spillStats, error) {
 			return strataSpillRun(ctx, log, q, strs, []string{filepath.Join(strataDir, "c0001")}, tmp, c.threads, c.grant)
 		}})
 	}
@@ -397,7 +398,7 @@ func runSpillRows(ctx context.Context, log *slog.Logger, o options, sz sizes, sc
 			if r.once {
 				repeats = 1
 			}
-			m := bestOf(ctx, repeats, run.Limit, func(ctx context.Context) error {
+			m := bestOfUnderGrant(ctx, r.grant, repeats, run.Limit, func(ctx context.Context) error {
 				var err error
 				sum, st, err = r.timed(ctx, q, sq.strings)
 				return err

@@ -22,6 +22,7 @@ import (
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/heaplimit"
 	"github.com/strata-db/strata/merger"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
@@ -421,7 +422,9 @@ type storeRun func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) 
 // empty depot, which the warm run after it reads through again. With
 // prefetch the depot fetches every column file in the background, as the
 // merger asks it to (a window run asks for its query's columns itself).
-func measureReads(ctx context.Context, log *slog.Logger, sz sizes, repeats int, st store.Store, tmp, name string, ins []storeInput, prefetch bool, run storeRun) []storeRead {
+func measureReads(ctx context.Context, log *slog.Logger, sz sizes, repeats int, st store.Store, tmp, name string, ins []storeInput, prefetch bool, grant int64, run storeRun) []storeRead {
+	_, restoreCollector := heaplimit.Apply(grant) // as the worker running run would
+	defer restoreCollector()
 	reads := make([]storeRead, len(storeReads))
 	for i, r := range storeReads {
 		reads[i].Read = r
@@ -547,7 +550,7 @@ func runStoreMerge(ctx context.Context, log *slog.Logger, sz sizes, st store.Sto
 		c.Err = err.Error()
 		return c
 	}
-	c.Reads = measureReads(ctx, log, sz, sz.StoreRepeats, st, tmp, fmt.Sprintf("mergeout-w%d", width), ins, true, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
+	c.Reads = measureReads(ctx, log, sz, sz.StoreRepeats, st, tmp, fmt.Sprintf("mergeout-w%d", width), ins, true, sz.StoreGrant, func(ctx context.Context, srcs []columnar.Source, _ *depot.Depot) (int64, int64, int64, error) {
 		defer os.RemoveAll(out)
 		ms, err := merger.MergeSources(ctx, srcs, out, merger.Options{Grant: sz.StoreGrant, TempDir: tmp, Logger: log.With("component", "merger")})
 		if err != nil {
@@ -609,7 +612,7 @@ func runStoreWindows(ctx context.Context, log *slog.Logger, sz sizes, st store.S
 			cases[i].Err = err.Error()
 			continue
 		}
-		cases[i].Reads = measureReads(ctx, log, sz, sz.storeWindowRuns(), st, tmp, "window-"+q.Name, ins, false, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+		cases[i].Reads = measureReads(ctx, log, sz, sz.storeWindowRuns(), st, tmp, "window-"+q.Name, ins, false, strataWindowGrant, func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
 			opts := windower.Options{Grant: strataWindowGrant, TempDir: tmp, Threads: runtime.GOMAXPROCS(0)}
 			if d != nil {
 				prefetch, stop := context.WithCancel(ctx)

@@ -49,6 +49,7 @@ type windowRunner struct {
 	timed func(context.Context, windowQuery) error               // one timed run
 	fetch func(context.Context, windowQuery) (*resultSet, error) // the full result, for the checks; nil: not fetched
 	note  func(windowQuery) string                               // optional detail of the last timed run
+	grant int64                                                  // strata's grant: timed under its worker's collector (bestOfUnderGrant); 0 for a peer
 }
 
 func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string, p *peers) (*windowSuite, error) {
@@ -75,7 +76,7 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 		timed := func(ctx context.Context, q windowQuery) error {
 			return profiled(sz.ProfileDir, fmt.Sprintf("window-%s-t%d", q.Name, threads), func() error { return sw.timed(ctx, q, threads) })
 		}
-		r := windowRunner{name: name, timed: timed, note: sw.note}
+		r := windowRunner{name: name, timed: timed, note: sw.note, grant: strataWindowGrant}
 		if threads == 1 || threads == runtime.NumCPU() {
 			r.fetch = func(ctx context.Context, q windowQuery) (*resultSet, error) { return sw.fetch(ctx, q, threads) }
 		}
@@ -188,7 +189,7 @@ func timeWindowQuery(ctx context.Context, r windowRunner, q windowQuery, runs in
 			return failed(err)
 		}
 	}
-	m := bestOf(ctx, runs, limit, func(ctx context.Context) error { return r.timed(ctx, q) })
+	m := bestOfUnderGrant(ctx, r.grant, runs, limit, func(ctx context.Context) error { return r.timed(ctx, q) })
 	if r.note != nil && m.ok() && !m.TimedOut {
 		m.Note = r.note(q)
 	}

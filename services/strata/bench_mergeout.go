@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
+	"github.com/strata-db/strata/internal/heaplimit"
 	"github.com/strata-db/strata/merger"
 )
 
@@ -225,12 +227,18 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 	cases := make([]mergeoutCase, len(cfg.grants)*len(reads))
 	floor, floorCPU := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for rep := range cfg.repeat {
+		// Each run under the Go collector a merger of its grant sets (the
+		// floor under the largest grant's); GOGC or GOMEMLIMIT in the
+		// environment leaves it alone. The command ends on an error, so
+		// only the runs that end well restore it.
+		_, restoreCollector := heaplimit.Apply(slices.Max(cfg.grants))
 		cpu0 := cputime.Process()
 		f, err := codecFloor(ctx, dirs, filepath.Join(data, "floor"), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("codec floor: %w", err)
 		}
 		floor, floorCPU = min(floor, f), min(floorCPU, cputime.Process()-cpu0)
+		restoreCollector()
 		for j := range cfg.grants {
 			// Alternate the order of the grants between repeats, so that no
 			// grant always runs right after the codec floor's writes.
@@ -239,6 +247,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 				g = len(cfg.grants) - 1 - j
 			}
 			grant := cfg.grants[g]
+			_, restoreCollector := heaplimit.Apply(grant)
 			var warmDepot *depot.Depot
 			for r, read := range reads {
 				i := g*len(reads) + r
@@ -288,6 +297,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 					AcquireSeconds: acquire, FilesCreated: created,
 				}
 			}
+			restoreCollector()
 		}
 	}
 	for i := range cases {

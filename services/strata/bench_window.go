@@ -20,6 +20,7 @@ import (
 	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
+	"github.com/strata-db/strata/internal/heaplimit"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 	"github.com/strata-db/strata/windower/windowbench"
@@ -148,35 +149,11 @@ func runBenchWindow(ctx context.Context, args []string) error {
 			}
 			reads = append(reads, readDirect, readCold, readWarm)
 		}
-		var local float64
-		for _, read := range reads {
-			var runs []windowResult
-			for k := 0; k < cfg.repeat; k++ {
-				p := profile
-				if k != cfg.repeat/2 || read != readLocal {
-					p = "" // profile one run: the middle one of the local read
-				}
-				r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cfg.threads, filepath.Join(dir, "tmp"), p)
-				if err != nil {
-					return fmt.Errorf("%s, input read %s: %w", q.Name, read, err)
-				}
-				runs = append(runs, r)
-			}
-			slices.SortFunc(runs, func(a, b windowResult) int { return cmp.Compare(a.CPUSeconds, b.CPUSeconds) })
-			r := runs[len(runs)/2]
-			r.Runs = cfg.repeat
-			if read == readLocal {
-				local = r.Seconds
-			}
-			if bs != nil {
-				r.LocalRatio = r.Seconds / local
-			}
-			results = append(results, r)
-			if cfg.json {
-				b, _ := json.Marshal(r)
-				fmt.Println(string(b))
-			}
+		rs, err := benchWindowReads(ctx, cfg, q, reads, containerDir, bs, mans, grant, filepath.Join(dir, "tmp"), profile)
+		if err != nil {
+			return err
 		}
+		results = append(results, rs...)
 	}
 	if err := tables.close(ctx); err != nil {
 		return err
@@ -199,6 +176,46 @@ func runBenchWindow(ctx context.Context, args []string) error {
 		tw.Flush()
 	}
 	return nil
+}
+
+// benchWindowReads runs case q cfg.repeat times for each read, with the Go
+// collector as a windower worker of this grant sets it (GOGC or
+// GOMEMLIMIT in the environment leaves it alone), and returns each read's
+// median run by CPU time.
+func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench.Query, reads []string, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, tmp, profile string) ([]windowResult, error) {
+	_, restoreCollector := heaplimit.Apply(grant)
+	defer restoreCollector()
+	var results []windowResult
+	var local float64
+	for _, read := range reads {
+		var runs []windowResult
+		for k := 0; k < cfg.repeat; k++ {
+			p := profile
+			if k != cfg.repeat/2 || read != readLocal {
+				p = "" // profile one run: the middle one of the local read
+			}
+			r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cfg.threads, tmp, p)
+			if err != nil {
+				return nil, fmt.Errorf("%s, input read %s: %w", q.Name, read, err)
+			}
+			runs = append(runs, r)
+		}
+		slices.SortFunc(runs, func(a, b windowResult) int { return cmp.Compare(a.CPUSeconds, b.CPUSeconds) })
+		r := runs[len(runs)/2]
+		r.Runs = cfg.repeat
+		if read == readLocal {
+			local = r.Seconds
+		}
+		if bs != nil {
+			r.LocalRatio = r.Seconds / local
+		}
+		results = append(results, r)
+		if cfg.json {
+			b, _ := json.Marshal(r)
+			fmt.Println(string(b))
+		}
+	}
+	return results, nil
 }
 
 // runWindowRead runs one case with its input read as read says: from
