@@ -423,8 +423,17 @@ type storeRun func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) 
 // prefetch the depot fetches every column file in the background, as the
 // merger asks it to (a window run asks for its query's columns itself).
 func measureReads(ctx context.Context, log *slog.Logger, sz sizes, repeats int, st store.Store, tmp, name string, ins []storeInput, prefetch bool, grant int64, run storeRun) []storeRead {
-	_, restoreCollector := heaplimit.Apply(grant) // as the worker running run would
+	// The collector as the worker running run sets it, and its collection
+	// after each job, timed with the run.
+	collector, restoreCollector := heaplimit.Apply(grant)
 	defer restoreCollector()
+	if collector.Limit > 0 {
+		inner := run
+		run = func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+			defer heaplimit.Collect()
+			return inner(ctx, srcs, d)
+		}
+	}
 	reads := make([]storeRead, len(storeReads))
 	for i, r := range storeReads {
 		reads[i].Read = r

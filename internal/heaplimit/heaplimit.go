@@ -26,6 +26,16 @@
 // 64MiB more the fastest. Should what is live ever pass the limit, the
 // runtime caps the collector's share of the CPU.
 //
+// Between jobs the worker collects once (Collect): what the job allocated
+// is garbage then, and the cycle marks only what the worker keeps between
+// jobs. The pages it frees stay with the process below the limit, so the
+// next job reuses the pages the last one faulted in, and runs without a
+// collection unless it nears the limit. Without it, jobs run back to back
+// walk through fresh memory up to the limit before the first collection:
+// on a 2-core VM a windower's first ten jobs of a million rows ran 2x to
+// 3x slower than the default's, each page a fault, and later jobs no
+// faster than the default's.
+//
 // An operator's GOGC or GOMEMLIMIT wins: with either in the environment,
 // Apply leaves the collector as the environment set it.
 package heaplimit
@@ -89,6 +99,10 @@ func Apply(grant int64) (Setting, func()) {
 		debug.SetMemoryLimit(prevLimit)
 	}
 }
+
+// Collect collects once, as a job ends; see the package doc. It returns
+// when the cycle is done (runtime.GC).
+func Collect() { runtime.GC() }
 
 // Held is the memory the runtime counts against its soft limit: every
 // byte it has mapped, less the heap pages it has returned to the kernel.

@@ -186,6 +186,11 @@ type JobWorker[J Job] struct {
 	// by Permanent and panics are permanent whatever it says; every other
 	// error is retried until MaxDeliver.
 	Permanent func(error) bool
+	// AfterJob, if set, is called when a job that ran has ended, its
+	// outcome published and its message acked or handed back, before the
+	// next job is pulled: a worker's collection between jobs
+	// (heaplimit.Collect).
+	AfterJob func()
 }
 
 // JobMetrics are a worker's Prometheus metrics. Every series exists from
@@ -398,6 +403,9 @@ func (w *JobWorker[J]) handle(ctx context.Context, msg jetstream.Msg) {
 
 	run.log.Info("job accepted", "grant", job.MemoryGrant().Bytes)
 	run.publish(messages.EventAccepted, nil)
+	if w.AfterJob != nil {
+		defer w.AfterJob() // deferred first, so it runs last: after the outcome and the ack
+	}
 	w.Metrics.running.Inc()
 	defer w.Metrics.running.Dec()
 	start := time.Now()

@@ -440,3 +440,44 @@ func waitUntil(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestJobWorkerAfterJob: the collection between jobs runs once a job has
+// ended, after its done event and its ack, and not for a message that
+// never ran.
+func TestJobWorkerAfterJob(t *testing.T) {
+	env := newWorkerEnv(t, func(ctx context.Context, j *messages.MergeoutJob, p *Progress) (Outcome, error) {
+		return Outcome{Output: &messages.ContainerRef{Table: j.Table, Projection: j.Projection, ID: j.Output, Rows: 1}, RowsTotal: 1}, nil
+	})
+	var calls atomic.Int32
+	var ackPending atomic.Int64
+	env.worker.AfterJob = func() {
+		cons, err := env.js.Consumer(context.Background(), messages.StreamJobs, messages.ConsumerMerger)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		ackPending.Store(int64(info.NumAckPending))
+		calls.Add(1)
+	}
+	publishJob(t, env.js, []byte("not msgpack at all"))
+	data, _ := messages.Marshal(job("j1", 10<<20))
+	publishJob(t, env.js, data)
+	env.serveUntil(t, func() bool { return calls.Load() == 1 })
+	if n := value(env.worker.Metrics.jobs.WithLabelValues("done")); n != 1 {
+		t.Errorf("AfterJob ran with %v jobs done, want 1", n)
+	}
+	if ackPending.Load() != 0 {
+		t.Errorf("AfterJob ran with %d messages unacked, want it after the ack", ackPending.Load())
+	}
+	if got := len(env.events(t)[messages.EventDone]); got != 1 {
+		t.Errorf("%d done events, want 1", got)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("AfterJob called %d times, want once (not for the malformed message)", calls.Load())
+	}
+}

@@ -40,8 +40,9 @@ func NewWorker(name, defaultHTTP, defaultMemory string) *Worker {
 
 // Start is Binary.Start followed by parsing --memory, setting the Go
 // collector for jobs of that grant (heaplimit.Apply: no collection below
-// 1.5 times --memory, unless GOGC or GOMEMLIMIT is set), and
-// creating the spill directory.
+// 1.5 times --memory, unless GOGC or GOMEMLIMIT is set; RunJobs then
+// collects once after each job, heaplimit.Collect), and creating the
+// spill directory.
 func (w *Worker) Start(args []string) error {
 	if err := w.Binary.Start(args); err != nil {
 		return err
@@ -124,6 +125,9 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		Run:        spec.Run,
 		Permanent:  spec.Permanent,
 		Cancels:    NewCancels(w.Log),
+	}
+	if w.Collector.Limit > 0 {
+		jw.AfterJob = heaplimit.Collect
 	}
 	// The scheduler's cancel notices: core NATS, so subscribed before the
 	// first job is pulled.

@@ -271,6 +271,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 					acquire = 0
 				}
 				done()
+				heaplimit.Collect() // as a merger does after a job
 				if err != nil {
 					return nil, fmt.Errorf("merge with grant %s, inputs read %s: %w", bytesize.Format(grant), read, err)
 				}
