@@ -65,7 +65,7 @@ func (w *Worker) Start(args []string) error {
 	if w.Collector.FromEnv != "" {
 		w.Log.Info("go collector left to the environment", "variable", w.Collector.FromEnv)
 	} else {
-		w.Log.Info("go collector runs at the memory limit only", "memory_limit_bytes", w.Collector.Limit, "memory", memory)
+		w.Log.Info("go collector runs after each job and at the memory limit", "memory_limit_bytes", w.Collector.Limit, "memory", memory)
 	}
 	return nil
 }
