@@ -38,20 +38,17 @@ func failed(err error) measure { return measure{Err: err.Error()} }
 // its runs are timed with the Go collector as a worker of that grant sets
 // it (heaplimit.Apply, unless GOGC or GOMEMLIMIT is in the environment),
 // each run ending with the collection the worker makes after a job
-// (heaplimit.Collect, timed with the run), and the collector is restored
+// (Setting.Collect, timed with the run), and the collector is restored
 // after them. A grant of 0 is bestOf.
 func bestOfUnderGrant(ctx context.Context, grant int64, runs int, limit time.Duration, fn func(context.Context) error) measure {
 	if grant <= 0 {
 		return bestOf(ctx, runs, limit, fn)
 	}
-	s, restore := heaplimit.Apply(grant)
+	collector, restore := heaplimit.Apply(grant)
 	defer restore()
 	return bestOf(ctx, runs, limit, func(ctx context.Context) error {
-		err := fn(ctx)
-		if s.Limit > 0 {
-			heaplimit.Collect()
-		}
-		return err
+		defer collector.Collect()
+		return fn(ctx)
 	})
 }
 

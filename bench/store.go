@@ -427,12 +427,10 @@ func measureReads(ctx context.Context, log *slog.Logger, sz sizes, repeats int, 
 	// after each job, timed with the run.
 	collector, restoreCollector := heaplimit.Apply(grant)
 	defer restoreCollector()
-	if collector.Limit > 0 {
-		inner := run
-		run = func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
-			defer heaplimit.Collect()
-			return inner(ctx, srcs, d)
-		}
+	inner := run
+	run = func(ctx context.Context, srcs []columnar.Source, d *depot.Depot) (int64, int64, int64, error) {
+		defer collector.Collect()
+		return inner(ctx, srcs, d)
 	}
 	reads := make([]storeRead, len(storeReads))
 	for i, r := range storeReads {

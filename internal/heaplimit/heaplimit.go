@@ -26,7 +26,7 @@
 // 64MiB more the fastest. Should what is live ever pass the limit, the
 // runtime caps the collector's share of the CPU.
 //
-// Between jobs the worker collects once (Collect): what the job allocated
+// Between jobs the worker collects once (Setting.Collect): what the job allocated
 // is garbage then, and the cycle marks only what the worker keeps between
 // jobs. The pages it frees stay with the process below the limit, so the
 // next job reuses the pages the last one faulted in, and runs without a
@@ -100,9 +100,14 @@ func Apply(grant int64) (Setting, func()) {
 	}
 }
 
-// Collect collects once, as a job ends; see the package doc. It returns
-// when the cycle is done (runtime.GC).
-func Collect() { runtime.GC() }
+// Collect collects once, as a job ends (see the package doc), when Apply
+// set the collector; when the environment chose, it does nothing, as the
+// runtime's default would not. It returns when the cycle is done.
+func (s Setting) Collect() {
+	if s.Limit > 0 {
+		runtime.GC()
+	}
+}
 
 // Held is the memory the runtime counts against its soft limit: every
 // byte it has mapped, less the heap pages it has returned to the kernel.

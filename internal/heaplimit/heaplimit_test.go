@@ -3,6 +3,7 @@ package heaplimit
 import (
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"testing"
 )
@@ -95,4 +96,21 @@ func TestHeld(t *testing.T) {
 		t.Errorf("Held %d after a 32MiB allocation, %d before: want it counted", after, before)
 	}
 	_ = keep[len(keep)-1]
+}
+
+// TestCollect: a collector Apply set collects after a job; one the
+// environment chose is left to the runtime.
+func TestCollect(t *testing.T) {
+	var ms runtime.MemStats
+	cycles := func() uint32 { runtime.ReadMemStats(&ms); return ms.NumGC }
+	before := cycles()
+	Setting{FromEnv: "GOGC"}.Collect()
+	if got := cycles(); got != before {
+		t.Errorf("Collect with the environment's collector ran %d cycles, want none", got-before)
+	}
+	before = cycles()
+	Setting{Limit: Limit(1 << 20)}.Collect()
+	if got := cycles(); got == before {
+		t.Error("Collect with Apply's collector ran no cycle")
+	}
 }

@@ -189,7 +189,7 @@ type JobWorker[J Job] struct {
 	// AfterJob, if set, is called when a job that ran has ended, its
 	// outcome published and its message acked or handed back, before the
 	// next job is pulled: a worker's collection between jobs
-	// (heaplimit.Collect).
+	// (heaplimit.Setting.Collect).
 	AfterJob func()
 }
 

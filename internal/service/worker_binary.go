@@ -41,7 +41,7 @@ func NewWorker(name, defaultHTTP, defaultMemory string) *Worker {
 // Start is Binary.Start followed by parsing --memory, setting the Go
 // collector for jobs of that grant (heaplimit.Apply: no collection below
 // 1.5 times --memory, unless GOGC or GOMEMLIMIT is set; RunJobs then
-// collects once after each job, heaplimit.Collect), and creating the
+// collects once after each job, Collector.Collect), and creating the
 // spill directory.
 func (w *Worker) Start(args []string) error {
 	if err := w.Binary.Start(args); err != nil {
@@ -126,9 +126,7 @@ func RunJobs[J Job](w *Worker, spec JobSpec[J]) error {
 		Permanent:  spec.Permanent,
 		Cancels:    NewCancels(w.Log),
 	}
-	if w.Collector.Limit > 0 {
-		jw.AfterJob = heaplimit.Collect
-	}
+	jw.AfterJob = w.Collector.Collect
 	// The scheduler's cancel notices: core NATS, so subscribed before the
 	// first job is pulled.
 	cancelSub, err := jw.Cancels.Subscribe(w.NC)

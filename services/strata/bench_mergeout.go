@@ -247,7 +247,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 				g = len(cfg.grants) - 1 - j
 			}
 			grant := cfg.grants[g]
-			_, restoreCollector := heaplimit.Apply(grant)
+			collector, restoreCollector := heaplimit.Apply(grant)
 			var warmDepot *depot.Depot
 			for r, read := range reads {
 				i := g*len(reads) + r
@@ -271,7 +271,7 @@ func benchWidth(ctx context.Context, cfg *benchMergeoutConfig, root string, widt
 					acquire = 0
 				}
 				done()
-				heaplimit.Collect() // as a merger does after a job
+				collector.Collect() // as a merger does after a job
 				if err != nil {
 					return nil, fmt.Errorf("merge with grant %s, inputs read %s: %w", bytesize.Format(grant), read, err)
 				}
