@@ -9,43 +9,51 @@
 // header, and each column file is fetched into its own byte range of the
 // pack. So a container costs the depot one file created however wide it
 // is (a file create is what the first layout, a file per column file,
-// spent most of a cold read on). A column file the depot holds is read
-// from its range of the pack; one it does not is fetched from the store
-// into that range in segments of whole blocks of up to 4MiB (one ranged
-// GET each, streamed to disk), each when a reader first reads a block in
-// it: a small file is one request, a large one is fetched as far ahead as
-// its readers read, and a reader of some columns (a windower) fetches
-// those columns' bytes and no others. In the store a container is one
-// object, its pack (package store, Format), and a column file is a range
-// of it; a container uploaded before packs has an object per column
-// file, read the same way. Readers of one file share its fill;
-// a segment one of them is fetching is waited for by the others, not
-// fetched again. When the last reader closes a fill whose segments are
-// all there, the depot checks the column file's whole range against the
-// manifest's CRC-32C (the sum a prefetch took as the file streamed in, or
-// the range read back) and marks it held in the pack, so the next job reads
-// it locally; a fill read in part is not marked (its bytes are fetched
-// again by the next reader). Prefetch fetches every file of an acquired
-// container in the background, for a job that reads them all (a
-// mergeout), with up to Options.Fetchers requests in flight over all the
-// containers being prefetched. The column files adjacent in the store's
-// pack are adjacent in the depot's too (both in manifest order), so
-// Prefetch reads them together, one ranged GET of up to 2MiB streamed
-// into the depot's pack for several files (each file's CRC-32C taken as
-// it streams, each segment readable as soon as it is in): a cold
-// container of 100 small column files costs a few requests, not a
+// spent most of a cold read on). In the store a container is one object,
+// its pack (package store, Format), and a column file is a range of it; a
+// container uploaded before packs has an object per column file, read the
+// same way.
+//
+// A column file the depot holds is read from its range of the pack; one
+// it does not is fetched from the store into that range in segments of
+// whole blocks of up to 4MiB (one ranged GET each, streamed to disk),
+// each when a reader first reads a block in it: a small file is one
+// request, a large one is fetched as far ahead as its readers read, and a
+// reader of some columns (a windower) fetches those columns' bytes and no
+// others. A reader waits for the bytes it reads, not for their segment:
+// it goes on as soon as they have streamed in, the request going on
+// behind it, so a job decodes a column's first blocks while the rest is
+// on its way. Readers of one file share its fill; a segment one of them
+// is fetching is waited for by the others, not fetched again. When the
+// last reader closes a fill whose segments are all there, the depot
+// checks the column file's whole range against the manifest's CRC-32C
+// (its segments' sums, each taken as the segment streamed in, combined:
+// nothing is read back) and marks it held in the pack, so the next job
+// reads it locally; a fill read in part is not marked (its bytes are
+// fetched again by the next reader).
+//
+// Prefetch fetches every file of an acquired container in the background,
+// for a job that reads them all (a mergeout), with up to Options.Fetchers
+// requests in flight over all the containers being prefetched. The column
+// files adjacent in the store's pack are adjacent in the depot's too
+// (both in manifest order), so Prefetch reads them together, one ranged
+// GET of up to 2MiB streamed into the depot's pack for several files: a
+// cold container of 100 small column files costs a few requests, not a
 // hundred. A file larger than a request is fetched a segment a request,
 // its segments side by side (a 16MiB column over a bucket 10ms away is in
-// after about two round trips, not four). The requests of all prefetches share one
-// queue, in the order a mergeout reads: the sort-key columns of every
-// container first, then the others by their position, across containers
-// (prefetch.go). PrefetchColumns
-// does the same for some columns: a window job's, the columns its query
-// reads, which the windower passes it once the query is compiled
-// (windower.Options.Prefetch). A job whose inputs' files are all in the
-// depot makes no request to the store. A job's output is written into the
-// depot as a container of column files (columnar's layout), uploaded
-// (Publish) and kept (write-through).
+// after about two round trips, not four). The requests of all prefetches
+// share one queue, in the order a mergeout reads: the sort-key columns of
+// every container first, then the others by their position, across
+// containers (prefetch.go). PrefetchColumns does the same for some
+// columns: a window job's, the columns its query reads, which the
+// windower passes it once the query is compiled
+// (windower.Options.Prefetch). A windower decodes those columns side by
+// side, block by block, so their requests are queued by the rows they
+// hold: the first segment of every column before the second of any. A
+// job whose inputs' files are all in the depot makes no request to the
+// store. A job's output is written into the depot as a container of
+// column files (columnar's layout), uploaded (Publish) and kept
+// (write-through).
 //
 // What the depot fetches it does not sync: it is a cache of a store that
 // has the data. A column file a crash left damaged is found, because

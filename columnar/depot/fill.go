@@ -256,11 +256,6 @@ type fill struct {
 	idx    int      // in a pack: the column file's index
 	base   int64    // the column file's offset in w
 	segs   []segment
-	// sum is the CRC-32C of the file as a prefetch request streamed it
-	// in whole (summed set), read by complete instead of the file; a
-	// later fetch of any part clears summed. Guarded by mu.
-	sum    uint32
-	summed bool
 	// refs counts open fillFiles, and completing is set once the last
 	// has closed; guarded by Depot.mu. completed is closed when the fill
 	// is the file or is dropped.
@@ -268,15 +263,27 @@ type fill struct {
 	completing bool
 	completed  chan struct{}
 
-	mu sync.Mutex // guards segs[i].state and .done
+	mu sync.Mutex // guards segs[i]'s state, written, sum and wake
 }
 
 // segment is the byte range [start, end) of a fill fetched by one
-// request.
+// request, the column file's blocks from block on. A request streams its
+// bytes to disk in order, and readers read those written while the rest
+// is on its way: a reader of the first blocks of a 4MiB segment waits for
+// them, not for the segment.
 type segment struct {
 	start, end int64
+	block      int // the first block it holds (0 for the first segment)
 	state      segmentState
-	done       chan struct{} // closed when a fetch under way ends
+	// written counts the bytes from start that are in the file (while
+	// fetching, and all of them once present), and sum is their
+	// CRC-32C: the fill's sum is its segments' combined (crcCombine).
+	written int64
+	sum     uint32
+	// wake is closed when written reaches wakeAt (the least a waiter
+	// needs) or the fetch ends; nil if no one waits.
+	wake   chan struct{}
+	wakeAt int64
 }
 
 type segmentState int
@@ -290,7 +297,7 @@ const (
 // segments cuts a column file into fetch segments at block boundaries.
 func segments(fm *columnar.FileMeta) []segment {
 	var segs []segment
-	start := int64(0)
+	start, first := int64(0), 0
 	for i, b := range fm.Blocks {
 		if b.Offset < start || b.Length <= 0 || b.Offset+b.Length > fm.Size {
 			// Not the layout of a valid file: fetch it whole, and let
@@ -302,16 +309,16 @@ func segments(fm *columnar.FileMeta) []segment {
 			end = fm.Size
 		}
 		if end-start > segmentBytes && b.Offset > start {
-			segs = append(segs, segment{start: start, end: b.Offset})
-			start = b.Offset
+			segs = append(segs, segment{start: start, end: b.Offset, block: first})
+			start, first = b.Offset, i
 		}
 		if i == len(fm.Blocks)-1 || end-start >= segmentBytes {
-			segs = append(segs, segment{start: start, end: end})
-			start = end
+			segs = append(segs, segment{start: start, end: end, block: first})
+			start, first = end, i+1
 		}
 	}
 	if start < fm.Size {
-		segs = append(segs, segment{start: start, end: fm.Size})
+		segs = append(segs, segment{start: start, end: fm.Size, block: first})
 	}
 	return segs
 }
@@ -322,6 +329,7 @@ type fillFile struct {
 	ctx    context.Context
 	counts *columnar.FetchCounts
 	closed bool
+	behind sync.WaitGroup // the requests it started (fetchBehind)
 }
 
 // ReadAt reads from the fill's file once the segments that hold the
@@ -355,78 +363,114 @@ func (ff *fillFile) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// ensureRange returns once the segments holding [off, end) are in the
-// fill's file.
+// ensureRange returns once the bytes [off, end) are in the fill's file:
+// their segments there, or being fetched and streamed that far.
 func (ff *fillFile) ensureRange(off, end int64) error {
 	f := ff.f
 	for i := range f.segs {
-		if f.segs[i].end <= off || f.segs[i].start >= end {
+		s := &f.segs[i]
+		if s.end <= off || s.start >= end {
 			continue
 		}
-		if err := ff.ensure(i); err != nil {
+		if err := ff.ensure(i, min(end, s.end)-s.start); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ensure returns once segment i is in the fill's file.
-func (ff *fillFile) ensure(i int) error {
+// ensure returns once the first need bytes of segment i are in the fill's
+// file: fetched, or streamed that far by the request fetching it, which
+// it waits on. A segment no request is fetching it fetches, behind it
+// (fetchBehind): it goes on once its bytes are in, as if another reader
+// had asked first, and returns the request's error if it fails.
+func (ff *fillFile) ensure(i int, need int64) error {
 	f := ff.f
+	var fetched <-chan error // the request this reader started, if any
 	for {
 		f.mu.Lock()
 		s := &f.segs[i]
-		switch s.state {
-		case segmentPresent:
+		if s.state == segmentPresent || s.state == segmentFetching && s.written >= need {
 			f.mu.Unlock()
 			return nil
-		case segmentFetching:
-			done := s.done
+		}
+		if s.state == segmentAbsent {
 			f.mu.Unlock()
-			select {
-			case <-done:
-				continue // present, or failed and fetched again
-			case <-ff.ctx.Done():
-				return ff.ctx.Err()
+			if fetched != nil {
+				// The request this reader started ended, the segment
+				// not in: its error says why.
+				if err := <-fetched; err != nil {
+					return err
+				}
+				fetched = nil
+				continue
 			}
+			f.mu.Lock()
+			if s.state != segmentAbsent {
+				f.mu.Unlock()
+				continue
+			}
+			s.claim()
+			f.mu.Unlock()
+			fetched = ff.fetchBehind(i)
+			continue
 		}
-		s.state, s.done = segmentFetching, make(chan struct{})
-		start, end, done := s.start, s.end, s.done
-		f.mu.Unlock()
-		err := ff.fetch(start, end)
-		f.mu.Lock()
-		if err == nil {
-			s.state = segmentPresent
-		} else {
-			s.state = segmentAbsent
+		if s.wake == nil || need < s.wakeAt {
+			s.wakeAt = need
 		}
+		if s.wake == nil {
+			s.wake = make(chan struct{})
+		}
+		wake := s.wake
 		f.mu.Unlock()
-		close(done)
-		return err
+		select {
+		case <-wake:
+			// Further along, present, or failed (fetched here, then).
+		case err := <-fetched:
+			if err != nil {
+				return err
+			}
+			fetched = nil // present
+		case <-ff.ctx.Done():
+			return ff.ctx.Err()
+		}
 	}
 }
 
-// fetch streams the bytes [start, end) of the column file into the fill's
-// file.
-func (ff *fillFile) fetch(start, end int64) error {
+// fetchBehind fetches segment i (claimed) in the background, and returns
+// where its error comes once it ends. It runs under the reader's ctx (a
+// job that ends stops it), and the reader's Close waits for it: a file a
+// job has read whole is held once the job has closed it.
+func (ff *fillFile) fetchBehind(i int) <-chan error {
+	done := make(chan error, 1)
+	ff.behind.Add(1)
+	go func() {
+		defer ff.behind.Done()
+		done <- ff.fetch(i)
+	}()
+	return done
+}
+
+// fetch streams segment i (claimed) of the column file into the fill's
+// file, and settles it: present, or absent again if the request failed.
+func (ff *fillFile) fetch(i int) error {
 	f := ff.f
+	start, end := f.segs[i].start, f.segs[i].end
+	w := segmentWriter(ff, i)
 	r, err := f.d.st.NewRangeReader(ff.ctx, f.key, f.objOff+start, end-start)
 	if err != nil {
+		w.abandon()
 		return fmt.Errorf("depot: fetch %s of %s: %w", f.fm.Name, f.key, err)
 	}
-	defer r.Close()
-	n, err := io.Copy(io.NewOffsetWriter(f.w, f.base+start), io.LimitReader(r, end-start))
-	f.d.fetched.Add(n)
-	if err != nil {
+	n, err := w.copyFrom(r, end-start)
+	r.Close()
+	w.abandon()
+	switch {
+	case err != nil:
 		return fmt.Errorf("depot: fetch %s of %s into %s: %w", f.fm.Name, f.key, f.w.Name(), err)
-	}
-	if n != end-start {
+	case n != end-start:
 		return f.loc.Corrupt(f.locIdx, start+n, fmt.Sprintf("object %s is shorter than its manifest says: %d of %d bytes at offset %d", f.key, n, end-start, f.objOff+start), nil)
 	}
-	f.mu.Lock()
-	f.summed = false // a part fetched again: the sum of the first fetch says nothing of it
-	f.mu.Unlock()
-	ff.counts.Add(f.fm, start, end)
 	return nil
 }
 
@@ -454,6 +498,7 @@ func (ff *fillFile) Close() error {
 		return nil
 	}
 	ff.closed = true
+	ff.behind.Wait()
 	f := ff.f
 	d, e := f.d, f.e
 	d.mu.Lock()
@@ -496,28 +541,23 @@ func (ff *fillFile) Close() error {
 var errIncomplete = errors.New("not every block was read")
 
 // complete makes the fill the column file: it checks the whole file's
-// CRC-32C, then sets its presence byte in the pack (or renames the
-// temporary file into place). It does not sync: the depot is a cache, and
+// CRC-32C (its segments' sums, taken as they streamed in, combined), then
+// sets its presence byte in the pack (or renames the temporary file into
+// place). It does not sync: the depot is a cache, and
 // a file a crash damaged is found by the check of every file taken in at
 // Open before its first read (heldUnchecked).
 func (f *fill) complete() error {
+	var sum uint32
 	f.mu.Lock()
 	for _, s := range f.segs {
 		if s.state != segmentPresent {
 			f.mu.Unlock()
 			return errIncomplete
 		}
+		sum = crcCombine(sum, s.sum, s.end-s.start)
 	}
-	sum, summed := f.sum, f.summed
 	f.mu.Unlock()
 	fm := f.fm
-	if !summed {
-		h := crc32.New(castagnoli)
-		if _, err := io.Copy(h, io.NewSectionReader(f.w, f.base, fm.Size)); err != nil {
-			return err
-		}
-		sum = h.Sum32()
-	}
 	if sum != fm.CRC {
 		return fmt.Errorf("checksum %08x, manifest says %08x", sum, fm.CRC)
 	}

@@ -4,8 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"hash/crc32"
-	"io"
 	"slices"
 	"sync"
 
@@ -44,21 +42,41 @@ var runBytes int64 = 2 << 20 // a variable for tests
 // until its requests are done or ctx ends; a file a reader is filling is
 // shared with it.
 func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
-	d.PrefetchColumns(ctx, src, nil)
+	d.prefetch(ctx, src, nil, byColumn)
 }
 
 // PrefetchColumns is Prefetch of the column files of the named columns
-// (all of them if columns is nil): a job that reads some columns (a
-// windower) fetches theirs with as few requests as Prefetch fetches all,
-// the files adjacent in a pack read together.
+// (all of them if columns is nil), for a job that reads them side by
+// side, block by block (a windower): it fetches them with as few requests
+// as Prefetch fetches all, the files adjacent in a pack read together,
+// and queues the requests in the order of the rows they hold (each ranked
+// by its first block), so that the first blocks of every column come
+// first, and the job decodes them while the rest streams in.
 func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, columns []string) {
+	d.prefetch(ctx, src, columns, byRow)
+}
+
+// prefetchOrder is the order a job reads an input's column files in,
+// which its Prefetch queues their requests in.
+type prefetchOrder int
+
+const (
+	// byColumn is a mergeout's order: the sort-key columns first, then
+	// the others by their position.
+	byColumn prefetchOrder = iota
+	// byRow is a windower's: every column's blocks from the first row on,
+	// each request ranked by the first block it holds.
+	byRow
+)
+
+func (d *Depot) prefetch(ctx context.Context, src columnar.Source, columns []string, order prefetchOrder) {
 	s, ok := src.(*source)
 	if !ok || s.d != d {
 		return
 	}
 	e := s.e
 	var keys []int
-	if schema, err := e.m.ArrowSchema(); err == nil {
+	if schema, err := e.m.ArrowSchema(); err == nil && order == byColumn {
 		if k, err := e.m.SortKey.Indices(schema); err == nil {
 			keys = k
 		}
@@ -86,31 +104,41 @@ func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, column
 		return // all held: a warm depot
 	}
 	ps := &source{d: d, e: e, ctx: ctx, counts: s.counts}
-	runs := ps.runs(keyFiles, 0)
-	runs = append(runs, ps.runs(rest, len(keyFiles))...)
+	runs := ps.runs(keyFiles, 0, order)
+	runs = append(runs, ps.runs(rest, len(keyFiles), order)...)
 	d.queue.push(e, runs)
 }
 
 // runs cuts files (indices in the manifest, in the order to fetch them)
-// into the requests that fetch them, each ranked by the position of its
-// first file, counted from first. A file alone in its request that is
-// fetched in several segments is a request a segment, of one rank, so
-// that its segments are fetched side by side.
-func (s *source) runs(files []int, first int) []*prefetchRun {
+// into the requests that fetch them. In byColumn order each is ranked by
+// the position of its first file, counted from first, and a file alone in
+// its request that is fetched in several segments is a request a
+// segment, of one rank, so that its segments are fetched side by side. In
+// byRow order each is ranked by the first block it holds (a request of
+// whole files by 0).
+func (s *source) runs(files []int, first int, order prefetchOrder) []*prefetchRun {
 	if len(files) == 0 {
 		return nil
 	}
+	// rank ranks a request whose first file is files[p] and whose first
+	// block is block.
+	rank := func(p, block int) int {
+		if order == byRow {
+			return block
+		}
+		return first + p
+	}
 	var runs []*prefetchRun
-	one := func(i, rank int) {
+	one := func(i, p int) {
 		fm := &s.e.m.Files[i]
-		n := len(segments(fm))
-		if n == 1 {
-			runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: rank})
+		segs := segments(fm)
+		if len(segs) == 1 {
+			runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: rank(p, 0)})
 			return
 		}
-		file := &segmentedFile{s: s, fm: fm, left: n}
-		for seg := range n {
-			runs = append(runs, &prefetchRun{s: s, files: []int{i}, file: file, seg: seg, rank: rank})
+		file := &segmentedFile{s: s, fm: fm, left: len(segs)}
+		for seg, sg := range segs {
+			runs = append(runs, &prefetchRun{s: s, files: []int{i}, file: file, seg: seg, rank: rank(p, sg.block)})
 		}
 	}
 	if loc, err := s.locate(); err == nil && loc.Pack != "" && s.e.pack != nil {
@@ -120,10 +148,10 @@ func (s *source) runs(files []int, first int) []*prefetchRun {
 		}
 		for _, r := range loc.Ranges(files, runBytes) {
 			if r.First == r.Last {
-				one(r.First, first+pos[r.First])
+				one(r.First, pos[r.First])
 				continue
 			}
-			run := &prefetchRun{s: s, rank: first + pos[r.First]}
+			run := &prefetchRun{s: s, rank: rank(pos[r.First], 0)}
 			for i := r.First; i <= r.Last; i++ {
 				run.files = append(run.files, i)
 			}
@@ -132,7 +160,7 @@ func (s *source) runs(files []int, first int) []*prefetchRun {
 		return runs
 	}
 	for p, i := range files {
-		one(i, first+p)
+		one(i, p)
 	}
 	return runs
 }
@@ -195,7 +223,7 @@ func (sf *segmentedFile) fetch(seg int) {
 	f := sf.f
 	sf.mu.Unlock()
 	if ff, ok := f.(*fillFile); ok && ctx.Err() == nil && seg < len(ff.f.segs) {
-		ff.ensure(seg)
+		ff.ensure(seg, ff.f.segs[seg].end-ff.f.segs[seg].start)
 	}
 	sf.mu.Lock()
 	sf.left--
@@ -291,8 +319,8 @@ func (s *source) prefetch(fm *columnar.FileMeta) {
 		return
 	}
 	if ff, ok := f.(*fillFile); ok {
-		for seg := range ff.f.segs {
-			if ff.ensure(seg) != nil {
+		for seg, sg := range ff.f.segs {
+			if ff.ensure(seg, sg.end-sg.start) != nil {
 				break
 			}
 		}
@@ -363,87 +391,29 @@ func (ff *fillFile) claim() bool {
 		}
 	}
 	for i := range f.segs {
-		f.segs[i].state, f.segs[i].done = segmentFetching, make(chan struct{})
+		f.segs[i].claim()
 	}
-	f.sum, f.summed = 0, false
 	return true
 }
 
 // fetchClaimed fetches the claimed fills group, adjacent in one store
-// object and in one pack, with one ranged GET. Each segment is marked
-// present as soon as the stream has written it, so a reader waiting for
-// the first blocks of a file goes on while the rest of the request
-// streams in; what the read did not bring is marked absent again, for a
-// reader to fetch and report. Each file's CRC-32C is taken as its bytes
-// pass, so completing a file fetched whole reads nothing back.
+// object and in one pack, with one ranged GET, streamed into the pack:
+// readers read each segment's bytes as they are written, and each
+// segment is marked present once its last byte is; what the read did not
+// bring is marked absent again, for a reader to fetch and report. Each
+// segment's CRC-32C is taken as its bytes pass, so completing a file
+// fetched whole reads nothing back.
 func fetchClaimed(ctx context.Context, group []*fillFile) {
 	first, last := group[0].f, group[len(group)-1].f
 	start, end := first.objOff, last.objOff+last.fm.Size
-	w := &streamWriter{w: io.NewOffsetWriter(first.w, first.base), group: group, settled: make([]int, len(group))}
-	var n int64
+	w := groupWriter(group)
+	defer w.abandon()
 	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
 	if err == nil {
-		n, err = io.Copy(w, io.LimitReader(r, end-start))
+		_, err = w.copyFrom(r, end-start)
 		r.Close()
-		first.d.fetched.Add(n)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		first.d.log.Debug("depot: prefetch", "key", first.key, "offset", start, "bytes", end-start, "err", err)
 	}
-	for g, ff := range group {
-		f := ff.f
-		got := min(max(start+n-f.objOff, 0), f.fm.Size) // bytes of this file fetched
-		f.mu.Lock()
-		f.summed = got == f.fm.Size
-		for i := w.settled[g]; i < len(f.segs); i++ {
-			ff.settle(&f.segs[i], f.segs[i].end <= got)
-		}
-		f.mu.Unlock()
-	}
-}
-
-// streamWriter writes the bytes of a group of claimed fills, back to
-// back: it adds each byte to the CRC-32C of the fill it belongs to
-// (fill.sum), and marks each segment present once its last byte is
-// written (settled counts them, for each fill).
-type streamWriter struct {
-	w       io.Writer
-	group   []*fillFile
-	cur     int   // the fill the next byte belongs to
-	off     int64 // bytes of it written
-	settled []int // for each fill, its leading segments marked present
-}
-
-func (s *streamWriter) Write(p []byte) (int, error) {
-	n, err := s.w.Write(p)
-	for b := p[:n]; len(b) > 0 && s.cur < len(s.group); {
-		ff := s.group[s.cur]
-		f := ff.f
-		k := min(int64(len(b)), f.fm.Size-s.off)
-		f.sum = crc32.Update(f.sum, castagnoli, b[:k])
-		b, s.off = b[k:], s.off+k
-		f.mu.Lock()
-		for i := s.settled[s.cur]; i < len(f.segs) && f.segs[i].end <= s.off; i++ {
-			ff.settle(&f.segs[i], true)
-			s.settled[s.cur]++
-		}
-		f.mu.Unlock()
-		if s.off == f.fm.Size {
-			s.cur, s.off = s.cur+1, 0
-		}
-	}
-	return n, err
-}
-
-// settle ends a prefetch's fetch of segment sg of ff's fill (its mu
-// held): present and counted, or absent again for a reader to fetch; its
-// waiters go on either way.
-func (ff *fillFile) settle(sg *segment, present bool) {
-	if present {
-		sg.state = segmentPresent
-		ff.counts.Add(ff.f.fm, sg.start, sg.end)
-	} else {
-		sg.state = segmentAbsent
-	}
-	close(sg.done)
 }

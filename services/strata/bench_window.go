@@ -86,7 +86,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	seed := fs.Uint64("seed", 1, "seed of the generated data")
 	repeat := fs.Int("repeat", 1, "run each case this many times in the process and report the run of median CPU time (the first run of a fresh process also pays for growing its heap)")
 	threads := fs.Int("threads", 0, "threads each query is evaluated on (default: GOMAXPROCS)")
-	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (with more than one case, to this file.<case>)")
+	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (of the middle run of each read; with more than one case, to this file.<case>, and with --store, to this file.<read> after that)")
 	storeURL := fs.String("store", "", "also upload each table to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and run each query from there by ranges with no depot (direct), through an empty depot (cold) and again through the same depot (warm), beside the local run")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
@@ -191,8 +191,11 @@ func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench
 		var runs []windowResult
 		for k := 0; k < cfg.repeat; k++ {
 			p := profile
-			if k != cfg.repeat/2 || read != readLocal {
-				p = "" // profile one run: the middle one of the local read
+			if p != "" && len(reads) > 1 {
+				p += "." + read // one profile per read
+			}
+			if k != cfg.repeat/2 {
+				p = "" // profile one run of each read: the middle one
 			}
 			r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cfg.threads, tmp, p)
 			if err != nil {
