@@ -22,6 +22,14 @@ import (
 // request streams to disk, holding a copy buffer, not its bytes.
 var runBytes int64 = 2 << 20 // a variable for tests
 
+// rowChains bounds the requests of one column file a PrefetchColumns has
+// in flight at once: its segments are fetched by that many chains (with
+// two, segments 0, 2, 4, ... and 1, 3, 5, ...), each a run a segment, the
+// next queued, by the rows it holds, once the one before it is in. So a
+// request's round trip is hidden behind the other's stream, and the
+// column's later segments do not take the bandwidth its first ones need.
+var rowChains = 2
+
 // Prefetch fetches in the background every column file of src (a Source
 // Acquire returned) that the depot does not hold, with up to
 // Options.Fetchers ranged GETs in flight over every container being
@@ -136,9 +144,21 @@ func (s *source) runs(files []int, first int, order prefetchOrder) []*prefetchRu
 			runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: rank(p, 0)})
 			return
 		}
-		file := &segmentedFile{s: s, fm: fm, left: len(segs)}
-		for seg, sg := range segs {
-			runs = append(runs, &prefetchRun{s: s, files: []int{i}, file: file, seg: seg, rank: rank(p, sg.block)})
+		if order == byColumn {
+			file := &segmentedFile{s: s, fm: fm, left: len(segs)}
+			for seg := range segs {
+				runs = append(runs, &prefetchRun{s: s, files: []int{i}, file: file, segs: []int{seg}, rank: rank(p, 0)})
+			}
+			return
+		}
+		chains := min(rowChains, len(segs))
+		file := &segmentedFile{s: s, fm: fm, left: chains}
+		for c := range chains {
+			r := &prefetchRun{s: s, files: []int{i}, file: file, rank: segs[c].block}
+			for seg := c; seg < len(segs); seg += chains {
+				r.segs = append(r.segs, seg)
+			}
+			runs = append(runs, r)
 		}
 	}
 	if loc, err := s.locate(); err == nil && loc.Pack != "" && s.e.pack != nil {
@@ -172,33 +192,39 @@ func (s *source) runs(files []int, first int, order prefetchOrder) []*prefetchRu
 type prefetchRun struct {
 	s     *source
 	files []int
-	// file, for a run of one segment, is the file its segment runs share,
-	// and seg the segment.
+	// file, for a run of some segments of a file, is the file the runs
+	// of its segments share, and segs the run's, in the order it fetches
+	// them.
 	file *segmentedFile
-	seg  int
+	segs []int
 	rank int    // the position of its first file in its container's order
 	seq  uint64 // the order it was queued in
 	left *int   // its Prefetch's runs not done yet, guarded by the queue's mu
 }
 
-// fetch does the run's request, unless its Prefetch's ctx has ended.
-func (r *prefetchRun) fetch() {
+// fetch does the run's request, unless its Prefetch's ctx has ended, and
+// returns the run that follows it in its chain of a file's segments, if
+// one does.
+func (r *prefetchRun) fetch() *prefetchRun {
 	switch {
 	case r.file != nil:
-		r.file.fetch(r.seg) // its share of the file ends even if ctx has
+		return r.file.fetch(r) // its share of the file ends even if ctx has
 	case r.s.ctx.Err() != nil:
 	case len(r.files) == 1:
 		r.s.prefetch(&r.s.e.m.Files[r.files[0]])
 	default:
 		r.s.prefetchRun(r.files)
 	}
+	return nil
 }
 
 // segmentedFile is a column file whose segments are prefetched by runs of
-// their own. The runs share one open of it, the first to start opening it
-// and the last to end closing it: a fill is completed when its last open
-// closes, and one closed between two segments' runs would be dropped with
-// the second segment missing, its first fetched for nothing.
+// their own: a run a segment (Prefetch), or chains of runs, each run
+// fetching the first segment of its chain and queueing the rest
+// (PrefetchColumns). The runs share one open of it, the first to start
+// opening it and the last to end closing it: a fill is completed when its
+// last open closes, and one closed between two segments' runs would be
+// dropped with the second segment missing, its first fetched for nothing.
 type segmentedFile struct {
 	s  *source
 	fm *columnar.FileMeta
@@ -206,12 +232,15 @@ type segmentedFile struct {
 	mu     sync.Mutex
 	opened bool
 	f      columnar.File // nil if OpenFile failed or ctx ended first
-	left   int           // runs not ended
+	left   int           // chains not ended (a run of one segment is a chain)
 }
 
-// fetch fetches segment seg of the file unless the depot holds it, or a
-// reader has fetched it, by now, or the Prefetch's ctx has ended.
-func (sf *segmentedFile) fetch(seg int) {
+// fetch fetches the first segment of r's chain unless the depot holds
+// it, or a reader has fetched it, by now, or the Prefetch's ctx has ended,
+// and returns the run of the chain's next segment, ranked by its first
+// block; or, at the chain's end (or once a fetch failed or ctx ended),
+// nil.
+func (sf *segmentedFile) fetch(r *prefetchRun) *prefetchRun {
 	ctx := sf.s.ctx
 	sf.mu.Lock()
 	if !sf.opened && ctx.Err() == nil {
@@ -222,8 +251,12 @@ func (sf *segmentedFile) fetch(seg int) {
 	}
 	f := sf.f
 	sf.mu.Unlock()
-	if ff, ok := f.(*fillFile); ok && ctx.Err() == nil && seg < len(ff.f.segs) {
-		ff.ensure(seg, ff.f.segs[seg].end-ff.f.segs[seg].start)
+	if ff, ok := f.(*fillFile); ok && ctx.Err() == nil {
+		segs := ff.f.segs
+		seg := r.segs[0]
+		if seg < len(segs) && ff.ensure(seg, segs[seg].end-segs[seg].start) == nil && len(r.segs) > 1 && r.segs[1] < len(segs) {
+			return &prefetchRun{s: r.s, files: r.files, file: sf, segs: r.segs[1:], rank: segs[r.segs[1]].block}
+		}
 	}
 	sf.mu.Lock()
 	sf.left--
@@ -233,6 +266,7 @@ func (sf *segmentedFile) fetch(seg int) {
 	if last && f != nil {
 		f.Close()
 	}
+	return nil
 }
 
 // prefetchQueue holds the requests of every Prefetch under way, lowest
@@ -280,8 +314,16 @@ func (q *prefetchQueue) work() {
 		}
 		r := heap.Pop(&q.runs).(*prefetchRun)
 		q.mu.Unlock()
-		r.fetch()
+		next := r.fetch()
 		q.mu.Lock()
+		if next != nil {
+			// The rest of r's chain, queued in its place.
+			next.seq, next.left = q.seq, r.left
+			q.seq++
+			heap.Push(&q.runs, next)
+			q.mu.Unlock()
+			continue
+		}
 		*r.left--
 		last := *r.left == 0
 		q.mu.Unlock()

@@ -483,8 +483,10 @@ func (r *stallingReader) Read(p []byte) (int, error) {
 }
 
 // The segments of a large column file are prefetched side by side, a
-// request each, up to Options.Fetchers at once: a windower reading one
-// wide column does not wait a request's round trip per segment. One
+// request each: by Prefetch up to Options.Fetchers at once, by
+// PrefetchColumns two at once (its chains), so a windower reading one
+// wide column does not wait a request's round trip per segment, and its
+// first segments do not share the bandwidth with all the others. One
 // fetcher fetches them in turn, and the file is kept whole all the same:
 // the segments' requests share one open of it, so it is not dropped as
 // read in part between two of them.
@@ -497,15 +499,27 @@ func TestPrefetchSegmentsOfAFileSideBySide(t *testing.T) {
 	if n := len(fm.Blocks); n != 4 {
 		t.Fatalf("%d blocks in %s, want 4", n, fm.Name)
 	}
-	for _, fetchers := range []int64{1, 3} {
-		t.Run(fmt.Sprintf("fetchers=%d", fetchers), func(t *testing.T) {
+	for _, c := range []struct {
+		fetchers, want int64
+		columns        bool
+	}{{1, 1, true}, {3, 2, true}, {1, 1, false}, {3, 3, false}} {
+		t.Run(fmt.Sprintf("fetchers=%d,columns=%v", c.fetchers, c.columns), func(t *testing.T) {
 			gate := &gatingStore{Store: st}
-			d, src := acquired(t, gate, depot.Options{Fetchers: int(fetchers)}, m.ID)
+			d, src := acquired(t, gate, depot.Options{Fetchers: int(c.fetchers)}, m.ID)
 			before := d.Stats().BytesFetched // the container's head
-			d.PrefetchColumns(t.Context(), src, []string{fm.Column})
-			waitFetched(t, d, 1)
-			if m := gate.max.Load(); m > fetchers || (fetchers > 1 && m < 2) {
-				t.Errorf("%d requests of the file's segments in flight at most, want %d", m, fetchers)
+			if c.columns {
+				d.PrefetchColumns(t.Context(), src, []string{fm.Column})
+			} else {
+				d.Prefetch(t.Context(), src) // the key column first, then this one's segments
+			}
+			if c.columns {
+				waitFetched(t, d, 1)
+			} else {
+				waitFetched(t, d, int64(len(m.Files)))
+				before += m.CompressedBytes() - fm.Size // the other files
+			}
+			if got := gate.max.Load(); got != c.want {
+				t.Errorf("%d requests in flight at most, want %d", got, c.want)
 			}
 			if got := d.Stats().BytesFetched - before; got != fm.Size {
 				t.Errorf("%d bytes fetched, want the file's %d", got, fm.Size)
