@@ -49,7 +49,9 @@
 // windower passes it once the query is compiled
 // (windower.Options.Prefetch). A windower decodes those columns side by
 // side, block by block, so their requests are queued by the rows they
-// hold: the first segment of every column before the second of any. A
+// hold: the first segment of every column before the second of any, and a
+// large file's segments two at a time, each chain queueing the next once
+// one is in, so its last do not take the bandwidth its first need. A
 // job whose inputs' files are all in the depot makes no request to the
 // store. A job's output is written into the depot as a container of
 // column files (columnar's layout), uploaded (Publish) and kept

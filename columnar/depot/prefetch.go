@@ -59,7 +59,8 @@ func (d *Depot) Prefetch(ctx context.Context, src columnar.Source) {
 // as Prefetch fetches all, the files adjacent in a pack read together,
 // and queues the requests in the order of the rows they hold (each ranked
 // by its first block), so that the first blocks of every column come
-// first, and the job decodes them while the rest streams in.
+// first, and the job decodes them while the rest streams in. A file's
+// segments are fetched by rowChains chains, not all side by side.
 func (d *Depot) PrefetchColumns(ctx context.Context, src columnar.Source, columns []string) {
 	d.prefetch(ctx, src, columns, byRow)
 }
