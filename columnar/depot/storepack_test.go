@@ -412,28 +412,12 @@ func TestPrefetchSegmentsReadableAsTheyArrive(t *testing.T) {
 	d.Prefetch(t.Context(), src)
 	// The prefetch's request of the two columns is under way (it has
 	// claimed their segments) before the reader asks.
-	deadline := time.Now().Add(10 * time.Second)
-	for stall.requests.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	stall.waitRequested(t)
 	f, err := src.OpenFile(fm.Name, fm.Size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := make(chan error, 1)
-	go func() {
-		block := make([]byte, fm.Blocks[0].Offset+fm.Blocks[0].Length)
-		_, err := f.ReadAt(block, 0)
-		read <- err
-	}()
-	select {
-	case err := <-read:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the first block was not readable until the whole request was in")
-	}
+	readFirst(t, f, fm.Blocks[0].Offset+fm.Blocks[0].Length, "the first block was not readable until the whole request was in")
 	if n := stall.requests.Load(); n != 1 {
 		t.Errorf("%d requests of the stalled range, want the prefetch's alone", n)
 	}
@@ -456,6 +440,34 @@ type stallingStore struct {
 }
 
 func (s *stallingStore) open() { s.once.Do(func() { close(s.release) }) }
+
+// waitRequested waits until the stalled range has been asked for.
+func (s *stallingStore) waitRequested(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.requests.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// readFirst reads f's first n bytes, failing with why if they take more
+// than 5 seconds (a store stalled past them).
+func readFirst(t *testing.T, f columnar.File, n int64, why string) {
+	t.Helper()
+	read := make(chan error, 1)
+	go func() {
+		_, err := f.ReadAt(make([]byte, n), 0)
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(why)
+	}
+}
 
 func (s *stallingStore) NewRangeReader(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
 	r, err := s.Store.NewRangeReader(ctx, key, off, n)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
@@ -36,28 +35,13 @@ func TestSegmentReadableAsItStreams(t *testing.T) {
 			d, src := acquired(t, stall, depot.Options{}, m.ID)
 			if prefetch {
 				d.PrefetchColumns(t.Context(), src, []string{fm.Column})
-				deadline := time.Now().Add(10 * time.Second)
-				for stall.requests.Load() == 0 && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
+				stall.waitRequested(t)
 			}
 			f, err := src.OpenFile(fm.Name, fm.Size)
 			if err != nil {
 				t.Fatal(err)
 			}
-			read := make(chan error, 1)
-			go func() {
-				_, err := f.ReadAt(make([]byte, first), 0)
-				read <- err
-			}()
-			select {
-			case err := <-read:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Fatal("the first block was not readable until its whole segment was in")
-			}
+			readFirst(t, f, first, "the first block was not readable until its whole segment was in")
 			// The rest comes once the store goes on; reading it waits
 			// for the request under way rather than making another.
 			stall.open()
