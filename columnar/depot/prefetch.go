@@ -124,7 +124,8 @@ func (d *Depot) prefetch(ctx context.Context, src columnar.Source, columns []str
 // its request that is fetched in several segments is a request a
 // segment, of one rank, so that its segments are fetched side by side. In
 // byRow order each is ranked by the first block it holds (a request of
-// whole files by 0).
+// whole files by 0), and a file of several segments is fetched by
+// rowChains chains of runs, a run a segment.
 func (s *source) runs(files []int, first int, order prefetchOrder) []*prefetchRun {
 	if len(files) == 0 {
 		return nil
@@ -198,7 +199,7 @@ type prefetchRun struct {
 	// them.
 	file *segmentedFile
 	segs []int
-	rank int    // the position of its first file in its container's order
+	rank int    // its first file's position (byColumn) or its first block (byRow)
 	seq  uint64 // the order it was queued in
 	left *int   // its Prefetch's runs not done yet, guarded by the queue's mu
 }
