@@ -207,6 +207,14 @@ func run(args []string) error {
 		return fmt.Errorf("subscribe %s: %w", messages.SubjectAPIAll, err)
 	}
 	defer sub.Unsubscribe()
+	// The subscription is sent to the server with the connection's next
+	// flush. Until the server has it, a request from another connection
+	// finds no responder: a client that saw /healthz answer (or "scheduler
+	// ready" logged) would be told no scheduler is there. So wait for the
+	// server to have it before anything says the scheduler is ready.
+	if err := nc.Flush(); err != nil {
+		return fmt.Errorf("subscribe %s: flush to the server: %w", messages.SubjectAPIAll, err)
+	}
 
 	events := newEventLoop(s, cons, service.NewRejecter("scheduler", js, log, r.Registry(), messages.SubjectEventsAll), log, reg)
 	r.AddContext(events.run)
