@@ -276,8 +276,9 @@ type segment struct {
 	block      int // the first block it holds (0 for the first segment)
 	state      segmentState
 	// written counts the bytes from start that are in the file (while
-	// fetching, and all of them once present), and sum is their
-	// CRC-32C: the fill's sum is its segments' combined (crcCombine).
+	// fetching, and all of them once present); sum, once present, is the
+	// segment's CRC-32C as it streamed in: the fill's is its segments'
+	// combined (crcCombine).
 	written int64
 	sum     uint32
 	// wake is closed when written reaches wakeAt (the least a waiter
@@ -394,25 +395,20 @@ func (ff *fillFile) ensure(i int, need int64) error {
 			f.mu.Unlock()
 			return nil
 		}
-		if s.state == segmentAbsent {
-			f.mu.Unlock()
-			if fetched != nil {
-				// The request this reader started ended, the segment
-				// not in: its error says why.
-				if err := <-fetched; err != nil {
-					return err
-				}
-				fetched = nil
-				continue
-			}
-			f.mu.Lock()
-			if s.state != segmentAbsent {
-				f.mu.Unlock()
-				continue
-			}
+		if s.state == segmentAbsent && fetched == nil {
 			s.claim()
 			f.mu.Unlock()
 			fetched = ff.fetchBehind(i)
+			continue
+		}
+		if s.state == segmentAbsent {
+			// The request this reader started ended, the segment not
+			// in: its error says why.
+			f.mu.Unlock()
+			if err := <-fetched; err != nil {
+				return err
+			}
+			fetched = nil
 			continue
 		}
 		if s.wake == nil || need < s.wakeAt {
@@ -456,15 +452,7 @@ func (ff *fillFile) fetchBehind(i int) <-chan error {
 func (ff *fillFile) fetch(i int) error {
 	f := ff.f
 	start, end := f.segs[i].start, f.segs[i].end
-	w := segmentWriter(ff, i)
-	r, err := f.d.st.NewRangeReader(ff.ctx, f.key, f.objOff+start, end-start)
-	if err != nil {
-		w.abandon()
-		return fmt.Errorf("depot: fetch %s of %s: %w", f.fm.Name, f.key, err)
-	}
-	n, err := w.copyFrom(r, end-start)
-	r.Close()
-	w.abandon()
+	n, err := segmentWriter(ff, i).fetch(ff.ctx, f.key, f.objOff+start, end-start)
 	switch {
 	case err != nil:
 		return fmt.Errorf("depot: fetch %s of %s into %s: %w", f.fm.Name, f.key, f.w.Name(), err)

@@ -146,17 +146,13 @@ func (s *source) runs(files []int, first int, order prefetchOrder) []*prefetchRu
 			runs = append(runs, &prefetchRun{s: s, files: []int{i}, rank: rank(p, 0)})
 			return
 		}
-		if order == byColumn {
-			file := &segmentedFile{s: s, fm: fm, left: len(segs)}
-			for seg := range segs {
-				runs = append(runs, &prefetchRun{s: s, files: []int{i}, file: file, segs: []int{seg}, rank: rank(p, 0)})
-			}
-			return
+		chains := len(segs) // a segment each: side by side
+		if order == byRow {
+			chains = min(rowChains, len(segs))
 		}
-		chains := min(rowChains, len(segs))
 		file := &segmentedFile{s: s, fm: fm, left: chains}
 		for c := range chains {
-			r := &prefetchRun{s: s, files: []int{i}, file: file, rank: segs[c].block}
+			r := &prefetchRun{s: s, files: []int{i}, file: file, rank: rank(p, segs[c].block)}
 			for seg := c; seg < len(segs); seg += chains {
 				r.segs = append(r.segs, seg)
 			}
@@ -450,14 +446,7 @@ func (ff *fillFile) claim() bool {
 func fetchClaimed(ctx context.Context, group []*fillFile) {
 	first, last := group[0].f, group[len(group)-1].f
 	start, end := first.objOff, last.objOff+last.fm.Size
-	w := groupWriter(group)
-	defer w.abandon()
-	r, err := first.d.st.NewRangeReader(ctx, first.key, start, end-start)
-	if err == nil {
-		_, err = w.copyFrom(r, end-start)
-		r.Close()
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if _, err := groupWriter(group).fetch(ctx, first.key, start, end-start); err != nil && !errors.Is(err, context.Canceled) {
 		first.d.log.Debug("depot: prefetch", "key", first.key, "offset", start, "bytes", end-start, "err", err)
 	}
 }

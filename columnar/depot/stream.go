@@ -1,6 +1,7 @@
 package depot
 
 import (
+	"context"
 	"hash/crc32"
 	"io"
 	"sync"
@@ -45,9 +46,9 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes)
 // A streamWriter writes the bytes of one ranged GET into the files of the
 // fills it was claimed for, back to back: one segment of a fill
 // (segmentWriter), or every segment of a group of fills adjacent in the
-// pack (groupWriter). It records each write in its segment (written, and
-// the CRC-32C so far), waking the segment's readers, and settles a
-// segment present once its last byte is written.
+// pack (groupWriter). It records each write in its segment (written),
+// waking the segment's readers, and settles a segment present, with the
+// CRC-32C it took of it, once its last byte is written.
 type streamWriter struct {
 	group []*fillFile
 	cur   int    // the fill the next byte belongs to
@@ -77,12 +78,21 @@ func (w *streamWriter) skipEmpty() {
 	}
 }
 
-// copyFrom streams up to n bytes of r into the fills.
-func (w *streamWriter) copyFrom(r io.Reader, n int64) (int64, error) {
+// fetch makes the ranged GET of the n bytes at off of the store's object
+// key and streams them into the fills; whatever it did not bring whole is
+// settled absent (abandon). It returns the bytes written.
+func (w *streamWriter) fetch(ctx context.Context, key string, off, n int64) (int64, error) {
+	defer w.abandon()
+	d := w.group[0].f.d
+	r, err := d.st.NewRangeReader(ctx, key, off, n)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
 	buf := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(buf)
 	written, err := io.CopyBuffer(w, io.LimitReader(r, n), *buf)
-	w.group[0].f.d.fetched.Add(written)
+	d.fetched.Add(written)
 	return written, err
 }
 
@@ -102,9 +112,10 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 		n += m
 		p = p[m:]
 		f.mu.Lock()
-		sg.written, sg.sum = w.off-sg.start, w.sum
+		sg.written = w.off - sg.start
 		ended := w.off == sg.end
 		if ended {
+			sg.sum = w.sum
 			ff.settle(sg, true)
 		} else if sg.written >= sg.wakeAt {
 			sg.wakeWaiters()
