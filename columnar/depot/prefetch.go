@@ -359,7 +359,10 @@ func (s *source) prefetch(fm *columnar.FileMeta) {
 		return
 	}
 	if ff, ok := f.(*fillFile); ok {
-		for seg, sg := range ff.f.segs {
+		for seg := range ff.f.segs {
+			// Only the segment's bounds, which never change: its state
+			// is the fill's mu's.
+			sg := &ff.f.segs[seg]
 			if ff.ensure(seg, sg.end-sg.start) != nil {
 				break
 			}
