@@ -153,24 +153,30 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	}
 	var perm []int32
 	threads := ev.threadsFor(n)
-	parallel := false
+	done := false           // perm is the sort's, by a parallel or the packed sort
 	var firstSorted *vector // the first key in sorted order, from the parallel sort
-	var partStarts []int32  // the partitions' first rows, from the parallel sort
-	if !sortedInput && threads > 1 && len(gk.keys) > 0 {
+	var partStarts []int32  // the partitions' first rows, from the parallel or packed sort
+	switch {
+	case sortedInput:
+		ev.stats.SortedInput = true
+	case threads > 1 && len(gk.keys) > 0:
 		ev.s.sorted = nil // no first key from the sorter
 		switch {
 		case len(g.partition) > 0:
-			perm, firstSorted, partStarts, parallel = ev.parallelSortPerm(gk, n, threads)
+			perm, firstSorted, partStarts, done = ev.parallelSortPerm(gk, n, threads)
 		case len(gk.keys) == 1 && oneWordKey(gk.keys[0].v):
-			perm, firstSorted, parallel = ev.parallelSortKey(gk.keys[0], n, threads)
+			perm, firstSorted, done = ev.parallelSortKey(gk.keys[0], n, threads)
 		default:
-			perm, parallel = ev.parallelSortRuns(gk.keys, n, threads)
+			perm, done = ev.parallelSortRuns(gk.keys, n, threads)
 		}
+	case len(g.partition) > 0 && !inOrder(gk.keys, n):
+		// Keys that pack into a word sort faster by the packed sort
+		// than by sortPerm's passes over every row, on one thread too.
+		ev.s.sorted = nil
+		perm, partStarts, done = ev.sortPacked(gk, n, 1)
 	}
-	if !sortedInput && !parallel {
+	if !sortedInput && !done {
 		perm = ev.s.sortPerm(gk.keys, n, nil)
-	} else if sortedInput {
-		ev.stats.SortedInput = true
 	}
 	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}, threads: threads}
 	switch {

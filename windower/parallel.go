@@ -13,7 +13,9 @@ import (
 // Parallel evaluation of a window group in memory, on up to
 // Options.Threads goroutines.
 //
-// The sort: the rows are hash-partitioned on the PARTITION BY key into
+// The sort: keys that pack into a word (integers without NULLs, see
+// packedsort.go) are sorted by the packed sort on every thread. Other
+// keys: the rows are hash-partitioned on the PARTITION BY key into
 // one bucket per thread (a stable counting scatter, so a bucket's rows
 // keep their input order), and each bucket is sorted on its own
 // goroutine with the group's keys. Every partition lies in one bucket,
@@ -58,12 +60,17 @@ func (ev *evaluation) threadsFor(n int) int {
 // again). When the buckets are uneven it sorts with parallelSortRuns
 // instead and returns, in place of the partition starts, the first key's
 // values in that order when it is an integer-like key without NULLs (else
-// nil), as decodeFirstKey has them. It reports false, having reserved
+// nil), as decodeFirstKey has them. Keys that pack into a word are
+// sorted by the packed sort instead (sortPacked), which gives the same
+// permutation and partition starts. It reports false, having reserved
 // nothing, when the grant does not hold the buffers: the caller sorts on
 // one thread.
 func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, []int32, bool) {
 	if inOrder(gk.keys, n) {
 		return nil, nil, nil, true
+	}
+	if perm, partStarts, ok := ev.sortPacked(gk, n, t); ok {
+		return perm, nil, partStarts, true
 	}
 	// Beyond what sortedGroup reserves for the single-thread sort
 	// (permutation, keys and their scratch, flags): each row's bucket, the

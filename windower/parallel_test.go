@@ -515,3 +515,98 @@ func TestParallelLoadBlockRanges(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelSortPacked checks the parallel packed sort against the
+// single-thread sort over integer keys without NULLs: one to three keys
+// of every width a word holds (negative, huge, constant, few distinct,
+// one partition dominating, timestamps on a stride), ascending and
+// descending, on one to six threads: the same permutation, and the
+// partitions starting where the partition keys change. Keys a word
+// cannot hold are refused.
+func TestParallelSortPacked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	packed := 0
+	for it := 0; it < 400; it++ {
+		n := 2 + rng.IntN(5000)
+		nkeys := 1 + rng.IntN(3)
+		var keys []sortedKey
+		for k := 0; k < nkeys; k++ {
+			v := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64, ints: make([]int64, n)}
+			base := rng.Int64() >> rng.IntN(64)
+			spread := int64(1) << rng.IntN(40)
+			skewed := rng.IntN(4) == 0
+			// Timestamps a second apart, in microseconds: too wide for
+			// their bits that differ, narrow as multiples of a stride
+			// with an odd factor (one off it, now and then).
+			strided := !skewed && rng.IntN(3) == 0
+			for i := range v.ints {
+				switch {
+				case strided:
+					v.ints[i] = base/2 + rng.Int64N(1<<20)*1_000_000
+				case skewed && rng.IntN(10) != 0:
+					v.ints[i] = base
+				default:
+					v.ints[i] = base + rng.Int64N(spread)*int64(1+rng.IntN(3))
+				}
+			}
+			if strided && rng.IntN(5) == 0 {
+				v.ints[rng.IntN(n)]++
+			}
+			keys = append(keys, sortedKey{v: v, desc: rng.IntN(2) == 0})
+		}
+		np := 1 + rng.IntN(nkeys)
+		gk := &groupKeys{keys: keys}
+		for _, k := range keys[:np] {
+			gk.part = append(gk.part, k.v)
+		}
+		var s sorter
+		want := s.sortPerm(keys, n, nil)
+		if want == nil {
+			want = make([]int32, n)
+			for i := range want {
+				want[i] = int32(i)
+			}
+		}
+		threads := 1 + rng.IntN(6)
+		ev := &evaluation{o: Options{Threads: threads}, budget: newTestBudget()}
+		got, partStarts, ok := ev.sortPacked(gk, n, threads)
+		if !ok {
+			continue // codes wider than a word, or uneven buckets on threads: refused
+		}
+		packed++
+		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n %d, %d keys, %d threads): permutations differ", it, n, nkeys, threads)
+		}
+		wantStarts := []int32{0}
+		for i := 1; i < n; i++ {
+			if !equalRows(gk.part, int(want[i-1]), int(want[i])) {
+				wantStarts = append(wantStarts, int32(i))
+			}
+		}
+		wantStarts = append(wantStarts, int32(n))
+		if !slices.Equal(partStarts, wantStarts) {
+			t.Fatalf("iteration %d: partition starts %v, want %v", it, partStarts, wantStarts)
+		}
+		if ev.budget.InUse() != 0 {
+			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
+		}
+	}
+	if packed < 200 {
+		t.Fatalf("only %d of 400 iterations packed: the test lost its keys", packed)
+	}
+	// What does not pack is refused, untouched.
+	ints := &vector{kind: kindInt, ints: []int64{3, 1, 2}}
+	withNull := &vector{kind: kindInt, ints: []int64{3, 1, 2}, nulls: []bool{false, true, false}}
+	fl := &vector{kind: kindFloat, floats: []float64{3, 1, 2}}
+	wide := &vector{kind: kindInt, ints: []int64{math.MinInt64, math.MaxInt64, 0}}
+	for name, keys := range map[string][]*vector{"NULL": {ints, withNull}, "float": {fl, ints}, "wider than a word": {wide, wide}} {
+		gk := &groupKeys{part: keys[:1]}
+		for _, v := range keys {
+			gk.keys = append(gk.keys, sortedKey{v: v})
+		}
+		ev := &evaluation{o: Options{Threads: 2}, budget: newTestBudget()}
+		if _, _, ok := ev.sortPacked(gk, 3, 2); ok {
+			t.Errorf("%s key: packed", name)
+		}
+	}
+}
