@@ -21,7 +21,7 @@ func TestWindowSuiteQueries(t *testing.T) {
 	for _, q := range windowQueries() {
 		names = append(names, q.Name)
 	}
-	want := append([]string{"q0_presorted", "q0_one_partition", "q0_one_partition_distinct", "count_by_s"}, scalingQueries...)
+	want := append([]string{"q0_presorted", "q0_one_partition", "q0_one_partition_distinct", "q0_one_partition_sorted", "count_by_s"}, scalingQueries...)
 	want = append(want, storeQueries...)
 	for _, n := range want {
 		if !slices.Contains(names, n) {
@@ -190,6 +190,7 @@ func TestRenderNewFigures(t *testing.T) {
 		"| windows: every query >= 3x faster than DuckDB with one thread |",
 		"| windows (strata alone): all cores / one thread >= 0.8 x cores on rownum_rank, sum_rows10, lag_lead | rownum_rank 3.33x, sum_rows10 3.33x, lag_lead 3.33x",
 		"Q0 within 1.3x of q0_one_partition_distinct",
+		"| windows (strata alone): Q0 presorted within 1.3x of q0_one_partition_sorted (one partition over the same stored column) | 1.00x | yes |",
 		"| store: cold depot within 1.3x of local (gofakes3) | largest 2.00x (`rownum_rank`); 1 case without a figure | **no** |",
 		"| store: warm depot within 1.05x of local (gofakes3) | largest 1.01x (mergeout of 100 columns); 1 case without a figure | **no** |",
 		"| store: bytes fetched within 5% of compressed bytes (cold mergeouts, which read every column) | 100 columns: 100MiB of 100MiB (+0.0%); 400 columns not measured | **no** |",
