@@ -244,7 +244,7 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 				formatCount(w.Rows), formatRatio(rt), met(rt <= 1.3))
 		}
 		// The same, against one partition over the same stored column: a,
-		// stored sorted, decodes three times slower than in id order, which
+		// stored sorted, decodes 2.7 times slower than in id order, which
 		// the row above counts as per-partition cost.
 		if rt := ratio(byName["q0_presorted"], byName["q0_one_partition_sorted"]); rt > 0 {
 			p("| windows (strata alone): Q0 presorted within 1.3x of q0_one_partition_sorted (one partition over the same stored column) | %s | %s |\n",

@@ -24,7 +24,10 @@
 // from the smallest key over the stride every distance shares (so ten
 // million timestamps in whole seconds take 24 bits, not the 38 in which
 // their microseconds differ); keys without NULLs whose codes fit one word
-// with the row position are packed into it and sorted once. Input already
+// with the row position are packed into it and sorted once; with
+// PARTITION BY, by the packed sort (packedsort.go): one scatter of the
+// words on their top digit, then passes within each bucket while it sits
+// in the cache, on every thread the group has. Input already
 // in that order streams without a sort. Then each
 // partition is evaluated with state that is allocated once per query and
 // reused for every partition, choosing per call the cheapest algorithm for
@@ -83,7 +86,9 @@
 // by rows. The result is the single-thread result, row for row and in the
 // same order.
 //
-// The sort. With PARTITION BY, rows are hash-partitioned on the
+// The sort. With PARTITION BY, keys that pack into a word are sorted by
+// the packed sort on all the threads, unless one bucket of its top
+// digit holds most rows. Otherwise rows are hash-partitioned on the
 // partition key into one bucket per thread (each bucket keeps its rows'
 // input order), each bucket is sorted on its own goroutine, and the
 // buckets' partitions are merged by key, which is exactly the
