@@ -106,6 +106,13 @@ func sampleOdd[W word](xs []W, flip, base uint64, shift uint) uint64 {
 // proposed by a sample (sampleOdd) and kept only when every key's
 // distance divides by it and it narrows the codes.
 func codeOf[W word](xs []W, flip uint64, st keyStats) keyCode {
+	return strideCode(xs, flip, st, func(fits func([]W) bool) bool { return fits(xs) })
+}
+
+// strideCode is codeOf with the check that every key is on the stride
+// left to each: it calls fits over all of xs, in pieces or whole, and
+// reports whether every piece fit.
+func strideCode[W word](xs []W, flip uint64, st keyStats, each func(fits func([]W) bool) bool) keyCode {
 	c := keyCode{base: st.min, odd: 1, inv: 1}
 	if st.diff == 0 {
 		return c
@@ -119,10 +126,16 @@ func codeOf[W word](xs []W, flip uint64, st keyStats) keyCode {
 	}
 	inv := inverse(odd)
 	most := ^uint64(0) / odd // the largest quotient of an exact division
-	for _, x := range xs {
-		if (uint64(x)^flip-st.min)>>c.shift*inv > most {
-			return c // a key off the stride
+	onStride := func(xs []W) bool {
+		for _, x := range xs {
+			if (uint64(x)^flip-st.min)>>c.shift*inv > most {
+				return false // a key off the stride
+			}
 		}
+		return true
+	}
+	if !each(onStride) {
+		return c
 	}
 	c.odd, c.inv, c.width = odd, inv, bits.Len64(span/odd)
 	return c

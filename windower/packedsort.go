@@ -232,33 +232,11 @@ func rangeCode(xs []int64, flip uint64, ranges [][2]int) keyCode {
 		st.min, st.max = min(st.min, f.min), max(st.max, f.max)
 		st.diff |= f.diff | (uint64(xs[ranges[r][0]]) ^ flip ^ first)
 	}
-	c := keyCode{base: st.min, odd: 1, inv: 1}
-	if st.diff == 0 {
-		return c
-	}
-	c.shift = uint(bits.TrailingZeros64(st.diff))
-	span := (st.max - st.min) >> c.shift
-	c.width = bits.Len64(span)
-	odd := sampleOdd(xs, flip, st.min, c.shift)
-	if odd <= 1 || bits.Len64(span/odd) == c.width {
-		return c
-	}
-	inv := inverse(odd)
-	most := ^uint64(0) / odd // the largest quotient of an exact division
-	off := make([]bool, len(ranges))
-	parallelFor(len(ranges), func(r int) {
-		for _, x := range xs[ranges[r][0]:ranges[r][1]] {
-			if (uint64(x)^flip-st.min)>>c.shift*inv > most {
-				off[r] = true // a key off the stride
-				return
-			}
-		}
+	return strideCode(xs, flip, st, func(fits func([]int64) bool) bool {
+		on := make([]bool, len(ranges))
+		parallelFor(len(ranges), func(r int) { on[r] = fits(xs[ranges[r][0]:ranges[r][1]]) })
+		return !slices.Contains(on, false)
 	})
-	if slices.Contains(off, true) {
-		return c
-	}
-	c.odd, c.inv, c.width = odd, inv, bits.Len64(span/odd)
-	return c
 }
 
 // unevenBuckets reports whether a bucket (bucket b is rows

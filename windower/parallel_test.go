@@ -137,15 +137,7 @@ func TestParallelSortPerm(t *testing.T) {
 			t.Fatalf("iteration %d: no sorted first key", it)
 		}
 		if partStarts != nil {
-			// The partitions start where the sorted keys change.
-			wantStarts := []int32{0}
-			for i := 1; i < n; i++ {
-				if !equalRows(partKeys, int(want[i-1]), int(want[i])) {
-					wantStarts = append(wantStarts, int32(i))
-				}
-			}
-			wantStarts = append(wantStarts, int32(n))
-			if !slices.Equal(partStarts, wantStarts) {
+			if wantStarts := partitionStarts(partKeys, want); !slices.Equal(partStarts, wantStarts) {
 				t.Fatalf("iteration %d: partition starts %v, want %v", it, partStarts, wantStarts)
 			}
 		}
@@ -577,14 +569,7 @@ func TestParallelSortPacked(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("iteration %d (n %d, %d keys, %d threads): permutations differ", it, n, nkeys, threads)
 		}
-		wantStarts := []int32{0}
-		for i := 1; i < n; i++ {
-			if !equalRows(gk.part, int(want[i-1]), int(want[i])) {
-				wantStarts = append(wantStarts, int32(i))
-			}
-		}
-		wantStarts = append(wantStarts, int32(n))
-		if !slices.Equal(partStarts, wantStarts) {
+		if wantStarts := partitionStarts(gk.part, want); !slices.Equal(partStarts, wantStarts) {
 			t.Fatalf("iteration %d: partition starts %v, want %v", it, partStarts, wantStarts)
 		}
 		if ev.budget.InUse() != 0 {
@@ -609,4 +594,16 @@ func TestParallelSortPacked(t *testing.T) {
 			t.Errorf("%s key: packed", name)
 		}
 	}
+}
+
+// partitionStarts is where the partitions of rows in perm's order start,
+// where the keys part change, then len(perm).
+func partitionStarts(part []*vector, perm []int32) []int32 {
+	starts := []int32{0}
+	for i := 1; i < len(perm); i++ {
+		if !equalRows(part, int(perm[i-1]), int(perm[i])) {
+			starts = append(starts, int32(i))
+		}
+	}
+	return append(starts, int32(len(perm)))
 }
