@@ -82,6 +82,9 @@ type evaluation struct {
 	}
 	pt     *partitioner
 	states []aggState
+	// packed is what the packed sort of the group being evaluated left
+	// (nil: another sort), to read its keys back in sorted order.
+	packed *packedKeys
 }
 
 // reserve counts n bytes of what against the budget until evaluate returns.
@@ -152,6 +155,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		return err
 	}
 	var perm []int32
+	ev.packed = nil
 	threads := ev.threadsFor(n)
 	done := false           // perm is the sort's, by a parallel or the packed sort
 	var firstSorted *vector // the first key in sorted order, from the parallel sort
@@ -179,6 +183,15 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		perm = ev.s.sortPerm(gk.keys, n, nil)
 	}
 	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}, threads: threads}
+	if pk := ev.packed; pk != nil && perm != nil {
+		// The ORDER BY columns (peers, RANGE frames) read out of the
+		// packed sort's words instead of gathered.
+		for j, o := range g.order {
+			if e := o.expr; e.col >= 0 && sc.cols[e.col] == nil {
+				sc.cols[e.col] = pk.decode(gk.keys, len(gk.part)+j, threads)
+			}
+		}
+	}
 	switch {
 	case firstSorted != nil:
 		useFirstKey(g, gk, sc, firstSorted)

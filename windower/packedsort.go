@@ -170,7 +170,38 @@ func (ev *evaluation) sortPacked(gk *groupKeys, n, t int) ([]int32, []int32, boo
 		partStarts = append(partStarts, ps...)
 	}
 	partStarts = append(partStarts, int32(n))
+	ev.packed = &packedKeys{words: sorted, codes: codes, idxBits: idxBits}
 	return perm, partStarts, true
+}
+
+// packedKeys are the packed sort's words in sorted order, with what
+// reads the keys back out of them.
+type packedKeys struct {
+	words   []uint64
+	codes   []keyCode // by key
+	idxBits int
+}
+
+// decode returns key k of keys in sorted order, read out of the words on
+// threads goroutines: one pass in order, where a gather would read the
+// key through the permutation.
+func (pk *packedKeys) decode(keys []sortedKey, k, threads int) *vector {
+	shift := uint(pk.idxBits)
+	for _, c := range pk.codes[k+1:] {
+		shift += uint(c.width)
+	}
+	c, mask, flip := pk.codes[k], widthMask(pk.codes[k].width), flipOf(keys[k].desc)
+	n := len(pk.words)
+	v := keys[k].v
+	out := &vector{kind: v.kind, typ: v.typ, ints: hugepage.Make[int64](n, n)}
+	ranges := splitRows(n, max(threads, 1))
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		for i, w := range pk.words[lo:hi] {
+			out.ints[lo+i] = int64(c.decode(w>>shift&mask) ^ flip)
+		}
+	})
+	return out
 }
 
 // packedCodes returns a code for each key and their total width, at most

@@ -512,9 +512,10 @@ func TestParallelLoadBlockRanges(t *testing.T) {
 // single-thread sort over integer keys without NULLs: one to three keys
 // of every width a word holds (negative, huge, constant, few distinct,
 // one partition dominating, timestamps on a stride), ascending and
-// descending, on one to six threads: the same permutation, and the
-// partitions starting where the partition keys change. Keys a word
-// cannot hold are refused.
+// descending, on one to six threads: the same permutation, the
+// partitions starting where the partition keys change, and every key
+// read back out of the words in sorted order. Keys a word cannot hold
+// are refused.
 func TestParallelSortPacked(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	packed := 0
@@ -571,6 +572,15 @@ func TestParallelSortPacked(t *testing.T) {
 		}
 		if wantStarts := partitionStarts(gk.part, want); !slices.Equal(partStarts, wantStarts) {
 			t.Fatalf("iteration %d: partition starts %v, want %v", it, partStarts, wantStarts)
+		}
+		// Every key reads back out of the words in sorted order.
+		for k, key := range keys {
+			sv := ev.packed.decode(keys, k, threads)
+			for i, p := range want {
+				if sv.ints[i] != key.v.ints[p] {
+					t.Fatalf("iteration %d: key %d of sorted row %d decodes as %d, is %d", it, k, i, sv.ints[i], key.v.ints[p])
+				}
+			}
 		}
 		if ev.budget.InUse() != 0 {
 			t.Fatalf("iteration %d: %d bytes still reserved", it, ev.budget.InUse())
