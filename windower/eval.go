@@ -35,7 +35,9 @@ type callState struct {
 type groupEval struct {
 	n          int
 	partChange []bool // row i starts a new partition
-	peerChange []bool // row i starts a new peer group (or partition); nil without ORDER BY
+	peerChange []bool // row i starts a new peer group (or partition); nil without hasOrder
+	// hasOrder: the group has ORDER BY and its calls read peer groups
+	// (not when all are positional: row_number, ntile, lag, lead).
 	hasOrder   bool
 	part       partition
 	calls      []*callState

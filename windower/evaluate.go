@@ -183,7 +183,8 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		perm = ev.s.sortPerm(gk.keys, n, nil)
 	}
 	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}, threads: threads}
-	if pk := ev.packed; pk != nil && perm != nil {
+	peers := len(g.order) > 0 && !positional(g)
+	if pk := ev.packed; pk != nil && perm != nil && peers {
 		// The ORDER BY columns (peers, RANGE frames) read out of the
 		// packed sort's words instead of gathered.
 		for j, o := range g.order {
@@ -198,7 +199,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	case perm != nil && ev.s.sorted != nil && len(gk.keys) > 0 && gk.keys[0].v.kind != kindFloat:
 		ev.decodeFirstKey(g, gk, sc)
 	}
-	ge, rangeKey := newGroupEval(g, gk, sc, n, threads, partStarts)
+	ge, rangeKey := newGroupEval(g, gk, sc, n, threads, partStarts, peers)
 	ge.threads = threads
 	outs := map[int]*vector{}
 	for _, c := range g.calls {
@@ -385,12 +386,13 @@ func useFirstKey(g *windowGroup, gk *groupKeys, sc *sortedColumns, sv *vector) {
 	gk.firstKeySorted = true
 }
 
-// newGroupEval marks the partition and peer group starts of the sorted
-// rows (the partitions' from partStarts, their first rows then n, when
-// the sort found them); it returns the first ORDER BY key in sorted order
-// (RANGE offsets measure it), or nil.
-func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads int, partStarts []int32) (*groupEval, *vector) {
-	ge := &groupEval{n: n, hasOrder: len(g.order) > 0}
+// newGroupEval marks the partition and, with peers, peer group starts of
+// the sorted rows (the partitions' from partStarts, their first rows then
+// n, when the sort found them); it returns the first ORDER BY key in
+// sorted order (RANGE offsets measure it), or nil. Without peers the
+// group's calls see each partition as one peer group (positional).
+func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads int, partStarts []int32, peers bool) (*groupEval, *vector) {
+	ge := &groupEval{n: n, hasOrder: peers}
 	// The keys in sorted order first (gathers run on all the threads),
 	// then the flags in ranges of rows.
 	var part []*vector
@@ -436,6 +438,20 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 		}
 	})
 	return ge, rangeKey
+}
+
+// positional reports whether every call of g numbers or shifts rows by
+// their position in the partition alone (row_number, ntile, lag, lead):
+// then no call reads the group's peer groups, and they are not found.
+func positional(g *windowGroup) bool {
+	for _, c := range g.calls {
+		switch functions[c.fn].family {
+		case famNumber, famNtile, famShift:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // finalOrder returns the result's row order: the query's ORDER BY, the
