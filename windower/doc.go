@@ -130,8 +130,9 @@
 // one thread. Partition and peer group boundaries are found, and string
 // results built (one offsets and one data buffer), in ranges of rows on
 // all the threads, and results of groups before the last are put back in
-// input order on all the threads. A group whose calls are all positional
-// (row_number, ntile, lag, lead) does not find its peer groups at all.
+// input order on all the threads. A group whose calls read no peer group
+// (row_number, ntile, lag, lead, and frames in ROWS mode without EXCLUDE
+// GROUP or TIES) does not find its peer groups at all.
 //
 // # Memory and spilling
 //

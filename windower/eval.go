@@ -36,8 +36,8 @@ type groupEval struct {
 	n          int
 	partChange []bool // row i starts a new partition
 	peerChange []bool // row i starts a new peer group (or partition); nil without hasOrder
-	// hasOrder: the group has ORDER BY and its calls read peer groups
-	// (not when all are positional: row_number, ntile, lag, lead).
+	// hasOrder: the group has ORDER BY and a call reads its peer groups
+	// (readsPeers: not positional calls and ROWS frames alone).
 	hasOrder   bool
 	part       partition
 	calls      []*callState

@@ -183,7 +183,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 		perm = ev.s.sortPerm(gk.keys, n, nil)
 	}
 	sc := &sortedColumns{perm: perm, cols: map[int]*vector{}, threads: threads}
-	peers := len(g.order) > 0 && !positional(g)
+	peers := len(g.order) > 0 && readsPeers(g)
 	if pk := ev.packed; pk != nil && perm != nil && peers {
 		// The ORDER BY columns (peers, RANGE frames) read out of the
 		// packed sort's words instead of gathered.
@@ -389,8 +389,8 @@ func useFirstKey(g *windowGroup, gk *groupKeys, sc *sortedColumns, sv *vector) {
 // newGroupEval marks the partition and, with peers, peer group starts of
 // the sorted rows (the partitions' from partStarts, their first rows then
 // n, when the sort found them); it returns the first ORDER BY key in
-// sorted order (RANGE offsets measure it), or nil. Without peers the
-// group's calls see each partition as one peer group (positional).
+// sorted order (RANGE offsets measure it), or nil. Without peers (no call
+// reads them, readsPeers) each partition is one peer group.
 func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads int, partStarts []int32, peers bool) (*groupEval, *vector) {
 	ge := &groupEval{n: n, hasOrder: peers}
 	// The keys in sorted order first (gathers run on all the threads),
@@ -440,18 +440,24 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 	return ge, rangeKey
 }
 
-// positional reports whether every call of g numbers or shifts rows by
-// their position in the partition alone (row_number, ntile, lag, lead):
-// then no call reads the group's peer groups, and they are not found.
-func positional(g *windowGroup) bool {
+// readsPeers reports whether a call of g reads the group's peer groups:
+// rank and its kin, and frames in RANGE or GROUPS mode or that EXCLUDE
+// GROUP or TIES. Positional calls (row_number, ntile, lag, lead) and ROWS
+// frames count rows alone, and a group of only those does not find its
+// peer groups.
+func readsPeers(g *windowGroup) bool {
 	for _, c := range g.calls {
 		switch functions[c.fn].family {
 		case famNumber, famNtile, famShift:
-		default:
-			return false
+			continue
+		case famPeers:
+			return true
+		}
+		if f := &c.frame; f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // finalOrder returns the result's row order: the query's ORDER BY, the
