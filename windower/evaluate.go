@@ -157,27 +157,14 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	var perm []int32
 	ev.packed = nil
 	threads := ev.threadsFor(n)
-	done := false           // perm is the sort's, by a parallel or the packed sort
+	done := false           // perm is sortKeys's
 	var firstSorted *vector // the first key in sorted order, from the parallel sort
 	var partStarts []int32  // the partitions' first rows, from the parallel or packed sort
-	switch {
-	case sortedInput:
+	if sortedInput {
 		ev.stats.SortedInput = true
-	case threads > 1 && len(gk.keys) > 0:
+	} else {
 		ev.s.sorted = nil // no first key from the sorter
-		switch {
-		case len(g.partition) > 0:
-			perm, firstSorted, partStarts, done = ev.parallelSortPerm(gk, n, threads)
-		case len(gk.keys) == 1 && oneWordKey(gk.keys[0].v):
-			perm, firstSorted, done = ev.parallelSortKey(gk.keys[0], n, threads)
-		default:
-			perm, done = ev.parallelSortRuns(gk.keys, n, threads)
-		}
-	case len(g.partition) > 0 && !inOrder(gk.keys, n):
-		// Keys that pack into a word sort faster by the packed sort
-		// than by sortPerm's passes over every row, on one thread too.
-		ev.s.sorted = nil
-		perm, partStarts, done = ev.sortPacked(gk, n, 1)
+		perm, firstSorted, partStarts, done = ev.sortKeys(gk, n, threads)
 	}
 	if !sortedInput && !done {
 		perm = ev.s.sortPerm(gk.keys, n, nil)
@@ -438,6 +425,39 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 		}
 	})
 	return ge, rangeKey
+}
+
+// sortKeys sorts the rows by gk's keys on t threads the fastest way that
+// applies, and returns what sortedGroup does of the sort: keys with
+// PARTITION BY that pack into a word by the packed sort, on any number
+// of threads (faster than sortPerm's passes over every row on one thread
+// too), others on more than one thread by the parallel sorts. It reports
+// false, having sorted nothing, when none applies or the grant does not
+// hold its buffers: the caller sorts with the sorter (sortPerm).
+func (ev *evaluation) sortKeys(gk *groupKeys, n, t int) (perm []int32, firstSorted *vector, partStarts []int32, done bool) {
+	if len(gk.keys) == 0 {
+		return nil, nil, nil, false
+	}
+	if len(gk.part) > 0 {
+		if inOrder(gk.keys, n) {
+			return nil, nil, nil, true
+		}
+		if perm, partStarts, ok := ev.sortPacked(gk, n, t); ok {
+			return perm, nil, partStarts, true
+		}
+	}
+	switch {
+	case t <= 1:
+		return nil, nil, nil, false
+	case len(gk.part) > 0:
+		return ev.parallelSortPerm(gk, n, t)
+	case len(gk.keys) == 1 && oneWordKey(gk.keys[0].v):
+		perm, firstSorted, done = ev.parallelSortKey(gk.keys[0], n, t)
+		return perm, firstSorted, nil, done
+	default:
+		perm, done = ev.parallelSortRuns(gk.keys, n, t)
+		return perm, nil, nil, done
+	}
 }
 
 // readsPeers reports whether a call of g reads the group's peer groups:

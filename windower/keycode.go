@@ -1,6 +1,9 @@
 package windower
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Key codes: the radix sorts order normalized 64-bit keys by the bits in
 // which they differ. A key code narrows those bits further, the way a
@@ -106,13 +109,12 @@ func sampleOdd[W word](xs []W, flip, base uint64, shift uint) uint64 {
 // proposed by a sample (sampleOdd) and kept only when every key's
 // distance divides by it and it narrows the codes.
 func codeOf[W word](xs []W, flip uint64, st keyStats) keyCode {
-	return strideCode(xs, flip, st, func(fits func([]W) bool) bool { return fits(xs) })
+	return strideCode(xs, flip, st, nil)
 }
 
-// strideCode is codeOf with the check that every key is on the stride
-// left to each: it calls fits over all of xs, in pieces or whole, and
-// reports whether every piece fit.
-func strideCode[W word](xs []W, flip uint64, st keyStats, each func(fits func([]W) bool) bool) keyCode {
+// strideCode is codeOf checking that every key is on the stride over
+// ranges of xs, a goroutine each (nil: all of xs, on this one).
+func strideCode[W word](xs []W, flip uint64, st keyStats, ranges [][2]int) keyCode {
 	c := keyCode{base: st.min, odd: 1, inv: 1}
 	if st.diff == 0 {
 		return c
@@ -126,15 +128,19 @@ func strideCode[W word](xs []W, flip uint64, st keyStats, each func(fits func([]
 	}
 	inv := inverse(odd)
 	most := ^uint64(0) / odd // the largest quotient of an exact division
-	onStride := func(xs []W) bool {
-		for _, x := range xs {
+	if ranges == nil {
+		ranges = [][2]int{{0, len(xs)}}
+	}
+	off := make([]bool, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		for _, x := range xs[ranges[r][0]:ranges[r][1]] {
 			if (uint64(x)^flip-st.min)>>c.shift*inv > most {
-				return false // a key off the stride
+				off[r] = true // a key off the stride
+				return
 			}
 		}
-		return true
-	}
-	if !each(onStride) {
+	})
+	if slices.Contains(off, true) {
 		return c
 	}
 	c.odd, c.inv, c.width = odd, inv, bits.Len64(span/odd)

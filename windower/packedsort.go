@@ -2,7 +2,6 @@ package windower
 
 import (
 	"math/bits"
-	"slices"
 
 	"github.com/strata-db/strata/internal/hugepage"
 )
@@ -33,9 +32,10 @@ import (
 // Only the scatter on the top digit moves words across the whole array;
 // the passes after it stay within a bucket. Every step runs on all the
 // threads, and nothing is merged: the buckets are ranges of the words in
-// order. Against hash buckets sorted one per thread (parallelSortPerm's
-// other way), no key is read through a permutation and no bucket's
-// partitions are merged after.
+// order. Against hash buckets sorted one per thread (parallelSortPerm),
+// no key is read through a permutation and no bucket's partitions are
+// merged after. The sorted words stay with the evaluation (packedKeys),
+// which decodes a key's values in sorted order from them.
 
 // packedTopBits is the most bits of the top digit that buckets the words:
 // 2048 buckets, tens of thousands of rows each at millions of rows.
@@ -205,33 +205,36 @@ func (pk *packedKeys) decode(keys []sortedKey, k, threads int) *vector {
 }
 
 // packedCodes returns a code for each key and their total width, at most
-// room bits, or false. Each key's xorCode comes first, found over the
-// ranges on a goroutine each; if they are too wide together, each key
-// takes the narrower of that and its range code (rangeCode), as
-// sortComposite does.
+// room bits, or false. One pass over the ranges, a goroutine each, finds
+// every key's stats (statsOf); each key's xorCode comes first, and if
+// they are too wide together, each key takes the narrower of that and
+// the code of its range and stride (strideCode), as sortComposite does.
 func packedCodes(keys []sortedKey, ranges [][2]int, room int) ([]keyCode, int, bool) {
-	type diffFirst struct{ diff, first uint64 }
-	found := make([][]diffFirst, len(ranges))
+	found := make([][]keyStats, len(ranges))
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
-		out := make([]diffFirst, len(keys))
+		out := make([]keyStats, len(keys))
 		for k, key := range keys {
-			sub := sortedKey{v: &vector{kind: key.v.kind, ints: key.v.ints[lo:hi]}, desc: key.desc}
-			out[k].diff, out[k].first = keyDiff(sub, hi-lo, nil)
+			out[k] = statsOf(key.v.ints[lo:hi], flipOf(key.desc))
 		}
 		found[r] = out
 	})
+	stats := make([]keyStats, len(keys))
 	codes := make([]keyCode, len(keys))
 	width := 0
-	for k := range keys {
-		// A bit differs from the first row's somewhere if it does within
-		// a range, or between a range's first row and the first row.
-		first := found[0][k].first
-		var diff uint64
-		for _, f := range found {
-			diff |= f[k].diff | (f[k].first ^ first)
+	for k, key := range keys {
+		// A range's diff is against its first key: a bit differs from
+		// the first row's somewhere if it does within a range, or
+		// between a range's first key and the first row's.
+		flip := flipOf(key.desc)
+		first := uint64(key.v.ints[0]) ^ flip
+		st := keyStats{min: first, max: first}
+		for r, f := range found {
+			st.min, st.max = min(st.min, f[k].min), max(st.max, f[k].max)
+			st.diff |= f[k].diff | (uint64(key.v.ints[ranges[r][0]]) ^ flip ^ first)
 		}
-		codes[k] = xorCode(diff, first)
+		stats[k] = st
+		codes[k] = xorCode(st.diff, first)
 		width += codes[k].width
 	}
 	if width <= room {
@@ -239,7 +242,7 @@ func packedCodes(keys []sortedKey, ranges [][2]int, room int) ([]keyCode, int, b
 	}
 	width = 0
 	for k, key := range keys {
-		if c := rangeCode(key.v.ints, flipOf(key.desc), ranges); c.width < codes[k].width {
+		if c := strideCode(key.v.ints, flipOf(key.desc), stats[k], ranges); c.width < codes[k].width {
 			codes[k] = c
 		}
 		if width += codes[k].width; width > room {
@@ -247,27 +250,6 @@ func packedCodes(keys []sortedKey, ranges [][2]int, room int) ([]keyCode, int, b
 		}
 	}
 	return codes, width, true
-}
-
-// rangeCode is codeOf over the rows of ranges of xs, each range scanned
-// on a goroutine of its own: the keys' range and stride, and the odd
-// factor of the stride where every key is on it.
-func rangeCode(xs []int64, flip uint64, ranges [][2]int) keyCode {
-	found := make([]keyStats, len(ranges))
-	parallelFor(len(ranges), func(r int) {
-		found[r] = statsOf(xs[ranges[r][0]:ranges[r][1]], flip)
-	})
-	first := uint64(xs[0]) ^ flip
-	st := keyStats{min: first, max: first}
-	for r, f := range found {
-		st.min, st.max = min(st.min, f.min), max(st.max, f.max)
-		st.diff |= f.diff | (uint64(xs[ranges[r][0]]) ^ flip ^ first)
-	}
-	return strideCode(xs, flip, st, func(fits func([]int64) bool) bool {
-		on := make([]bool, len(ranges))
-		parallelFor(len(ranges), func(r int) { on[r] = fits(xs[ranges[r][0]:ranges[r][1]]) })
-		return !slices.Contains(on, false)
-	})
 }
 
 // unevenBuckets reports whether a bucket (bucket b is rows
@@ -324,33 +306,9 @@ func sortWordsLSD(words, scratch []uint64, lo, hi uint, counts []int) []int {
 		return counts
 	}
 	low := uint(bits.TrailingZeros64(diff))
-	width := bits.Len64(diff) - int(low)
-	passes := (width + maxDigitBits - 1) / maxDigitBits
-	digit := (width + passes - 1) / passes
-	nb := 1 << digit
-	mask := uint64(nb - 1)
-	counts = grow(counts, nb)
-	src, dst := words, scratch
-	for p := 0; p < passes; p++ {
-		shift := low + uint(p*digit)
-		clear(counts)
-		for _, w := range src {
-			counts[w>>shift&mask]++
-		}
-		sum := 0
-		for b, c := range counts {
-			counts[b] = sum
-			sum += c
-		}
-		for _, w := range src {
-			b := w >> shift & mask
-			dst[counts[b]] = w
-			counts[b]++
-		}
-		src, dst = dst, src
-	}
-	if passes%2 == 1 {
-		copy(words, src)
+	sorted, counts := lsdPasses(words, scratch, low, bits.Len64(diff)-int(low), counts)
+	if &sorted[0] != &words[0] {
+		copy(words, sorted)
 	}
 	return counts
 }

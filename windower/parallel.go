@@ -60,17 +60,12 @@ func (ev *evaluation) threadsFor(n int) int {
 // again). When the buckets are uneven it sorts with parallelSortRuns
 // instead and returns, in place of the partition starts, the first key's
 // values in that order when it is an integer-like key without NULLs (else
-// nil), as decodeFirstKey has them. Keys that pack into a word are
-// sorted by the packed sort instead (sortPacked), which gives the same
-// permutation and partition starts. It reports false, having reserved
+// nil), as decodeFirstKey has them. It reports false, having reserved
 // nothing, when the grant does not hold the buffers: the caller sorts on
 // one thread.
 func (ev *evaluation) parallelSortPerm(gk *groupKeys, n, t int) ([]int32, *vector, []int32, bool) {
 	if inOrder(gk.keys, n) {
 		return nil, nil, nil, true
-	}
-	if perm, partStarts, ok := ev.sortPacked(gk, n, t); ok {
-		return perm, nil, partStarts, true
 	}
 	// Beyond what sortedGroup reserves for the single-thread sort
 	// (permutation, keys and their scratch, flags): each row's bucket, the

@@ -238,31 +238,23 @@ const (
 func (r *sortedRuns) threads() int { return min(max(r.o.Threads, 1), maxThreads) }
 
 // sortPerm sorts the run's rows on its keys (kv, partition keys first),
-// on all the threads when there are enough rows and the grant holds the
-// parallel sort's buffers, with the permutation the single-thread sort
-// gives.
+// by the packed sort or on all the threads when there are enough rows
+// and the grant holds the buffers (evaluation.sortKeys), with the
+// permutation the single-thread sort gives.
 func (r *sortedRuns) sortPerm(sk []sortedKey, kv []*vector, n int) []int32 {
 	t := r.threads()
-	if t > 1 && n >= parallelMinRows && len(sk) > 0 {
-		ev := &evaluation{p: r.p, o: r.o, budget: r.o.Budget}
-		np := len(r.p.groups[0].partition)
-		var (
-			perm []int32
-			ok   bool
-		)
-		switch {
-		case np > 0:
-			perm, _, _, ok = ev.parallelSortPerm(&groupKeys{keys: sk, part: kv[:np], order: kv[np:]}, n, t)
-		case len(sk) == 1 && oneWordKey(sk[0].v):
-			perm, _, ok = ev.parallelSortKey(sk[0], n, t)
-		default:
-			perm, ok = ev.parallelSortRuns(sk, n, t)
-		}
-		if ok {
-			return perm
-		}
+	if n < parallelMinRows {
+		t = 1
 	}
-	return r.s.sortPerm(sk, n, nil)
+	// The evaluation sorts with the run's sorter, whose buffers the runs
+	// reuse.
+	ev := &evaluation{p: r.p, o: r.o, budget: r.o.Budget, s: r.s}
+	defer func() { r.s = ev.s }()
+	np := len(r.p.groups[0].partition)
+	if perm, _, _, ok := ev.sortKeys(&groupKeys{keys: sk, part: kv[:np], order: kv[np:]}, n, t); ok {
+		return perm
+	}
+	return ev.s.sortPerm(sk, n, nil)
 }
 
 // spill writes cols, in the order perm (nil: as they are), as the run at

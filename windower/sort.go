@@ -565,22 +565,32 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, c keyCode, idxBits int
 	for i, k := range keys {
 		keys[i] = (k-c.base)>>c.shift<<uint(idxBits) | uint64(i)
 	}
+	s.keys2 = grow(s.keys2, n)
+	var sorted []uint64
+	sorted, s.counts = lsdPasses(keys, s.keys2, uint(idxBits), width, s.counts)
+	return s.unpack(sorted, perm, c, idxBits)
+}
+
+// lsdPasses sorts words stably on their bits from shift up to
+// shift+width, least significant digit first, in digits of at most
+// maxDigitBits, ping-ponging between words and scratch (as long); one
+// pass counts every digit. It returns the slice that holds the result
+// and counts, reused.
+func lsdPasses(words, scratch []uint64, shift uint, width int, counts []int) ([]uint64, []int) {
+	passes := (width + maxDigitBits - 1) / maxDigitBits
 	digit := (width + passes - 1) / passes
 	buckets := 1 << digit
 	mask := uint64(buckets - 1)
-	s.counts = grow(s.counts, passes*buckets)
-	counts := s.counts
+	counts = grow(counts, passes*buckets)
 	clear(counts)
-	sh := uint(idxBits)
 	d := uint(digit)
-	for _, k := range keys {
-		k >>= sh
+	for _, k := range words {
+		k >>= shift
 		for p := 0; p < passes; p++ {
 			counts[p*buckets+int(k>>(uint(p)*d)&mask)]++
 		}
 	}
-	s.keys2 = grow(s.keys2, n)
-	src, dst := keys, s.keys2
+	src, dst := words, scratch
 	for p := 0; p < passes; p++ {
 		c := counts[p*buckets : (p+1)*buckets]
 		sum := 0
@@ -588,16 +598,16 @@ func (s *sorter) radixPacked(keys []uint64, perm []int32, c keyCode, idxBits int
 			c[b] = sum
 			sum += x
 		}
-		shift := sh + uint(p)*d
+		sh := shift + uint(p)*d
 		for _, k := range src {
-			b := k >> shift & mask
+			b := k >> sh & mask
 			o := c[b]
 			dst[o] = k
 			c[b] = o + 1
 		}
 		src, dst = dst, src
 	}
-	return s.unpack(src, perm, c, idxBits)
+	return src, counts
 }
 
 // unpack turns sorted (code, position) words back into the permutation
