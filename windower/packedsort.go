@@ -205,44 +205,35 @@ func (pk *packedKeys) decode(keys []sortedKey, k, threads int) *vector {
 }
 
 // packedCodes returns a code for each key and their total width, at most
-// room bits, or false. One pass over the ranges, a goroutine each, finds
-// every key's stats (statsOf); each key's xorCode comes first, and if
-// they are too wide together, each key takes the narrower of that and
-// the code of its range and stride (strideCode), as sortComposite does.
+// room bits, or false. Each key's xorCode comes first, its bits that
+// differ found over the ranges, a goroutine each; if they are too wide
+// together, a second pass finds each key's stats (statsOf) and each key
+// takes the narrower of that and the code of its range and stride
+// (strideCode), as sortComposite does.
 func packedCodes(keys []sortedKey, ranges [][2]int, room int) ([]keyCode, int, bool) {
-	found := make([][]keyStats, len(ranges))
-	parallelFor(len(ranges), func(r int) {
-		lo, hi := ranges[r][0], ranges[r][1]
-		out := make([]keyStats, len(keys))
-		for k, key := range keys {
-			out[k] = statsOf(key.v.ints[lo:hi], flipOf(key.desc))
+	diffs := perRange(keys, ranges, func(xs []int64, flip uint64) keyStats {
+		first := uint64(xs[0]) ^ flip
+		var diff uint64
+		for _, x := range xs {
+			diff |= uint64(x) ^ flip ^ first
 		}
-		found[r] = out
+		return keyStats{diff: diff}
 	})
-	stats := make([]keyStats, len(keys))
 	codes := make([]keyCode, len(keys))
 	width := 0
 	for k, key := range keys {
-		// A range's diff is against its first key: a bit differs from
-		// the first row's somewhere if it does within a range, or
-		// between a range's first key and the first row's.
-		flip := flipOf(key.desc)
-		first := uint64(key.v.ints[0]) ^ flip
-		st := keyStats{min: first, max: first}
-		for r, f := range found {
-			st.min, st.max = min(st.min, f[k].min), max(st.max, f[k].max)
-			st.diff |= f[k].diff | (uint64(key.v.ints[ranges[r][0]]) ^ flip ^ first)
-		}
-		stats[k] = st
-		codes[k] = xorCode(st.diff, first)
+		st := combineStats(key, ranges, diffs[k])
+		codes[k] = xorCode(st.diff, uint64(key.v.ints[0])^flipOf(key.desc))
 		width += codes[k].width
 	}
 	if width <= room {
 		return codes, width, true
 	}
+	stats := perRange(keys, ranges, statsOf[int64])
 	width = 0
 	for k, key := range keys {
-		if c := strideCode(key.v.ints, flipOf(key.desc), stats[k], ranges); c.width < codes[k].width {
+		st := combineStats(key, ranges, stats[k])
+		if c := strideCode(key.v.ints, flipOf(key.desc), st, ranges); c.width < codes[k].width {
 			codes[k] = c
 		}
 		if width += codes[k].width; width > room {
@@ -250,6 +241,36 @@ func packedCodes(keys []sortedKey, ranges [][2]int, room int) ([]keyCode, int, b
 		}
 	}
 	return codes, width, true
+}
+
+// perRange runs scan over each key's rows of each range, a goroutine a
+// range: its results by key, then range.
+func perRange(keys []sortedKey, ranges [][2]int, scan func(xs []int64, flip uint64) keyStats) [][]keyStats {
+	found := make([][]keyStats, len(keys))
+	for k := range found {
+		found[k] = make([]keyStats, len(ranges))
+	}
+	parallelFor(len(ranges), func(r int) {
+		for k, key := range keys {
+			found[k][r] = scan(key.v.ints[ranges[r][0]:ranges[r][1]], flipOf(key.desc))
+		}
+	})
+	return found
+}
+
+// combineStats is the stats of key over all its rows from those of its
+// ranges, each range's diff against its first key: a bit differs from
+// the first row's somewhere if it does within a range, or between a
+// range's first key and the first row's.
+func combineStats(key sortedKey, ranges [][2]int, found []keyStats) keyStats {
+	flip := flipOf(key.desc)
+	first := uint64(key.v.ints[0]) ^ flip
+	st := keyStats{min: first, max: first}
+	for r, f := range found {
+		st.min, st.max = min(st.min, f.min), max(st.max, f.max)
+		st.diff |= f.diff | (uint64(key.v.ints[ranges[r][0]]) ^ flip ^ first)
+	}
+	return st
 }
 
 // unevenBuckets reports whether a bucket (bucket b is rows
