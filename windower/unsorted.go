@@ -213,16 +213,23 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 	parallelFor(t, func(k int) {
 		tb := &tables[k]
 		tb.reset(hashes, &partitions, limit, reserve)
-		for r, h := range hashes {
-			if t > 1 && tableOf(h, t) != k {
-				continue
+		switch v := keys[0]; {
+		case len(keys) == 1 && v.kind == kindString:
+			errs[k] = numberRows(tb, &tb.strs, v.strs, v.nulls, ids, k, t)
+		case len(keys) == 1 && v.kind != kindFloat:
+			errs[k] = numberRows(tb, &tb.ints, v.ints, v.nulls, ids, k, t)
+		default:
+			for r, h := range hashes {
+				if t > 1 && tableOf(h, t) != k {
+					continue
+				}
+				id, err := tb.number(keys, h, r)
+				if err != nil {
+					errs[k] = err
+					return
+				}
+				ids[r] = id
 			}
-			id, err := tb.number(keys, h, r)
-			if err != nil {
-				errs[k] = err
-				return
-			}
-			ids[r] = id
 		}
 	})
 	parts := 0
@@ -236,6 +243,9 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 		}
 		offsets[k] = int32(parts)
 		parts += len(tables[k].first)
+	}
+	if parts > limit { // the partitions the shared count had not counted yet
+		return 0, false, nil
 	}
 	if t > 1 {
 		parallelFor(len(ranges), func(k int) {
@@ -262,22 +272,47 @@ func tableOf(h uint64, t int) int {
 // partition id + 1 in the low 32 bits (0: empty) and the high 32 bits of
 // its hash as a tag, so a probe compares keys only when the tags agree.
 // It doubles when half full, rehashing from the rows' hashes.
+//
+// A key of one column that is not a float (numberRows) is compared with
+// the table's own copy of each partition's key, strs or ints by partition
+// id, and the NULL key is partition nullID: a probe that finds its tag
+// reads one value the table wrote, where comparing with the partition's
+// first row reads that row's number, then its value and NULL flag, far
+// apart in the input, each a cache miss on a large table.
 type hashTable struct {
 	slots   []uint64
 	first   []int32  // first row of each partition
 	hashes  []uint64 // every row's hash
 	reserve func(int64) error
 
-	// partitions counts the partitions of every table of the numbering;
+	// One key column: each partition's key, and the partition of NULL
+	// (-1: none yet). copied is how many keys the reservations made so
+	// far count.
+	strs   []string
+	ints   []int64
+	nullID int32
+	copied int
+
+	// partitions counts the partitions of every table of the numbering,
+	// countEvery at a time, so that it never counts more than they have;
 	// there may be at most limit.
 	partitions *atomic.Int64
 	limit      int
 }
 
+// countEvery is how many partitions a table makes between additions to
+// the count all tables share. An atomic addition a partition cost a
+// quarter of the numbering of a string key: it orders the loads around
+// it, so the next rows' slots could not be fetched while it waited.
+const countEvery = 1024
+
 func (tb *hashTable) reset(hashes []uint64, partitions *atomic.Int64, limit int, reserve func(int64) error) {
 	tb.slots = grow(tb.slots, hashMinSlots)[:hashMinSlots]
 	clear(tb.slots)
 	tb.first = tb.first[:0]
+	clear(tb.strs) // let go of the last numbering's strings
+	tb.strs, tb.ints = tb.strs[:0], tb.ints[:0]
+	tb.nullID, tb.copied = -1, 0
 	tb.hashes, tb.reserve = hashes, reserve
 	tb.partitions, tb.limit = partitions, limit
 }
@@ -291,18 +326,7 @@ func (tb *hashTable) number(keys []*vector, h uint64, r int) (int32, error) {
 	for s := h & mask; ; s = (s + 1) & mask {
 		e := tb.slots[s]
 		if e == 0 {
-			if tb.partitions.Add(1) > int64(tb.limit) {
-				return 0, errGiveUp
-			}
-			id := int32(len(tb.first))
-			tb.first = append(tb.first, int32(r))
-			tb.slots[s] = tag | uint64(id+1)
-			if 2*len(tb.first) >= len(tb.slots) {
-				if err := tb.grow(); err != nil {
-					return 0, err
-				}
-			}
-			return id, nil
+			return tb.add(s, tag, r)
 		}
 		if e&^math.MaxUint32 == tag {
 			if id := int32(uint32(e)) - 1; sameRowKeys(keys, int(tb.first[id]), r) {
@@ -310,6 +334,78 @@ func (tb *hashTable) number(keys []*vector, h uint64, r int) (int32, error) {
 			}
 		}
 	}
+}
+
+// numberRows numbers the rows table k of t owns (all of them when t is
+// 1) by one key column: vals its values, nulls its NULL flags (nil: none),
+// and copies the table's copy of each partition's key (tb.strs or tb.ints).
+// It writes each row's partition to ids.
+func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, k, t int) error {
+	for r, h := range tb.hashes {
+		if t > 1 && tableOf(h, t) != k {
+			continue
+		}
+		null := nulls != nil && nulls[r]
+		mask := uint64(len(tb.slots) - 1)
+		tag := h &^ math.MaxUint32
+		for s := h & mask; ; s = (s + 1) & mask {
+			e := tb.slots[s]
+			if e == 0 {
+				if err := keepKey(tb, copies, vals[r]); err != nil {
+					return err
+				}
+				id, err := tb.add(s, tag, r)
+				if err != nil {
+					return err
+				}
+				if null {
+					tb.nullID = id
+				}
+				ids[r] = id
+				break
+			}
+			if e&^math.MaxUint32 == tag {
+				id := int32(uint32(e)) - 1
+				if (id == tb.nullID) == null && (null || (*copies)[id] == vals[r]) {
+					ids[r] = id
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// keepKey appends a new partition's key to copies, reserving room for
+// twice as many keys when the reservations so far are used up.
+func keepKey[T any](tb *hashTable, copies *[]T, x T) error {
+	if len(*copies) == tb.copied {
+		more := max(tb.copied, hashMinSlots)
+		if err := tb.reserve(int64(more) * int64(unsafe.Sizeof(x))); err != nil {
+			return err
+		}
+		tb.copied += more
+		*copies = slices.Grow(*copies, tb.copied-len(*copies))
+	}
+	*copies = append(*copies, x)
+	return nil
+}
+
+// add makes row r the first of a new partition, whose slot is the empty
+// slot s, and returns its id; the table doubles if it is half full.
+func (tb *hashTable) add(s, tag uint64, r int) (int32, error) {
+	id := int32(len(tb.first))
+	tb.first = append(tb.first, int32(r))
+	if len(tb.first)%countEvery == 0 && tb.partitions.Add(countEvery) > int64(tb.limit) {
+		return 0, errGiveUp
+	}
+	tb.slots[s] = tag | uint64(id+1)
+	if 2*len(tb.first) >= len(tb.slots) {
+		if err := tb.grow(); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
 }
 
 // grow doubles the slots and reinserts every partition.

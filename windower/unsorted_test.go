@@ -33,6 +33,8 @@ func TestPartitionIDs(t *testing.T) {
 		{"all NULL", []*vector{ints([]int64{0, 0}, []bool{true, true})}, []int32{0, 0}, true},
 		{"wide range hashed", []*vector{ints(repeat([]int64{math.MinInt64, math.MaxInt64, 7, math.MaxInt64}, 8), nil)},
 			repeat([]int32{0, 1, 2, 1}, 8), false},
+		{"wide range hashed with NULLs", []*vector{ints(repeat([]int64{0, 0, 1 << 50, 0}, 8), repeat([]bool{false, true, false, true}, 8))},
+			repeat([]int32{0, 1, 2, 1}, 8), false},
 		{"floats", []*vector{{kind: kindFloat, floats: repeat([]float64{0, math.Copysign(0, -1), nan, 1.5, nan, 2}, 8),
 			nulls: repeat([]bool{false, false, false, false, false, true}, 8)}},
 			repeat([]int32{0, 0, 1, 2, 1, 3}, 8), false},
@@ -201,6 +203,34 @@ func TestPartitionIDsGiveUp(t *testing.T) {
 	pt.prepare(keys, n, 1)
 	if _, parts, ok, _ := pt.partitionIDs(keys, n, noReserve); !ok || parts != n {
 		t.Errorf("string keys: %d partitions, ok %v; want %d, true", parts, ok, n)
+	}
+}
+
+// The tables give up on numeric keys with more partitions than the limit,
+// and on no fewer, on any count of tables: they share their count a batch
+// of partitions at a time, and the total decides.
+func TestPartitionIDsGiveUpExact(t *testing.T) {
+	defer func(old int) { parallelMinRows = old }(parallelMinRows)
+	parallelMinRows = 16
+	const n = 5 * countEvery * hashGiveUp
+	limit := n / hashGiveUp
+	for _, distinct := range []int{limit - 1, limit, limit + 1, 2 * limit} {
+		xs := make([]int64, n)
+		for i := range xs {
+			xs[i] = int64(i%distinct) << 40
+		}
+		keys := []*vector{{kind: kindInt, ints: xs}}
+		for threads := 1; threads <= 4; threads++ {
+			pt := newPartitioner()
+			pt.prepare(keys, n, threads)
+			_, parts, ok, err := pt.partitionIDs(keys, n, noReserve)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := distinct <= limit; ok != want || ok && parts != distinct {
+				t.Errorf("%d distinct keys on %d tables (limit %d): hashed %v with %d partitions, want %v", distinct, threads, limit, ok, parts, want)
+			}
+		}
 	}
 }
 
