@@ -584,10 +584,19 @@ func lsdPasses(words, scratch []uint64, shift uint, width int, counts []int) ([]
 	counts = grow(counts, passes*buckets)
 	clear(counts)
 	d := uint(digit)
-	for _, k := range words {
-		k >>= shift
-		for p := 0; p < passes; p++ {
-			counts[p*buckets+int(k>>(uint(p)*d)&mask)]++
+	if passes == 2 { // the common case, without the inner loop
+		c0, c1 := counts[:buckets], counts[buckets:2*buckets]
+		for _, k := range words {
+			k >>= shift
+			c0[k&mask]++
+			c1[k>>d&mask]++
+		}
+	} else {
+		for _, k := range words {
+			k >>= shift
+			for p := 0; p < passes; p++ {
+				counts[p*buckets+int(k>>(uint(p)*d)&mask)]++
+			}
 		}
 	}
 	src, dst := words, scratch

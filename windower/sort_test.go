@@ -1,6 +1,7 @@
 package windower
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -158,5 +159,38 @@ func BenchmarkSortComposite(b *testing.B) {
 				perm = s.sortPerm(c.keys, n, perm)
 			}
 		})
+	}
+}
+
+// BenchmarkSortPacked runs the packed sort of the suite's window groups
+// over a million rows: (g, x), g one of 1000 groups and x a permutation,
+// and (g, t), t distinct timestamps a second apart; on one thread and
+// two. Its buckets hold about 500 rows each.
+func BenchmarkSortPacked(b *testing.B) {
+	const n = 1 << 20
+	rng := rand.New(rand.NewPCG(1, 1))
+	g := &vector{kind: kindInt, ints: make([]int64, n)}
+	x := &vector{kind: kindInt, ints: make([]int64, n)}
+	t := &vector{kind: kindInt, ints: make([]int64, n)}
+	for i, p := range rng.Perm(n) {
+		g.ints[i] = rng.Int64N(1000)
+		x.ints[i] = int64(p)
+		t.ints[i] = 1_700_000_000_000_000 + int64(p)*1_000_000
+	}
+	for _, c := range []struct {
+		name string
+		keys []sortedKey
+	}{{"g,x", []sortedKey{{v: g}, {v: x}}}, {"g,t", []sortedKey{{v: g}, {v: t}}}} {
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", c.name, threads), func(b *testing.B) {
+				gk := &groupKeys{keys: c.keys, part: []*vector{g}}
+				ev := &evaluation{o: Options{Threads: threads}, budget: newTestBudget()}
+				for b.Loop() {
+					if _, _, ok := ev.sortPacked(gk, n, threads); !ok {
+						b.Fatal("the keys did not pack")
+					}
+				}
+			})
+		}
 	}
 }
