@@ -26,8 +26,9 @@ import (
 // partition key, and evaluates each bucket on its own, in memory when it
 // fits:
 //
-//  1. The first chunk of input (as many rows as one thread's sorted run)
-//     gives the ranges: a sample of its rows' partition keys is sorted
+//  1. The first chunk of input (a quarter of the rows of one thread's
+//     sorted run: the rest of the input is read while it is dealt, on
+//     more than one thread) gives the ranges: a sample of its rows' partition keys is sorted
 //     and cut, where the key changes, into B pieces of about equal rows;
 //     the first key of each piece but the first starts a bucket. B is
 //     sized so that a bucket's in-memory evaluation needs about

@@ -454,7 +454,9 @@ func rewriteForRuns(p *plan, keyNames []string) *messages.WindowQuery {
 // On more than one thread, when overlap is set and reports true once fn
 // took the first chunk, fn takes each later chunk on a goroutine of its
 // own while the next is read (readOverlapped). fn must not keep a chunk
-// after it returns.
+// after it returns. When overlap is set, on any number of threads, the
+// first chunk is a quarter of chunkRows: until fn has it, nothing
+// overlaps the reading, which on its own keeps one thread busy.
 func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, used []int, chunkRows int, budget *columnar.Budget, threads int, fn func(*input) error, overlap func() bool) error {
 	r := &chunkReader{cs: cs, drop: drop, used: used, threads: threads}
 	defer r.close()
@@ -464,7 +466,11 @@ func readChunks(ctx context.Context, p *plan, cs []*columnar.Container, drop sup
 	}
 	defer budget.Release(reserved)
 	strCap := p.stringCap(chunkRows)
-	done, err := r.fill(ctx, in, chunkRows, strCap)
+	first := chunkRows
+	if overlap != nil {
+		first = max(chunkRows/4, 1)
+	}
+	done, err := r.fill(ctx, in, first, strCap)
 	if err == nil {
 		err = fn(in)
 	}
