@@ -188,7 +188,7 @@ func (b *buckets) write(in *input) error {
 	g := b.p.groups[0]
 	kv := make([]sortedKey, len(g.partition))
 	for i, k := range g.partition {
-		v, err := k.expr.eval(in.cols, in.n)
+		v, err := k.expr.evalOn(in.cols, in.n, min(max(b.o.Threads, 1), maxThreads))
 		if err != nil {
 			return fmt.Errorf("windower: partition key: %w", err)
 		}

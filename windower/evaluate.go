@@ -282,8 +282,9 @@ type groupKeys struct {
 func (ev *evaluation) groupKeys(g *windowGroup) (*groupKeys, error) {
 	in, n := ev.in, ev.in.n
 	gk := &groupKeys{keys: make([]sortedKey, 0, len(g.partition)+len(g.order))}
+	threads := ev.threadsFor(n)
 	for _, k := range g.partition {
-		v, err := k.expr.eval(in.cols, n)
+		v, err := k.expr.evalOn(in.cols, n, threads)
 		if err != nil {
 			return nil, fmt.Errorf("windower: partition by: %w", err)
 		}
@@ -291,7 +292,7 @@ func (ev *evaluation) groupKeys(g *windowGroup) (*groupKeys, error) {
 		gk.part = append(gk.part, v)
 	}
 	for _, k := range g.order {
-		v, err := k.expr.eval(in.cols, n)
+		v, err := k.expr.evalOn(in.cols, n, threads)
 		if err != nil {
 			return nil, fmt.Errorf("windower: order by: %w", err)
 		}

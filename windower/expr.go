@@ -281,11 +281,66 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 // (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
 // 2019) instead of a 64-bit division per row.
 func (e *expr) evalIntConst(a *vector, c int64, n int) (*vector, error) {
+	return e.evalIntConstOn(a, c, n, 1)
+}
+
+// evalOn is eval on up to threads goroutines: an integer operation with a
+// constant (a % 1000, t / 3600), the usual computed PARTITION BY key, is
+// computed over ranges of rows at once, its operand first; any other
+// expression as eval computes it.
+func (e *expr) evalOn(cols []*vector, n, threads int) (*vector, error) {
+	if threads <= 1 || n < parallelMinRows || e.col >= 0 || e.konst != nil {
+		return e.eval(cols, n)
+	}
+	k := e.args[1].konst
+	if k == nil || e.kind != kindInt || k.kind != kindInt || k.isNull(0) {
+		return e.eval(cols, n)
+	}
+	a, err := e.args[0].evalOn(cols, n, threads)
+	if err != nil {
+		return nil, err
+	}
+	return e.evalIntConstOn(a, k.ints[0], n, threads)
+}
+
+// evalIntConstOn computes a (op) c over ranges of rows on up to threads
+// goroutines. Its error is the first row's that fails, as on one.
+func (e *expr) evalIntConstOn(a *vector, c int64, n, threads int) (*vector, error) {
 	out := &vector{kind: e.kind, typ: e.typ, ints: hugepage.Make[int64](n, n)}
 	if a.nulls != nil {
 		out.nulls = slices.Clone(a.nulls[:n])
 	}
-	x, o := a.ints[:n], out.ints
+	if (e.op == '/' || e.op == '%') && c == 0 {
+		if (out.nulls == nil && n > 0) || slices.Contains(out.nulls, false) {
+			return nil, fmt.Errorf("%w in %s", ErrDivisionByZero, e)
+		}
+		return out, nil // every row NULL: no division happens
+	}
+	if threads < 1 || n < parallelMinRows {
+		threads = 1
+	}
+	ranges := splitRows(n, threads)
+	errs := make([]error, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		lo, hi := ranges[r][0], ranges[r][1]
+		var nulls []bool
+		if out.nulls != nil {
+			nulls = out.nulls[lo:hi]
+		}
+		errs[r] = e.intConst(a.ints[lo:hi], c, nulls, out.ints[lo:hi])
+	})
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// intConst sets o to x (op) c, row by row, and 0 where nulls says NULL;
+// c is not 0 for a division.
+func (e *expr) intConst(x []int64, c int64, nulls []bool, o []int64) error {
+	null := func(i int) bool { return nulls != nil && nulls[i] }
 	overflow := func(i int) error {
 		return fmt.Errorf("%w: %d %c %d in %s", ErrOverflow, x[i], e.op, c, e)
 	}
@@ -293,41 +348,35 @@ func (e *expr) evalIntConst(a *vector, c int64, n int) (*vector, error) {
 	case '+':
 		for i, v := range x {
 			r := v + c
-			if (r > v) != (c > 0) && c != 0 && !out.isNull(i) {
-				return nil, overflow(i)
+			if (r > v) != (c > 0) && c != 0 && !null(i) {
+				return overflow(i)
 			}
 			o[i] = r
 		}
 	case '-':
 		for i, v := range x {
 			r := v - c
-			if (r < v) != (c > 0) && c != 0 && !out.isNull(i) {
-				return nil, overflow(i)
+			if (r < v) != (c > 0) && c != 0 && !null(i) {
+				return overflow(i)
 			}
 			o[i] = r
 		}
 	case '*':
 		for i, v := range x {
 			r := v * c
-			if v != 0 && (r/v != c || (v == -1 && c == math.MinInt64)) && !out.isNull(i) {
-				return nil, overflow(i)
+			if v != 0 && (r/v != c || (v == -1 && c == math.MinInt64)) && !null(i) {
+				return overflow(i)
 			}
 			o[i] = r
 		}
 	case '/', '%':
-		if c == 0 {
-			if (out.nulls == nil && n > 0) || slices.Contains(out.nulls, false) {
-				return nil, fmt.Errorf("%w in %s", ErrDivisionByZero, e)
-			}
-			break // every row NULL: no division happens
-		}
 		if c == -1 {
 			for i, v := range x {
 				if e.op == '%' {
 					continue // MinInt64 % -1 is 0, as PostgreSQL
 				}
-				if v == math.MinInt64 && !out.isNull(i) {
-					return nil, overflow(i)
+				if v == math.MinInt64 && !null(i) {
+					return overflow(i)
 				}
 				o[i] = -v
 			}
@@ -335,14 +384,12 @@ func (e *expr) evalIntConst(a *vector, c int64, n int) (*vector, error) {
 		}
 		divideByConst(x, c, e.op == '%', o)
 	}
-	if out.nulls != nil {
-		for i, null := range out.nulls {
-			if null {
-				o[i] = 0
-			}
+	for i, isNull := range nulls {
+		if isNull {
+			o[i] = 0
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // divideByConst stores x[i] / c (rem: x[i] % c) in o, truncated toward

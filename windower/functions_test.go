@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/strata-db/strata/messages"
@@ -103,6 +104,53 @@ func TestExprIntConst(t *testing.T) {
 						t.Fatalf("%s: row %d: got %d (NULL %v), want %d (NULL %v)", name, i, got.ints[i], got.isNull(i), want.ints[i], want.isNull(i))
 					}
 				}
+			}
+		}
+	}
+}
+
+// An integer expression with a constant computed over ranges of rows on
+// several goroutines (evalOn) gives what it gives on one: the same
+// values and NULLs, and the same error, the first failing row's, though a
+// later range fails too or instead.
+func TestExprIntConstThreads(t *testing.T) {
+	defer func(old int) { parallelMinRows = old }(parallelMinRows)
+	parallelMinRows = 4
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := []int64{0, 5, -5, 1000, -1001, math.MaxInt64, math.MinInt64, 1 << 40, 7, 12345}
+	for round := range 200 {
+		n := 4 + rng.IntN(60)
+		xs := make([]int64, n)
+		var nulls []bool
+		if round%2 == 1 {
+			nulls = make([]bool, n)
+		}
+		for i := range xs {
+			xs[i] = base[rng.IntN(len(base))]
+			if nulls != nil {
+				nulls[i] = rng.IntN(4) == 0
+			}
+		}
+		c := base[rng.IntN(len(base))]
+		if rng.IntN(4) == 0 {
+			c = []int64{0, -1, 1, 3}[rng.IntN(4)]
+		}
+		op := "+-*/%"[rng.IntN(5)]
+		cols := []*vector{{kind: kindInt, ints: xs, nulls: nulls}}
+		konst := &expr{col: -1, konst: &vector{kind: kindInt, ints: []int64{c}}, kind: kindInt}
+		e := &expr{col: -1, op: op, kind: kindInt, args: [2]*expr{{col: 0, kind: kindInt}, konst}}
+		want, wantErr := e.eval(cols, n)
+		for threads := 2; threads <= 4; threads++ {
+			got, gotErr := e.evalOn(cols, n, threads)
+			name := fmt.Sprintf("round %d: %v %c %d on %d threads", round, xs, op, c, threads)
+			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
+				t.Fatalf("%s: error %v, want %v", name, gotErr, wantErr)
+			}
+			if wantErr != nil {
+				continue
+			}
+			if !slices.Equal(got.ints, want.ints) || !slices.Equal(got.nulls, want.nulls) {
+				t.Fatalf("%s: got %v %v, want %v %v", name, got.ints, got.nulls, want.ints, want.nulls)
 			}
 		}
 	}

@@ -75,7 +75,7 @@ func newPartitioner() *partitioner { return &partitioner{seed: maphash.MakeSeed(
 func (pt *partitioner) prepare(keys []*vector, n, threads int) int64 {
 	b := int64(n) * 4
 	pt.threads = max(threads, 1)
-	pt.span, pt.lo, pt.isDense = denseRange(keys, n)
+	pt.span, pt.lo, pt.isDense = denseRange(keys, n, pt.threads)
 	if pt.isDense {
 		return b + pt.span*4
 	}
@@ -124,8 +124,8 @@ func hasStringKey(keys []*vector) bool {
 
 // denseRange reports the range (max - min + 1, plus one slot for NULL)
 // and minimum of a single integer key, and whether it is small enough for
-// a dense table.
-func denseRange(keys []*vector, n int) (int64, int64, bool) {
+// a dense table; it scans ranges of rows on up to threads goroutines.
+func denseRange(keys []*vector, n, threads int) (int64, int64, bool) {
 	if len(keys) != 1 || n == 0 {
 		return 0, 0, false
 	}
@@ -133,13 +133,22 @@ func denseRange(keys []*vector, n int) (int64, int64, bool) {
 	if v.kind != kindInt && v.kind != kindBool {
 		return 0, 0, false
 	}
-	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-	for i, x := range v.ints[:n] {
-		if v.isNull(i) {
-			continue
-		}
-		lo, hi = min(lo, x), max(hi, x)
+	if n < parallelMinRows {
+		threads = 1
 	}
+	ranges := splitRows(n, threads)
+	los, his := make([]int64, len(ranges)), make([]int64, len(ranges))
+	parallelFor(len(ranges), func(r int) {
+		from, to := ranges[r][0], ranges[r][1]
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for i, x := range v.ints[from:to] {
+			if v.nulls == nil || !v.nulls[from+i] {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+		}
+		los[r], his[r] = lo, hi
+	})
+	lo, hi := slices.Min(los), slices.Max(his)
 	if lo > hi { // all NULL
 		return 1, 0, true
 	}
@@ -605,7 +614,7 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 	n := in.n
 	keys := make([]*vector, len(g.partition))
 	for i, k := range g.partition {
-		v, err := k.expr.eval(in.cols, n)
+		v, err := k.expr.evalOn(in.cols, n, threads)
 		if err != nil {
 			return nil, 0, fmt.Errorf("windower: partition by: %w", err)
 		}
