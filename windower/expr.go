@@ -421,6 +421,22 @@ func divideByConst(x []int64, c int64, rem bool, o []int64) {
 		return
 	}
 	m := math.MaxUint64/d + 1 // ceil(2^64 / d)
+	if rem {
+		// The remainder alone, in a loop of its own: its common case, a
+		// value from 0 to 2^32-1, takes one test and two multiplications.
+		for i, v := range x {
+			if u := uint64(v); u <= math.MaxUint32 {
+				o[i] = int64(hiMul(m*u, d))
+				continue
+			}
+			if v < 0 && -v > 0 && -v <= math.MaxUint32 {
+				o[i] = -int64(hiMul(m*uint64(-v), d))
+				continue
+			}
+			o[i] = v % c
+		}
+		return
+	}
 	for i, v := range x {
 		u := uint64(v)
 		if v < 0 {
@@ -452,6 +468,12 @@ func divideByConst(x []int64, c int64, rem bool, o []int64) {
 			o[i] = int64(q)
 		}
 	}
+}
+
+// hiMul is the high 64 bits of a*b.
+func hiMul(a, b uint64) uint64 {
+	hi, _ := bits.Mul64(a, b)
+	return hi
 }
 
 func asFloats(v *vector) []float64 {
