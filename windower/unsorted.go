@@ -141,9 +141,15 @@ func denseRange(keys []*vector, n, threads int) (int64, int64, bool) {
 	parallelFor(len(ranges), func(r int) {
 		from, to := ranges[r][0], ranges[r][1]
 		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
-		for i, x := range v.ints[from:to] {
-			if v.nulls == nil || !v.nulls[from+i] {
+		if v.nulls == nil {
+			for _, x := range v.ints[from:to] {
 				lo, hi = min(lo, x), max(hi, x)
+			}
+		} else {
+			for i, x := range v.ints[from:to] {
+				if !v.nulls[from+i] {
+					lo, hi = min(lo, x), max(hi, x)
+				}
 			}
 		}
 		los[r], his[r] = lo, hi
@@ -678,7 +684,11 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	reserve func(int64, string) error) (map[int]*vector, int, error) {
 	n, span, lo := in.n, int(pt.span), pt.lo
 	rowRanges := splitRows(n, threads)
-	if err := reserve(int64(span)*8*int64(max(len(rowRanges), 1)), "partition counts"); err != nil {
+	perRange := int64(span) * 8
+	if span <= countLanesSpan {
+		perRange *= countLanes
+	}
+	if err := reserve(perRange*int64(max(len(rowRanges), 1)), "partition counts"); err != nil {
 		return nil, 0, err
 	}
 	slot := func(r int) int {
@@ -691,9 +701,7 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	parallelFor(len(rowRanges), func(k int) {
 		c := hugepage.Make[int64](span, span)
 		if key.nulls == nil {
-			for _, x := range key.ints[rowRanges[k][0]:rowRanges[k][1]] {
-				c[x-lo]++
-			}
+			countKeys(key.ints[rowRanges[k][0]:rowRanges[k][1]], lo, c)
 		} else {
 			for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
 				c[slot(r)]++
@@ -730,6 +738,43 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	}
 	return outs, parts, nil
 }
+
+// countKeys adds one to c[x - lo] for each x of xs. Few partitions make
+// the increments of one counter a chain, each waiting for the one before
+// (one partition: every row's); over countLanesSpan counters or fewer,
+// countLanes sets of them take the rows in turn, so that as many chains
+// run at once, and are summed into c after.
+func countKeys(xs []int64, lo int64, c []int64) {
+	span := len(c)
+	if span > countLanesSpan || len(xs) < 4*countLanes*span {
+		for _, x := range xs {
+			c[x-lo]++
+		}
+		return
+	}
+	more := make([]int64, (countLanes-1)*span)
+	c1, c2, c3 := more[:span], more[span:2*span], more[2*span:]
+	i := 0
+	for ; i+countLanes <= len(xs); i += countLanes {
+		c[xs[i]-lo]++
+		c1[xs[i+1]-lo]++
+		c2[xs[i+2]-lo]++
+		c3[xs[i+3]-lo]++
+	}
+	for ; i < len(xs); i++ {
+		c[xs[i]-lo]++
+	}
+	for k := range c {
+		c[k] += c1[k] + c2[k] + c3[k]
+	}
+}
+
+// countLanes is how many sets of counters countKeys keeps for a span of
+// at most countLanesSpan keys (a quarter of a megabyte of counters).
+const (
+	countLanes     = 4
+	countLanesSpan = 1 << 13
+)
 
 // stateBytes is the most memory evalUnsorted uses for parts partitions
 // on threads threads: a count per partition and thread for count(*)

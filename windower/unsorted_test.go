@@ -307,3 +307,30 @@ func TestUnsortedGroupInputOrder(t *testing.T) {
 		res.Close()
 	}
 }
+
+// countKeys counts as a loop of increments does, with its sets of
+// counters (few keys, many rows) and without, whatever the rows' count
+// modulo the sets.
+func TestCountKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, span := range []int{1, 2, 7, 1000, countLanesSpan, countLanesSpan + 1} {
+		for _, n := range []int{0, 3, 4*countLanes*span - 1, 4*countLanes*span + 3, 100_003} {
+			lo := int64(rng.IntN(1000)) - 500
+			xs := make([]int64, n)
+			want := make([]int64, span)
+			for i := range xs {
+				k := rng.IntN(span)
+				if rng.IntN(3) == 0 {
+					k = 0 // one key dominating, as a constant column
+				}
+				xs[i] = lo + int64(k)
+				want[k]++
+			}
+			got := make([]int64, span)
+			countKeys(xs, lo, got)
+			if !slices.Equal(got, want) {
+				t.Fatalf("span %d, %d rows: counts differ", span, n)
+			}
+		}
+	}
+}
