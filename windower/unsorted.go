@@ -574,9 +574,7 @@ func countPartitions(ids []int32, parts int, rowRanges [][2]int) []int64 {
 	shares := make([][]int64, len(rowRanges))
 	parallelFor(len(rowRanges), func(k int) {
 		c := hugepage.Make[int64](parts, parts)
-		for _, id := range ids[rowRanges[k][0]:rowRanges[k][1]] {
-			c[id]++
-		}
+		countKeys(ids[rowRanges[k][0]:rowRanges[k][1]], 0, c)
 		shares[k] = c
 	})
 	return sumCounts(shares, parts)
@@ -739,14 +737,16 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	return outs, parts, nil
 }
 
-// countKeys adds one to c[x - lo] for each x of xs. Few partitions make
-// the increments of one counter a chain, each waiting for the one before
-// (one partition: every row's); over countLanesSpan counters or fewer,
-// countLanes sets of them take the rows in turn, so that as many chains
-// run at once, and are summed into c after.
-func countKeys(xs []int64, lo int64, c []int64) {
+// countKeys adds one to c[x - lo] for each x of xs. Rows in a row with
+// the same key make the increments of one counter a chain, each waiting
+// for the one before (one partition: every row's). When a sample of the
+// first rows shows such runs, and there are countLanesSpan counters or
+// fewer, countLanes sets of them take the rows in turn, so that as many
+// chains run at once, and are summed into c after. Keys without runs are
+// counted faster in one set.
+func countKeys[K int32 | int64](xs []K, lo K, c []int64) {
 	span := len(c)
-	if span > countLanesSpan || len(xs) < 4*countLanes*span {
+	if span > countLanesSpan || len(xs) < 4*countLanes*span || !keyRuns(xs) {
 		for _, x := range xs {
 			c[x-lo]++
 		}
@@ -769,6 +769,19 @@ func countKeys(xs []int64, lo int64, c []int64) {
 	}
 }
 
+// keyRuns reports whether at least a quarter of the first rows of xs (up
+// to a thousand) have the key of the row before.
+func keyRuns[K int32 | int64](xs []K) bool {
+	sample := xs[:min(len(xs), 1024)]
+	same := 0
+	for i := 1; i < len(sample); i++ {
+		if sample[i] == sample[i-1] {
+			same++
+		}
+	}
+	return 4*same >= len(sample)
+}
+
 // countLanes is how many sets of counters countKeys keeps for a span of
 // at most countLanesSpan keys (a quarter of a megabyte of counters).
 const (
@@ -784,6 +797,9 @@ func stateBytes(g *windowGroup, parts, threads int) int64 {
 	for _, c := range g.calls {
 		if c.fn == fnCount && len(c.filter) == 0 {
 			counts = 8 * int64(max(threads, 1))
+			if parts <= countLanesSpan {
+				counts *= countLanes // countKeys's sets of counters
+			}
 		}
 		if !(c.fn == fnCount && c.star && len(c.filter) == 0) {
 			states = int64(unsafe.Sizeof(aggState{}))

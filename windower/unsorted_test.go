@@ -309,19 +309,20 @@ func TestUnsortedGroupInputOrder(t *testing.T) {
 }
 
 // countKeys counts as a loop of increments does, with its sets of
-// counters (few keys, many rows) and without, whatever the rows' count
-// modulo the sets.
+// counters (keys in runs, few of them, many rows) and without, whatever
+// the rows' count modulo the sets.
 func TestCountKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, span := range []int{1, 2, 7, 1000, countLanesSpan, countLanesSpan + 1} {
-		for _, n := range []int{0, 3, 4*countLanes*span - 1, 4*countLanes*span + 3, 100_003} {
+		for _, n := range []int{0, 3, 4*countLanes*span - 1, 4*countLanes*span + 3, 4*countLanes*span + 6, 100_003, 100_004} {
 			lo := int64(rng.IntN(1000)) - 500
 			xs := make([]int64, n)
 			want := make([]int64, span)
+			runs := n%2 == 1 // half the rows the key of the row before: countKeys's sets of counters
+			k := 0
 			for i := range xs {
-				k := rng.IntN(span)
-				if rng.IntN(3) == 0 {
-					k = 0 // one key dominating, as a constant column
+				if !runs || rng.IntN(2) == 0 {
+					k = rng.IntN(span)
 				}
 				xs[i] = lo + int64(k)
 				want[k]++
@@ -332,5 +333,34 @@ func TestCountKeys(t *testing.T) {
 				t.Fatalf("span %d, %d rows: counts differ", span, n)
 			}
 		}
+	}
+}
+
+// BenchmarkCountKeys counts a million keys in random order over one,
+// sixteen, a thousand and a hundred thousand partitions, with countKeys
+// and with the plain loop of increments it replaces.
+func BenchmarkCountKeys(b *testing.B) {
+	const n = 1 << 20
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, span := range []int{1, 16, 1000, 100_000} {
+		xs := make([]int32, n)
+		for i := range xs {
+			xs[i] = int32(rng.IntN(span))
+		}
+		c := make([]int64, span)
+		b.Run(fmt.Sprintf("span=%d/countKeys", span), func(b *testing.B) {
+			for b.Loop() {
+				clear(c)
+				countKeys(xs, 0, c)
+			}
+		})
+		b.Run(fmt.Sprintf("span=%d/plain", span), func(b *testing.B) {
+			for b.Loop() {
+				clear(c)
+				for _, x := range xs {
+					c[x]++
+				}
+			}
+		})
 	}
 }
