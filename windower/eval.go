@@ -33,8 +33,11 @@ type callState struct {
 // already in (partition, order) order. All buffers are allocated once and
 // reused for every partition.
 type groupEval struct {
-	n          int
-	partChange []bool // row i starts a new partition
+	n int
+	// partChange flags the rows that start a partition, from which
+	// evalPartitions finds starts; nil when starts are known already
+	// (from the sort, or one partition).
+	partChange []bool
 	peerChange []bool // row i starts a new peer group (or partition); nil without hasOrder
 	// hasOrder: the group has ORDER BY and a call reads its peer groups
 	// (readsPeers: not positional calls and ROWS frames alone).
@@ -51,8 +54,10 @@ type groupEval struct {
 // evalPartitions finds the partitions and peer groups, then evaluates
 // every call over every partition.
 func (g *groupEval) evalPartitions() error {
-	starts := flagStarts(g.partChange[:g.n], g.starts, nil, g.threads)
-	g.starts = starts
+	if g.partChange != nil {
+		g.starts = flagStarts(g.partChange[:g.n], g.starts, nil, g.threads)
+	}
+	starts := g.starts
 	g.partitions += int64(len(starts) - 1)
 	p := &g.part
 	p.hasOrder = g.hasOrder

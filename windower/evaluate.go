@@ -400,10 +400,19 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 		rangeKey = order[0]
 		ge.peerChange = hugepage.Make[bool](n, n)
 	}
-	ge.partChange = hugepage.Make[bool](n, n)
-	if len(partStarts) > 0 {
-		for _, i := range partStarts[:len(partStarts)-1] {
-			ge.partChange[i] = true
+	// Partition starts the sort found, or one partition without
+	// PARTITION BY, need no flags; others are flagged where a key changes.
+	switch {
+	case partStarts != nil:
+		ge.starts = partStarts
+	case len(part) == 0:
+		ge.starts = append(ge.starts[:0], 0, int32(n))[:min(n, 1)+1]
+	default:
+		ge.partChange = hugepage.Make[bool](n, n)
+	}
+	if ge.hasOrder && ge.partChange == nil {
+		for _, i := range ge.starts[:len(ge.starts)-1] {
+			ge.peerChange[i] = true
 		}
 	}
 	if threads < 1 || n < parallelMinRows {
@@ -412,14 +421,18 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 	ranges := splitRows(n, threads)
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
-		for _, v := range part {
-			markChanges(v, ge.partChange, lo, hi)
-		}
-		if lo == 0 {
-			ge.partChange[0] = true
+		if ge.partChange != nil {
+			for _, v := range part {
+				markChanges(v, ge.partChange, lo, hi)
+			}
+			if lo == 0 {
+				ge.partChange[0] = true
+			}
 		}
 		if ge.hasOrder {
-			copy(ge.peerChange[lo:hi], ge.partChange[lo:hi])
+			if ge.partChange != nil {
+				copy(ge.peerChange[lo:hi], ge.partChange[lo:hi])
+			}
 			for _, v := range order {
 				markChanges(v, ge.peerChange, lo, hi)
 			}
