@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -104,6 +105,10 @@ type buckets struct {
 	keys            []sortedKey // the splitters, one row each, by partition key
 	ints            []int64     // the splitters of one integer key without NULLs (fast path)
 	fast            bool
+	// table is the bucket of each integer key from tableLo on, when the
+	// fast path's splitters are few keys apart (bucketTable; nil: not).
+	table   []uint16
+	tableLo int64
 	// strs are the splitters of one ascending string key but the NULL
 	// ones (nil: not such a key), nullSplitters how many are NULL, and
 	// prefixes their first 8 bytes as words (stringPrefix), which decide
@@ -260,6 +265,7 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	}
 	if k := b.keys[0]; len(b.keys) == 1 && (k.v.kind == kindInt || k.v.kind == kindBool) && !k.desc && k.v.nulls == nil {
 		b.fast, b.ints = true, k.v.ints
+		b.bucketTable()
 	}
 	b.stringSplitters()
 	nb = len(at) + 1
@@ -280,6 +286,26 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, b.avail/8/int64(nb)/max(rowBytes, 1))))
 	return true
 }
+
+// bucketTable sets table to the bucket of every key from the first
+// integer splitter to the last, when they are at most bucketTableSpan
+// apart (g over a thousand groups: a thousand entries), so that a row's
+// bucket is one load and not a search of the splitters.
+func (b *buckets) bucketTable() {
+	lo, hi := b.ints[0], b.ints[len(b.ints)-1]
+	span, borrow := bits.Sub64(uint64(hi), uint64(lo), 0)
+	if borrow != 0 || span >= bucketTableSpan {
+		return
+	}
+	b.tableLo = lo
+	b.table = make([]uint16, span+1)
+	for d := range b.table {
+		b.table[d] = uint16(countAtMost(b.ints, lo+int64(d)))
+	}
+}
+
+// bucketTableSpan bounds the keys bucketTable holds (128KiB of them).
+const bucketTableSpan = 1 << 16
 
 // stringSplitters sets strs, nullSplitters and prefixes when the
 // splitters are of one ascending string key.
@@ -310,7 +336,19 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 			}
 			return len(b.ints)
 		}
-		return countAtMost(b.ints, v.ints[i])
+		x := v.ints[i]
+		if b.table != nil {
+			// Keys outside the table are below every splitter or at or
+			// above the last.
+			if d := uint64(x - b.tableLo); d < uint64(len(b.table)) {
+				return int(b.table[d])
+			}
+			if x < b.tableLo {
+				return 0
+			}
+			return len(b.ints)
+		}
+		return countAtMost(b.ints, x)
 	}
 	if b.strs != nil {
 		// A NULL row is at or above the NULL splitters, and below or

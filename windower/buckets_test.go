@@ -531,3 +531,37 @@ func longestOf(strs []string) int64 {
 	}
 	return int64(most)
 }
+
+// A row's bucket by one integer key is the same through the table of
+// keys between the splitters as by the search of them, for keys inside
+// the table, below it, above it and at the ends of int64.
+func TestBucketTable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for round := range 100 {
+		lo := rng.Int64N(1<<20) - 1<<19
+		ints := []int64{lo}
+		for len(ints) < 1+rng.IntN(40) {
+			ints = append(ints, ints[len(ints)-1]+1+rng.Int64N(50))
+		}
+		b := &buckets{fast: true, ints: ints}
+		b.bucketTable()
+		if b.table == nil {
+			t.Fatalf("round %d: no table for splitters %d apart", round, ints[len(ints)-1]-lo)
+		}
+		keys := []int64{math.MinInt64, math.MaxInt64, lo - 1, lo, ints[len(ints)-1], ints[len(ints)-1] + 1}
+		for range 200 {
+			keys = append(keys, lo-10+rng.Int64N(ints[len(ints)-1]-lo+20))
+		}
+		v := &vector{kind: kindInt, ints: keys}
+		kv := []sortedKey{{v: v}}
+		for i, x := range keys {
+			if got, want := b.bucketOf(kv, i), countAtMost(ints, x); got != want {
+				t.Fatalf("round %d: key %d in bucket %d, want %d (splitters %v)", round, x, got, want, ints)
+			}
+		}
+	}
+	wide := &buckets{fast: true, ints: []int64{math.MinInt64, 0, math.MaxInt64}}
+	if wide.bucketTable(); wide.table != nil {
+		t.Errorf("a table over splitters %d apart", uint64(math.MaxUint64))
+	}
+}
