@@ -64,16 +64,25 @@
 //
 // Counts alone (count(*), or of a column without NULLs, no FILTER) over
 // a key with a dense table skip the numbering: each row's result is its
-// key's count, counted by key - min.
+// key's count, counted by key - min. Counting keys that come in runs (one
+// partition: every row the same) in one set of counters makes each
+// increment wait for the one before, so where a sample of the first rows
+// shows runs, four sets take the rows in turn (countKeys).
 //
 // The hash table's slots hold a partition id and 32 bits of its keys'
 // hash, so a probe compares keys only when the hash bits agree; it starts
 // small and doubles when half full, reserving each growth from the grant.
-// On t threads every row's hash is computed over ranges of rows, then t
-// tables each number the rows whose hash falls in their share of the hash
-// space, in row order, and thread k accumulates and writes its share of
-// the partitions. Whether keys are hashed or sorted does not depend on t:
-// the tables count their partitions together.
+// With one key column that is not a float, the table keeps its own copy
+// of each partition's key (a string's header, an integer), and a probe
+// compares the row with that rather than with the partition's first row
+// (its row number, value and NULL flag, each a cache miss on a large
+// table). On t threads every row's hash is computed over ranges of rows,
+// then t tables each number the rows whose hash falls in their share of
+// the hash space, in row order, and thread k accumulates and writes its
+// share of the partitions. Whether keys are hashed or sorted does not
+// depend on t: the tables count their partitions together, a thousand at
+// a time (an atomic addition a partition cost a quarter of the numbering
+// of a string key), and the total decides.
 //
 // # Threads
 //
@@ -83,8 +92,10 @@
 // the grant for a block per thread), ranges of each column's blocks on
 // their own goroutines, each written in place into its rows. A window group over at least 16Ki rows is sorted
 // and evaluated in parallel, and its gathers into sorted order are split
-// by rows. The result is the single-thread result, row for row and in the
-// same order.
+// by rows. An integer PARTITION BY or ORDER BY expression with a constant
+// (a % 1000) is computed over ranges of rows on the group's threads
+// (expr.evalOn), its error the first failing row's as on one. The result
+// is the single-thread result, row for row and in the same order.
 //
 // The sort. With PARTITION BY, keys that pack into a word are sorted by
 // the packed sort on all the threads, unless one bucket of its top
@@ -171,9 +182,11 @@
 // first chunk of its input shows partitions too large for it: range
 // buckets (buckets.go). Its rows are dealt, unsorted, to buckets of whole
 // partitions by ranges of the partition key (the ranges from a sample of
-// the first chunk; a row's bucket is a binary search of the splitters,
-// over words for one integer key, and for one string key over each
-// string's first 8 bytes as a word before the string; each column of a
+// the first chunk, a quarter of a sorted run's rows so that the rest of
+// the input is read while it is dealt; a row's bucket is a binary search
+// of the splitters, over words for one integer key (a table lookup when
+// its splitters are under 64Ki keys apart), and for one string key over
+// each string's first 8 bytes as a word before the string; each column of a
 // chunk scattered into a write stream per bucket, a string column's bytes
 // packed as Arrow lays them out so that each bucket's rows are an Arrow
 // array with no second copy (packed.go), written in the background, and

@@ -139,19 +139,8 @@ func TestSortPermWide(t *testing.T) {
 // distinct timestamps in whole seconds, in microseconds).
 func BenchmarkSortComposite(b *testing.B) {
 	const n = 1 << 22
-	rng := rand.New(rand.NewPCG(1, 1))
-	g := &vector{kind: kindInt, ints: make([]int64, n)}
-	x := &vector{kind: kindInt, ints: make([]int64, n)}
-	t := &vector{kind: kindInt, ints: make([]int64, n)}
-	for i, p := range rng.Perm(n) {
-		g.ints[i] = rng.Int64N(1000)
-		x.ints[i] = int64(p)
-		t.ints[i] = 1_700_000_000_000_000 + int64(p)*1_000_000
-	}
-	for _, c := range []struct {
-		name string
-		keys []sortedKey
-	}{{"g,x", []sortedKey{{v: g}, {v: x}}}, {"g,t", []sortedKey{{v: g}, {v: t}}}} {
+	_, cases := suiteSortKeys(n)
+	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			var s sorter
 			perm := make([]int32, n)
@@ -168,19 +157,8 @@ func BenchmarkSortComposite(b *testing.B) {
 // two. Its buckets hold about 500 rows each.
 func BenchmarkSortPacked(b *testing.B) {
 	const n = 1 << 20
-	rng := rand.New(rand.NewPCG(1, 1))
-	g := &vector{kind: kindInt, ints: make([]int64, n)}
-	x := &vector{kind: kindInt, ints: make([]int64, n)}
-	t := &vector{kind: kindInt, ints: make([]int64, n)}
-	for i, p := range rng.Perm(n) {
-		g.ints[i] = rng.Int64N(1000)
-		x.ints[i] = int64(p)
-		t.ints[i] = 1_700_000_000_000_000 + int64(p)*1_000_000
-	}
-	for _, c := range []struct {
-		name string
-		keys []sortedKey
-	}{{"g,x", []sortedKey{{v: g}, {v: x}}}, {"g,t", []sortedKey{{v: g}, {v: t}}}} {
+	g, cases := suiteSortKeys(n)
+	for _, c := range cases {
 		for _, threads := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", c.name, threads), func(b *testing.B) {
 				gk := &groupKeys{keys: c.keys, part: []*vector{g}}
@@ -193,4 +171,26 @@ func BenchmarkSortPacked(b *testing.B) {
 			})
 		}
 	}
+}
+
+// suiteSortKeys returns n rows of the window suite's sort keys: g, one
+// of 1000 groups, and the cases (g, x), x a permutation, and (g, t), t
+// distinct timestamps a second apart in microseconds.
+func suiteSortKeys(n int) (*vector, []struct {
+	name string
+	keys []sortedKey
+}) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	g := &vector{kind: kindInt, ints: make([]int64, n)}
+	x := &vector{kind: kindInt, ints: make([]int64, n)}
+	t := &vector{kind: kindInt, ints: make([]int64, n)}
+	for i, p := range rng.Perm(n) {
+		g.ints[i] = rng.Int64N(1000)
+		x.ints[i] = int64(p)
+		t.ints[i] = 1_700_000_000_000_000 + int64(p)*1_000_000
+	}
+	return g, []struct {
+		name string
+		keys []sortedKey
+	}{{"g,x", []sortedKey{{v: g}, {v: x}}}, {"g,t", []sortedKey{{v: g}, {v: t}}}}
 }
