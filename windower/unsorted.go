@@ -695,19 +695,25 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 		}
 		return int(key.ints[r] - lo)
 	}
-	shares := make([][]int64, len(rowRanges))
-	parallelFor(len(rowRanges), func(k int) {
-		c := hugepage.Make[int64](span, span)
-		if key.nulls == nil {
-			countKeys(key.ints[rowRanges[k][0]:rowRanges[k][1]], lo, c)
-		} else {
-			for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
-				c[slot(r)]++
+	// One key and no NULL (the key's range found it): every row's count
+	// is n, with nothing to count.
+	oneKey := key.nulls == nil && span == 2
+	counts := []int64{int64(n), 0}
+	if !oneKey {
+		shares := make([][]int64, len(rowRanges))
+		parallelFor(len(rowRanges), func(k int) {
+			c := hugepage.Make[int64](span, span)
+			if key.nulls == nil {
+				countKeys(key.ints[rowRanges[k][0]:rowRanges[k][1]], lo, c)
+			} else {
+				for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
+					c[slot(r)]++
+				}
 			}
-		}
-		shares[k] = c
-	})
-	counts := sumCounts(shares, span)
+			shares[k] = c
+		})
+		counts = sumCounts(shares, span)
+	}
 	parts := 0
 	for _, c := range counts {
 		if c > 0 {
@@ -722,7 +728,11 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 		}
 		o := cs.out.ints[:n]
 		parallelFor(len(rowRanges), func(k int) {
-			if key.nulls == nil {
+			switch {
+			case oneKey:
+				fill(o[rowRanges[k][0]:rowRanges[k][1]], int64(n))
+				return
+			case key.nulls == nil:
 				for r := rowRanges[k][0]; r < rowRanges[k][1]; r++ {
 					o[r] = counts[key.ints[r]-lo]
 				}

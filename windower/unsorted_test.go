@@ -364,3 +364,83 @@ func BenchmarkCountKeys(b *testing.B) {
 		})
 	}
 }
+
+// Counts over a dense key: one key without NULLs (every row's count is
+// the rows'), one key and NULLs, a few keys, on one to three threads and
+// over one block and several, each row's count against the rows that
+// share its key.
+func TestDenseCounts(t *testing.T) {
+	defer func(old int) { parallelMinRows = old }(parallelMinRows)
+	parallelMinRows = 64
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "c", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "cn", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "g", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "x", Type: arrow.PrimitiveTypes.Int64},
+	}, nil)
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 5, 1000} {
+		var recs []arrow.RecordBatch
+		var keys [3][]int64 // c, cn (-1: NULL), g by row
+		b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
+		for i := range n {
+			cn := int64(-1)
+			if rng.IntN(3) > 0 {
+				cn = 7
+			}
+			g := int64(rng.IntN(4))
+			keys[0], keys[1], keys[2] = append(keys[0], 7), append(keys[1], cn), append(keys[2], g)
+			b.Field(0).(*array.Int64Builder).Append(7)
+			if cn < 0 {
+				b.Field(1).AppendNull()
+			} else {
+				b.Field(1).(*array.Int64Builder).Append(cn)
+			}
+			b.Field(2).(*array.Int64Builder).Append(g)
+			b.Field(3).(*array.Int64Builder).Append(int64(i))
+			if (i+1)%300 == 0 || i == n-1 {
+				recs = append(recs, b.NewRecordBatch())
+			}
+		}
+		b.Release()
+		for k, col := range []string{"c", "cn", "g"} {
+			want := map[int64]int64{}
+			for _, x := range keys[k] {
+				want[x]++
+			}
+			q, err := sqlparse.Parse("SELECT count(*) OVER (PARTITION BY " + col + ") AS a, count(x) OVER (PARTITION BY " + col + ") AS b FROM t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for threads := 1; threads <= 3; threads++ {
+				res, err := RunRecords(context.Background(), q, schema, recs, Options{Threads: threads})
+				if err != nil {
+					t.Fatalf("%d rows by %s: %v", n, col, err)
+				}
+				row := 0
+				for {
+					out, err := res.Next()
+					if err != nil {
+						break
+					}
+					a, c := out.Column(0).(*array.Int64), out.Column(1).(*array.Int64)
+					for r := range int(out.NumRows()) {
+						w := want[keys[k][row]]
+						if a.Value(r) != w || c.Value(r) != w {
+							t.Fatalf("%d rows by %s on %d threads: row %d counts %d and %d, want %d", n, col, threads, row, a.Value(r), c.Value(r), w)
+						}
+						row++
+					}
+					out.Release()
+				}
+				res.Close()
+				if row != n {
+					t.Fatalf("%d rows by %s: %d rows out", n, col, row)
+				}
+			}
+		}
+		for _, r := range recs {
+			r.Release()
+		}
+	}
+}
