@@ -64,7 +64,8 @@
 //
 // Counts alone (count(*), or of a column without NULLs, no FILTER) over
 // a key with a dense table skip the numbering: each row's result is its
-// key's count, counted by key - min. Counting keys that come in runs (one
+// key's count, counted by key - min (one key without NULLs: the number of
+// rows, nothing counted). Counting keys that come in runs (one
 // partition: every row the same) in one set of counters makes each
 // increment wait for the one before, so where a sample of the first rows
 // shows runs, four sets take the rows in turn (countKeys).
