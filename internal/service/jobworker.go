@@ -304,19 +304,25 @@ type jobRun struct {
 	delivery  uint64
 }
 
-// eventMsgID is the Nats-Msg-Id of r's event of type t.
+// eventMsgID is the Nats-Msg-Id of r's event of type t: a worker's retry
+// of one event is deduplicated, and nothing else is. The worker is part
+// of it because a delivery number does not name one delivery: a NATS
+// server restarted before it stored a job's delivery count hands the job
+// out again as the same delivery, to another worker, and the scheduler
+// takes an outcome only from the worker whose claim it holds, which must
+// not be dropped as a duplicate of the other's.
 func (r *jobRun) eventMsgID(t messages.EventType) string {
 	switch t {
 	case messages.EventDone:
 		// Per delivery: the scheduler takes a done claim only from the
 		// latest delivery's worker, so a later delivery's done must not be
 		// deduplicated against an earlier, refused one.
-		return fmt.Sprintf("%s.done.%d", r.jobID, r.delivery)
+		return fmt.Sprintf("%s.done.%d.%s", r.jobID, r.delivery, r.worker)
 	case messages.EventProgress:
 		return "" // not deduplicated: each report is news
 	}
 	// One accepted or failed event per delivery of each job message.
-	return fmt.Sprintf("%s.%s.%d.%d", r.jobID, t, r.streamSeq, r.delivery)
+	return fmt.Sprintf("%s.%s.%d.%d.%s", r.jobID, t, r.streamSeq, r.delivery, r.worker)
 }
 
 // event is r's event of type t, completed by fill (if not nil).

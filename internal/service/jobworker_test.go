@@ -481,3 +481,30 @@ func TestJobWorkerAfterJob(t *testing.T) {
 		t.Errorf("AfterJob called %d times, want once (not for the malformed message)", calls.Load())
 	}
 }
+
+// A NATS server restarted before it stored a job's delivery count hands
+// the job out again as delivery 1, so two workers can each hold delivery
+// 1 of one job (the chaos suite's kill-nats-node round did). The
+// scheduler takes the outcome only from the worker whose claim it holds;
+// if that worker's done event is dropped as a duplicate of the other's,
+// the job stays running for ever. Each worker's events are its own, and
+// a worker's retry of its own event is still one event.
+func TestJobEventsOfTwoWorkersOfOneDelivery(t *testing.T) {
+	e := newWorkerEnv(t, nil)
+	for _, w := range []string{"merger-2", "merger-1", "merger-1"} {
+		r := &jobRun{js: e.js, log: e.worker.Log, operation: "mergeout", worker: w, jobID: "mergeout.c6.p.1", streamSeq: 7, delivery: 1}
+		for _, typ := range []messages.EventType{messages.EventAccepted, messages.EventDone, messages.EventFailed} {
+			r.publish(typ, nil)
+		}
+	}
+	events := e.events(t)
+	for _, typ := range []messages.EventType{messages.EventAccepted, messages.EventDone, messages.EventFailed} {
+		by := map[string]int{}
+		for _, ev := range events[typ] {
+			by[ev.Worker]++
+		}
+		if by["merger-1"] != 1 || by["merger-2"] != 1 {
+			t.Errorf("%s events stored by worker %v, want one of each", typ, by)
+		}
+	}
+}
