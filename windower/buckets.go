@@ -167,6 +167,9 @@ func newBuckets(p *plan, r *sortedRuns, cs []*columnar.Container, tmp string, o 
 	return b
 }
 
+// threads is how many goroutines the deal uses.
+func (b *buckets) threads() int { return min(max(b.o.Threads, 1), maxThreads) }
+
 // fit is the most a bucket evaluated in memory may need: its share of the
 // grant when bucketWorkers run at once.
 func (b *buckets) fit() int64 { return b.avail / bucketWorkers }
@@ -193,7 +196,7 @@ func (b *buckets) write(in *input) error {
 	g := b.p.groups[0]
 	kv := make([]sortedKey, len(g.partition))
 	for i, k := range g.partition {
-		v, err := k.expr.evalOn(in.cols, in.n, min(max(b.o.Threads, 1), maxThreads))
+		v, err := k.expr.evalOn(in.cols, in.n, b.threads())
 		if err != nil {
 			return fmt.Errorf("windower: partition key: %w", err)
 		}
@@ -427,7 +430,7 @@ func b2i(b bool) int {
 // deal appends the rows of in (keys kv) to their buckets' containers.
 func (b *buckets) deal(in *input, kv []sortedKey) error {
 	n, nb := in.n, len(b.writers)
-	t := min(max(b.o.Threads, 1), maxThreads)
+	t := b.threads()
 	of := hugepage.Make[uint16](n, n)
 	ranges := splitRows(n, t)
 	counts := make([][]int, len(ranges))

@@ -405,8 +405,11 @@ func newGroupEval(g *windowGroup, gk *groupKeys, sc *sortedColumns, n, threads i
 	switch {
 	case partStarts != nil:
 		ge.starts = partStarts
-	case len(part) == 0:
-		ge.starts = append(ge.starts[:0], 0, int32(n))[:min(n, 1)+1]
+	case len(part) == 0: // rows [0, n), or no partition without rows
+		ge.starts = []int32{0}
+		if n > 0 {
+			ge.starts = append(ge.starts, int32(n))
+		}
 	default:
 		ge.partChange = hugepage.Make[bool](n, n)
 	}

@@ -191,8 +191,8 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k := e.args[1].konst; k != nil && e.kind == kindInt && k.kind == kindInt && !k.isNull(0) {
-		return e.evalIntConst(a, k.ints[0], n)
+	if c, ok := e.intConstArg(); ok {
+		return e.evalIntConst(a, c, n, 1)
 	}
 	b, err := e.args[1].eval(cols, n)
 	if err != nil {
@@ -274,14 +274,13 @@ func (e *expr) eval(cols []*vector, n int) (*vector, error) {
 	return out, nil
 }
 
-// evalIntConst computes e = a op c for an integer a and a non-NULL
-// integer constant c, as eval does row by row (the same results and
-// errors) without broadcasting c. Division and remainder of values and
-// divisors that fit in 32 bits use the divisor's multiplicative inverse
-// (Lemire, Kaser and Kurz, "Faster remainder by direct computation",
-// 2019) instead of a 64-bit division per row.
-func (e *expr) evalIntConst(a *vector, c int64, n int) (*vector, error) {
-	return e.evalIntConstOn(a, c, n, 1)
+// intConstArg returns the constant of an integer operation whose right
+// operand is a non-NULL integer constant, which evalIntConst computes.
+func (e *expr) intConstArg() (int64, bool) {
+	if k := e.args[1].konst; k != nil && e.kind == kindInt && k.kind == kindInt && !k.isNull(0) {
+		return k.ints[0], true
+	}
+	return 0, false
 }
 
 // evalOn is eval on up to threads goroutines: an integer operation with a
@@ -292,20 +291,26 @@ func (e *expr) evalOn(cols []*vector, n, threads int) (*vector, error) {
 	if threads <= 1 || n < parallelMinRows || e.col >= 0 || e.konst != nil {
 		return e.eval(cols, n)
 	}
-	k := e.args[1].konst
-	if k == nil || e.kind != kindInt || k.kind != kindInt || k.isNull(0) {
+	c, ok := e.intConstArg()
+	if !ok {
 		return e.eval(cols, n)
 	}
 	a, err := e.args[0].evalOn(cols, n, threads)
 	if err != nil {
 		return nil, err
 	}
-	return e.evalIntConstOn(a, k.ints[0], n, threads)
+	return e.evalIntConst(a, c, n, threads)
 }
 
-// evalIntConstOn computes a (op) c over ranges of rows on up to threads
-// goroutines. Its error is the first row's that fails, as on one.
-func (e *expr) evalIntConstOn(a *vector, c int64, n, threads int) (*vector, error) {
+// evalIntConst computes e = a op c for an integer a and a non-NULL
+// integer constant c, as eval does row by row (the same results and
+// errors) without broadcasting c, over ranges of rows on up to threads
+// goroutines; its error is the first failing row's, as on one. Division
+// and remainder of values and divisors that fit in 32 bits use the
+// divisor's multiplicative inverse (Lemire, Kaser and Kurz, "Faster
+// remainder by direct computation", 2019) instead of a 64-bit division
+// per row.
+func (e *expr) evalIntConst(a *vector, c int64, n, threads int) (*vector, error) {
 	out := &vector{kind: e.kind, typ: e.typ, ints: hugepage.Make[int64](n, n)}
 	if a.nulls != nil {
 		out.nulls = slices.Clone(a.nulls[:n])

@@ -234,17 +234,7 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 		case len(keys) == 1 && v.kind != kindFloat:
 			errs[k] = numberRows(tb, &tb.ints, v.ints, v.nulls, ids, k, t)
 		default:
-			for r, h := range hashes {
-				if t > 1 && tableOf(h, t) != k {
-					continue
-				}
-				id, err := tb.number(keys, h, r)
-				if err != nil {
-					errs[k] = err
-					return
-				}
-				ids[r] = id
-			}
+			errs[k] = tb.numberAll(keys, ids, k, t)
 		}
 	})
 	parts := 0
@@ -349,6 +339,23 @@ func (tb *hashTable) number(keys []*vector, h uint64, r int) (int32, error) {
 			}
 		}
 	}
+}
+
+// numberAll numbers the rows table k of t owns (all of them when t is 1)
+// by keys of any count and kind, comparing each with its partition's
+// first row; it writes each row's partition to ids.
+func (tb *hashTable) numberAll(keys []*vector, ids []int32, k, t int) error {
+	for r, h := range tb.hashes {
+		if t > 1 && tableOf(h, t) != k {
+			continue
+		}
+		id, err := tb.number(keys, h, r)
+		if err != nil {
+			return err
+		}
+		ids[r] = id
+	}
+	return nil
 }
 
 // numberRows numbers the rows table k of t owns (all of them when t is
