@@ -1137,21 +1137,41 @@ func (c *chaos) checkWAL(t *testing.T, prefix string, ids []string) {
 	}
 }
 
+// deadLetterInfo returns the DEADLETTER stream's state, asking again for
+// as long as settle waits: after a fault that kills a node (the JOBS
+// leader's may lead DEADLETTER too), the cluster can take longer than one
+// request's timeout to elect the stream a new leader.
+func (c *chaos) deadLetterInfo() (*jetstream.StreamInfo, error) {
+	deadline := time.Now().Add(settleBound)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s, err := c.js.Stream(ctx, messages.StreamDeadLetter)
+		var info *jetstream.StreamInfo
+		if err == nil {
+			info, err = s.Info(ctx)
+		}
+		cancel()
+		if err == nil || time.Now().After(deadline) {
+			return info, err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // deadLetteredUpdates returns the update events with the prefix in the
 // DEADLETTER stream, with their reasons.
 func (c *chaos) deadLetteredUpdates(t *testing.T, prefix string) map[string]string {
 	out := map[string]string{}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := c.js.Stream(ctx, messages.StreamDeadLetter)
+	info, err := c.deadLetterInfo()
 	if err != nil {
 		t.Errorf("wal: DEADLETTER stream: %v", err)
 		return out
 	}
-	info, err := s.Info(ctx)
-	if err != nil || info.State.Msgs == 0 {
+	if info.State.Msgs == 0 {
 		return out
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	cons, err := c.js.OrderedConsumer(ctx, messages.StreamDeadLetter, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		t.Errorf("wal: DEADLETTER consumer: %v", err)
