@@ -156,6 +156,10 @@ var bucketStages, bucketsExternal atomic.Int64
 // background, for tests to see that they took that path.
 var chunksWrittenBehind atomic.Int64
 
+// chunksDealtUncounted counts the chunks dealt into storage the grant does
+// not count, for tests to see that none is.
+var chunksDealtUncounted atomic.Int64
+
 // newBuckets prepares the range buckets of a stage over cs, falling back
 // to r's sorted runs.
 func newBuckets(p *plan, r *sortedRuns, cs []*columnar.Container, tmp string, o Options, st *Stats) *buckets {
@@ -486,6 +490,14 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		need += int64(n) * kindBytes(in.cols[c].kind)
 	}
 	need += stringBytes(in, 0, n)
+	// Without room for the copy behind the chunk being written, that
+	// write is waited for first, so that its storage, and the bytes
+	// reserved for it, take this chunk: not new memory beside it.
+	if b.pending != nil && b.o.Budget.Available()-max(need-b.spareHeld, 0) < b.o.Budget.Limit()/8 {
+		if err := b.wait(); err != nil {
+			return err
+		}
+	}
 	pieces, packs, held := b.spare, b.sparePacks, b.spareHeld
 	b.spare, b.sparePacks, b.spareHeld = nil, nil, 0
 	if pieces == nil {
@@ -510,8 +522,13 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		}
 		behind = room()
 	}
-	if behind {
+	switch {
+	case behind:
 		held += more
+	case b.o.Budget.Reserve(more) == nil: // written before deal returns
+		held += more
+	default:
+		chunksDealtUncounted.Add(1)
 	}
 	t = min(t, len(cols))
 	parallelFor(t, func(k int) {

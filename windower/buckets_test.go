@@ -120,12 +120,15 @@ func TestSpillRangeBuckets(t *testing.T) {
 			want, wantStats := runThreads(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
 				return RunRecords(context.Background(), tc.q, bucketSchema, []arrow.RecordBatch{rec}, o)
 			})
-			stages := bucketStages.Load()
+			stages, uncounted := bucketStages.Load(), chunksDealtUncounted.Load()
 			got, st := runThreads(t, Options{Grant: MinGrant, TempDir: t.TempDir()}, func(o Options) (*Result, error) {
 				return Run(context.Background(), tc.q, []string{dir}, o)
 			})
 			if bucketStages.Load() == stages {
 				t.Fatalf("no stage was dealt to range buckets (stats %+v)", st)
+			}
+			if n := chunksDealtUncounted.Load() - uncounted; n > 0 {
+				t.Errorf("%d chunks dealt into storage the grant did not count", n)
 			}
 			if st.SpilledBytes == 0 || st.PeakBytes > MinGrant {
 				t.Errorf("spilled %d bytes, peak %d of a %d-byte grant", st.SpilledBytes, st.PeakBytes, MinGrant)
