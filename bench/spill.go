@@ -478,23 +478,24 @@ func strataSpillRun(ctx context.Context, log *slog.Logger, q windowQuery, strs, 
 		return spillSum{}, nil, err
 	}
 	defer res.Close()
-	sum := newSpillSummer(q, strs)
+	fold := newSpillFold(q, strs, threads)
 	for {
 		rec, err := res.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			fold.result()
 			return spillSum{}, nil, err
 		}
-		err = sum.add(rec)
-		rec.Release()
-		if err != nil {
-			return spillSum{}, nil, err
-		}
+		fold.add(rec)
+	}
+	sum, err := fold.result()
+	if err != nil {
+		return spillSum{}, nil, err
 	}
 	st := res.Stats()
-	return sum.result(), &spillStats{PeakBytes: st.PeakBytes, SpilledBytes: st.SpilledBytes, Grant: grant}, nil
+	return sum, &spillStats{PeakBytes: st.PeakBytes, SpilledBytes: st.SpilledBytes, Grant: grant}, nil
 }
 
 // spillReady makes one system's data with build unless a marker says an

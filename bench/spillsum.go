@@ -2,10 +2,12 @@ package main
 
 import (
 	"crypto/md5"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/big"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -61,34 +63,24 @@ type int128 struct{ hi, lo uint64 }
 func (a *int128) add(x int64) {
 	var carry uint64
 	a.lo, carry = bits.Add64(a.lo, uint64(x), 0)
-	ext := uint64(0)
-	if x < 0 {
-		ext = ^uint64(0)
-	}
-	a.hi, _ = bits.Add64(a.hi, ext, carry)
+	a.hi, _ = bits.Add64(a.hi, uint64(x>>63), carry) // x's sign extended
 }
 
-// addProduct adds x*y.
+// addProduct adds x*y: the unsigned product of x's and y's bits, its
+// high word less y where x is negative and x where y is (mod 2^64).
 func (a *int128) addProduct(x, y int64) {
-	neg := (x < 0) != (y < 0)
-	ux, uy := uint64(x), uint64(y)
-	if x < 0 {
-		ux = -ux
-	}
-	if y < 0 {
-		uy = -uy
-	}
-	hi, lo := bits.Mul64(ux, uy)
-	if neg {
-		lo = ^lo + 1
-		hi = ^hi
-		if lo == 0 {
-			hi++
-		}
-	}
+	hi, lo := bits.Mul64(uint64(x), uint64(y))
+	hi -= uint64(x>>63)&uint64(y) + uint64(y>>63)&uint64(x)
 	var carry uint64
 	a.lo, carry = bits.Add64(a.lo, lo, 0)
 	a.hi, _ = bits.Add64(a.hi, hi, carry)
+}
+
+// addInt128 adds b.
+func (a *int128) addInt128(b int128) {
+	var carry uint64
+	a.lo, carry = bits.Add64(a.lo, b.lo, 0)
+	a.hi, _ = bits.Add64(a.hi, b.hi, carry)
 }
 
 func (a int128) String() string {
@@ -108,6 +100,8 @@ func md5Prefix28(s string) int64 {
 }
 
 // spillSummer computes the checksum of a result from its Arrow batches.
+// Its sums are additive: batches may be folded by several summers and
+// the summers merged (spillFold).
 type spillSummer struct {
 	rows    int64
 	counts  []int64
@@ -115,7 +109,7 @@ type spillSummer struct {
 	wsums   []int128 // [0] unused
 	strings []bool   // column is hashed
 	vals    [][]int64
-	valid   [][]bool
+	valid   [][]bool // nil: no NULL in the batch
 }
 
 func newSpillSummer(q windowQuery, stringCols []string) *spillSummer {
@@ -128,7 +122,8 @@ func newSpillSummer(q windowQuery, stringCols []string) *spillSummer {
 	return s
 }
 
-// add folds one result batch in.
+// add folds one result batch in, a column at a time: as the peers'
+// aggregates read a column, not a row at a time through an interface.
 func (s *spillSummer) add(rec arrow.RecordBatch) error {
 	if int(rec.NumCols()) != len(s.counts) {
 		return fmt.Errorf("result has %d columns, the query %d outputs", rec.NumCols(), len(s.counts))
@@ -136,53 +131,178 @@ func (s *spillSummer) add(rec arrow.RecordBatch) error {
 	n := int(rec.NumRows())
 	s.rows += int64(n)
 	for c := range s.counts {
-		vals, valid := s.vals[c][:0], s.valid[c][:0]
-		arr := rec.Column(c)
-		for i := range n {
-			null := arr.IsNull(i)
-			valid = append(valid, !null)
-			var v int64
-			if !null {
-				var err error
-				if v, err = spillValue(arr, i, s.strings[c]); err != nil {
-					return fmt.Errorf("column %s: %w", rec.Schema().Field(c).Name, err)
-				}
-				s.counts[c]++
-				s.sums[c].add(v)
-			}
-			vals = append(vals, v)
+		vals, valid, err := spillValues(rec.Column(c), s.strings[c], s.vals[c], s.valid[c])
+		if err != nil {
+			return fmt.Errorf("column %s: %w", rec.Schema().Field(c).Name, err)
 		}
 		s.vals[c], s.valid[c] = vals, valid
+		sum, count := &s.sums[c], int64(0)
+		if valid == nil {
+			for _, v := range vals {
+				sum.add(v)
+			}
+			count = int64(n)
+		} else {
+			for i, v := range vals {
+				if valid[i] {
+					sum.add(v)
+					count++
+				}
+			}
+		}
+		s.counts[c] += count
 	}
 	w, wok := s.vals[0], s.valid[0]
 	for c := 1; c < len(s.counts); c++ {
-		for i := range n {
-			if wok[i] && s.valid[c][i] {
-				s.wsums[c].addProduct(w[i], s.vals[c][i])
+		vals, ok, sum := s.vals[c], s.valid[c], &s.wsums[c]
+		switch {
+		case wok == nil && ok == nil:
+			for i, v := range vals {
+				sum.addProduct(w[i], v)
+			}
+		default:
+			for i, v := range vals {
+				if (wok == nil || wok[i]) && (ok == nil || ok[i]) {
+					sum.addProduct(w[i], v)
+				}
 			}
 		}
 	}
 	return nil
 }
 
-func spillValue(arr arrow.Array, i int, hashed bool) (int64, error) {
+// spillValues returns arr's values as the checksum sums them (a string
+// hashed by md5Prefix28, a NULL as 0) and which are not NULL (nil: all),
+// in the storage of vals and valid.
+func spillValues(arr arrow.Array, hashed bool, vals []int64, valid []bool) ([]int64, []bool, error) {
+	n := arr.Len()
+	vals = slices.Grow(vals[:0], n)[:n]
+	valid = valid[:0]
+	if arr.NullN() > 0 {
+		valid = slices.Grow(valid, n)[:n]
+		for i := range n {
+			valid[i] = arr.IsValid(i)
+		}
+	} else {
+		valid = nil
+	}
+	isValid := func(i int) bool { return valid == nil || valid[i] }
 	switch a := arr.(type) {
 	case *array.Int64:
-		return a.Value(i), nil
+		copy(vals, a.Int64Values())
 	case *array.Int32:
-		return int64(a.Value(i)), nil
+		for i, v := range a.Int32Values() {
+			vals[i] = int64(v)
+		}
 	case *array.Uint32:
-		return int64(a.Value(i)), nil
+		for i, v := range a.Uint32Values() {
+			vals[i] = int64(v)
+		}
 	case *array.String:
-		if hashed {
-			return md5Prefix28(a.Value(i)), nil
+		if !hashed {
+			return nil, nil, fmt.Errorf("unsupported result type %s for the checksum", arr.DataType())
+		}
+		for i := range n {
+			vals[i] = 0
+			if isValid(i) {
+				vals[i] = md5Prefix28(a.Value(i))
+			}
 		}
 	case *array.LargeString:
-		if hashed {
-			return md5Prefix28(a.Value(i)), nil
+		if !hashed {
+			return nil, nil, fmt.Errorf("unsupported result type %s for the checksum", arr.DataType())
+		}
+		for i := range n {
+			vals[i] = 0
+			if isValid(i) {
+				vals[i] = md5Prefix28(a.Value(i))
+			}
+		}
+	default:
+		return nil, nil, fmt.Errorf("unsupported result type %s for the checksum", arr.DataType())
+	}
+	if valid != nil {
+		for i, ok := range valid {
+			if !ok {
+				vals[i] = 0
+			}
 		}
 	}
-	return 0, fmt.Errorf("unsupported result type %s for the checksum", arr.DataType())
+	return vals, valid, nil
+}
+
+// merge adds o's sums to s's.
+func (s *spillSummer) merge(o *spillSummer) {
+	s.rows += o.rows
+	for c := range s.counts {
+		s.counts[c] += o.counts[c]
+		s.sums[c].addInt128(o.sums[c])
+		s.wsums[c].addInt128(o.wsums[c])
+	}
+}
+
+// spillFold folds result batches into a checksum on workers goroutines,
+// each with a summer of its own, merged at the end: the peers compute
+// the checksum on every thread they run the query on. One worker folds
+// on the caller's goroutine.
+type spillFold struct {
+	summers []*spillSummer
+	batches chan arrow.RecordBatch // nil: one worker, the caller
+	errs    chan error
+	err     error // the caller's fold's
+}
+
+func newSpillFold(q windowQuery, stringCols []string, workers int) *spillFold {
+	if workers <= 1 {
+		return &spillFold{summers: []*spillSummer{newSpillSummer(q, stringCols)}}
+	}
+	f := &spillFold{batches: make(chan arrow.RecordBatch, workers), errs: make(chan error, workers)}
+	for range workers {
+		s := newSpillSummer(q, stringCols)
+		f.summers = append(f.summers, s)
+		go func() {
+			var err error
+			for rec := range f.batches {
+				if err == nil {
+					err = s.add(rec)
+				}
+				rec.Release()
+			}
+			f.errs <- err
+		}()
+	}
+	return f
+}
+
+// add folds rec in, or hands it to a worker; the fold releases it.
+func (f *spillFold) add(rec arrow.RecordBatch) {
+	if f.batches != nil {
+		f.batches <- rec
+		return
+	}
+	if f.err == nil {
+		f.err = f.summers[0].add(rec)
+	}
+	rec.Release()
+}
+
+// result waits for every batch handed in and returns the checksum.
+func (f *spillFold) result() (spillSum, error) {
+	errs := []error{f.err}
+	if f.batches != nil {
+		close(f.batches)
+		for range f.summers {
+			errs = append(errs, <-f.errs)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return spillSum{}, err
+	}
+	s := f.summers[0]
+	for _, o := range f.summers[1:] {
+		s.merge(o)
+	}
+	return s.result(), nil
 }
 
 // result is the checksum as the SQL form returns it.
