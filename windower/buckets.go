@@ -370,8 +370,14 @@ func (b *buckets) bucketOf(kv []sortedKey, i int) int {
 		}
 		x := v.strs[i]
 		p := stringPrefix(x)
-		lo, hi := countBelow(b.prefixes, p), countAtMost(b.prefixes, p)
-		for lo < hi { // splitters with x's prefix word: compare the strings
+		// Splitters with x's prefix word, if any, end at hi: compare
+		// x with them.
+		hi := countAtMost(b.prefixes, p)
+		lo := hi
+		if hi > 0 && b.prefixes[hi-1] == p {
+			lo = countBelow(b.prefixes, p)
+		}
+		for lo < hi {
 			m := int(uint(lo+hi) >> 1)
 			if b.strs[m] <= x {
 				lo = m + 1
