@@ -187,11 +187,15 @@
 // the input is read while it is dealt; a row's bucket is a binary search
 // of the splitters, over words for one integer key (a table lookup when
 // its splitters are under 64Ki keys apart), and for one string key over
-// each string's first 8 bytes as a word before the string; each column of a
+// each string's first 8 bytes as a word, the strings compared only
+// against splitters of the same word; each column of a
 // chunk scattered into a write stream per bucket, a string column's bytes
 // packed as Arrow lays them out so that each bucket's rows are an Arrow
 // array with no second copy (packed.go), written in the background, and
-// on more than one thread dealt while the next chunk is read), one
+// on more than one thread dealt while the next chunk is read; a chunk is
+// scattered into the storage of a chunk already written, its bytes
+// reserved in the grant, and without room to be written in the background
+// waits for the chunk being written and takes its storage), one
 // container each;
 // then two buckets at a time are
 // evaluated, each under its share of the grant (a sub-budget) on its
