@@ -312,6 +312,13 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 		}
 		used = append(used, c)
 		in.cols[c] = newColumn(p, c, int(rows))
+		if p.strBytes != nil && drop == nil && p.returnsAsRead(c) {
+			// The column's bytes in one buffer, so that the result uses
+			// them as they are. Not otherwise: a buffer of the whole
+			// column is cleared at once, out of the caches, where one of a
+			// few blocks is written while it is in them.
+			in.cols[c].strHint = int(p.strBytes[c] * rows)
+		}
 	}
 	if err := in.reserve(budget); err != nil {
 		return nil, err

@@ -286,6 +286,27 @@ func exprString(e *messages.Expr) string {
 	return "?"
 }
 
+// returnsAsRead reports whether the result holds input column c as it is
+// read: the column is an output item, no row is filtered out, and the
+// rows come in input order (no ORDER BY, and no window group sorts them:
+// each is numbered by hash, or has neither PARTITION BY nor ORDER BY).
+func (p *plan) returnsAsRead(c int) bool {
+	if len(p.where) > 0 || len(p.orderBy) > 0 {
+		return false
+	}
+	for _, g := range p.groups {
+		if !unsortedGroup(g) && (len(g.partition) > 0 || len(g.order) > 0) {
+			return false
+		}
+	}
+	for _, o := range p.outputs {
+		if o.expr != nil && o.expr.col == c {
+			return true
+		}
+	}
+	return false
+}
+
 func (p *plan) markUsed() {
 	var mark func(e *expr)
 	mark = func(e *expr) {

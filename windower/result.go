@@ -149,16 +149,16 @@ func (r *containersReader) Close() error {
 }
 
 // goMemoryBytes is the size of the columns' buffers that toArrow wraps
-// from Go memory instead of allocating from the budget.
+// from Go memory instead of allocating from the budget: an integer or
+// float column's values and validity, and a string column's bytes when
+// they are the input's (stringArray). The budget's buffers are
+// resizable, which Go memory wrapped with NewBufferBytes is not.
 func goMemoryBytes(cols []arrow.Array) int64 {
 	var n int64
 	for _, c := range cols {
-		switch c.DataType().ID() {
-		case arrow.INT64, arrow.TIMESTAMP, arrow.FLOAT64:
-			for _, b := range c.Data().Buffers() {
-				if b != nil {
-					n += int64(b.Len())
-				}
+		for _, b := range c.Data().Buffers() {
+			if b != nil && !b.Mutable() {
+				n += int64(b.Len())
 			}
 		}
 	}

@@ -59,6 +59,15 @@ type vector struct {
 	// values into (stringBuffer), of spareSize bytes in all.
 	spare     []byte
 	spareSize int
+	// strHint is the bytes of the column's strings when they are known
+	// and the result returns them as they are read (0: not). Then the
+	// first buffer stringBuffer makes is that large, and is kept as
+	// whole: its bytes are never written again, and an Arrow array of
+	// strings laid out back to back in it uses them as they are
+	// (stringArray). Only that one is kept: a vector that takes chunk
+	// after chunk must not hold every chunk's buffer.
+	strHint int
+	whole   []byte
 }
 
 func (v *vector) len() int {
@@ -97,7 +106,7 @@ func (v *vector) slice(from, to int) *vector {
 	case kindFloat:
 		w.floats = v.floats[from:to:to]
 	case kindString:
-		w.strs = v.strs[from:to:to]
+		w.strs, w.whole = v.strs[from:to:to], v.whole
 	default:
 		w.ints = v.ints[from:to:to]
 	}
@@ -242,11 +251,19 @@ func appendStrings[O int32 | int64](v *vector, offsets []O, data []byte, n int) 
 // minStringBuffer up to hugepage.MinBytes, and at least n: a block's
 // strings are a fraction of that, and one buffer a block faulted its
 // pages in one by one, while a vector of a few strings should not hold
-// megabytes.
+// megabytes. The first is strHint bytes when that is more: a column
+// whose bytes are known is one buffer.
 func (v *vector) stringBuffer(n int) []byte {
 	if n > len(v.spare) {
 		size := max(n, min(max(2*v.spareSize, minStringBuffer), hugepage.MinBytes))
+		first := v.spareSize == 0 && v.strHint > 0
+		if first {
+			size = max(size, v.strHint)
+		}
 		v.spare, v.spareSize = hugepage.Make[byte](size, size), size
+		if first {
+			v.whole = v.spare
+		}
 		v.payload += int64(size)
 	}
 	buf := v.spare[:n:n]
@@ -340,6 +357,69 @@ func grow[T any](s []T, n int) []T {
 		return s[:n]
 	}
 	return hugepage.Make[T](n, n)
+}
+
+// byteSpan is where a run of strings' bytes lie when each non-empty one
+// starts where the one before it ends (backToBack): from first to end.
+// They are addresses, not pointers: end is one past the last byte, which
+// the collector must not take for a pointer into whatever follows, and
+// the strings keep their bytes alive.
+type byteSpan struct {
+	backToBack bool
+	first, end uintptr // first 0: no byte yet
+}
+
+// spanOf returns the span of strs's bytes, or one not back to back when
+// they are not (or when look is false, without looking).
+func spanOf(strs []string, look bool) byteSpan {
+	if !look {
+		return byteSpan{}
+	}
+	var first, end uintptr
+	for _, x := range strs {
+		if len(x) == 0 {
+			continue
+		}
+		p := uintptr(unsafe.Pointer(unsafe.StringData(x)))
+		if first == 0 {
+			first = p
+		} else if p != end {
+			return byteSpan{}
+		}
+		end = p + uintptr(len(x))
+	}
+	return byteSpan{backToBack: true, first: first, end: end}
+}
+
+// join extends the span by the next range's, r.
+func (sp *byteSpan) join(r byteSpan) {
+	switch {
+	case !sp.backToBack:
+	case !r.backToBack:
+		sp.backToBack = false
+	case r.first == 0: // no byte
+	case sp.first == 0:
+		sp.first, sp.end = r.first, r.end
+	case r.first != sp.end:
+		sp.backToBack = false
+	default:
+		sp.end = r.end
+	}
+}
+
+// within returns the span's bytes as a slice of buf, or nil when buf does
+// not hold them all (they may not be read as one slice across two
+// allocations, even adjacent ones).
+func (sp *byteSpan) within(buf []byte) []byte {
+	if !sp.backToBack || sp.first == 0 {
+		return nil
+	}
+	first, end := sp.first, sp.end
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+	if first >= lo && end <= lo+uintptr(len(buf)) {
+		return buf[first-lo : end-lo : end-lo]
+	}
+	return nil
 }
 
 // fill sets every element of s to x.
@@ -496,17 +576,25 @@ func (v *vector) toArrowParallel(mem memory.Allocator, threads int) arrow.Array 
 // stringArray builds a utf8 or binary array of v's type (offsets of type
 // O) from v.strs: one offsets buffer and one data buffer, from mem and
 // sized from the values, filled in ranges of rows on up to threads
-// goroutines. It returns nil when the values' bytes overflow O.
+// goroutines. When the values lie back to back in v's whole buffer (an
+// input column read whole, returned in input order), the data buffer
+// is those bytes, not a copy: Go memory the array keeps alive, which
+// goMemoryBytes counts. It returns nil when the values' bytes overflow O.
 func stringArray[O int32 | int64](v *vector, mem memory.Allocator, threads int) arrow.Array {
 	n := len(v.strs)
 	ranges := byteRanges(n, threads)
 	sizes := make([]int64, len(ranges)+1) // the bytes of range r, then its offset
 	nulls := make([]int, len(ranges))
+	spans := make([]byteSpan, len(ranges))
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		var total int64
-		for _, x := range v.strs[lo:hi] {
-			total += int64(len(x))
+		if sp := spanOf(v.strs[lo:hi], v.whole != nil); sp.backToBack {
+			spans[r], total = sp, int64(sp.end-sp.first)
+		} else {
+			for _, x := range v.strs[lo:hi] {
+				total += int64(len(x))
+			}
 		}
 		sizes[r] = total
 		if v.nulls != nil {
@@ -532,8 +620,22 @@ func stringArray[O int32 | int64](v *vector, mem memory.Allocator, threads int) 
 	width := int(unsafe.Sizeof(O(0)))
 	offsetsBuf := memory.NewResizableBuffer(mem)
 	offsetsBuf.Resize((n + 1) * width)
-	dataBuf := memory.NewResizableBuffer(mem)
-	dataBuf.Resize(int(total))
+	var dataBuf *memory.Buffer
+	borrowed := total > 0 && v.whole != nil
+	if borrowed {
+		sp := byteSpan{backToBack: true}
+		for _, r := range spans {
+			sp.join(r)
+		}
+		in := sp.within(v.whole)
+		if borrowed = int64(len(in)) == total; borrowed {
+			dataBuf = memory.NewBufferBytes(in)
+		}
+	}
+	if !borrowed {
+		dataBuf = memory.NewResizableBuffer(mem)
+		dataBuf.Resize(int(total))
+	}
 	var bitmapBuf *memory.Buffer
 	if nullN > 0 {
 		bitmapBuf = memory.NewResizableBuffer(mem)
@@ -544,9 +646,16 @@ func stringArray[O int32 | int64](v *vector, mem memory.Allocator, threads int) 
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		at := sizes[r]
-		for i, x := range v.strs[lo:hi] {
-			offsets[lo+i] = O(at)
-			at += int64(copy(data[at:], x))
+		if borrowed {
+			for i, x := range v.strs[lo:hi] {
+				offsets[lo+i] = O(at)
+				at += int64(len(x))
+			}
+		} else {
+			for i, x := range v.strs[lo:hi] {
+				offsets[lo+i] = O(at)
+				at += int64(copy(data[at:], x))
+			}
 		}
 		if bitmapBuf != nil {
 			bm := bitmapBuf.Bytes()

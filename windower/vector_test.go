@@ -3,6 +3,7 @@ package windower
 import (
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -109,5 +110,167 @@ func TestStringBuffersCounted(t *testing.T) {
 	}
 	if peak := res.Stats().PeakBytes; peak < minStringBuffer {
 		t.Errorf("peak %d bytes, less than the %d-byte string buffer the column holds", peak, minStringBuffer)
+	}
+}
+
+// TestStringArrayUsesInputBytes: a string column read whole into one
+// buffer (its bytes known, strHint) becomes an Arrow array over those
+// bytes, on any number of threads, with NULLs and empty strings among
+// them; goMemoryBytes counts them, as the budget does not. A column in
+// another order, or whose bytes are in more than one buffer, is copied
+// into the budget; either way the values are the same.
+func TestStringArrayUsesInputBytes(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	rng := rand.New(rand.NewPCG(7, 8))
+	const blocks, rows = 9, 3000
+	var want []string
+	var wantNull []bool
+	var total int
+	var arrs []arrow.Array
+	for range blocks {
+		b := array.NewStringBuilder(mem)
+		for range rows {
+			switch k := rng.IntN(10); {
+			case k == 0:
+				b.AppendNull()
+				want, wantNull = append(want, ""), append(wantNull, true)
+			case k == 1:
+				b.Append("")
+				want, wantNull = append(want, ""), append(wantNull, false)
+			default:
+				s := strings.Repeat(string(rune('a'+rng.IntN(26))), 1+rng.IntN(40))
+				b.Append(s)
+				want, wantNull = append(want, s), append(wantNull, false)
+				total += len(s)
+			}
+		}
+		arrs = append(arrs, b.NewArray())
+		b.Release()
+	}
+	defer func() {
+		for _, a := range arrs {
+			a.Release()
+		}
+	}()
+	load := func(hint int) *vector {
+		v := &vector{kind: kindString, typ: arrow.BinaryTypes.String, strHint: hint}
+		for _, a := range arrs {
+			if err := v.appendArrow(a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return v
+	}
+	check := func(name string, arr arrow.Array, order []int) {
+		t.Helper()
+		s := arr.(*array.String)
+		for i, r := range order {
+			if s.IsNull(i) != wantNull[r] || (!wantNull[r] && s.Value(i) != want[r]) {
+				t.Fatalf("%s: row %d: %q (NULL %v), want %q (NULL %v)", name, i, s.Value(i), s.IsNull(i), want[r], wantNull[r])
+			}
+		}
+	}
+	inOrder := make([]int, len(want))
+	for i := range inOrder {
+		inOrder[i] = i
+	}
+	whole := load(total)
+	if len(whole.whole) < total || whole.payload != int64(len(whole.whole)) {
+		t.Fatalf("the column's %d bytes known, its first buffer %d bytes, the vector's %d", total, len(whole.whole), whole.payload)
+	}
+	for _, threads := range []int{1, 2, 3} {
+		counted := memory.NewCheckedAllocator(mem)
+		arr := whole.toArrowParallel(counted, threads)
+		check("one buffer", arr, inOrder)
+		data, buf := arr.Data().Buffers()[2], whole.whole
+		at, lo := uintptr(unsafe.Pointer(unsafe.SliceData(data.Bytes()))), uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
+		if data.Mutable() || at < lo || at >= lo+uintptr(len(buf)) || data.Len() != total {
+			t.Errorf("%d threads: the bytes were copied, not used where they are", threads)
+		}
+		if got := goMemoryBytes([]arrow.Array{arr}); got != int64(total) {
+			t.Errorf("%d threads: goMemoryBytes %d, want the column's %d bytes", threads, got, total)
+		}
+		if counted.CurrentAlloc() >= total {
+			t.Errorf("%d threads: the budget holds %d bytes, the column's %d among them", threads, counted.CurrentAlloc(), total)
+		}
+		arr.Release()
+		counted.AssertSize(t, 0)
+	}
+	// Bytes in several buffers (none known up front): copied, and no
+	// buffer kept.
+	parts := load(0)
+	if parts.whole != nil {
+		t.Fatal("a column whose bytes were not known kept its first buffer")
+	}
+	arr := parts.toArrowParallel(mem, 2)
+	check("several buffers", arr, inOrder)
+	if !arr.Data().Buffers()[2].Mutable() {
+		t.Error("bytes in several buffers were not copied")
+	}
+	arr.Release()
+	// Another order: copied.
+	perm := rng.Perm(len(want))
+	p32 := make([]int32, len(perm))
+	for i, r := range perm {
+		p32[i] = int32(r)
+	}
+	arr = gatherParallel(whole, p32, 2).toArrowParallel(mem, 2)
+	check("gathered", arr, perm)
+	if !arr.Data().Buffers()[2].Mutable() {
+		t.Error("a gathered column's bytes were not copied")
+	}
+	arr.Release()
+	// A run of bytes across two buffers that lie next to each other is
+	// not one buffer's.
+	back := make([]byte, 200)
+	addr := func(i int) uintptr { return uintptr(unsafe.Pointer(&back[i])) }
+	sp := byteSpan{backToBack: true, first: addr(90), end: addr(110)}
+	if got := sp.within(back[:100:100]); got != nil {
+		t.Errorf("a span across two buffers read as %d bytes of one", len(got))
+	}
+	sp = byteSpan{backToBack: true, first: addr(110), end: addr(130)}
+	if got := sp.within(back[100:]); len(got) != 20 || &got[0] != &back[110] {
+		t.Errorf("a span inside the second buffer read as %d bytes", len(got))
+	}
+}
+
+// TestResultUsesInputStrings: a query that returns a string column as it
+// is read (SELECT s, count(*) OVER (PARTITION BY s), one thread, several
+// blocks) holds the input's bytes in its result, not a copy, and the
+// grant counts them until the result is closed; its rows are those of a
+// run on two threads, which copies them.
+func TestResultUsesInputStrings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	_, rec := randomTable(rng, 20000) // 5 blocks
+	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
+	rec.Release()
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "s", Expr: col("s")},
+		{Alias: "n", Window: &messages.WindowCall{Func: "count", Star: true, PartitionBy: []messages.Expr{{Column: "s"}}}},
+	}}
+	var rows [2][]string
+	for i, threads := range []int{1, 2} {
+		res, err := Run(t.Context(), q, []string{dir}, Options{Grant: 64 << 20, TempDir: t.TempDir(), Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if threads == 1 {
+			data := res.cols[0].Data().Buffers()[2]
+			if data.Mutable() {
+				t.Error("one thread: the result's strings were copied")
+			}
+			if held := res.budget.InUse(); held < int64(data.Len()) {
+				t.Errorf("the grant holds %d bytes for a result of %d bytes of strings", held, data.Len())
+			}
+		}
+		budget := res.budget
+		rows[i] = drain(t, res)
+		res.Close()
+		if n := budget.InUse(); n != 0 {
+			t.Errorf("%d threads: %d bytes still counted after Close", threads, n)
+		}
+	}
+	if len(rows[0]) != 20000 || !slices.Equal(rows[0], rows[1]) {
+		t.Errorf("one thread gave %d rows, two %d, or they differ", len(rows[0]), len(rows[1]))
 	}
 }
