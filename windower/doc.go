@@ -153,7 +153,11 @@
 // of each decoded block (the block's buffers are reused for the next one)
 // into string buffers of 64KiB growing to 4MiB, counted whole, and their
 // bytes per row, measured from the containers' manifests, size every
-// buffer, sorted run and spilled block; input loaded whole reserves what
+// buffer, sorted run and spilled block. A string column the result
+// returns as it is read (an output item, in input order, no row filtered:
+// SELECT s, count(*) OVER (PARTITION BY s)) is loaded whole into one
+// buffer of that size, and the result's Arrow array uses its bytes rather
+// than a copy, counted as the result's until Close; input loaded whole reserves what
 // its columns hold beyond that estimate once loaded. A buffer whose rows hold
 // more string bytes than their share (long strings sorted together) is
 // full early. A result that repeats one value on many rows (first_value,
