@@ -186,7 +186,6 @@ func spillValues(arr arrow.Array, hashed bool, vals []int64, valid []bool) ([]in
 	} else {
 		valid = nil
 	}
-	isValid := func(i int) bool { return valid == nil || valid[i] }
 	switch a := arr.(type) {
 	case *array.Int64:
 		copy(vals, a.Int64Values())
@@ -198,24 +197,14 @@ func spillValues(arr arrow.Array, hashed bool, vals []int64, valid []bool) ([]in
 		for i, v := range a.Uint32Values() {
 			vals[i] = int64(v)
 		}
-	case *array.String:
+	case *array.String, *array.LargeString:
 		if !hashed {
 			return nil, nil, fmt.Errorf("unsupported result type %s for the checksum", arr.DataType())
 		}
+		strs := a.(interface{ Value(int) string })
 		for i := range n {
-			vals[i] = 0
-			if isValid(i) {
-				vals[i] = md5Prefix28(a.Value(i))
-			}
-		}
-	case *array.LargeString:
-		if !hashed {
-			return nil, nil, fmt.Errorf("unsupported result type %s for the checksum", arr.DataType())
-		}
-		for i := range n {
-			vals[i] = 0
-			if isValid(i) {
-				vals[i] = md5Prefix28(a.Value(i))
+			if valid == nil || valid[i] {
+				vals[i] = md5Prefix28(strs.Value(i))
 			}
 		}
 	default:
