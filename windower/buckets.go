@@ -499,7 +499,7 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	// Without room for the copy behind the chunk being written, that
 	// write is waited for first, so that its storage, and the bytes
 	// reserved for it, take this chunk: not new memory beside it.
-	if b.pending != nil && b.o.Budget.Available()-max(need-b.spareHeld, 0) < b.o.Budget.Limit()/8 {
+	if b.pending != nil && !b.roomBehind(max(need-b.spareHeld, 0)) {
 		if err := b.wait(); err != nil {
 			return err
 		}
@@ -517,9 +517,7 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 		}
 	}
 	more := max(need-held, 0)
-	room := func() bool {
-		return b.o.Budget.Available()-more >= b.o.Budget.Limit()/8 && b.o.Budget.Reserve(more) == nil
-	}
+	room := func() bool { return b.roomBehind(more) && b.o.Budget.Reserve(more) == nil }
 	behind := room()
 	if !behind {
 		if err := b.wait(); err != nil {
@@ -578,6 +576,14 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	chunksWrittenBehind.Add(1)
 	go func() { w.done <- b.writePieces(pieces, packs, start, t) }()
 	return nil
+}
+
+// roomBehind reports whether the grant has room for more bytes of a
+// chunk's copy and an eighth of the grant beside them, which a chunk
+// written in the background needs (the Arrow forms of its pieces, the
+// writers' blocks).
+func (b *buckets) roomBehind(more int64) bool {
+	return b.o.Budget.Available()-more >= b.o.Budget.Limit()/8
 }
 
 // keepSpare keeps pieces and packs, written, with held bytes reserved for

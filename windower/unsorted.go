@@ -689,11 +689,7 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	reserve func(int64, string) error) (map[int]*vector, int, error) {
 	n, span, lo := in.n, int(pt.span), pt.lo
 	rowRanges := splitRows(n, threads)
-	perRange := int64(span) * 8
-	if span <= countLanesSpan {
-		perRange *= countLanes
-	}
-	if err := reserve(perRange*int64(max(len(rowRanges), 1)), "partition counts"); err != nil {
+	if err := reserve(counterBytes(span)*int64(max(len(rowRanges), 1)), "partition counts"); err != nil {
 		return nil, 0, err
 	}
 	slot := func(r int) int {
@@ -754,7 +750,7 @@ func denseCounts(g *windowGroup, in *input, key *vector, pt *partitioner, thread
 	return outs, parts, nil
 }
 
-// countKeys adds one to c[x - lo] for each x of xs. Rows in a row with
+// countKeys adds one to c[x - lo] for each x of xs. Rows in a run with
 // the same key make the increments of one counter a chain, each waiting
 // for the one before (one partition: every row's). When a sample of the
 // first rows shows such runs, and there are countLanesSpan counters or
@@ -800,11 +796,20 @@ func keyRuns[K int32 | int64](xs []K) bool {
 }
 
 // countLanes is how many sets of counters countKeys keeps for a span of
-// at most countLanesSpan keys (a quarter of a megabyte of counters).
+// at most countLanesSpan keys (a quarter of a megabyte of counters); its
+// loop is written out for four.
 const (
 	countLanes     = 4
 	countLanesSpan = 1 << 13
 )
+
+// counterBytes is the most memory countKeys takes to count span keys.
+func counterBytes(span int) int64 {
+	if span <= countLanesSpan {
+		return int64(span) * 8 * countLanes
+	}
+	return int64(span) * 8
+}
 
 // stateBytes is the most memory evalUnsorted uses for parts partitions
 // on threads threads: a count per partition and thread for count(*)
@@ -813,14 +818,11 @@ func stateBytes(g *windowGroup, parts, threads int) int64 {
 	var counts, states int64
 	for _, c := range g.calls {
 		if c.fn == fnCount && len(c.filter) == 0 {
-			counts = 8 * int64(max(threads, 1))
-			if parts <= countLanesSpan {
-				counts *= countLanes // countKeys's sets of counters
-			}
+			counts = counterBytes(parts) * int64(max(threads, 1))
 		}
 		if !(c.fn == fnCount && c.star && len(c.filter) == 0) {
 			states = int64(unsafe.Sizeof(aggState{}))
 		}
 	}
-	return (counts + states) * int64(parts)
+	return counts + states*int64(parts)
 }
