@@ -283,8 +283,9 @@ func candidates(in planInput) []plan {
 	sizes := groupSizes(len(rest), workers)
 	for _, size := range sizes {
 		horizontal := size == 0
-		// Groups of about equal bytes: the gathers running at once then
-		// hold about the same whichever groups they are.
+		// Groups of consecutive columns of about equal bytes: the
+		// gathers running at once then hold about the same whichever
+		// groups they are, and read the inputs in schema order.
 		n := workers
 		if !horizontal {
 			n = (len(rest) + size - 1) / size
@@ -402,36 +403,107 @@ func groupSizes(cols, workers int) []int {
 	return sizes
 }
 
-// balanced deals cols into at most n groups of about equal decoded bytes:
-// each column, largest first, goes to the group with the fewest bytes so
-// far (of those, the fewest columns). Each group keeps its columns in schema order.
+// balanced cuts cols (in schema order) into at most n groups of
+// consecutive columns, of about equal decoded bytes: the cut of the least
+// capacity that needs n groups or fewer, each group filled until its next
+// column would pass the capacity; then, while there are fewer than n, the
+// group of most bytes (of those, most columns) is halved at the column
+// that best halves its bytes. The largest group is then the least any cut
+// into n groups of consecutive columns can have.
+//
+// Consecutive, so that the passes read the inputs' columns in schema
+// order, each pass a few columns side by side: a container fetched from a
+// store (depot.Prefetch, which fetches in that order, in ranged reads of
+// several adjacent column files) is fetched ahead of the gathers rather
+// than behind them, as it was while the groups were dealt the largest
+// column first, each group's columns spread over the whole schema.
 func balanced(cols []int, n int, costs []columnCost) [][]int {
 	n = min(n, len(cols))
 	if n <= 0 {
 		return nil
 	}
-	order := slices.Clone(cols)
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmpInt64(costs[b].raw, costs[a].raw)
-	})
-	groups := make([][]int, n)
-	bytes := make([]int64, n)
-	for _, c := range order {
-		g := 0
-		for i := range bytes {
-			// Among equal bytes (columns of no bytes: empty inputs), the
-			// group of fewest columns: no group is left empty.
-			if bytes[i] < bytes[g] || bytes[i] == bytes[g] && len(groups[i]) < len(groups[g]) {
-				g = i
+	var total, largest int64
+	for _, c := range cols {
+		total += costs[c].raw
+		largest = max(largest, costs[c].raw)
+	}
+	// cut returns where each group of the cut of capacity capacity starts.
+	cut := func(capacity int64) []int {
+		starts := []int{0}
+		var bytes int64
+		for i, c := range cols {
+			if i > starts[len(starts)-1] && bytes+costs[c].raw > capacity {
+				starts = append(starts, i)
+				bytes = 0
+			}
+			bytes += costs[c].raw
+		}
+		return starts
+	}
+	lo, hi := largest, total // a capacity of total is one group
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if len(cut(mid)) <= n {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	starts := cut(lo)
+	sum := func(from, to int) int64 {
+		var b int64
+		for _, c := range cols[from:to] {
+			b += costs[c].raw
+		}
+		return b
+	}
+	end := func(g int) int {
+		if g+1 < len(starts) {
+			return starts[g+1]
+		}
+		return len(cols)
+	}
+	for len(starts) < n {
+		// n <= len(cols): some group has two columns or more.
+		g, gBytes := -1, int64(0)
+		for i := range starts {
+			width, b := end(i)-starts[i], sum(starts[i], end(i))
+			if width >= 2 && (g < 0 || b > gBytes || b == gBytes && width > end(g)-starts[g]) {
+				g, gBytes = i, b
 			}
 		}
-		groups[g] = append(groups[g], c)
-		bytes[g] += costs[c].raw
+		from, to := starts[g], end(g)
+		at, atDiff := from+1, int64(-1)
+		var before int64
+		for k := from + 1; k < to; k++ {
+			before += costs[cols[k-1]].raw
+			// |before - after|, and among equal, the split nearest the middle.
+			diff := abs64(2*before - gBytes)
+			if atDiff < 0 || diff < atDiff || diff == atDiff && abs(2*(k-from)-(to-from)) < abs(2*(at-from)-(to-from)) {
+				at, atDiff = k, diff
+			}
+		}
+		starts = slices.Insert(starts, g+1, at)
 	}
-	for _, g := range groups {
-		slices.Sort(g)
+	groups := make([][]int, len(starts))
+	for g := range starts {
+		groups[g] = slices.Clone(cols[starts[g]:end(g)])
 	}
 	return groups
+}
+
+func abs64(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}
+
+func abs(v int) int {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 func cmpInt64(a, b int64) int {

@@ -3,7 +3,9 @@ package merger
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/strata-db/strata/columnar"
@@ -189,5 +191,112 @@ func TestBalancedLeavesNoGroupEmpty(t *testing.T) {
 				t.Fatalf("n %d: group %d is empty: %v", n, i, groups)
 			}
 		}
+	}
+}
+
+// TestBalancedCutsConsecutiveColumns: every cut is the columns in schema
+// order, in exactly n non-empty groups, and its largest group is the least
+// any cut into n groups of consecutive columns has (found here by trying
+// every cut), on costs with zeros, equal costs and one huge column.
+func TestBalancedCutsConsecutiveColumns(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for trial := range 400 {
+		width := 1 + rng.IntN(9)
+		costs := make([]columnCost, width+2) // two columns not in cols
+		for c := range costs {
+			switch trial % 4 {
+			case 0:
+				costs[c].raw = rng.Int64N(100)
+			case 1:
+				costs[c].raw = rng.Int64N(3) // many zeros and ties
+			case 2:
+				costs[c].raw = 10
+			default:
+				costs[c].raw = 1 + rng.Int64N(5)
+				if c == rng.IntN(len(costs)) {
+					costs[c].raw = 1000
+				}
+			}
+		}
+		cols := make([]int, 0, width)
+		for c := range width + 2 {
+			if c != 0 && c != width/2+1 { // leave gaps, as the key columns do
+				cols = append(cols, c)
+			}
+		}
+		for n := 1; n <= len(cols)+1; n++ {
+			groups := balanced(cols, n, costs)
+			if want := min(n, len(cols)); len(groups) != want {
+				t.Fatalf("trial %d, n %d: %d groups, want %d: %v", trial, n, len(groups), want, groups)
+			}
+			var flat []int
+			var largest int64
+			for _, g := range groups {
+				if len(g) == 0 {
+					t.Fatalf("trial %d, n %d: an empty group: %v", trial, n, groups)
+				}
+				flat = append(flat, g...)
+				largest = max(largest, groupBytes(g, costs))
+			}
+			if !slices.Equal(flat, cols) {
+				t.Fatalf("trial %d, n %d: groups %v are not cols %v in order", trial, n, groups, cols)
+			}
+			if best := leastLargestGroup(cols, min(n, len(cols)), costs); largest != best {
+				t.Fatalf("trial %d, n %d: largest group %d bytes, the best cut's %d: %v (costs %v)", trial, n, largest, best, groups, costs)
+			}
+		}
+	}
+}
+
+func groupBytes(g []int, costs []columnCost) int64 {
+	var b int64
+	for _, c := range g {
+		b += costs[c].raw
+	}
+	return b
+}
+
+// leastLargestGroup tries every cut of cols into n groups of consecutive
+// columns and returns the least bytes of a largest group.
+func leastLargestGroup(cols []int, n int, costs []columnCost) int64 {
+	if n == 1 {
+		return groupBytes(cols, costs)
+	}
+	best := int64(-1)
+	for first := 1; first <= len(cols)-(n-1); first++ {
+		largest := max(groupBytes(cols[:first], costs), leastLargestGroup(cols[first:], n-1, costs))
+		if best < 0 || largest < best {
+			best = largest
+		}
+	}
+	return best
+}
+
+// TestPlanGathersInSchemaOrder: every plan's groups, one after another,
+// are the non-key columns in schema order, which is the order a depot
+// prefetches a container's column files in.
+func TestPlanGathersInSchemaOrder(t *testing.T) {
+	in := syntheticInput(32, 400, 8192, 8192)
+	checked := 0
+	for _, grant := range []int64{8 << 20, 32 << 20, 256 << 20, 8 << 30} {
+		in.grant = grant
+		p, err := makePlan(in)
+		if err != nil {
+			t.Fatalf("grant %d: %v", grant, err)
+		}
+		if p.kind == PlanPasses {
+			continue // each level plans its own merges
+		}
+		var flat []int
+		for _, g := range p.groups {
+			flat = append(flat, g...)
+		}
+		if len(flat) != 399 || !slices.IsSorted(flat) {
+			t.Fatalf("grant %d: the %d groups gather %v", grant, len(p.groups), flat)
+		}
+		checked++
+	}
+	if checked < 3 {
+		t.Fatalf("%d plans of one level, want 3", checked)
 	}
 }
