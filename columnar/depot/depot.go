@@ -205,6 +205,7 @@ type entry struct {
 	loc                   *store.Container   // where its files are in the store; nil until known
 	m                     *columnar.Manifest // set before ready is closed
 	manifest              []byte             // m's bytes
+	files                 map[string]int     // m's column files by name: their index in m.Files
 	pack                  *pack              // its pack file; nil for a container of column files (old layout, outputs)
 	size                  int64              // bytes counted in Depot.used
 	present               map[string]held    // column files held whole
@@ -442,8 +443,12 @@ func (d *Depot) loadPack(table, projection, id, dir string) (*entry, error) {
 }
 
 func newEntry(table, projection, id, dir string, m *columnar.Manifest, data []byte) *entry {
+	files := make(map[string]int, len(m.Files))
+	for i := range m.Files {
+		files[m.Files[i].Name] = i
+	}
 	return &entry{
-		table: table, projection: projection, id: id, dir: dir, m: m, manifest: data,
+		table: table, projection: projection, id: id, dir: dir, m: m, manifest: data, files: files,
 		size: manifestAllowance, present: map[string]held{}, fills: map[string]*fill{},
 	}
 }
@@ -530,7 +535,7 @@ func (d *Depot) Acquire(ctx context.Context, table, projection, id string) (src 
 		e.err = err
 		delete(d.entries, k)
 	} else {
-		e.m, e.manifest, e.size, e.present, e.fills, e.loc, e.pack = got.m, got.manifest, got.size, got.present, got.fills, got.loc, got.pack
+		e.m, e.manifest, e.files, e.size, e.present, e.fills, e.loc, e.pack = got.m, got.manifest, got.files, got.size, got.present, got.fills, got.loc, got.pack
 		e.elem = d.lru.PushFront(e)
 		d.used += e.size
 	}

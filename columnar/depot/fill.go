@@ -219,10 +219,8 @@ func (s *source) locate() (*store.Container, error) {
 }
 
 func (e *entry) fileMeta(name string) *columnar.FileMeta {
-	for i := range e.m.Files {
-		if e.m.Files[i].Name == name {
-			return &e.m.Files[i]
-		}
+	if i, ok := e.files[name]; ok {
+		return &e.m.Files[i]
 	}
 	return nil
 }
