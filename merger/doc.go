@@ -10,7 +10,8 @@
 // or spilled to a file in Options.TempDir. The gathers then write the other
 // columns: the columns are cut into groups of consecutive columns of about
 // equal decoded bytes, and each group is gathered in one pass over the row
-// source, in schema order, as many passes at once as there are workers. Merge picks one of three plans:
+// source, the groups in schema order, as many passes at once as there are
+// workers. Merge picks one of three plans:
 //
 //   - horizontal: one group per worker, the row-source stream in memory:
 //     every column of every input is open at once.

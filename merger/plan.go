@@ -427,7 +427,8 @@ func balanced(cols []int, n int, costs []columnCost) [][]int {
 		total += costs[c].raw
 		largest = max(largest, costs[c].raw)
 	}
-	// cut returns where each group of the cut of capacity capacity starts.
+	// cut fills each group until its next column would take it past
+	// capacity, and returns where each group starts.
 	cut := func(capacity int64) []int {
 		starts := []int{0}
 		var bytes int64
