@@ -172,8 +172,9 @@ func (s *spillSummer) add(rec arrow.RecordBatch) error {
 }
 
 // spillValues returns arr's values as the checksum sums them (a string
-// hashed by md5Prefix28, a NULL as 0) and which are not NULL (nil: all),
-// in the storage of vals and valid.
+// hashed by md5Prefix28; a NULL's value is whatever the storage held,
+// since the sums skip it) and which are not NULL (nil: all), in the
+// storage of vals and valid.
 func spillValues(arr arrow.Array, hashed bool, vals []int64, valid []bool) ([]int64, []bool, error) {
 	n := arr.Len()
 	vals = slices.Grow(vals[:0], n)[:n]

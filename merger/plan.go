@@ -422,26 +422,25 @@ func balanced(cols []int, n int, costs []columnCost) [][]int {
 	if n <= 0 {
 		return nil
 	}
-	var total, largest int64
-	for _, c := range cols {
-		total += costs[c].raw
+	// pre[i] is the bytes of cols[:i].
+	pre := make([]int64, len(cols)+1)
+	var largest int64
+	for i, c := range cols {
+		pre[i+1] = pre[i] + costs[c].raw
 		largest = max(largest, costs[c].raw)
 	}
 	// cut fills each group until its next column would take it past
 	// capacity, and returns where each group starts.
 	cut := func(capacity int64) []int {
 		starts := []int{0}
-		var bytes int64
-		for i, c := range cols {
-			if i > starts[len(starts)-1] && bytes+costs[c].raw > capacity {
+		for i := range cols {
+			if from := starts[len(starts)-1]; i > from && pre[i+1]-pre[from] > capacity {
 				starts = append(starts, i)
-				bytes = 0
 			}
-			bytes += costs[c].raw
 		}
 		return starts
 	}
-	lo, hi := largest, total // a capacity of total is one group
+	lo, hi := largest, pre[len(cols)] // a capacity of every byte is one group
 	for lo < hi {
 		mid := lo + (hi-lo)/2
 		if len(cut(mid)) <= n {
@@ -451,35 +450,27 @@ func balanced(cols []int, n int, costs []columnCost) [][]int {
 		}
 	}
 	starts := cut(lo)
-	sum := func(from, to int) int64 {
-		var b int64
-		for _, c := range cols[from:to] {
-			b += costs[c].raw
-		}
-		return b
-	}
 	end := func(g int) int {
 		if g+1 < len(starts) {
 			return starts[g+1]
 		}
 		return len(cols)
 	}
+	bytes := func(g int) int64 { return pre[end(g)] - pre[starts[g]] }
+	width := func(g int) int { return end(g) - starts[g] }
 	for len(starts) < n {
 		// n <= len(cols): some group has two columns or more.
-		g, gBytes := -1, int64(0)
+		g := -1
 		for i := range starts {
-			width, b := end(i)-starts[i], sum(starts[i], end(i))
-			if width >= 2 && (g < 0 || b > gBytes || b == gBytes && width > end(g)-starts[g]) {
-				g, gBytes = i, b
+			if width(i) >= 2 && (g < 0 || bytes(i) > bytes(g) || bytes(i) == bytes(g) && width(i) > width(g)) {
+				g = i
 			}
 		}
 		from, to := starts[g], end(g)
 		at, atDiff := from+1, int64(-1)
-		var before int64
 		for k := from + 1; k < to; k++ {
-			before += costs[cols[k-1]].raw
 			// |before - after|, and among equal, the split nearest the middle.
-			diff := abs64(2*before - gBytes)
+			diff := abs64(2*pre[k] - pre[from] - pre[to])
 			if atDiff < 0 || diff < atDiff || diff == atDiff && abs(2*(k-from)-(to-from)) < abs(2*(at-from)-(to-from)) {
 				at, atDiff = k, diff
 			}

@@ -157,8 +157,8 @@
 // returns as it is read (an output item, in input order, no row filtered:
 // SELECT s, count(*) OVER (PARTITION BY s)) is loaded whole into one
 // buffer of that size, and the result's Arrow array uses its bytes rather
-// than a copy, counted as the result's until Close; input loaded whole reserves what
-// its columns hold beyond that estimate once loaded. A buffer whose rows hold
+// than a copy, counted as the result's until Close; input loaded whole
+// reserves what its columns hold beyond that estimate once loaded. A buffer whose rows hold
 // more string bytes than their share (long strings sorted together) is
 // full early. A result that repeats one value on many rows (first_value,
 // last_value, nth_value, min and max of strings) can take more than its

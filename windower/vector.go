@@ -370,11 +370,8 @@ type byteSpan struct {
 }
 
 // spanOf returns the span of strs's bytes, or one not back to back when
-// they are not (or when look is false, without looking).
-func spanOf(strs []string, look bool) byteSpan {
-	if !look {
-		return byteSpan{}
-	}
+// they are not.
+func spanOf(strs []string) byteSpan {
 	var first, end uintptr
 	for _, x := range strs {
 		if len(x) == 0 {
@@ -589,8 +586,11 @@ func stringArray[O int32 | int64](v *vector, mem memory.Allocator, threads int) 
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		var total int64
-		if sp := spanOf(v.strs[lo:hi], v.whole != nil); sp.backToBack {
-			spans[r], total = sp, int64(sp.end-sp.first)
+		if v.whole != nil {
+			spans[r] = spanOf(v.strs[lo:hi])
+		}
+		if sp := spans[r]; sp.backToBack {
+			total = int64(sp.end - sp.first)
 		} else {
 			for _, x := range v.strs[lo:hi] {
 				total += int64(len(x))

@@ -205,7 +205,7 @@ type entry struct {
 	loc                   *store.Container   // where its files are in the store; nil until known
 	m                     *columnar.Manifest // set before ready is closed
 	manifest              []byte             // m's bytes
-	files                 map[string]int     // m's column files by name: their index in m.Files
+	files                 map[string]int     // m's column files by name: their index in m.Files and in the pack
 	pack                  *pack              // its pack file; nil for a container of column files (old layout, outputs)
 	size                  int64              // bytes counted in Depot.used
 	present               map[string]held    // column files held whole

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/fsutil"
@@ -33,8 +34,8 @@ func HeldAt(dir, name string) (path string, off int64, err error) {
 		return "", 0, err
 	}
 	defer p.f.Close()
-	i, ok := p.index[name]
-	if !ok {
+	i := slices.IndexFunc(m.Files, func(fm columnar.FileMeta) bool { return fm.Name == name })
+	if i < 0 {
 		return "", 0, fmt.Errorf("%s: no column file %s in %s", dir, name, m.ID)
 	}
 	return p.path, p.base[i], nil

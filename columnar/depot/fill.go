@@ -102,7 +102,7 @@ func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 			}
 			if e.pack != nil {
 				// Into the column file's range of the pack: no file to create.
-				f.w, f.idx, f.base = e.pack.f, e.pack.index[name], e.pack.base[e.pack.index[name]]
+				f.w, f.idx, f.base = e.pack.f, e.files[name], e.pack.base[e.files[name]]
 			} else {
 				tmp, err := os.CreateTemp(e.dir, "."+name+fillSuffix+"*")
 				if err != nil {
@@ -135,7 +135,7 @@ func (s *source) open(fm *columnar.FileMeta) (columnar.File, uint64, error) {
 // returned. d.mu is held.
 func (d *Depot) openHeld(e *entry, fm *columnar.FileMeta) (columnar.File, error) {
 	if p := e.pack; p != nil {
-		i := p.index[fm.Name]
+		i := e.files[fm.Name]
 		size, err := p.size()
 		if err != nil {
 			return nil, fmt.Errorf("depot: %s: %w", p.path, err)
@@ -170,7 +170,7 @@ func (s *source) check(fm *columnar.FileMeta) {
 	path := filepath.Join(e.dir, fm.Name)
 	ok := false
 	if e.pack != nil {
-		ok = e.pack.checkColumn(e.pack.index[fm.Name], fm)
+		ok = e.pack.checkColumn(e.files[fm.Name], fm)
 	} else if f, err := os.Open(path); err == nil {
 		h := crc32.New(castagnoli)
 		n, err := io.Copy(h, f)

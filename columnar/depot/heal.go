@@ -150,7 +150,7 @@ func (d *Depot) dropLocked(e *entry, fm *columnar.FileMeta, damage string) {
 		// Its range of the pack is filled again in place; readers with it
 		// open find the damage (or the bytes being rewritten) themselves.
 		d.log.Warn("depot: a column file it holds is damaged; fetching it again", "container", container, "pack", p.path, "file", fm.Name, "damage", damage)
-		if err := p.setHeld(p.index[fm.Name], false); err != nil {
+		if err := p.setHeld(e.files[fm.Name], false); err != nil {
 			d.log.Warn("depot: mark a damaged column file not held", "pack", p.path, "file", fm.Name, "err", err)
 		}
 	} else {

@@ -36,16 +36,14 @@ type pack struct {
 	count int     // column files
 	base  []int64 // offset of each column file, in manifest order
 	flags int64   // offset of the presence bytes, one a column file
-	index map[string]int
 }
 
 func newPack(f *os.File, path string, m *columnar.Manifest, manifestLen int) *pack {
-	p := &pack{f: f, path: path, count: len(m.Files), base: make([]int64, len(m.Files)), index: make(map[string]int, len(m.Files))}
+	p := &pack{f: f, path: path, count: len(m.Files), base: make([]int64, len(m.Files))}
 	p.flags = packHeaderLen + int64(manifestLen)
 	off := (p.flags + int64(len(m.Files)) + packAlign - 1) / packAlign * packAlign
 	for i, fm := range m.Files {
 		p.base[i] = off
-		p.index[fm.Name] = i
 		off += fm.Size
 	}
 	return p
