@@ -50,9 +50,12 @@
 //	0xFFFFFFFF 0x00000000                   end of stream
 //	footer, int32 footer length, "ARROW1"
 //
-// Body buffers are padded to 64 bytes; in a compressed body each buffer is
-// compressed on its own, its uncompressed length (int64) in front (Arrow's
-// BodyCompression method BUFFER). Readers never use the footer: the
+// In a compressed body each buffer is compressed on its own, its
+// uncompressed length (int64) in front (Arrow's BodyCompression method
+// BUFFER), and padded to 64 bytes. An uncompressed body is as Arrow's
+// encoder lays it out: each buffer padded to 8 bytes, IPC's alignment
+// (before 2026-12, to 64 bytes; the block's metadata locates every
+// buffer, so readers take either). Readers never use the footer: the
 // manifest locates every block, so a block is read with one positioned
 // read of exactly its bytes. The decoder supports exactly the layouts
 // above: one field node, two or three buffers, LZ4 frame, zstd or no body

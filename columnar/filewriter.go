@@ -214,23 +214,42 @@ func (c *columnWriter) writeMessage(arr arrow.Array) (metaLen int32, bodyLen int
 	if err != nil {
 		return 0, 0, fmt.Errorf("encode: %w", err)
 	}
-	bufs := make([][2]int64, l.nbufs)
-	s.body = s.body[:0]
-	for i := range l.nbufs {
-		off, n := l.buffers[i][0], l.buffers[i][1]
-		start := len(s.body)
-		if s.body, err = c.comp.appendTo(s.body, body[off:off+n]); err != nil {
-			return 0, 0, err
+	bufs := l.buffers[:l.nbufs]
+	if c.comp.comp != nil || !laidOut(l, body) {
+		bufs = make([][2]int64, l.nbufs)
+		s.body = s.body[:0]
+		for i := range l.nbufs {
+			off, n := l.buffers[i][0], l.buffers[i][1]
+			start := len(s.body)
+			if s.body, err = c.comp.appendTo(s.body, body[off:off+n]); err != nil {
+				return 0, 0, err
+			}
+			bufs[i] = [2]int64{int64(start), int64(len(s.body) - start)}
+			for len(s.body)%bodyAlignment != 0 {
+				s.body = append(s.body, 0)
+			}
 		}
-		bufs[i] = [2]int64{int64(start), int64(len(s.body) - start)}
-		for len(s.body)%bodyAlignment != 0 {
-			s.body = append(s.body, 0)
-		}
+		body = s.body
 	}
 	codec, compressed := c.comp.arrowCodec()
-	m := recordBatchMeta(s.fb, l.length, l.nullCount, bufs, int64(len(s.body)), codec, compressed)
-	metaLen, err = writeMessage(c.out, m, s.body)
-	return metaLen, int64(len(s.body)), err
+	m := recordBatchMeta(s.fb, l.length, l.nullCount, bufs, int64(len(body)), codec, compressed)
+	metaLen, err = writeMessage(c.out, m, body)
+	return metaLen, int64(len(body)), err
+}
+
+// laidOut reports whether l's buffers lie in body as an uncompressed
+// block may hold them: in order, each 8-byte aligned (Arrow IPC's
+// alignment) and inside the body. Arrow's encoder lays them out so, and
+// such a body is written as it is, not copied first.
+func laidOut(l batchLayout, body []byte) bool {
+	var end int64
+	for _, b := range l.buffers[:l.nbufs] {
+		if b[0]%8 != 0 || b[0] < end || b[1] < 0 || b[0]+b[1] > int64(len(body)) {
+			return false
+		}
+		end = b[0] + b[1]
+	}
+	return true
 }
 
 // finish writes the pending rows and the footer and closes the file.
