@@ -42,7 +42,10 @@ import (
 //     holding the input columns the query uses, in input order. Nothing
 //     is sorted yet. Each chunk's columns are scattered into bucket
 //     order (into the storage of the chunk written before) and written
-//     in the background while the next chunk is dealt. On more than one
+//     in the background while the next chunk is dealt; what a chunk
+//     deals to a bucket waits in the bucket's block buffers
+//     (blockbuffer.go) until a block fills, the buffers as large as the
+//     grant leaves room for. On more than one
 //     thread the chunks after the first are half as large, and each is
 //     dealt on a goroutine of its own while the next is read and decoded
 //     (readChunks), so that reading, dealing and writing overlap.
@@ -75,7 +78,7 @@ const (
 	// run's threads divided among them. It is fixed, not the thread count,
 	// so that what fits a share (fit) does not depend on threads.
 	bucketWorkers = 2
-	// maxBuckets bounds the buckets of a stage (the writers' tails and the
+	// maxBuckets bounds the buckets of a stage (their block buffers and
 	// containers in the spill directory).
 	maxBuckets = 4096
 	// scatterBuckets is the most buckets a chunk's columns are dealt to
@@ -119,7 +122,10 @@ type buckets struct {
 	schema        *arrow.Schema // a bucket's columns: the used input columns
 	blockRows     int
 	writers       []*columnar.Writer
-	written       []int64 // rows dealt to each bucket
+	// blocks are the block buffers of the buckets' columns (nil: none
+	// yet), where the rows of a block wait until it fills.
+	blocks  [][]*blockBuffer
+	written []int64 // rows dealt to each bucket
 	// pending is the chunk being written in the background (nil: none).
 	pending *chunkWrite
 	// spare are the pieces of a chunk already written, and spareHeld the
@@ -214,7 +220,7 @@ func (b *buckets) write(in *input) error {
 			return b.runs.write(in)
 		}
 		bucketStages.Add(1)
-		b.o.Logger.Debug("window stage deals its input to range buckets", "buckets", len(b.writers))
+		b.o.Logger.Debug("window stage deals its input to range buckets", "buckets", len(b.writers), "block_rows", b.blockRows)
 	}
 	return b.deal(in, kv)
 }
@@ -277,6 +283,10 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	b.stringSplitters()
 	nb = len(at) + 1
 	b.writers = make([]*columnar.Writer, nb)
+	b.blocks = make([][]*blockBuffer, nb)
+	for x := range b.blocks {
+		b.blocks[x] = make([]*blockBuffer, len(b.runs.used))
+	}
 	b.written = make([]int64, nb)
 	b.longest = make([][]int64, len(b.runs.used))
 	for j, c := range b.runs.used {
@@ -284,13 +294,18 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 			b.longest[j] = make([]int64, nb)
 		}
 	}
-	// A block of every column of every bucket waits in its writer until
-	// it fills: an eighth of the grant at most.
+	// A block of every column of every bucket waits in its block buffer
+	// until it fills. The buffers take what the grant has left beside the
+	// chunk's buffer (reserved by now), a copy of a chunk as large, and an
+	// eighth of the grant; an eighth of the grant at least. With many
+	// buckets the blocks are small, and a block costs as much to write
+	// and read again as thousands of rows.
 	var rowBytes int64
 	for _, c := range b.runs.used {
 		rowBytes += b.p.colBytes(c)
 	}
-	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, b.avail/8/int64(nb)/max(rowBytes, 1))))
+	blockBytes := max(b.avail/8, b.o.Budget.Available()-b.o.Budget.InUse()-b.o.Budget.Limit()/8)
+	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, blockBytes/int64(nb)/max(rowBytes, 1))))
 	return true
 }
 
@@ -486,7 +501,8 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	// The rows in bucket order, every column, counted until written; the
 	// write runs in the background while the caller reads the next chunk.
 	// It needs room in the grant for the copy and an eighth of the grant
-	// beside it (the Arrow forms of the pieces, the writers' blocks);
+	// beside it (the Arrow forms of the pieces, the block buffers' strings
+	// as they grow);
 	// without, the chunk is written before deal returns. The copy goes
 	// into the storage of the chunk written before, whose reservation
 	// covers as much of it.
@@ -581,7 +597,7 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 // roomBehind reports whether the grant has room for more bytes of a
 // chunk's copy and an eighth of the grant beside them, which a chunk
 // written in the background needs (the Arrow forms of its pieces, the
-// writers' blocks).
+// block buffers' strings as they grow).
 func (b *buckets) roomBehind(more int64) bool {
 	return b.o.Budget.Available()-more >= b.o.Budget.Limit()/8
 }
@@ -652,35 +668,77 @@ func (b *buckets) wait() error {
 }
 
 // writeColumn appends arr to column j of bucket x without the writer
-// keeping arr: the rows that complete the bucket's pending block and the
-// whole blocks after them are written from arr, and the rest, which waits
-// for the next chunk, is copied first.
+// keeping arr: the rows that complete the bucket's block buffer are copied
+// into it and written as a block, the whole blocks after them are written
+// from arr, and the rest is copied into the buffer, which waits for the
+// next chunk.
 func (b *buckets) writeColumn(x, j int, arr arrow.Array) error {
 	w, br, n := b.writers[x], b.blockRows, arr.Len()
-	direct := 0
-	if head := (br - int(b.written[x]%int64(br))) % br; n >= head {
-		direct = head + (n-head)/br*br
+	bb := b.blocks[x][j]
+	if bb == nil {
+		var err error
+		if bb, err = newBlockBuffer(b.schema.Field(j).Type, br, b.o.Budget); err != nil {
+			return err
+		}
+		b.blocks[x][j] = bb
 	}
-	if direct > 0 {
-		part := array.NewSlice(arr, 0, int64(direct))
+	off := 0
+	if bb.rows > 0 {
+		off = min(bb.room(), n)
+		bb.append(arr, 0, off)
+		if !bb.full() {
+			return nil
+		}
+		blk := bb.array()
+		err := w.WriteColumn(j, blk)
+		blk.Release()
+		bb.reset()
+		if err != nil {
+			return err
+		}
+	}
+	if whole := (n - off) / br * br; whole > 0 {
+		part := array.NewSlice(arr, int64(off), int64(off+whole))
 		err := w.WriteColumn(j, part)
 		part.Release()
 		if err != nil {
 			return err
 		}
+		off += whole
 	}
-	if direct == n {
-		return nil
+	bb.append(arr, off, n)
+	return nil
+}
+
+// flushBlocks hands every bucket's partly filled blocks to its writer,
+// which keeps them until Commit.
+func (b *buckets) flushBlocks() error {
+	for x, bs := range b.blocks {
+		for j, bb := range bs {
+			if bb == nil || bb.rows == 0 {
+				continue
+			}
+			blk := bb.array()
+			err := b.writers[x].WriteColumn(j, blk)
+			blk.Release()
+			if err != nil {
+				return fmt.Errorf("windower: spill bucket %d: %w", x, err)
+			}
+		}
 	}
-	part := array.NewSlice(arr, int64(direct), int64(n))
-	tail, err := array.Concatenate([]arrow.Array{part}, b.o.Budget)
-	part.Release()
-	if err != nil {
-		return fmt.Errorf("copy %d rows: %w", n-direct, err)
+	return nil
+}
+
+// freeBlocks gives the block buffers' memory back to the grant.
+func (b *buckets) freeBlocks() {
+	for _, bs := range b.blocks {
+		for _, bb := range bs {
+			if bb != nil {
+				bb.free()
+			}
+		}
 	}
-	err = w.WriteColumn(j, tail)
-	tail.Release()
-	return err
+	b.blocks = nil
 }
 
 func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("bucket-%05d", x)) }
@@ -693,7 +751,12 @@ func (b *buckets) finish(err error) error {
 	if err == nil {
 		err = werr
 	}
-	errs := []error{werr} // named its bucket already (writePieces)
+	if err == nil {
+		err = b.flushBlocks()
+		werr = err
+	}
+	defer b.freeBlocks()  // after Commit: the writers hold the last blocks
+	errs := []error{werr} // named its bucket already (writePieces, flushBlocks)
 	for x, w := range b.writers {
 		if w == nil {
 			continue
