@@ -54,26 +54,26 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 	if len(keys) == 0 || n < 2 {
 		return perm
 	}
-	radix := true
-	for _, k := range keys {
-		if k.v.kind == kindString {
-			radix = false
-		}
-	}
-	if !radix {
-		slices.SortStableFunc(perm, func(a, b int32) int { return compareRows(keys, int(a), int(b)) })
-		return perm
-	}
 	if s.sortComposite(keys, n, perm, nil) {
 		return perm
 	}
 	// LSD over the key columns: a stable sort on each column, least
-	// significant first, yields the lexicographic order.
+	// significant first, yields the lexicographic order. A string column
+	// sorts on its first 8 bytes, then the rows those leave tied on the
+	// whole strings (settleStrings).
 	s.keys = grow(s.keys, n)
 	for k := len(keys) - 1; k >= 0; k-- {
 		key := keys[k]
 		v := key.v
-		if k == len(keys)-1 && v.kind != kindFloat {
+		if v.kind == kindString {
+			var flip uint64
+			if key.desc {
+				flip = ^flip
+			}
+			for i, p := range perm {
+				s.keys[i] = stringPrefix(v.strs[p]) ^ flip
+			}
+		} else if k == len(keys)-1 && v.kind != kindFloat {
 			// perm is still the identity: read the column sequentially.
 			flip := uint64(1) << 63
 			if key.desc {
@@ -108,7 +108,9 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 		s.identity = k == len(keys)-1
 		perm, sorted = s.radix(s.keys, perm)
 		s.identity = false
-		if k == 0 && v.nulls == nil {
+		if v.kind == kindString {
+			s.settleStrings(v, key.desc, perm, sorted, 0)
+		} else if k == 0 && v.nulls == nil {
 			s.sorted = sorted
 		}
 		if v.nulls != nil {
@@ -125,6 +127,78 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 		}
 	}
 	return perm
+}
+
+// settleStrings orders by the whole strings, stably, the runs of rows
+// of perm that a radix sort on their strings' bytes from depth (8 of
+// them: words, in perm's order) left tied: rows whose strings share those
+// bytes but differ after them, or in length. A run of equal strings, the
+// common case of a partition key, is checked in one pass and left as it
+// is. A large run whose strings all go past those 8 bytes sorts on the
+// next 8 the same way; the others, by comparing the strings. NULLs (word
+// 0) compare below every string and equal to each other; the caller's
+// NULL pass places them.
+func (s *sorter) settleStrings(v *vector, desc bool, perm []int32, words []uint64, depth int) {
+	for lo := 0; lo < len(perm); {
+		hi := lo + 1
+		for hi < len(perm) && words[hi] == words[lo] {
+			hi++
+		}
+		run := perm[lo:hi]
+		lo = hi
+		if len(run) < 2 || sameStrings(v, run) {
+			continue
+		}
+		if len(run) >= settleRadixRows && allLonger(v, run, depth+8) { // the words were the strings' bytes
+			next := make([]uint64, len(run))
+			var flip uint64
+			if desc {
+				flip = ^flip
+			}
+			for i, p := range run {
+				next[i] = stringPrefix(v.strs[p][depth+8:]) ^ flip
+			}
+			sortedPerm, sortedWords := s.radix(next, run)
+			copy(run, sortedPerm)
+			copy(next, sortedWords) // the radix's scratch is the next call's
+			s.settleStrings(v, desc, run, next, depth+8)
+			continue
+		}
+		slices.SortStableFunc(run, func(a, b int32) int {
+			c := compareValues(v, int(a), int(b), true)
+			if desc {
+				return -c
+			}
+			return c
+		})
+	}
+}
+
+// settleRadixRows is the least rows of a tied run that settleStrings
+// sorts on the strings' next 8 bytes rather than by comparing them.
+const settleRadixRows = 64
+
+// allLonger reports whether the strings of v at rows are all non-NULL and
+// at least n bytes long.
+func allLonger(v *vector, rows []int32, n int) bool {
+	for _, r := range rows {
+		if v.isNull(int(r)) || len(v.strs[r]) < n {
+			return false
+		}
+	}
+	return true
+}
+
+// sameStrings reports whether the rows of v at rows are all equal (NULLs
+// equal to each other only).
+func sameStrings(v *vector, rows []int32) bool {
+	first := rows[0]
+	for _, r := range rows[1:] {
+		if compareValues(v, int(first), int(r), true) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // sortRows returns the stable permutation of positions 0..len(rows)-1

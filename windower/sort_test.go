@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/cputime"
 )
 
@@ -51,6 +52,60 @@ func TestSortPerm(t *testing.T) {
 		}
 		want := stablePerm(keys, n)
 		if !slices.Equal(got, want) {
+			t.Fatalf("iteration %d (n=%d, keys=%d): permutation differs from a stable comparison sort", it, n, nk)
+		}
+	}
+}
+
+// TestSortPermStrings checks the string keys' radix on their first 8
+// bytes, and the runs it leaves tied, against a comparison sort: strings
+// that share their first 8 bytes and differ after, or only in length,
+// zero bytes, the empty string, NULLs (holding a value, as a NULL row of
+// a gathered vector may), ASC and DESC, NULLs first and last, and beside
+// integer keys.
+func TestSortPermStrings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	stems := []string{"", "a", "label wo", "label word ", "label words", "\x00", "\x00\x00\x00\x00\x00\x00\x00\x00\x01", "zzzzzzzzzzzz", "a long shared prefix of many words, ", "a long shared prefix of many words"}
+	var s sorter
+	for it := 0; it < 300; it++ {
+		n := 1 + rng.IntN(2000)
+		nk := 1 + rng.IntN(3)
+		keys := make([]sortedKey, nk)
+		for k := range keys {
+			if k > 0 && rng.IntN(2) == 0 {
+				v := &vector{kind: kindInt, typ: arrow.PrimitiveTypes.Int64}
+				for range n {
+					v.ints = append(v.ints, rng.Int64N(5))
+				}
+				keys[k] = sortedKey{v: v, desc: rng.IntN(2) == 0}
+				continue
+			}
+			v := &vector{kind: kindString, typ: arrow.BinaryTypes.String}
+			if rng.IntN(2) == 0 {
+				v.nulls = make([]bool, n)
+			}
+			distinct := []int{1, 3, 50, 1000}[rng.IntN(4)]
+			for i := range n {
+				x := rng.IntN(distinct)
+				str := stems[x%len(stems)] + string(rune('a'+x%26))
+				if x%3 == 0 {
+					str = stems[x%len(stems)]
+				}
+				v.strs = append(v.strs, str)
+				if v.nulls != nil {
+					v.nulls[i] = rng.IntN(6) == 0
+				}
+			}
+			keys[k] = sortedKey{v: v, desc: rng.IntN(2) == 0, nullsFirst: rng.IntN(2) == 0}
+		}
+		got := s.sortPerm(keys, n, nil)
+		if got == nil {
+			got = make([]int32, n)
+			for i := range got {
+				got[i] = int32(i)
+			}
+		}
+		if want := stablePerm(keys, n); !slices.Equal(got, want) {
 			t.Fatalf("iteration %d (n=%d, keys=%d): permutation differs from a stable comparison sort", it, n, nk)
 		}
 	}
@@ -193,4 +248,19 @@ func suiteSortKeys(n int) (*vector, []struct {
 		name string
 		keys []sortedKey
 	}{{"g,x", []sortedKey{{v: g}, {v: x}}}, {"g,t", []sortedKey{{v: g}, {v: t}}}}
+}
+
+// BenchmarkSortStrings sorts 1Mi rows on one string key, the labels of
+// the suite's s column (NULLs, the empty string, a skewed vocabulary,
+// long labels), as the sorted runs of a string PARTITION BY do.
+func BenchmarkSortStrings(b *testing.B) {
+	const n = 1 << 20
+	s, nulls := columnar.GenLabels(n, rand.New(rand.NewPCG(1, 2)))
+	v := &vector{kind: kindString, strs: s, nulls: nulls}
+	keys := []sortedKey{{v: v}}
+	var so sorter
+	perm := make([]int32, n)
+	for b.Loop() {
+		perm = so.sortPerm(keys, n, perm)
+	}
 }
