@@ -50,10 +50,18 @@ type Options struct {
 	// not block. RunRecords does not call it.
 	Prefetch func(src columnar.Source, columns []string)
 	Logger   *slog.Logger
-	// inBucket marks the run of one range bucket of a spilling stage
-	// (buckets.go), which does not deal its input into buckets again.
-	inBucket bool
+	// bucketDepth is how many spilling stages' range buckets (buckets.go)
+	// this run evaluates a bucket of: a run maxBucketDepth deep does not
+	// deal its input into buckets again.
+	bucketDepth int
 }
+
+// maxBucketDepth is how deep range buckets nest. A bucket the sample of
+// its stage's first chunk made too large for memory (its keys more
+// common later in the input) deals its own rows into buckets, from a
+// sample of them; a bucket of those that is still too large takes the
+// sorted runs.
+const maxBucketDepth = 2
 
 func (o *Options) withDefaults() (Options, error) {
 	out := *o

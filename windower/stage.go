@@ -282,7 +282,7 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop super
 	r := newSortedRuns(p, dir, o, st)
 	write := r.write
 	var bk *buckets
-	if len(p.groups[0].partition) > 0 && !o.inBucket {
+	if len(p.groups[0].partition) > 0 && o.bucketDepth < maxBucketDepth {
 		// Chunks of as many rows as one thread's runs hold, whatever the
 		// threads, so that the ranges (from the first chunk) are too.
 		r.singleThread()
