@@ -45,10 +45,10 @@ import (
 //     in the background while the next chunk is dealt; what a chunk
 //     deals to a bucket waits in the bucket's block buffers
 //     (blockbuffer.go) until a block fills, the buffers as large as the
-//     grant leaves room for. On more than one
-//     thread the chunks after the first are half as large, and each is
-//     dealt on a goroutine of its own while the next is read and decoded
-//     (readChunks), so that reading, dealing and writing overlap.
+//     grant leaves room for. On more than one thread the chunks after
+//     the first are half as large, and each is dealt on a goroutine of
+//     its own while the next is read and decoded (readChunks), so that
+//     reading, dealing and writing overlap.
 //  3. Up to bucketWorkers buckets at a time are read and evaluated, each
 //     under a sub-budget of an equal share of the grant (columnar.Budget
 //     Sub), the run's threads divided among them; each bucket's result is
@@ -762,10 +762,12 @@ func (b *buckets) finish(err error) error {
 		err = werr
 	}
 	if err == nil {
-		err = b.flushBlocks()
-		werr = err
+		// The partly filled blocks, kept by the writers until Commit.
+		if ferr := b.flushBlocks(); ferr != nil {
+			err, werr = ferr, ferr
+		}
 	}
-	defer b.freeBlocks()  // after Commit: the writers hold the last blocks
+	defer b.freeBlocks()  // after Commit and Abort, which let go of them
 	errs := []error{werr} // named its bucket already (writePieces, flushBlocks)
 	for x, w := range b.writers {
 		if w == nil {

@@ -50,9 +50,10 @@ type Options struct {
 	// not block. RunRecords does not call it.
 	Prefetch func(src columnar.Source, columns []string)
 	Logger   *slog.Logger
-	// bucketDepth is how many spilling stages' range buckets (buckets.go)
-	// this run evaluates a bucket of: a run maxBucketDepth deep does not
-	// deal its input into buckets again.
+	// bucketDepth is how deep in range buckets (buckets.go) this run is:
+	// 0 for a query's own run, 1 for the run of a bucket of one of its
+	// stages, 2 for a bucket of that run's. A run maxBucketDepth deep does
+	// not deal its input into buckets again.
 	bucketDepth int
 }
 

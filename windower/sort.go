@@ -29,6 +29,9 @@ type sorter struct {
 	// significant key in sorted order when that key has no NULLs (nil
 	// otherwise), so callers can find boundaries without a gather.
 	sorted []uint64
+	// tied sorts the runs settleStrings walks: its scratch is never the
+	// words of the run being walked, which may be this sorter's.
+	tied *sorter
 }
 
 // sortedKey is a key vector with its sort direction.
@@ -149,7 +152,7 @@ func (s *sorter) settleStrings(v *vector, desc bool, perm []int32, words []uint6
 		if len(run) < 2 || sameStrings(v, run) {
 			continue
 		}
-		if len(run) >= settleRadixRows && allLonger(v, run, depth+8) { // the words were the strings' bytes
+		if len(run) >= settleRadixRows && allLonger(v, run, depth+8) { // the words were the strings' own bytes
 			next := make([]uint64, len(run))
 			var flip uint64
 			if desc {
@@ -158,7 +161,10 @@ func (s *sorter) settleStrings(v *vector, desc bool, perm []int32, words []uint6
 			for i, p := range run {
 				next[i] = stringPrefix(v.strs[p][depth+8:]) ^ flip
 			}
-			sortedPerm, sortedWords := s.radix(next, run)
+			if s.tied == nil {
+				s.tied = &sorter{}
+			}
+			sortedPerm, sortedWords := s.tied.radix(next, run)
 			copy(run, sortedPerm)
 			copy(next, sortedWords) // the radix's scratch is the next call's
 			s.settleStrings(v, desc, run, next, depth+8)
