@@ -470,7 +470,7 @@ func balanced(cols []int, n int, costs []columnCost) [][]int {
 		at, atDiff := from+1, int64(-1)
 		for k := from + 1; k < to; k++ {
 			// |before - after|, and among equal, the split nearest the middle.
-			diff := abs64(2*pre[k] - pre[from] - pre[to])
+			diff := abs(2*pre[k] - pre[from] - pre[to])
 			if atDiff < 0 || diff < atDiff || diff == atDiff && abs(2*(k-from)-(to-from)) < abs(2*(at-from)-(to-from)) {
 				at, atDiff = k, diff
 			}
@@ -484,14 +484,7 @@ func balanced(cols []int, n int, costs []columnCost) [][]int {
 	return groups
 }
 
-func abs64(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
-
-func abs(v int) int {
+func abs[T int | int64](v T) T {
 	if v < 0 {
 		return -v
 	}

@@ -89,10 +89,15 @@ func blockRowsOf(t *testing.T, arr arrow.Array, rows int) []string {
 	return render(arr)
 }
 
-// render releases arr and returns its rows as text ("null" for NULL),
-// copied: a string array's values are views of its buffer.
+// render releases arr and returns its rows as text (textOf).
 func render(arr arrow.Array) []string {
 	defer arr.Release()
+	return textOf(arr)
+}
+
+// textOf returns arr's rows as text ("null" for NULL), copied: a string
+// array's values are views of its buffer.
+func textOf(arr arrow.Array) []string {
 	out := make([]string, arr.Len())
 	for i := range out {
 		out[i] = strings.Clone(arr.ValueStr(i))
@@ -139,8 +144,7 @@ func randomSlice(t *testing.T, typ arrow.DataType, n int, rng *rand.Rand) (arrow
 	whole := b.NewArray()
 	defer whole.Release()
 	arr := array.NewSlice(whole, int64(lead), int64(lead+n))
-	arr.Retain()
-	return arr, render(arr)
+	return arr, textOf(arr)
 }
 
 // TestBlockBufferRefusesOtherTypes: a type a container does not hold is

@@ -158,15 +158,16 @@
 // SELECT s, count(*) OVER (PARTITION BY s)) is loaded whole into one
 // buffer of that size, and the result's Arrow array uses its bytes rather
 // than a copy, counted as the result's until Close; input loaded whole
-// reserves what its columns hold beyond that estimate once loaded. A buffer whose rows hold
-// more string bytes than their share (long strings sorted together) is
-// full early. A result that repeats one value on many rows (first_value,
-// last_value, nth_value, min and max of strings) can take more than its
-// input's strings: after loading, in-memory input whose repeating results
-// would not fit beside it (its rows times the argument's longest string)
-// spills instead, and a stream sizes its blocks, fills its buffer and
-// cuts a big partition's slices by the source's longest such string.
-// Input that fits is evaluated in memory. Otherwise the query runs in stages,
+// reserves what its columns hold beyond that estimate once loaded. A
+// buffer whose rows hold more string bytes than their share (long
+// strings sorted together) is full early. A result that repeats one
+// value on many rows (first_value, last_value, nth_value, min and max of
+// strings) can take more than its input's strings: after loading,
+// in-memory input whose repeating results would not fit beside it (its
+// rows times the argument's longest string) spills instead, and a stream
+// sizes its blocks, fills its buffer and cuts a big partition's slices by
+// the source's longest such string. Input that fits is evaluated in
+// memory. Otherwise the query runs in stages,
 // one per window group (and one more for a final ORDER BY): a stage sorts
 // its input in runs that fit the grant, spills them as containers and
 // merges them with merger.Merge (input already sorted on the group's keys

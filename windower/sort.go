@@ -69,13 +69,7 @@ func (s *sorter) sortPerm(keys []sortedKey, n int, perm []int32) []int32 {
 		key := keys[k]
 		v := key.v
 		if v.kind == kindString {
-			var flip uint64
-			if key.desc {
-				flip = ^flip
-			}
-			for i, p := range perm {
-				s.keys[i] = stringPrefix(v.strs[p]) ^ flip
-			}
+			prefixWords(s.keys, v, perm, 0, key.desc)
 		} else if k == len(keys)-1 && v.kind != kindFloat {
 			// perm is still the identity: read the column sequentially.
 			flip := uint64(1) << 63
@@ -154,13 +148,7 @@ func (s *sorter) settleStrings(v *vector, desc bool, perm []int32, words []uint6
 		}
 		if len(run) >= settleRadixRows && allLonger(v, run, depth+8) { // the words were the strings' own bytes
 			next := make([]uint64, len(run))
-			var flip uint64
-			if desc {
-				flip = ^flip
-			}
-			for i, p := range run {
-				next[i] = stringPrefix(v.strs[p][depth+8:]) ^ flip
-			}
+			prefixWords(next, v, run, depth+8, desc)
 			if s.tied == nil {
 				s.tied = &sorter{}
 			}
@@ -177,6 +165,19 @@ func (s *sorter) settleStrings(v *vector, desc bool, perm []int32, words []uint6
 			}
 			return c
 		})
+	}
+}
+
+// prefixWords sets words[i] to the 8 bytes from depth of the string of
+// v at rows[i] (stringPrefix), every bit flipped for DESC, so that the
+// words' order is the strings' order on those bytes.
+func prefixWords(words []uint64, v *vector, rows []int32, depth int, desc bool) {
+	var flip uint64
+	if desc {
+		flip = ^flip
+	}
+	for i, r := range rows {
+		words[i] = stringPrefix(v.strs[r][min(depth, len(v.strs[r])):]) ^ flip
 	}
 }
 
