@@ -30,6 +30,11 @@ const decodeSlack = 64 << 10
 // fetched into a second buffer, if the allocator's budget has room for
 // it, so such a reader holds up to two compressed blocks. A ColumnReader
 // is not safe for concurrent use.
+//
+// An uncompressed block is read into a fresh buffer that its arrays
+// slice, so that they outlive the reader, unless the caller takes the
+// blocks transiently (ReuseBuffers): then every block is read into the
+// reused buffer, and its arrays are valid until the next read.
 type ColumnReader struct {
 	c     *Container
 	col   int
@@ -45,6 +50,9 @@ type ColumnReader struct {
 	spare *memory.Buffer
 	// ahead is the block being read ahead, if any.
 	ahead *readAhead
+	// transient is set by ReuseBuffers: a block's arrays slice scratch
+	// and are the caller's only until the next read.
+	transient bool
 }
 
 // readAhead is a block read in the background into buf.
@@ -139,23 +147,25 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	}
 	b := &r.meta.Blocks[i]
 	// Compressed blocks are read into a scratch buffer the reader keeps
-	// (decoded arrays never point into it); uncompressed ones into a fresh
-	// buffer the arrays slice.
-	borrowed := r.c.m.Compression != CompressionNone.String()
+	// (decoded arrays never point into it), and so are all blocks read
+	// transiently (the arrays slice it until the next read); other
+	// uncompressed ones into a fresh buffer the arrays slice.
+	reused := r.reusesScratch()
 	var buf *memory.Buffer
 	var n int
 	var err error
 	if a := r.takeAhead(i); a != nil {
 		buf, n, err = a.buf, a.n, a.err
-		if borrowed {
+		if reused {
 			r.spare, r.scratch = r.scratch, buf
 		}
 	} else {
-		buf = r.buffer(borrowed)
+		r.letGoLent()
+		buf = r.buffer(reused)
 		buf.Resize(int(b.Length))
 		n, err = r.f.ReadAt(buf.Bytes(), b.Offset)
 	}
-	if !borrowed {
+	if !reused {
 		defer buf.Release()
 	}
 	if s := r.stats; s != nil {
@@ -165,12 +175,12 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	if err != nil {
 		return nil, r.corrupt(i, err, "read %d bytes at offset %d", b.Length, b.Offset)
 	}
-	r.readAhead(i+1, borrowed)
+	r.readAhead(i+1, reused)
 	if got := crc32.Checksum(buf.Bytes(), castagnoli); got != b.CRC {
 		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
 	rows := r.c.m.Blocks[i].Rows
-	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, borrowed)
+	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, reused && !r.transient)
 	if err != nil {
 		return nil, r.corrupt(i, err, "decode")
 	}
@@ -181,10 +191,37 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	return arr, nil
 }
 
+// ReuseBuffers makes the reader read every block into the buffers it
+// reuses, as it does a compressed container's: an uncompressed block's
+// arrays then slice the buffer, and are valid only until the next
+// ReadBlock or Next. It is for callers that copy what they read and
+// release each array before reading on; they save allocating (and
+// clearing) a buffer a block, and read into memory still in the caches.
+func (r *ColumnReader) ReuseBuffers() { r.transient = true }
+
+// reusesScratch reports whether blocks are read into the reader's
+// scratch buffer.
+func (r *ColumnReader) reusesScratch() bool {
+	return r.transient || r.c.m.Compression != CompressionNone.String()
+}
+
+// letGoLent is called before a block is read while the last block's
+// arrays were lent (ReuseBuffers). Built with the strata_poison tag, the
+// block is read into the other buffer and the one lent is poisoned (see
+// Poison), so that a caller that kept an array past the next read reads
+// PoisonByte, not the next block's bytes; otherwise it does nothing.
+func (r *ColumnReader) letGoLent() {
+	if !poisonFreed || !r.transient || r.scratch == nil {
+		return
+	}
+	r.scratch, r.spare = r.spare, r.scratch
+	Poison(r.spare.Bytes())
+}
+
 // buffer returns the buffer to read a block into synchronously: the
-// scratch buffer for a compressed container, else a fresh one.
-func (r *ColumnReader) buffer(borrowed bool) *memory.Buffer {
-	if !borrowed {
+// scratch buffer if reused, else a fresh one.
+func (r *ColumnReader) buffer(reused bool) *memory.Buffer {
+	if !reused {
 		return memory.NewResizableBuffer(r.c.opts.Allocator)
 	}
 	if r.scratch == nil {
@@ -199,7 +236,7 @@ type budgeted interface{ Available() int64 }
 // readAhead starts reading block i in the background if it exists, is
 // not local, and the allocator has room for another block beside the
 // ones the reader holds.
-func (r *ColumnReader) readAhead(i int, borrowed bool) {
+func (r *ColumnReader) readAhead(i int, reused bool) {
 	if r.ahead != nil || i >= len(r.meta.Blocks) {
 		return
 	}
@@ -240,7 +277,7 @@ func (r *ColumnReader) takeAhead(i int) *readAhead {
 	if a.block == i {
 		return a
 	}
-	if r.spare == nil && r.c.m.Compression != CompressionNone.String() {
+	if r.spare == nil && r.reusesScratch() {
 		r.spare = a.buf
 	} else {
 		a.buf.Release()
@@ -292,6 +329,15 @@ type BatchReader struct {
 // one after another. Each column has a reader of its own, so the batch is
 // the same either way.
 func (b *BatchReader) ReadConcurrently(n int) { b.concurrency = n }
+
+// ReuseBuffers makes every column's reader reuse its buffers
+// (ColumnReader.ReuseBuffers): a batch is valid only until the next
+// ReadBlock or Next, and must be released before it.
+func (b *BatchReader) ReuseBuffers() {
+	for _, r := range b.readers {
+		r.ReuseBuffers()
+	}
+}
 
 // Schema returns the schema of the batches: the chosen columns in order.
 func (b *BatchReader) Schema() *arrow.Schema { return b.schema }

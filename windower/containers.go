@@ -370,7 +370,8 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, drop *roari
 	if err != nil {
 		return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 	}
-	var first int64 // the container's row of the block's first
+	br.ReuseBuffers() // each block is copied into in and released before the next
+	var first int64   // the container's row of the block's first
 	var scratch vector
 	for {
 		rec, err := br.Next()
@@ -497,6 +498,7 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roarin
 		return nil, 0, fmt.Errorf("windower: read %s column %q: %w", c.Dir(), name, err)
 	}
 	defer r.Close()
+	r.ReuseBuffers() // each block is copied into v and released before the next
 	// Appends to a window of v's storage, exactly as long as the piece,
 	// write the rows in place.
 	sub := &vector{kind: v.kind, typ: v.typ}

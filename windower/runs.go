@@ -607,6 +607,7 @@ func (r *chunkReader) next() (bool, error) {
 				return false, fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 			}
 			br.ReadConcurrently(r.threads)
+			br.ReuseBuffers() // fill copies each block into the chunk and releases it before the next
 			r.br, r.f, r.first = br, rowFilter{dropped: r.drop.of(r.i)}, 0
 		}
 		rec, err := r.br.Next()
