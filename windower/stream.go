@@ -73,6 +73,7 @@ func longestInColumn(src *columnar.Container, col int) (int64, error) {
 		return 0, fmt.Errorf("windower: read %s: %w", src.Dir(), err)
 	}
 	defer r.Close()
+	r.ReuseBuffers() // the lengths are read and the block released before the next
 	var most int64
 	for {
 		arr, err := r.Next()
