@@ -197,6 +197,10 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 // ReadBlock or Next. It is for callers that copy what they read and
 // release each array before reading on; they save allocating (and
 // clearing) a buffer a block, and read into memory still in the caches.
+// The buffer stays the reader's (and its allocator's count) until Close:
+// a reader held open while its caller allocates much else costs that
+// caller a block's room in its budget, where fresh buffers give theirs
+// back block by block.
 func (r *ColumnReader) ReuseBuffers() { r.transient = true }
 
 // reusesScratch reports whether blocks are read into the reader's
