@@ -154,22 +154,41 @@ func TestPartitionIDsGrowthReserved(t *testing.T) {
 	}
 }
 
-// BenchmarkPartitionIDsStrings numbers the suite's string column s (about
-// 178k partitions in a million rows) on one and two tables.
+// BenchmarkPartitionIDsStrings numbers the suite's string column s on one
+// and two tables: a million rows (about 178k partitions, a table in the
+// caches), and ten million generated a block at a time as the spill
+// suite's are (about 1.8M partitions, a table of 32MiB that misses them).
 func BenchmarkPartitionIDsStrings(b *testing.B) {
-	const n = 1 << 20
-	s, null := columnar.GenLabels(n, rand.New(rand.NewPCG(1, 2)))
-	keys := []*vector{{kind: kindString, strs: s, nulls: null}}
-	for _, threads := range []int{1, 2} {
-		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			pt := newPartitioner()
-			for b.Loop() {
-				pt.prepare(keys, n, threads)
-				if _, _, ok, err := pt.partitionIDs(keys, n, noReserve); err != nil || !ok {
-					b.Fatal(ok, err)
+	for _, size := range []struct {
+		name       string
+		rows, each int // rows, generated each rows at a time
+	}{{"rows=1Mi", 1 << 20, 1 << 20}, {"rows=10Mi", 10 << 20, 64 << 10}} {
+		r := rand.New(rand.NewPCG(1, 2))
+		var s []string
+		var null []bool
+		for len(s) < size.rows {
+			more, moreNull := columnar.GenLabels(size.each, r)
+			s, null = append(s, more...), append(null, moreNull...)
+		}
+		// Back to back in one buffer, as a column loaded from a container
+		// holds them: a repeated label is not the same string twice, and
+		// comparing it reads its bytes.
+		all, at := strings.Join(s, ""), 0
+		for i, x := range s {
+			s[i], at = all[at:at+len(x)], at+len(x)
+		}
+		keys := []*vector{{kind: kindString, strs: s, nulls: null}}
+		for _, threads := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", size.name, threads), func(b *testing.B) {
+				pt := newPartitioner()
+				for b.Loop() {
+					pt.prepare(keys, size.rows, threads)
+					if _, _, ok, err := pt.partitionIDs(keys, size.rows, noReserve); err != nil || !ok {
+						b.Fatal(ok, err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 
