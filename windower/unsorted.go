@@ -364,7 +364,8 @@ func (tb *hashTable) numberAll(keys []*vector, ids []int32, k, t int) error {
 // numberRows numbers the rows table k of t owns (all of them when t is
 // 1) by one key column: vals its values, nulls its NULL flags (nil: none),
 // and copies the table's copy of each partition's key (tb.strs or tb.ints).
-// It writes each row's partition to ids.
+// It writes each row's partition to ids. One table takes the rows
+// probeAhead at a time, their slots loaded before they are numbered.
 func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, k, t int) error {
 	if t > 1 {
 		// Half the rows are another table's, and skipping them is a
