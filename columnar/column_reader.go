@@ -175,7 +175,7 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 	if err != nil {
 		return nil, r.corrupt(i, err, "read %d bytes at offset %d", b.Length, b.Offset)
 	}
-	r.readAhead(i+1, reused)
+	r.readAhead(i + 1)
 	if got := crc32.Checksum(buf.Bytes(), castagnoli); got != b.CRC {
 		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
@@ -240,7 +240,7 @@ type budgeted interface{ Available() int64 }
 // readAhead starts reading block i in the background if it exists, is
 // not local, and the allocator has room for another block beside the
 // ones the reader holds.
-func (r *ColumnReader) readAhead(i int, reused bool) {
+func (r *ColumnReader) readAhead(i int) {
 	if r.ahead != nil || i >= len(r.meta.Blocks) {
 		return
 	}
