@@ -699,9 +699,7 @@ func (b *buckets) writeColumn(x, j int, arr arrow.Array) error {
 		if !bb.full() {
 			return nil
 		}
-		blk := bb.array()
-		err := w.WriteColumn(j, blk)
-		blk.Release()
+		err := b.writeBlock(x, j, bb)
 		bb.reset()
 		if err != nil {
 			return err
@@ -728,15 +726,21 @@ func (b *buckets) flushBlocks() error {
 			if bb == nil || bb.rows == 0 {
 				continue
 			}
-			blk := bb.array()
-			err := b.writers[x].WriteColumn(j, blk)
-			blk.Release()
-			if err != nil {
+			if err := b.writeBlock(x, j, bb); err != nil {
 				return fmt.Errorf("windower: spill bucket %d: %w", x, err)
 			}
 		}
 	}
 	return nil
+}
+
+// writeBlock hands the rows of block buffer bb to column j of bucket x's
+// writer.
+func (b *buckets) writeBlock(x, j int, bb *blockBuffer) error {
+	blk := bb.array()
+	err := b.writers[x].WriteColumn(j, blk)
+	blk.Release()
+	return err
 }
 
 // freeBlocks gives the block buffers' memory back to the grant.
