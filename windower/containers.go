@@ -305,12 +305,14 @@ func sortedFor(key columnar.SortKey, g *windowGroup) bool {
 // drop names; rows is how many rows that leaves.
 func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, budget *columnar.Budget, threads int) (*input, error) {
 	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows)}
-	var used []int
-	for c, u := range p.usedCols {
-		if !u {
-			continue
-		}
-		used = append(used, c)
+	used := p.usedColumns()
+	parallel := threads > 1 && rows >= int64(parallelMinRows)
+	makers := 1
+	if parallel {
+		makers = threads
+	}
+	makeConcurrently(len(used), makers, func(i int) {
+		c := used[i]
 		in.cols[c] = newColumn(p, c, int(rows))
 		if p.strBytes != nil && drop == nil && p.returnsAsRead(c) {
 			// The column's bytes in one buffer, so that the result uses
@@ -319,7 +321,7 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 			// few blocks is written while it is in them.
 			in.cols[c].strHint = int(p.strBytes[c] * rows)
 		}
-	}
+	})
 	if err := in.reserve(budget); err != nil {
 		return nil, err
 	}
@@ -335,7 +337,6 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 		in.reserved = 0
 		return nil, fmt.Errorf("windower: load %d input rows: %w", rows, err)
 	}
-	parallel := threads > 1 && rows >= int64(parallelMinRows)
 	var err error
 	switch {
 	case len(used) == 0: // count(*) OVER () over no columns

@@ -98,6 +98,13 @@
 // (expr.evalOn), its error the first failing row's as on one. The result
 // is the single-thread result, row for row and in the same order.
 //
+// A step's large buffers (the input's columns, the calls' outputs, the
+// packed sort's words and permutation, the result's gathered and Arrow
+// columns) are made on the threads at once (makeConcurrently): the runtime
+// clears a large allocation on the goroutine that asks for it, so buffers
+// made one after another were cleared on one thread while the others
+// waited.
+//
 // The sort. With PARTITION BY, keys that pack into a word are sorted by
 // the packed sort on all the threads, unless one bucket of its top
 // digit holds most rows. Otherwise rows are hash-partitioned on the

@@ -646,9 +646,14 @@ func (cs *callState) aggregateSliding(p *partition) {
 	}
 }
 
-func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector) (*callState, error) {
+// newCallState returns the state of call c over n rows of in (in perm
+// order when perm is set), writing its results to out, or to a vector it
+// makes when out is nil.
+func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector, out *vector) (*callState, error) {
 	cs := &callState{c: c}
-	out := newVector(c.outKind, c.outTyp, n, !c.neverNull())
+	if out == nil {
+		out = c.newOutput(n)
+	}
 	cs.out = out
 	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, n)
@@ -703,3 +708,6 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 	}
 	return cs, nil
 }
+
+// newOutput makes the vector of c's results for n rows.
+func (c *call) newOutput(n int) *vector { return newVector(c.outKind, c.outTyp, n, !c.neverNull()) }

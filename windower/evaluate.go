@@ -189,12 +189,14 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	ge, rangeKey := newGroupEval(g, gk, sc, n, threads, partStarts, peers)
 	ge.threads = threads
 	outs := map[int]*vector{}
-	for _, c := range g.calls {
+	made := make([]*vector, len(g.calls)) // the calls' outputs, made at once (makeConcurrently)
+	makeConcurrently(len(g.calls), threads, func(i int) { made[i] = g.calls[i].newOutput(n) })
+	for i, c := range g.calls {
 		of, argRows := sc.of, []int32(nil)
 		if perm != nil && ev.readsArgThroughPerm(g, c, sc) {
 			of, argRows = func(_ *expr, v *vector) *vector { return v }, perm
 		}
-		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, of)
+		cs, err := newCallState(c, ev.in, n, perm, rangeKey, g, of, made[i])
 		if err != nil {
 			return err
 		}
@@ -543,30 +545,50 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 		rows = int(p.limit)
 	}
 	lastOuts, lastSorted := ev.last.outs, ev.last.sorted
-	mem := memory.Allocator(ev.budget)
-	cols := make([]arrow.Array, len(p.outputs))
+	threads := ev.threadsFor(n)
+	// Each output, and whether it is to be gathered into the order final.
+	vs := make([]*vector, len(p.outputs))
+	gathered := make([]*vector, len(p.outputs))
 	for i, o := range p.outputs {
-		var v *vector
 		if o.expr != nil {
 			e, err := o.expr.eval(in.cols, n)
 			if err != nil {
 				return nil, 0, err
 			}
-			v = e
+			vs[i] = e
 			if sv, ok := lastSorted[o.expr.col]; ok && o.expr.col >= 0 && final != nil && lastOuts != nil {
-				v = sv // already in the final order
-			} else if final != nil {
-				v = gatherParallel(v, final, ev.threadsFor(n))
+				vs[i] = sv // already in the final order
+				continue
 			}
 		} else {
-			v = ev.results[i]
-			if !(lastOuts != nil && lastOuts[i] != nil) && final != nil {
-				v = gatherParallel(v, final, ev.threadsFor(n))
+			vs[i] = ev.results[i]
+			if lastOuts != nil && lastOuts[i] != nil {
+				continue
 			}
 		}
-		v = truncate(v, rows)
-		cols[i] = v.toArrowParallel(mem, ev.threadsFor(n))
+		if final != nil {
+			gathered[i] = vs[i]
+		}
 	}
+	// The gathers' outputs, made at once (makeConcurrently).
+	makeConcurrently(len(vs), threads, func(i int) {
+		if v := gathered[i]; v != nil {
+			gathered[i] = newVector(v.kind, v.typ, len(final), v.nulls != nil)
+		}
+	})
+	for i, out := range gathered {
+		if out != nil {
+			gatherInto(vs[i], final, out, threads)
+			vs[i] = out
+		}
+	}
+	// The Arrow columns, made at once too: a string column's buffers are
+	// made, then filled over ranges of rows.
+	mem := memory.Allocator(ev.budget)
+	cols := make([]arrow.Array, len(p.outputs))
+	makeConcurrently(len(vs), threads, func(i int) {
+		cols[i] = truncate(vs[i], rows).toArrowParallel(mem, threads)
+	})
 	return cols, rows, nil
 }
 

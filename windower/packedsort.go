@@ -79,8 +79,21 @@ func (ev *evaluation) sortPacked(gk *groupKeys, n, t int) ([]int32, []int32, boo
 		partBits += c.width
 	}
 
+	// The words, the scatter's buffer and the permutation, made at once
+	// (makeConcurrently).
+	var perm []int32
+	makeConcurrently(3, t, func(i int) {
+		switch i {
+		case 0:
+			ev.s.keys = grow(ev.s.keys, n)
+		case 1:
+			ev.s.keys2 = grow(ev.s.keys2, n)
+		default:
+			perm = hugepage.Make[int32](n, n)
+		}
+	})
+
 	// 1. The words, each range's rows on a goroutine.
-	ev.s.keys = grow(ev.s.keys, n)
 	words := ev.s.keys
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
@@ -116,7 +129,6 @@ func (ev *evaluation) sortPacked(gk *groupKeys, n, t int) ([]int32, []int32, boo
 	if t > 1 && unevenBuckets(starts, t) {
 		return nil, nil, false
 	}
-	ev.s.keys2 = grow(ev.s.keys2, n)
 	sorted := ev.s.keys2
 	parallelFor(len(ranges), func(r int) {
 		next := counts[r]
@@ -139,7 +151,6 @@ func (ev *evaluation) sortPacked(gk *groupKeys, n, t int) ([]int32, []int32, boo
 	})
 
 	// 4. The permutation, and where the partitions start.
-	perm := hugepage.Make[int32](n, n)
 	partShift := uint(idxBits + width - partBits)
 	found := make([][]int32, len(ranges))
 	idxMask := uint64(1)<<uint(idxBits) - 1

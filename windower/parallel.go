@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/strata-db/strata/internal/hugepage"
@@ -316,6 +317,27 @@ func splitRows(n, t int) [][2]int {
 	return out
 }
 
+// makeConcurrently calls make(0), ..., make(n-1), functions that
+// allocate, on up to threads goroutines at once. The runtime clears a
+// large allocation on the goroutine that asks for it, before it returns
+// it: a query's buffers made one after another on one goroutine were
+// cleared on one thread while the others waited, a fifth of the time of
+// a window query over a million rows on two threads.
+func makeConcurrently(n, threads int, make func(i int)) {
+	if threads <= 1 || n <= 1 {
+		for i := range n {
+			make(i)
+		}
+		return
+	}
+	var next atomic.Int32
+	parallelFor(min(threads, n), func(int) {
+		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+			make(i)
+		}
+	})
+}
+
 // parallelFor runs f(0), ..., f(k-1) on k goroutines and waits for them.
 func parallelFor(k int, f func(i int)) {
 	if k == 1 {
@@ -365,18 +387,27 @@ func gatherParallel(v *vector, perm []int32, t int) *vector {
 	if perm == nil {
 		return v
 	}
-	n := len(perm)
-	if t <= 1 || n < parallelMinRows {
+	if t <= 1 || len(perm) < parallelMinRows {
 		return v.gather(perm, &vector{})
 	}
-	out := newVector(v.kind, v.typ, n, v.nulls != nil)
+	out := newVector(v.kind, v.typ, len(perm), v.nulls != nil)
+	gatherInto(v, perm, out, t)
+	return out
+}
+
+// gatherInto writes the rows perm names of v to out, a vector of
+// len(perm) rows of v's kind, over ranges of rows on up to t goroutines.
+func gatherInto(v *vector, perm []int32, out *vector, t int) {
+	n := len(perm)
+	if t <= 1 || n < parallelMinRows {
+		t = 1
+	}
 	ranges := splitRows(n, t)
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		// A view of out's storage: gather writes into it in place.
 		v.gather(perm[lo:hi], out.slice(lo, hi))
 	})
-	return out
 }
 
 // parallelSortKey returns the permutation sortPerm gives for one
