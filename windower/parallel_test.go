@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -616,4 +618,42 @@ func partitionStarts(part []*vector, perm []int32) []int32 {
 		}
 	}
 	return append(starts, int32(len(perm)))
+}
+
+// TestMakeConcurrently checks that every index is made once, and on as
+// many goroutines at once as asked: the first calls wait until that many
+// are running (a goroutine short, and they would wait until the timeout),
+// and no more ever run at once.
+func TestMakeConcurrently(t *testing.T) {
+	for _, c := range []struct{ n, threads int }{{0, 4}, {1, 4}, {3, 1}, {3, 2}, {100, 4}} {
+		want := int32(min(c.n, max(c.threads, 1)))
+		made := make([]int32, c.n)
+		var arrived, running, most atomic.Int32
+		all := make(chan struct{})
+		makeConcurrently(c.n, c.threads, func(i int) {
+			now := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+			}
+			atomic.AddInt32(&made[i], 1)
+			switch k := arrived.Add(1); {
+			case k == want:
+				close(all)
+			case k < want:
+				select {
+				case <-all:
+				case <-time.After(10 * time.Second):
+					t.Errorf("n=%d threads=%d: %d running at once after 10s, want %d", c.n, c.threads, running.Load(), want)
+				}
+			}
+		})
+		for i, m := range made {
+			if m != 1 {
+				t.Fatalf("n=%d threads=%d: index %d made %d times", c.n, c.threads, i, m)
+			}
+		}
+		if most.Load() > want {
+			t.Errorf("n=%d threads=%d: %d made at once, want at most %d", c.n, c.threads, most.Load(), want)
+		}
+	}
 }
