@@ -548,7 +548,7 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 	threads := ev.threadsFor(n)
 	// Each output, and whether it is to be gathered into the order final.
 	vs := make([]*vector, len(p.outputs))
-	gathered := make([]*vector, len(p.outputs))
+	toGather := make([]bool, len(p.outputs))
 	for i, o := range p.outputs {
 		if o.expr != nil {
 			e, err := o.expr.eval(in.cols, n)
@@ -566,13 +566,12 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 				continue
 			}
 		}
-		if final != nil {
-			gathered[i] = vs[i]
-		}
+		toGather[i] = final != nil
 	}
-	// The gathers' outputs, made at once (makeConcurrently).
+	// The gathers' outputs, made at once (makeConcurrently), then filled.
+	gathered := make([]*vector, len(p.outputs))
 	makeConcurrently(len(vs), threads, func(i int) {
-		if v := gathered[i]; v != nil {
+		if v := vs[i]; toGather[i] {
 			gathered[i] = newVector(v.kind, v.typ, len(final), v.nulls != nil)
 		}
 	})

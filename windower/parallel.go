@@ -317,23 +317,23 @@ func splitRows(n, t int) [][2]int {
 	return out
 }
 
-// makeConcurrently calls make(0), ..., make(n-1), functions that
+// makeConcurrently calls alloc(0), ..., alloc(n-1), functions that
 // allocate, on up to threads goroutines at once. The runtime clears a
 // large allocation on the goroutine that asks for it, before it returns
 // it: a query's buffers made one after another on one goroutine were
 // cleared on one thread while the others waited, a fifth of the time of
 // a window query over a million rows on two threads.
-func makeConcurrently(n, threads int, make func(i int)) {
+func makeConcurrently(n, threads int, alloc func(i int)) {
 	if threads <= 1 || n <= 1 {
 		for i := range n {
-			make(i)
+			alloc(i)
 		}
 		return
 	}
 	var next atomic.Int32
 	parallelFor(min(threads, n), func(int) {
 		for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-			make(i)
+			alloc(i)
 		}
 	})
 }
