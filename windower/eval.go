@@ -647,14 +647,9 @@ func (cs *callState) aggregateSliding(p *partition) {
 }
 
 // newCallState returns the state of call c over n rows of in (in perm
-// order when perm is set), writing its results to out, or to a vector it
-// makes when out is nil.
+// order when perm is set), writing its results to out (c.newOutput).
 func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *windowGroup, sortedOf func(*expr, *vector) *vector, out *vector) (*callState, error) {
-	cs := &callState{c: c}
-	if out == nil {
-		out = c.newOutput(n)
-	}
-	cs.out = out
+	cs := &callState{c: c, out: out}
 	if len(c.args) > 0 {
 		v, err := c.args[0].eval(in.cols, n)
 		if err != nil {

@@ -80,7 +80,8 @@ func (ev *evaluation) sortPacked(gk *groupKeys, n, t int) ([]int32, []int32, boo
 	}
 
 	// The words, the scatter's buffer and the permutation, made at once
-	// (makeConcurrently).
+	// (makeConcurrently). The permutation goes unused when the buckets
+	// turn out uneven (one partition holding most rows), which is rare.
 	var perm []int32
 	makeConcurrently(3, t, func(i int) {
 		switch i {

@@ -387,9 +387,6 @@ func gatherParallel(v *vector, perm []int32, t int) *vector {
 	if perm == nil {
 		return v
 	}
-	if t <= 1 || len(perm) < parallelMinRows {
-		return v.gather(perm, &vector{})
-	}
 	out := newVector(v.kind, v.typ, len(perm), v.nulls != nil)
 	gatherInto(v, perm, out, t)
 	return out
