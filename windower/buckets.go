@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -981,6 +980,6 @@ func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x
 		return nil, nil, fmt.Errorf("windower: bucket %d: %w", x, err)
 	}
 	// In memory or spilled anew, the result no longer reads the bucket.
-	os.RemoveAll(b.dir(x))
+	b.o.removals.remove(b.dir(x))
 	return res, budget, nil
 }

@@ -304,7 +304,12 @@
 //	                     select list lacks as __o<i>; the result drops both)
 //
 // Each is an ordinary container (see package columnar), so any container
-// tool can read it.
+// tool can read it. What a stage has consumed (a bucket once evaluated,
+// the runs once merged, the stage before once read) is removed as it
+// goes, in the background (remove.go): unlinking hundreds of megabytes
+// frees their pages in the page cache, kernel time the evaluation of the
+// next bucket does not wait for. Closing the Result waits for those
+// removals, then removes the directory.
 //
 // # RANGE offsets
 //

@@ -55,6 +55,9 @@ type Options struct {
 	// stages, 2 for a bucket of that run's. A run maxBucketDepth deep does
 	// not deal its input into buckets again.
 	bucketDepth int
+	// removals removes the spilled files of the query's external run
+	// that it no longer reads (nil: at once).
+	removals *remover
 }
 
 // maxBucketDepth is how deep range buckets nest. A bucket the sample of

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -351,7 +350,7 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 		st.PeakBytes = max(st.PeakBytes, ms.PeakBytes)
 		st.SpilledBytes += ms.BytesOut + ms.SpilledBytes
 		for _, run := range r.runs {
-			os.RemoveAll(run)
+			r.o.removals.remove(run)
 		}
 	}
 	return merged, nil
@@ -382,7 +381,7 @@ func (r *sortedRuns) concat(ctx context.Context, dir string) error {
 	o.Logger.Debug("concatenated runs without a sort key", "runs", len(r.runs))
 	r.st.SpilledBytes += m.CompressedBytes()
 	for _, run := range r.runs {
-		os.RemoveAll(run)
+		r.o.removals.remove(run)
 	}
 	return nil
 }

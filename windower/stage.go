@@ -40,9 +40,15 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	if err != nil {
 		return nil, fmt.Errorf("windower: spill directory: %w", err)
 	}
+	rm := &remover{}
+	o.removals = rm
+	removeAll := func() {
+		rm.wait()
+		os.RemoveAll(tmp)
+	}
 	defer func() {
 		if err != nil {
-			os.RemoveAll(tmp)
+			removeAll()
 		}
 	}()
 	st := &Stats{InputRows: rows, Groups: len(p.groups), SortedInput: true}
@@ -102,7 +108,7 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 			// The last stage's buckets: Result reads them as they are
 			// evaluated, and completes the figures.
 			st.Rows = 0
-			res := &Result{schema: p.outSchema, release: func() { os.RemoveAll(tmp) }}
+			res := &Result{schema: p.outSchema, release: removeAll}
 			res.stats = *st
 			res.reader = stream.stream(ctx, &res.stats, p.limit)
 			return res, nil
@@ -112,7 +118,7 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 			st.Partitions = parts // the sort stage's row_number is not a query partition
 		}
 		if k > 0 {
-			os.RemoveAll(filepath.Join(tmp, fmt.Sprintf("stage-%d", k))) // consumed
+			rm.remove(filepath.Join(tmp, fmt.Sprintf("stage-%d", k))) // consumed
 		}
 		inputs = inputs[:0:0]
 		for _, out := range outs {
@@ -135,7 +141,7 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	}
 	st.PeakBytes = max(st.PeakBytes, o.Budget.Peak())
 	return &Result{schema: p.outSchema, reader: &containersReader{cs: inputs, cols: all, limit: p.limit}, stats: *st,
-		release: func() { os.RemoveAll(tmp) }}, nil
+		release: removeAll}, nil
 }
 
 // carriedName names window result i while later stages carry it.
