@@ -91,14 +91,7 @@ func TestSpillRangeBucketsRemoved(t *testing.T) {
 			t.Fatalf("threads %d: no stage was dealt to range buckets", threads)
 		}
 		res.Close()
-		if len(got) != len(want) {
-			t.Fatalf("threads %d: %d rows, want %d", threads, len(got), len(want))
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("threads %d: row %d is %q, want %q", threads, i, got[i], want[i])
-			}
-		}
+		sameRows(t, fmt.Sprintf("threads %d", threads), got, want)
 		if n := budget.InUse(); n != 0 {
 			t.Errorf("threads %d: %d bytes of the grant still counted after Close", threads, n)
 		}
