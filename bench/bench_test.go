@@ -305,8 +305,12 @@ func TestBestOfUnderGrant(t *testing.T) {
 		during = append(during, debug.SetMemoryLimit(-1))
 		return nil
 	}
-	if m := bestOfUnderGrant(context.Background(), grant, 2, 0, run); m.Runs != 2 {
+	m := bestOfUnderGrant(context.Background(), grant, 2, 0, run)
+	if m.Runs != 2 {
 		t.Fatalf("bestOfUnderGrant: %+v, want 2 runs", m)
+	}
+	if m.CollectSeconds <= 0 || m.CollectSeconds > m.Seconds {
+		t.Errorf("the fastest run's collection took %gs of its %gs: want a part of it", m.CollectSeconds, m.Seconds)
 	}
 	for i, l := range during {
 		if l < heaplimit.Limit(grant) || l == before {
@@ -317,8 +321,28 @@ func TestBestOfUnderGrant(t *testing.T) {
 		t.Errorf("memory limit %d after the runs, want %d as before", got, before)
 	}
 	during = nil
-	bestOfUnderGrant(context.Background(), 0, 1, 0, run)
+	if m := bestOfUnderGrant(context.Background(), 0, 1, 0, run); m.CollectSeconds != 0 {
+		t.Errorf("a peer's run (grant 0) has a collection of %gs, want none", m.CollectSeconds)
+	}
 	if len(during) != 1 || during[0] != before {
 		t.Errorf("a peer's run (grant 0) under memory limit %v, want %d", during, before)
+	}
+}
+
+// TestMachine: the host line carries the measured cost of a page fault,
+// and leaves it out where it was not measured (results of older runs).
+func TestMachine(t *testing.T) {
+	m := machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 23.5}
+	if got, want := m.String(), "AMD EPYC, 2 cores, 23.5 GiB"; got != want {
+		t.Errorf("unmeasured: %q, want %q", got, want)
+	}
+	m.FaultMicros = 11.84
+	if got, want := m.String(), "AMD EPYC, 2 cores, 23.5 GiB, 11.8µs a page fault"; got != want {
+		t.Errorf("measured: %q, want %q", got, want)
+	}
+	// A fault costs more than nothing and less than a millisecond on any
+	// host the suites can run on.
+	if us := faultMicros(); us <= 0 || us > 1000 {
+		t.Errorf("faultMicros() = %gµs a page", us)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"time"
 
 	"github.com/strata-db/strata/internal/heaplimit"
@@ -21,6 +22,10 @@ type measure struct {
 	Skipped  string // the system could not run here (missing peer, not in this build)
 	Err      string // it ran and failed
 	Note     string // e.g. peak memory, spill
+	// CollectSeconds is the part of Seconds that the collection after the
+	// run took: the one a strata worker makes between jobs, timed with
+	// strata's runs (bestOfUnderGrant); 0 for the peers.
+	CollectSeconds float64 `json:",omitempty"`
 }
 
 // ok reports whether m has a figure: a time, or a lower bound when it timed out.
@@ -38,18 +43,31 @@ func failed(err error) measure { return measure{Err: err.Error()} }
 // its runs are timed with the Go collector as a worker of that grant sets
 // it (heaplimit.Apply, unless GOGC or GOMEMLIMIT is in the environment),
 // each run ending with the collection the worker makes after a job
-// (Setting.Collect, timed with the run), and the collector is restored
-// after them. A grant of 0 is bestOf.
+// (Setting.Collect, timed with the run, and its share of the fastest run
+// in CollectSeconds), and the collector is restored after them. A grant
+// of 0 is bestOf.
 func bestOfUnderGrant(ctx context.Context, grant int64, runs int, limit time.Duration, fn func(context.Context) error) measure {
 	if grant <= 0 {
 		return bestOf(ctx, runs, limit, fn)
 	}
 	collector, restore := heaplimit.Apply(grant)
 	defer restore()
-	return bestOf(ctx, runs, limit, func(ctx context.Context) error {
-		defer collector.Collect()
+	// Each run's time and its collection's, to find the fastest run's.
+	var total, collect []float64
+	m := bestOf(ctx, runs, limit, func(ctx context.Context) error {
+		start := time.Now()
+		defer func() {
+			c := time.Now()
+			collector.Collect()
+			total = append(total, time.Since(start).Seconds())
+			collect = append(collect, time.Since(c).Seconds())
+		}()
 		return fn(ctx)
 	})
+	if m.ok() && !m.TimedOut && len(total) > 0 {
+		m.CollectSeconds = collect[slices.Index(total, slices.Min(total))]
+	}
+	return m
 }
 
 // bestOf runs fn runs times and keeps the fastest run: on a shared two-core

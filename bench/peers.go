@@ -138,5 +138,5 @@ func strataCollector() string {
 	if len(env) > 0 {
 		return "the windower and merger under the Go collector of the environment (" + strings.Join(env, ", ") + "), not their workers'"
 	}
-	return "the windower and merger under the Go collector their worker sets for the case's grant (no collection below 1.5 times the grant, at least the grant and 64MiB, `internal/heaplimit`)"
+	return "the windower and merger under the Go collector their worker sets for the case's grant (no collection below 1.5 times the grant, at least the grant and 64MiB, `internal/heaplimit`), each run timed with the collection a worker makes after a job"
 }

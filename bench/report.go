@@ -334,7 +334,8 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 	p("`w_by_a` holds the same rows stored sorted on `a` (for strata: a projection sorted on `a`). ")
 	p("Loading is not timed. DuckDB and PostgreSQL are timed running `SELECT count(*), max(col)... FROM (query) q` ")
 	p("over every output column, so the windows are computed in full and no rows are shipped to the client; ")
-	p("strata is timed from the query spec to the last result batch in memory. ")
+	p("strata is timed from the query spec to the last result batch in memory, and the collection its worker makes after a job ")
+	p("(the Go collector's cycle between jobs, after the worker has published the job's outcome; its share of each query is in strata's notes below the table). ")
 	p("Results are then fetched in full from each system, sorted (no query has an ORDER BY) and compared row by row: ")
 	p("integers exactly, fractions within a relative %.0e. %s; a query still running after %s is stopped and shown as a lower bound.\n\n",
 		relTolerance, runsText(w.Repeats), w.Limit)
