@@ -327,6 +327,12 @@ func TestBestOfUnderGrant(t *testing.T) {
 	if len(during) != 1 || during[0] != before {
 		t.Errorf("a peer's run (grant 0) under memory limit %v, want %d", during, before)
 	}
+	// With GOGC in the environment the worker leaves the collector alone
+	// and collects nothing after a job: no collection is reported.
+	t.Setenv("GOGC", "100")
+	if m := bestOfUnderGrant(context.Background(), grant, 1, 0, run); m.CollectSeconds != 0 {
+		t.Errorf("under the environment's collector a collection of %gs, want none", m.CollectSeconds)
+	}
 }
 
 // TestMachine: the host line carries the measured cost of a page fault,
