@@ -283,6 +283,9 @@ func TestFormatting(t *testing.T) {
 		{ratioText(measure{Seconds: 20, TimedOut: true}, measure{Seconds: 0.1, Runs: 1}), "> 200.0x"},
 		{formatSeconds(measure{Err: "duckdb: Out of Memory Error: x"}), "out of memory"},
 		{formatSeconds(measure{Skipped: "no"}), "skipped"},
+		{strataNote(measure{Note: "peak 20MiB", CollectSeconds: 0.0023}), "peak 20MiB, the collection after it 2.3ms"},
+		{strataNote(measure{CollectSeconds: 0.0023}), "the collection after it 2.3ms"},
+		{strataNote(measure{Note: "peak 20MiB"}), "peak 20MiB"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %q, want %q", tc.got, tc.want)

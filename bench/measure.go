@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"time"
 
 	"github.com/strata-db/strata/internal/heaplimit"
@@ -52,21 +52,22 @@ func bestOfUnderGrant(ctx context.Context, grant int64, runs int, limit time.Dur
 	}
 	collector, restore := heaplimit.Apply(grant)
 	defer restore()
-	// Each run's time and its collection's, to find the fastest run's.
-	var total, collect []float64
+	// The collection of the fastest run, as bestOf keeps that run.
+	fastest, collect := math.Inf(1), 0.0
 	m := bestOf(ctx, runs, limit, func(ctx context.Context) error {
 		start := time.Now()
 		defer func() {
 			c := time.Now()
 			collector.Collect()
-			total = append(total, time.Since(start).Seconds())
-			collect = append(collect, time.Since(c).Seconds())
+			if t := time.Since(start).Seconds(); t < fastest {
+				fastest, collect = t, time.Since(c).Seconds()
+			}
 		}()
 		return fn(ctx)
 	})
-	if collector.Limit > 0 && m.ok() && !m.TimedOut && len(total) > 0 {
+	if collector.Limit > 0 && m.ok() && !m.TimedOut {
 		// (With the environment's collector, Collect does nothing.)
-		m.CollectSeconds = collect[slices.Index(total, slices.Min(total))]
+		m.CollectSeconds = collect
 	}
 	return m
 }

@@ -364,7 +364,7 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 		for _, s := range w.Systems {
 			p("%s | ", formatSeconds(q.Times[s]))
 		}
-		if n := q.Times[sysStrata].Note; n != "" {
+		if n := strataNote(q.Times[sysStrata]); n != "" {
 			notes = append(notes, fmt.Sprintf("`%s`: %s", q.Query.Name, n))
 		}
 		p("%s | ", ratioText(q.Times[sysDuck1], q.Times[sysStrata]))
@@ -718,6 +718,19 @@ func checksCell(checks []resultCheck) string {
 		return fmt.Sprintf("same (%d systems)", len(names))
 	}
 	return fmt.Sprintf("**%d mismatch(es)**", bad)
+}
+
+// strataNote is what the window report says of a strata run: its note
+// (peak, spill) and the collection after it, when it was timed with one.
+func strataNote(m measure) string {
+	parts := []string{}
+	if m.Note != "" {
+		parts = append(parts, m.Note)
+	}
+	if m.CollectSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("the collection after it %.1fms", m.CollectSeconds*1000))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func formatSeconds(m measure) string {

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -193,9 +192,6 @@ func timeWindowQuery(ctx context.Context, r windowRunner, q windowQuery, runs in
 	m := bestOfUnderGrant(ctx, r.grant, runs, limit, func(ctx context.Context) error { return r.timed(ctx, q) })
 	if r.note != nil && m.ok() && !m.TimedOut {
 		m.Note = r.note(q)
-	}
-	if m.CollectSeconds > 0 {
-		m.Note = strings.TrimPrefix(m.Note+fmt.Sprintf(", the collection after it %.1fms", m.CollectSeconds*1000), ", ")
 	}
 	return m
 }
