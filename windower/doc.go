@@ -114,16 +114,17 @@
 // single-thread sort's stable permutation (the merge gives where each
 // partition starts, so the keys are not compared again). A group without
 // PARTITION BY whose one ORDER BY key is integer-like without NULLs
-// (timestamps, dates, integers) sorts contiguous ranges of its rows on
-// their own goroutines and merges them pairwise, the earlier range first among
-// equal keys (stable). Any other group without PARTITION BY, and a group
-// whose hash buckets are uneven (one holds more than half again its
-// share: one partition or a few hold most rows), sorts contiguous ranges
-// of its rows with the single-thread sorter on their own goroutines and
-// merges them pairwise by comparing rows, the earlier range first among
-// equal rows, each merge cut at co-ranks into pieces of about n/threads
-// rows so that every round uses all the threads: again the single-thread
-// permutation. A parallel sort's buffers are reserved from the grant
+// (timestamps, dates, integers) radix-sorts contiguous ranges of its
+// rows on their own goroutines, each sorter working in its rows of the
+// buffers the merge uses, and merges them pairwise by key, the earlier
+// range first among equal keys (stable). Any other group without
+// PARTITION BY, and a group whose hash buckets are uneven (one holds more
+// than half again its share: one partition or a few hold most rows),
+// sorts contiguous ranges of its rows with the single-thread sorter on
+// their own goroutines and merges them pairwise by comparing rows, the
+// earlier range first among equal rows. Either merge is cut at co-ranks
+// into pieces of about n/threads rows so that every round, the last one
+// included, uses all the threads: again the single-thread permutation. A parallel sort's buffers are reserved from the grant
 // first; when they do not fit, the group sorts on one thread.
 //
 // The evaluation. The sorted rows are cut into ranges of about n/threads

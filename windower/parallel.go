@@ -412,8 +412,10 @@ func gatherInto(v *vector, perm []int32, out *vector, t int) {
 // ORDER BY t), and the key's values in that order: t contiguous ranges of
 // the rows are radix-sorted on their own goroutines, then merged pairwise
 // in rounds, the left run first among equal keys, which keeps the sort
-// stable. It reports false, having reserved nothing, when the grant does
-// not hold the buffers: the caller sorts on one thread.
+// stable. Each merge is cut at co-ranks (mergeRound), so that the last
+// round, one merge, runs on every thread too. It reports false, having
+// reserved nothing, when the grant does not hold the buffers: the caller
+// sorts on one thread.
 func (ev *evaluation) parallelSortKey(key sortedKey, n, t int) ([]int32, *vector, bool) {
 	keys := []sortedKey{key}
 	if inOrder(keys, n) {
@@ -431,80 +433,82 @@ func (ev *evaluation) parallelSortKey(key sortedKey, n, t int) ([]int32, *vector
 	if key.desc {
 		flip = ^flip
 	}
-	words, rows := hugepage.Make[uint64](n, n), hugepage.Make[int32](n, n)
+	// Each run's sorter works in its rows of the buffers the merge uses:
+	// its keys in words (where its sorted keys end, as a rule), its
+	// scatter in words2, its permutation in rows. Fresh scratch of its
+	// own, cleared by the allocator, cost as much as the sort.
+	words, words2 := hugepage.Make[uint64](n, n), hugepage.Make[uint64](n, n)
+	rows, rows2 := hugepage.Make[int32](n, n), hugepage.Make[int32](n, n)
 	ranges := splitRows(n, t)
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
-		var s sorter
+		w, ids := words[lo:hi:hi], rows[lo:hi:hi]
+		s := sorter{keys: w, keys2: words2[lo:hi:hi]}
 		part := sortedKey{v: &vector{kind: v.kind, typ: v.typ, ints: v.ints[lo:hi]}, desc: key.desc}
-		local := s.sortPerm([]sortedKey{part}, hi-lo, nil)
-		w, ids := words[lo:hi], rows[lo:hi]
+		local := s.sortPerm([]sortedKey{part}, hi-lo, ids)
 		if local == nil {
 			for i, x := range v.ints[lo:hi] {
 				w[i], ids[i] = uint64(x)^flip, int32(lo+i)
 			}
 			return
 		}
-		for i, p := range local {
-			ids[i] = int32(lo) + p
+		if &local[0] != &ids[0] {
+			copy(ids, local)
 		}
-		if s.sorted != nil {
+		for i := range ids {
+			ids[i] += int32(lo)
+		}
+		switch {
+		case s.sorted == nil:
+			for i, row := range ids {
+				w[i] = uint64(v.ints[row]) ^ flip
+			}
+		case &s.sorted[0] != &w[0]:
 			copy(w, s.sorted[:hi-lo])
-			return
-		}
-		for i, p := range local {
-			w[i] = uint64(v.ints[lo+int(p)]) ^ flip
 		}
 	})
-	words2, rows2 := hugepage.Make[uint64](n, n), hugepage.Make[int32](n, n)
+	wordLess := func(x, y uint64) bool { return x < y }
 	for len(ranges) > 1 {
-		next := make([][2]int, 0, (len(ranges)+1)/2)
-		for k := 0; k < len(ranges); k += 2 {
-			if k+1 == len(ranges) {
-				next = append(next, ranges[k])
-			} else {
-				next = append(next, [2]int{ranges[k][0], ranges[k+1][1]})
-			}
-		}
-		pairs := ranges
-		parallelFor(len(next), func(j int) {
-			a := pairs[2*j]
-			if 2*j+1 == len(pairs) {
-				copy(words2[a[0]:a[1]], words[a[0]:a[1]])
-				copy(rows2[a[0]:a[1]], rows[a[0]:a[1]])
-				return
-			}
-			mergeRuns(words, rows, a[0], a[1], pairs[2*j+1][1], words2, rows2)
+		next, pieces := mergeRound(ranges, n, t, func(lo, mid, hi, k int) int {
+			return coRank(words[lo:mid], words[mid:hi], k, wordLess)
+		})
+		parallelFor(len(pieces), func(j int) {
+			pc := pieces[j]
+			mergeWords(words[pc.a[0]:pc.a[1]], rows[pc.a[0]:pc.a[1]], words[pc.b[0]:pc.b[1]], rows[pc.b[0]:pc.b[1]],
+				words2[pc.out[0]:pc.out[1]], rows2[pc.out[0]:pc.out[1]])
 		})
 		words, words2, rows, rows2 = words2, words, rows2, rows
 		ranges = next
 	}
 	sv := &vector{kind: v.kind, typ: v.typ, ints: unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(words))), n)}
-	for i, u := range words {
-		sv.ints[i] = int64(u ^ flip)
-	}
+	cuts := splitRows(n, t)
+	parallelFor(len(cuts), func(r int) {
+		lo, hi := cuts[r][0], cuts[r][1]
+		for i, u := range words[lo:hi] {
+			sv.ints[lo+i] = int64(u ^ flip)
+		}
+	})
 	return rows, sv, true
 }
 
-// mergeRuns merges the sorted runs [lo, mid) and [mid, hi) of (words,
-// rows) into the same positions of (dw, dr), the left run first among
-// equal words.
-func mergeRuns(words []uint64, rows []int32, lo, mid, hi int, dw []uint64, dr []int32) {
-	i, j, o := lo, mid, lo
-	for i < mid && j < hi {
-		if words[j] < words[i] {
-			dw[o], dr[o] = words[j], rows[j]
+// mergeWords merges the sorted runs (aw, ar) and (bw, br) of words and
+// their rows into (dw, dr), which hold both, a's first among equal words.
+func mergeWords(aw []uint64, ar []int32, bw []uint64, br []int32, dw []uint64, dr []int32) {
+	i, j, o := 0, 0, 0
+	for i < len(aw) && j < len(bw) {
+		if bw[j] < aw[i] {
+			dw[o], dr[o] = bw[j], br[j]
 			j++
 		} else {
-			dw[o], dr[o] = words[i], rows[i]
+			dw[o], dr[o] = aw[i], ar[i]
 			i++
 		}
 		o++
 	}
-	o += copy(dw[o:], words[i:mid])
-	copy(dr[o-(mid-i):], rows[i:mid])
-	o += copy(dw[o:hi], words[j:hi])
-	copy(dr[o-(hi-j):hi], rows[j:hi])
+	copy(dw[o:], aw[i:])
+	o += copy(dr[o:], ar[i:])
+	copy(dw[o:], bw[j:])
+	copy(dr[o:], br[j:])
 }
 
 // oneWordKey reports whether v's values are their own sort words: an
@@ -561,29 +565,10 @@ func (ev *evaluation) parallelSortRuns(keys []sortedKey, n, t int) ([]int32, boo
 	})
 	less := func(a, b int32) bool { return compareRows(keys, int(a), int(b)) < 0 }
 	buf := hugepage.Make[int32](n, n)
-	type piece struct{ a, b, out [2]int } // rows a and b of the runs merged into out
 	for len(ranges) > 1 {
-		var next [][2]int
-		var pieces []piece
-		for k := 0; k < len(ranges); k += 2 {
-			if k+1 == len(ranges) {
-				r := ranges[k]
-				next = append(next, r)
-				pieces = append(pieces, piece{a: r, b: [2]int{r[1], r[1]}, out: r})
-				continue
-			}
-			lo, mid, hi := ranges[k][0], ranges[k][1], ranges[k+1][1]
-			next = append(next, [2]int{lo, hi})
-			a, b := perm[lo:mid], perm[mid:hi]
-			parts := max(1, (t*(hi-lo)+n-1)/n)
-			ia, ib := 0, 0
-			for p := 1; p <= parts; p++ {
-				k := (hi - lo) * p / parts
-				i := coRank(a, b, k, less)
-				pieces = append(pieces, piece{a: [2]int{lo + ia, lo + i}, b: [2]int{mid + ib, mid + k - i}, out: [2]int{lo + ia + ib, lo + k}})
-				ia, ib = i, k-i
-			}
-		}
+		next, pieces := mergeRound(ranges, n, t, func(lo, mid, hi, k int) int {
+			return coRank(perm[lo:mid], perm[mid:hi], k, less)
+		})
 		src, dst := perm, buf
 		parallelFor(len(pieces), func(j int) {
 			pc := pieces[j]
@@ -595,9 +580,42 @@ func (ev *evaluation) parallelSortRuns(keys []sortedKey, n, t int) ([]int32, boo
 	return perm, true
 }
 
+// mergePiece is a piece of a round of merges: rows a of one sorted run
+// and rows b of the next, which merge into rows out.
+type mergePiece struct{ a, b, out [2]int }
+
+// mergeRound pairs up the sorted runs ranges (contiguous, in row order)
+// for a round of merges, and cuts each merge at co-ranks into pieces of
+// about n/t rows, so that every round, the last included, keeps the t
+// threads busy. An unpaired last run is one piece, copied. coRank(lo,
+// mid, hi, k) is how many of the first k rows of the merge of runs
+// [lo, mid) and [mid, hi) come from the first. It returns the next
+// round's runs and this round's pieces.
+func mergeRound(ranges [][2]int, n, t int, coRank func(lo, mid, hi, k int) int) (next [][2]int, pieces []mergePiece) {
+	for r := 0; r < len(ranges); r += 2 {
+		if r+1 == len(ranges) {
+			last := ranges[r]
+			next = append(next, last)
+			pieces = append(pieces, mergePiece{a: last, b: [2]int{last[1], last[1]}, out: last})
+			continue
+		}
+		lo, mid, hi := ranges[r][0], ranges[r][1], ranges[r+1][1]
+		next = append(next, [2]int{lo, hi})
+		parts := max(1, (t*(hi-lo)+n-1)/n)
+		ia, ib := 0, 0
+		for p := 1; p <= parts; p++ {
+			k := (hi - lo) * p / parts
+			i := coRank(lo, mid, hi, k)
+			pieces = append(pieces, mergePiece{a: [2]int{lo + ia, lo + i}, b: [2]int{mid + ib, mid + k - i}, out: [2]int{lo + ia + ib, lo + k}})
+			ia, ib = i, k-i
+		}
+	}
+	return next, pieces
+}
+
 // coRank returns how many of the first k rows of the stable merge of the
 // sorted runs a and b (a first among equal rows) come from a.
-func coRank(a, b []int32, k int, less func(x, y int32) bool) int {
+func coRank[T any](a, b []T, k int, less func(x, y T) bool) int {
 	lo, hi := max(0, k-len(b)), min(k, len(a))
 	for lo < hi {
 		i := int(uint(lo+hi) >> 1)

@@ -264,3 +264,28 @@ func BenchmarkSortStrings(b *testing.B) {
 		perm = so.sortPerm(keys, n, perm)
 	}
 }
+
+// BenchmarkSortOneKey sorts a million rows on the window suite's t
+// alone, distinct timestamps a second apart (ORDER BY t over one
+// partition): on one thread with a sorter of its own, as a query's, and
+// on two with parallelSortKey, whose runs are radix-sorted and then
+// merged.
+func BenchmarkSortOneKey(b *testing.B) {
+	const n = 1 << 20
+	_, cases := suiteSortKeys(n)
+	key := cases[1].keys[1]
+	b.Run("threads=1", func(b *testing.B) {
+		for b.Loop() {
+			var s sorter
+			s.sortPerm([]sortedKey{key}, n, nil)
+		}
+	})
+	b.Run("threads=2", func(b *testing.B) {
+		ev := &evaluation{o: Options{Threads: 2}, budget: newTestBudget()}
+		for b.Loop() {
+			if _, _, ok := ev.parallelSortKey(key, n, 2); !ok {
+				b.Fatal("refused")
+			}
+		}
+	})
+}
