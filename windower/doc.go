@@ -133,8 +133,9 @@
 // group (numbered over all the rows first) or its frame alone:
 // row_number, rank, dense_rank, percent_rank, cume_dist, ntile, lag,
 // lead, first_value, last_value, nth_value, and count, sum, avg, min and
-// max over sliding frames (ROWS or GROUPS offsets, RANGE to CURRENT ROW),
-// each range starting afresh at its first row's frame. Aggregates over a
+// max over sliding frames (ROWS, GROUPS or RANGE offsets), each range
+// starting afresh at its first row's frame (a RANGE offset's cursor
+// walks up from the partition's first row to it). Aggregates over a
 // frame from UNBOUNDED PRECEDING start a range that begins inside a
 // partition from a carry: a running aggregate from the aggregate of the
 // partition's rows before the range's first frame end, an aggregate over
@@ -143,9 +144,8 @@
 // goroutine and combine the shares in row order (exactly: 128-bit sums,
 // the first of equal extremes); float sums and averages fold the rows of
 // a carry in row order on one goroutine, so every addition is the
-// single-thread one. The other calls (frames with RANGE offsets, whose
-// bounds come from cursors that only move forward; EXCLUDE and float sums
-// over sliding frames, a segment tree over the partition) are evaluated
+// single-thread one. The other calls (EXCLUDE and float sums over
+// sliding frames, a segment tree over the partition) are evaluated
 // in ranges cut at partition starts, so a single partition runs them on
 // one thread. Partition and peer group boundaries are found, and string
 // results built (one offsets and one data buffer), in ranges of rows on

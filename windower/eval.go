@@ -523,9 +523,12 @@ func (cs *callState) frameRows(p *partition) int {
 	if p.lo == p.ps && p.hi == p.pe {
 		return p.pe - p.ps
 	}
-	// A range of the partition: its frames are stateless (splittable).
-	s, _ := cs.fr.bounds(p.lo)
-	_, e := cs.fr.bounds(p.hi - 1)
+	// A range of the partition: the frames of its first and last rows,
+	// found by a copy of the framer, whose RANGE cursors only move
+	// forward and must stay at the range's start for the evaluation.
+	fr := cs.fr
+	s, _ := fr.bounds(p.lo)
+	_, e := fr.bounds(p.hi - 1)
 	return max(e-s, 0)
 }
 

@@ -656,7 +656,10 @@ func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
 // percent_rank, cume_dist, ntile, lag, lead, the value functions, and
 // count, sum, avg, min and max over sliding frames (which start each
 // range afresh at its first row's frame; the integer sums are exact, the
-// deque's front depends only on the frame's rows). Aggregates over a
+// deque's front depends only on the frame's rows). A RANGE offset's
+// bound is found by a cursor that only moves forward: a range's cursor
+// starts at its partition's first row and walks up to the range's first
+// frame, a pass over the rows before it that compares keys only. Aggregates over a
 // frame from UNBOUNDED PRECEDING evaluate a piece of a partition from a
 // carry: a running aggregate from the aggregate of the partition's rows
 // before the range's first frame end (rangeCarries), an aggregate over
@@ -666,10 +669,9 @@ func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
 // combined in row order (exact: 128-bit sums; the first of equal
 // extremes is kept); float sums and averages fold a carry's rows in row
 // order on one goroutine, so every float addition happens in the
-// single-thread order. Frames with RANGE offsets (their bounds are found
-// by cursors that only move forward), EXCLUDE and float sums over
-// sliding frames (a segment tree over the whole partition) are evaluated
-// by whole partitions.
+// single-thread order. EXCLUDE and float sums over sliding frames (a
+// segment tree over the whole partition) are evaluated by whole
+// partitions.
 
 // rangeCarry is an aggregate's state a piece of a partition starts
 // from: over rows [ps, end) of the partition (a running aggregate) or
@@ -695,9 +697,6 @@ const (
 func (cs *callState) splittable(hasOrder bool) (bool, carryKind) {
 	c := cs.c
 	f := &c.frame
-	if f.mode == modeRange && (offsetBound(f.start) || offsetBound(f.end)) {
-		return false, carryNone
-	}
 	if !c.fn.isAggregate() {
 		return true, carryNone
 	}
@@ -714,8 +713,6 @@ func (cs *callState) splittable(hasOrder bool) (bool, carryKind) {
 	}
 	return true, carryNone // a deque or a sliding aggregate
 }
-
-func offsetBound(b bound) bool { return b.kind == boundPreceding || b.kind == boundFollowing }
 
 // evalRows evaluates the calls of g.calls at indexes calls (splittable)
 // over about g.threads equal ranges of the rows, one goroutine per

@@ -287,9 +287,9 @@ func TestParallelSortRuns(t *testing.T) {
 }
 
 // onePartitionCalls are window calls over one partition (or a dominant
-// one) that the parallel paths cut into ranges of rows, and some that
-// they evaluate by whole partitions (RANGE offsets, EXCLUDE, float sums
-// over sliding frames).
+// one) that the parallel paths cut into ranges of rows (RANGE offsets
+// among them, when order is one key), and some that they evaluate by
+// whole partitions (EXCLUDE, float sums over sliding frames).
 func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messages.WindowCall {
 	rows := func(s, e string, so, eo int64) *messages.Frame {
 		f := &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: s}, End: messages.FrameBound{Kind: e}}
@@ -339,9 +339,25 @@ func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messa
 		{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: pre, Offset: &messages.Value{Int: i64(2)}},
 			End: messages.FrameBound{Kind: fol, Offset: &messages.Value{Int: i64(2)}}, Exclude: messages.ExcludeCurrentRow}},
 	}
-	if len(order) == 1 && order[0].Expr.Column == "x" {
-		calls = append(calls, &messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: &messages.Frame{Mode: messages.FrameRange,
-			Start: messages.FrameBound{Kind: pre, Offset: &messages.Value{Int: i64(2)}}, End: messages.FrameBound{Kind: cur}}})
+	if len(order) == 1 && (order[0].Expr.Column == "x" || order[0].Expr.Column == "f") {
+		// RANGE offsets (one ORDER BY key): their bounds are found by
+		// cursors, which a range of rows starts from its first row.
+		rng := func(s, e string, so, eo int64) *messages.Frame {
+			f := rows(s, e, so, eo)
+			f.Mode = messages.FrameRange
+			return f
+		}
+		calls = append(calls,
+			&messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: rng(pre, cur, 2, 0)},
+			&messages.WindowCall{Func: "avg", Args: []*messages.Expr{col("x")}, Frame: rng(pre, fol, 3, 1)},
+			&messages.WindowCall{Func: "count", Star: true, Frame: rng(fol, fol, 1, 4)},
+			&messages.WindowCall{Func: "min", Args: []*messages.Expr{col("x")}, Frame: rng(pre, fol, 2, 2)},
+			&messages.WindowCall{Func: "max", Args: []*messages.Expr{col("s")}, Frame: rng(pre, cur, 40, 0)},
+			&messages.WindowCall{Func: "first_value", Args: []*messages.Expr{col("s")}, Frame: rng(pre, fol, 1, 1)},
+			&messages.WindowCall{Func: "last_value", Args: []*messages.Expr{col("x")}, Frame: rng(cur, fol, 0, 3)},
+			&messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: rng(up, fol, 0, 2)},
+			&messages.WindowCall{Func: "count", Args: []*messages.Expr{col("s")}, Frame: rng(pre, pre, 5, 1)},
+		)
 	}
 	for _, c := range calls {
 		c.OrderBy, c.PartitionBy = order, part
@@ -364,6 +380,8 @@ func TestParallelOnePartition(t *testing.T) {
 		{{Expr: *col("x"), Desc: true, NullsFirst: true}, {Expr: *col("s")}},
 		{{Expr: *col("f")}, {Expr: *col("t"), Desc: true}},
 		{{Expr: *col("x")}},
+		{{Expr: *col("x"), Desc: true, NullsFirst: true}},
+		{{Expr: *col("f"), Desc: true}},
 		{{Expr: *col("c"), NullsFirst: true}},
 		{{Expr: *col("s"), Desc: true}, {Expr: *col("id")}},
 	}
