@@ -341,22 +341,23 @@ func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messa
 	}
 	if len(order) == 1 && (order[0].Expr.Column == "x" || order[0].Expr.Column == "f") {
 		// RANGE offsets (one ORDER BY key): their bounds are found by
-		// cursors, which a range of rows starts from its first row.
-		rng := func(s, e string, so, eo int64) *messages.Frame {
+		// cursors, which a range of rows starts at its partition's first
+		// row and walks up to its own.
+		rangeFrame := func(s, e string, so, eo int64) *messages.Frame {
 			f := rows(s, e, so, eo)
 			f.Mode = messages.FrameRange
 			return f
 		}
 		calls = append(calls,
-			&messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: rng(pre, cur, 2, 0)},
-			&messages.WindowCall{Func: "avg", Args: []*messages.Expr{col("x")}, Frame: rng(pre, fol, 3, 1)},
-			&messages.WindowCall{Func: "count", Star: true, Frame: rng(fol, fol, 1, 4)},
-			&messages.WindowCall{Func: "min", Args: []*messages.Expr{col("x")}, Frame: rng(pre, fol, 2, 2)},
-			&messages.WindowCall{Func: "max", Args: []*messages.Expr{col("s")}, Frame: rng(pre, cur, 40, 0)},
-			&messages.WindowCall{Func: "first_value", Args: []*messages.Expr{col("s")}, Frame: rng(pre, fol, 1, 1)},
-			&messages.WindowCall{Func: "last_value", Args: []*messages.Expr{col("x")}, Frame: rng(cur, fol, 0, 3)},
-			&messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: rng(up, fol, 0, 2)},
-			&messages.WindowCall{Func: "count", Args: []*messages.Expr{col("s")}, Frame: rng(pre, pre, 5, 1)},
+			&messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: rangeFrame(pre, cur, 2, 0)},
+			&messages.WindowCall{Func: "avg", Args: []*messages.Expr{col("x")}, Frame: rangeFrame(pre, fol, 3, 1)},
+			&messages.WindowCall{Func: "count", Star: true, Frame: rangeFrame(fol, fol, 1, 4)},
+			&messages.WindowCall{Func: "min", Args: []*messages.Expr{col("x")}, Frame: rangeFrame(pre, fol, 2, 2)},
+			&messages.WindowCall{Func: "max", Args: []*messages.Expr{col("s")}, Frame: rangeFrame(pre, cur, 40, 0)},
+			&messages.WindowCall{Func: "first_value", Args: []*messages.Expr{col("s")}, Frame: rangeFrame(pre, fol, 1, 1)},
+			&messages.WindowCall{Func: "last_value", Args: []*messages.Expr{col("x")}, Frame: rangeFrame(cur, fol, 0, 3)},
+			&messages.WindowCall{Func: "sum", Args: []*messages.Expr{col("x")}, Frame: rangeFrame(up, fol, 0, 2)},
+			&messages.WindowCall{Func: "count", Args: []*messages.Expr{col("s")}, Frame: rangeFrame(pre, pre, 5, 1)},
 		)
 	}
 	for _, c := range calls {
