@@ -87,7 +87,24 @@ func checkpointRounds(t *testing.T, w *walwriter.WAL, a *walarchive.Archiver, ta
 			t.Fatal(err)
 		}
 		ckpts = append(ckpts, lsn)
-		appendN(t, w, fmt.Sprintf("%s%d-after-", tag, i), 300) // seals the checkpoint's segment
+		// Appends until the checkpoint's segment is sealed, so that this
+		// round's Sync archives the checkpoint before the next round's
+		// replaces the WAL's checkpoint file. Where a segment ends depends
+		// on how group commit batched the appends, so how many that takes
+		// varies from run to run.
+		for k := 0; ; k++ {
+			appendN(t, w, fmt.Sprintf("%s%d-after%d-", tag, i, k), 300)
+			segs, err := w.Segments()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if holderOf(segs, lsn).Sealed {
+				break
+			}
+			if k == 10 {
+				t.Fatalf("checkpoint %d's segment not sealed after %d appends", lsn, 300*(k+1))
+			}
+		}
 		if err := a.Sync(context.Background()); err != nil {
 			t.Fatal(err)
 		}
