@@ -124,8 +124,9 @@
 // their own goroutines and merges them pairwise by comparing rows, the
 // earlier range first among equal rows. Either merge is cut at co-ranks
 // into pieces of about n/threads rows so that every round, the last one
-// included, uses all the threads: again the single-thread permutation. A parallel sort's buffers are reserved from the grant
-// first; when they do not fit, the group sorts on one thread.
+// included, uses all the threads: again the single-thread permutation.
+// A parallel sort's buffers are reserved from the grant first; when they
+// do not fit, the group sorts on one thread.
 //
 // The evaluation. The sorted rows are cut into ranges of about n/threads
 // rows, one goroutine each, wherever the cuts fall in a partition, for
