@@ -193,8 +193,32 @@ supervise() {
 	done
 }
 
-# stop_all: SIGTERM every started process, newest first, and wait for each;
-# forget the restarts pending.
+# STOP_TIMEOUT: the seconds stop_all gives a process after SIGTERM
+# before SIGKILL, as systemd's TimeoutStopSec= (60s and 90s in the units).
+STOP_TIMEOUT=${STOP_TIMEOUT:-90}
+
+# terminate I: SIGTERM process I and wait, up to STOP_TIMEOUT seconds,
+# until it has exited, sending SIGTERM again each second: a process the
+# shell has forked but that does not yet run its program still has the
+# shell's signal handlers, and a signal it takes then is lost when the
+# program starts. Then SIGKILL, as systemd sends after TimeoutStopSec.
+terminate() {
+	local i=$1 pid=${PIDS[$1]} tick
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for ((tick = 1; tick <= STOP_TIMEOUT * 10; tick++)); do
+		kill -0 "$pid" 2>/dev/null || return 0
+		sleep 0.1
+		if ((tick % 10 == 0)); then
+			kill -TERM "$pid" 2>/dev/null || true
+		fi
+	done
+	echo "${NAMES[i]} still running ${STOP_TIMEOUT}s after SIGTERM; sending SIGKILL"
+	log_line "$i" "still running ${STOP_TIMEOUT}s after SIGTERM; sending SIGKILL"
+	kill -KILL "$pid" 2>/dev/null || true
+}
+
+# stop_all: SIGTERM every started process, newest first, and wait for each
+# (terminate); forget the restarts pending.
 stop_all() {
 	local i pid
 	if [ -n "$TIMER" ]; then
@@ -205,7 +229,7 @@ stop_all() {
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do
 		pid=${PIDS[$i]}
 		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-			kill -TERM "$pid" 2>/dev/null || true
+			terminate "$i"
 			if wait "$pid"; then
 				echo "stopped ${NAMES[$i]}"
 			else

@@ -53,7 +53,11 @@ func flagValue(args []string, name string) string {
 // log), records its pid in $FAKE_STATE/pids, writes a file where the real
 // one keeps its data, listens where a server listens, and runs until
 // SIGTERM (status 0) or, on the first start of a worker named in
-// $FAKE_FAIL ("merger-1:1,merger-2:2"), exits with that status.
+// $FAKE_FAIL ("merger-1:1,merger-2:2"), exits with that status. A worker
+// named in $FAKE_DEAF ("walwriter-1:2") lets that many SIGTERMs pass
+// first, as a process does that is sent one before it runs its program
+// (forked by the shell, its handlers still the shell's); "walwriter-1:-1"
+// lets them all pass.
 func standIn(name string, args []string) int {
 	fmt.Printf("%s %s\n", name, strings.Join(args, " "))
 	state := os.Getenv("FAKE_STATE")
@@ -122,10 +126,22 @@ func standIn(name string, args []string) int {
 			}
 		}()
 	}
+	deaf := 0
+	for _, f := range strings.Split(os.Getenv("FAKE_DEAF"), ",") {
+		if w, n, _ := strings.Cut(f, ":"); w != "" && w == flagValue(args, "worker") {
+			deaf, _ = strconv.Atoi(n)
+		}
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
-	return 0
+	fmt.Println("waiting for SIGTERM")
+	for ; ; deaf-- {
+		<-sig
+		if deaf == 0 {
+			return 0
+		}
+		fmt.Println("SIGTERM missed")
+	}
 }
 
 // appendLine appends line to file and returns how many lines it holds.
@@ -440,6 +456,50 @@ func TestRunStopsCleanlyWithoutS3(t *testing.T) {
 	}
 	if after := untracked(t, root); !slices.Equal(before, after) {
 		t.Errorf("run.sh left files git does not ignore:\nbefore %q\nafter  %q", before, after)
+	}
+}
+
+// TestRunStopsProcessesThatMissSIGTERM: a process that misses the
+// SIGTERM stopping it (one sent while the shell had forked it and not
+// yet started its program is lost) gets another a second later, and one
+// that never stops is killed after STOP_TIMEOUT seconds, as systemd kills
+// one after TimeoutStopSec. Before, run.sh waited for such a process
+// for ever.
+func TestRunStopsProcessesThatMissSIGTERM(t *testing.T) {
+	needTools(t)
+	root := checkout(t)
+	state := t.TempDir()
+	base, nats := freePort(t), freePort(t)
+	s := startScript(t, root, "FAKE_STATE="+state, "FAKE_FAIL=", "FAKE_DEAF=walwriter-1:2,merger-2:-1", "STOP_TIMEOUT=3",
+		"PORT_BASE="+strconv.Itoa(base), "NATS_PORT="+strconv.Itoa(nats),
+		"S3=", "MERGERS=", "WINDOWERS=", "WALWRITERS=", "STRATA_DIR=", "BIN=")
+	s.waitFor(`strata is running on nats://127\.0\.0\.1:` + strconv.Itoa(nats))
+	logs := filepath.Join(root, "local-run", "logs")
+	for _, name := range []string{"walwriter-1", "merger-2"} {
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if l, _ := os.ReadFile(filepath.Join(logs, name+".log")); strings.Contains(string(l), "waiting for SIGTERM") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never waited for SIGTERM", name)
+			}
+		}
+	}
+	s.stop()
+	checkAllStopped(t, state)
+	out := s.text()
+	for _, want := range []string{
+		"stopped walwriter-1\n",
+		"merger-2 still running 3s after SIGTERM; sending SIGKILL\n",
+		"stopped merger-2 (exit status 137)\n",
+		"stopped nats-server\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("run.sh does not say %q:\n%s", want, out)
+		}
+	}
+	if l, _ := os.ReadFile(filepath.Join(logs, "walwriter-1.log")); strings.Count(string(l), "SIGTERM missed") != 2 {
+		t.Errorf("walwriter-1 missed %d SIGTERMs, want 2:\n%s", strings.Count(string(l), "SIGTERM missed"), l)
 	}
 }
 

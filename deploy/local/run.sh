@@ -2,7 +2,9 @@
 # Run strata as an operator would on one machine: a real nats-server
 # (built from the nats-server module, JetStream on) and every service as its
 # own process, with any number of workers. Ctrl-C (or SIGTERM) stops
-# everything cleanly, workers first, NATS last.
+# everything cleanly, workers first, NATS last; a process still running
+# STOP_TIMEOUT seconds (default 90) after its SIGTERM is killed, as
+# systemd kills one after TimeoutStopSec.
 #
 # A process that fails is restarted, as the systemd units of deploy/systemd
 # restart theirs (Restart=on-failure): after a non-zero exit status or a
