@@ -106,13 +106,9 @@ func standIn(name string, args []string) int {
 		touch(flagValue(args, "data"), worker)
 		touch(flagValue(args, "wal"), "segment")
 		starts := appendLine(filepath.Join(state, worker+".starts"), "start")
-		for _, f := range strings.Split(os.Getenv("FAKE_FAIL"), ",") {
-			w, status, _ := strings.Cut(f, ":")
-			if w == worker && starts == 1 {
-				time.Sleep(100 * time.Millisecond)
-				n, _ := strconv.Atoi(status)
-				return n
-			}
+		if status, ok := fakeFor("FAKE_FAIL", worker); ok && starts == 1 {
+			time.Sleep(100 * time.Millisecond)
+			return status
 		}
 	}
 	if ln != nil {
@@ -126,12 +122,7 @@ func standIn(name string, args []string) int {
 			}
 		}()
 	}
-	deaf := 0
-	for _, f := range strings.Split(os.Getenv("FAKE_DEAF"), ",") {
-		if w, n, _ := strings.Cut(f, ":"); w != "" && w == flagValue(args, "worker") {
-			deaf, _ = strconv.Atoi(n)
-		}
-	}
+	deaf, _ := fakeFor("FAKE_DEAF", flagValue(args, "worker"))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	fmt.Println("waiting for SIGTERM")
@@ -142,6 +133,18 @@ func standIn(name string, args []string) int {
 		}
 		fmt.Println("SIGTERM missed")
 	}
+}
+
+// fakeFor returns the number the environment variable env gives worker
+// ("merger-1:1,merger-2:2"), and whether it names worker.
+func fakeFor(env, worker string) (int, bool) {
+	for _, f := range strings.Split(os.Getenv(env), ",") {
+		if w, n, _ := strings.Cut(f, ":"); w != "" && w == worker {
+			v, _ := strconv.Atoi(n)
+			return v, true
+		}
+	}
+	return 0, false
 }
 
 // appendLine appends line to file and returns how many lines it holds.
