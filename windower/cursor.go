@@ -674,7 +674,7 @@ func addRow(a *aggInput, r int, st *aggState, fsum *exactSum, sign int) {
 	case a.kind == kindFloat:
 		st.cnt += int64(sign)
 		if a.fn != fnCount {
-			fsum.add(float64(sign) * a.floats[r])
+			fsum.add(a.floats[r], sign)
 		}
 	case sign > 0:
 		a.add(st, r)
@@ -687,16 +687,15 @@ func addRow(a *aggInput, r int, st *aggState, fsum *exactSum, sign int) {
 // for the current row, row r of the slice.
 func (e *cursorEval) excluded(r int) (*aggState, *exactSum) {
 	st := e.st
-	fsum := &exactSum{partials: append([]float64(nil), e.fsum.partials...)}
+	fsum := &exactSum{}
+	fsum.addSum(&e.fsum, 1)
 	x := e.c.frame.exclude
 	if x == excludeGroup || x == excludeTies {
 		st.cnt -= e.xst.cnt
 		var b uint64
 		st.lo, b = bits.Sub64(st.lo, e.xst.lo, 0)
 		st.hi -= e.xst.hi + int64(b)
-		for _, p := range e.xfsum.partials {
-			fsum.add(-p)
-		}
+		fsum.addSum(&e.xfsum, -1)
 	}
 	inFrame := e.pos >= e.start.pos && e.pos < e.end.pos
 	switch {
@@ -843,11 +842,34 @@ func valueInput(f fn, v *vector) *aggInput {
 }
 
 // exactSum is a float sum that adds and removes values without rounding
-// error: the sum is kept as non-overlapping partials (Shewchuk's
-// algorithm, as in Python's math.fsum) and rounded once when read.
-type exactSum struct{ partials []float64 }
+// error: the sum of the finite values is kept as non-overlapping partials
+// (Shewchuk's algorithm, as in Python's math.fsum) and rounded once when
+// read. Infinities and NaN are counted apart, as math.fsum keeps them: in
+// the partials an infinity would turn the others into NaN, which never
+// cancel and grow the partials by one a value. The sum is NaN with a NaN
+// or with infinities of both signs, else the infinity there is, as a
+// plain float sum of the same values.
+type exactSum struct {
+	partials             []float64
+	posInf, negInf, nans int
+}
 
-func (s *exactSum) add(x float64) {
+// add adds x (sign 1) or removes it (sign -1), having added it before.
+func (s *exactSum) add(x float64, sign int) {
+	switch {
+	case x != x:
+		s.nans += sign
+		return
+	case math.IsInf(x, 1):
+		s.posInf += sign
+		return
+	case math.IsInf(x, -1):
+		s.negInf += sign
+		return
+	}
+	if sign < 0 {
+		x = -x
+	}
 	i := 0
 	for _, y := range s.partials {
 		if math.Abs(x) < math.Abs(y) {
@@ -864,7 +886,25 @@ func (s *exactSum) add(x float64) {
 	s.partials = append(s.partials[:i], x)
 }
 
+// addSum adds (sign 1) or removes (sign -1) the values t holds.
+func (s *exactSum) addSum(t *exactSum, sign int) {
+	for _, p := range t.partials {
+		s.add(p, sign)
+	}
+	s.posInf += sign * t.posInf
+	s.negInf += sign * t.negInf
+	s.nans += sign * t.nans
+}
+
 func (s *exactSum) value() float64 {
+	switch {
+	case s.nans > 0 || (s.posInf > 0 && s.negInf > 0):
+		return math.NaN()
+	case s.posInf > 0:
+		return math.Inf(1)
+	case s.negInf > 0:
+		return math.Inf(-1)
+	}
 	n := len(s.partials)
 	if n == 0 {
 		return 0
