@@ -2,6 +2,7 @@ package windower_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -99,6 +100,41 @@ func BenchmarkQueryContainer(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				res, err := windower.Run(context.Background(), wq, []string{dirs[q.Table]}, windower.Options{Grant: grant, TempDir: b.TempDir()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain(b, res)
+				res.Close()
+			}
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkRangeOffsetThreads runs avg_range_ts (avg over RANGE 10
+// seconds PRECEDING, one partition) at several thread counts: each
+// thread evaluates a range of the one partition, and its RANGE cursors
+// start at that range's first frame. cpu-ns/op is the work of all of
+// them, which should not grow with the thread count.
+func BenchmarkRangeOffsetThreads(b *testing.B) {
+	data := windowbench.Generate(benchRows, 1000, 1)
+	recs := data.Records(memory.NewGoAllocator(), data.OrderBy(data.ID), 65536)
+	var q windowbench.Query
+	for _, c := range windowbench.Queries() {
+		if c.Name == "avg_range_ts" {
+			q = c
+		}
+	}
+	wq, err := sqlparse.Parse(q.Text())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, threads := range []int{1, 2, 8, 32} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
+			cpu0 := cputime.Process()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := windower.RunRecords(context.Background(), wq, windowbench.Schema(), recs, windower.Options{Grant: 1 << 30, Threads: threads})
 				if err != nil {
 					b.Fatal(err)
 				}

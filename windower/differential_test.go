@@ -218,7 +218,11 @@ func randomFrame(rng *rand.Rand, order []messages.SortItem) *messages.Frame {
 		case f.Mode == messages.FrameRange && (order[0].Expr.Column == "c" || order[0].Expr.Column == "d"):
 			b.Offset = messages.IntervalValue(calendarOffsets[rng.IntN(len(calendarOffsets))])
 		case f.Mode == messages.FrameRange && order[0].Expr.Column == "f":
-			b.Offset = &messages.Value{Float: f64(float64(off) / 2)}
+			fo := float64(off) / 2
+			if off == 3 {
+				fo = math.Inf(1) // with infinite keys, PostgreSQL's special case
+			}
+			b.Offset = &messages.Value{Float: f64(fo)}
 		default:
 			b.Offset = &messages.Value{Int: i64(off)}
 		}

@@ -136,7 +136,7 @@
 // lead, first_value, last_value, nth_value, and count, sum, avg, min and
 // max over sliding frames (ROWS, GROUPS or RANGE offsets), each range
 // starting afresh at its first row's frame (a RANGE offset's cursor
-// walks up from the partition's first row to it). Aggregates over a
+// starts there, found by binary search). Aggregates over a
 // frame from UNBOUNDED PRECEDING start a range that begins inside a
 // partition from a carry: a running aggregate from the aggregate of the
 // partition's rows before the range's first frame end, an aggregate over

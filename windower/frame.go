@@ -1,5 +1,10 @@
 package windower
 
+import (
+	"math"
+	"sort"
+)
+
 // Frames in memory: a partition's peer groups, each row's frame bounds
 // and the pieces EXCLUDE leaves.
 
@@ -95,25 +100,25 @@ type framer struct {
 	endCur         int
 }
 
+// reset prepares the framer for rows [p.lo, p.hi) of partition p. For
+// RANGE offsets it finds the partition's non-NULL rows, which lie
+// together at one end (the order's NULLs are first or last), and starts
+// the cursors at row p.lo's bounds (seek).
 func (fr *framer) reset(p *partition) {
 	fr.p = p
-	fr.startCur, fr.endCur = p.ps, p.ps
+	fr.nnStart, fr.nnEnd = p.ps, p.pe
 	if fr.f.mode == modeRange && fr.key.v != nil && fr.key.v.nulls != nil {
-		nulls := fr.key.v.nulls
-		fr.nnStart, fr.nnEnd = p.ps, p.pe
+		nulls := fr.key.v.nulls[p.ps:p.pe]
 		if fr.key.nullsFirst {
-			for fr.nnStart < p.pe && nulls[fr.nnStart] {
-				fr.nnStart++
-			}
+			fr.nnStart += sort.Search(len(nulls), func(k int) bool { return !nulls[k] })
 		} else {
-			for fr.nnEnd > p.ps && nulls[fr.nnEnd-1] {
-				fr.nnEnd--
-			}
+			fr.nnEnd = p.ps + sort.Search(len(nulls), func(k int) bool { return nulls[k] })
 		}
-	} else {
-		fr.nnStart, fr.nnEnd = p.ps, p.pe
 	}
 	fr.startCur, fr.endCur = fr.nnStart, fr.nnStart
+	if p.lo > fr.nnStart {
+		fr.seek(p.lo)
+	}
 }
 
 // bounds returns row i's frame [s, e), before exclusion, clamped to the partition.
@@ -152,10 +157,7 @@ func (fr *framer) bound(i int, b *bound, isStart bool) int {
 		}
 		return p.peerEnd(i)
 	}
-	sign := int64(1) // following
-	if b.kind == boundPreceding {
-		sign = -1
-	}
+	sign := offsetSign(b)
 	switch fr.f.mode {
 	case modeRows:
 		pos := addClamp(int64(i), sign*b.off)
@@ -191,9 +193,6 @@ func (fr *framer) rangeBound(i int, b *bound, sign int64, isStart bool) int {
 		return fr.p.peerEnd(i)
 	}
 	desc := fr.key.desc
-	if desc {
-		sign = -sign
-	}
 	cur := &fr.endCur
 	if isStart {
 		cur = &fr.startCur
@@ -201,36 +200,99 @@ func (fr *framer) rangeBound(i int, b *bound, sign int64, isStart bool) int {
 	if *cur < fr.nnStart {
 		*cur = fr.nnStart
 	}
-	// ASC: start is the first row with key >= target, end the first with key > target.
-	// DESC: start is the first row with key <= target, end the first with key < target.
 	pos := *cur
 	if v.kind == kindFloat {
-		t := v.floats[i] + float64(sign)*b.foff
-		for pos < fr.nnEnd {
-			c := compareFloat(v.floats[pos], t)
-			if desc {
-				c = -c
-			}
-			if c > 0 || (isStart && c == 0) {
-				break
-			}
+		t := floatTarget(v.floats[i], b.foff, sign, desc, isStart)
+		for pos < fr.nnEnd && !stops(compareFloat(v.floats[pos], t), desc, isStart) {
 			pos++
 		}
 	} else {
-		t, frac, inf := b.rangeTarget(v.ints[i], sign)
-		for pos < fr.nnEnd {
-			c := cmpTarget(v.ints[pos], t, frac, inf)
-			if desc {
-				c = -c
-			}
-			if c > 0 || (isStart && c == 0) {
-				break
-			}
+		t, frac, inf := b.rangeTarget(v.ints[i], directed(sign, desc))
+		for pos < fr.nnEnd && !stops(cmpTarget(v.ints[pos], t, frac, inf), desc, isStart) {
 			pos++
 		}
 	}
 	*cur = pos
 	return pos
+}
+
+// seek places the RANGE offset cursors where row i's frame bounds are,
+// by binary search over the partition's non-NULL rows, for a range of
+// rows that starts at i inside its partition. From there they move
+// forward row by row, as from the partition's first row; walking them up
+// to i instead would compare the key of every row before i, a pass over
+// the whole partition for each range that a thread evaluates. It does
+// nothing for a row whose key is NULL (rangeBound uses no cursor there)
+// or a frame without RANGE offsets.
+func (fr *framer) seek(i int) {
+	v := fr.key.v
+	if fr.f.mode != modeRange || v == nil || v.isNull(i) {
+		return
+	}
+	desc := fr.key.desc
+	for k, b := range [2]*bound{&fr.f.start, &fr.f.end} {
+		if b.kind != boundPreceding && b.kind != boundFollowing {
+			continue
+		}
+		isStart, cur := k == 0, &fr.endCur
+		if isStart {
+			cur = &fr.startCur
+		}
+		from, n := fr.nnStart, fr.nnEnd-fr.nnStart
+		if v.kind == kindFloat {
+			t := floatTarget(v.floats[i], b.foff, offsetSign(b), desc, isStart)
+			*cur = from + sort.Search(n, func(k int) bool { return stops(compareFloat(v.floats[from+k], t), desc, isStart) })
+		} else {
+			t, frac, inf := b.rangeTarget(v.ints[i], directed(offsetSign(b), desc))
+			*cur = from + sort.Search(n, func(k int) bool { return stops(cmpTarget(v.ints[from+k], t, frac, inf), desc, isStart) })
+		}
+	}
+}
+
+// offsetSign is -1 for a PRECEDING offset bound, 1 for FOLLOWING.
+func offsetSign(b *bound) int64 {
+	if b.kind == boundPreceding {
+		return -1
+	}
+	return 1
+}
+
+// directed is an offset's sign in the order's direction: DESC, PRECEDING
+// adds and FOLLOWING subtracts.
+func directed(sign int64, desc bool) int64 {
+	if desc {
+		return -sign
+	}
+	return sign
+}
+
+// floatTarget is the key a float RANGE offset bound of row key base
+// compares the rows' keys with: base plus or minus foff (sign, before
+// the order's direction). An infinite key and an infinite offset that
+// cancel it (+inf minus inf, -inf plus inf) are PostgreSQL's special
+// case (in_range_float8_float8): every key but NaN lies within range,
+// so the bound is the first row for a start and the first NaN for an
+// end, a target of -inf or +inf in the order's direction.
+func floatTarget(base, foff float64, sign int64, desc, isStart bool) float64 {
+	t := base + float64(directed(sign, desc))*foff
+	if t == t || base != base {
+		return t
+	}
+	if isStart != desc {
+		return math.Inf(-1)
+	}
+	return math.Inf(1)
+}
+
+// stops reports whether a row whose key compares c with a bound's target
+// stops the bound's cursor. ASC, a start is the first row with key >=
+// the target and an end the first with key > it; DESC, the first with
+// key <= it and < it.
+func stops(c int, desc, isStart bool) bool {
+	if desc {
+		c = -c
+	}
+	return c > 0 || (isStart && c == 0)
 }
 
 // addOverflow returns a+d, or inf = +1/-1 when the sum is beyond int64.

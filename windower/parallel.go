@@ -657,9 +657,9 @@ func mergeRows(a, b, out []int32, less func(x, y int32) bool) {
 // count, sum, avg, min and max over sliding frames (which start each
 // range afresh at its first row's frame; the integer sums are exact, the
 // deque's front depends only on the frame's rows). A RANGE offset's
-// bound is found by a cursor that only moves forward: a range's cursor
-// starts at its partition's first row and walks up to the range's first
-// frame, a pass over the rows before it that compares keys only. Aggregates over a
+// bound is found by a cursor that only moves forward: a range's cursors
+// start at its first row's frame, found by binary search over the
+// partition's keys (framer.seek). Aggregates over a
 // frame from UNBOUNDED PRECEDING evaluate a piece of a partition from a
 // carry: a running aggregate from the aggregate of the partition's rows
 // before the range's first frame end (rangeCarries), an aggregate over
@@ -802,6 +802,7 @@ func (cs *callState) rangeCarries(part *partition, starts []int32, ranges [][2]i
 			continue
 		}
 		p.set(ps, int(starts[q+1]))
+		p.lo = lo // the cursors start at lo's frame (framer.seek)
 		fr.reset(&p)
 		_, e := fr.bounds(lo)
 		need[r] = true

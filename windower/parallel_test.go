@@ -341,8 +341,8 @@ func onePartitionCalls(order []messages.SortItem, part []messages.Expr) []*messa
 	}
 	if len(order) == 1 && (order[0].Expr.Column == "x" || order[0].Expr.Column == "f") {
 		// RANGE offsets (one ORDER BY key): their bounds are found by
-		// cursors, which a range of rows starts at its partition's first
-		// row and walks up to its own.
+		// cursors, which a range of rows starts at its own first row's
+		// bounds, found by binary search (framer.seek).
 		rangeFrame := func(s, e string, so, eo int64) *messages.Frame {
 			f := rows(s, e, so, eo)
 			f.Mode = messages.FrameRange

@@ -10,6 +10,7 @@ package windower
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ func sqlValue(v *messages.Value) string {
 	case v.Int != nil:
 		return strconv.FormatInt(*v.Int, 10)
 	case v.Float != nil:
-		return strconv.FormatFloat(*v.Float, 'g', -1, 64)
+		return pgFloat(*v.Float, true)
 	}
 	if iv, ok := v.Interval(); ok {
 		return fmt.Sprintf("INTERVAL '%d months %d days %d microseconds'", iv.Months, iv.Days, iv.Micros)
@@ -250,11 +251,31 @@ func pgCSVCell(name string, v refVal) string {
 	case name == "d":
 		return time.Unix(v.i*86400, 0).UTC().Format("2006-01-02")
 	case v.kind == kindFloat:
-		return strconv.FormatFloat(v.f, 'g', -1, 64)
+		return pgFloat(v.f, false)
 	case v.kind == kindString:
 		return `"` + strings.ReplaceAll(v.s, `"`, `""`) + `"`
 	}
 	return strconv.FormatInt(v.i, 10)
+}
+
+// pgFloat spells f as PostgreSQL reads a float8: infinities and NaN by
+// name, quoted and cast in SQL.
+func pgFloat(f float64, inSQL bool) string {
+	var name string
+	switch {
+	case math.IsInf(f, 1):
+		name = "Infinity"
+	case math.IsInf(f, -1):
+		name = "-Infinity"
+	case math.IsNaN(f):
+		name = "NaN"
+	default:
+		return strconv.FormatFloat(f, 'g', -1, 64)
+	}
+	if inSQL {
+		return "'" + name + "'::float8"
+	}
+	return name
 }
 
 // whereSQL is the WHERE clause of the predicates ps ("" for none).

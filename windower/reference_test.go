@@ -260,7 +260,16 @@ func inBound(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, g
 		if o.Desc {
 			fo = -fo
 		}
-		c = compareFloat(rv.f, kv.f+fo)
+		if tgt := kv.f + fo; tgt != tgt && kv.f == kv.f {
+			// +inf - inf or -inf + inf: PostgreSQL's in_range takes every
+			// key but NaN to be within range, and NaN beyond it.
+			c = 0
+			if rv.f != rv.f {
+				c = 1
+			}
+		} else {
+			c = compareFloat(rv.f, tgt)
+		}
 	} else {
 		tgt := new(big.Int).Add(big.NewInt(kv.i), big.NewInt(off))
 		c = big.NewInt(rv.i).Cmp(tgt)
