@@ -72,15 +72,21 @@ func (in *input) reserve(b *columnar.Budget) error {
 	return nil
 }
 
-// reserveBuffer reserves and makes a buffer of capacity rows.
-func reserveBuffer(p *plan, capacity int, budget *columnar.Budget) (*input, int64, error) {
+// bufferRowBytes is what reserveBuffer reserves a row: the used columns'
+// bytes in evaluation form.
+func (p *plan) bufferRowBytes() int64 {
 	var perRow int64
 	for c, u := range p.usedCols {
 		if u {
 			perRow += p.colBytes(c)
 		}
 	}
-	n := perRow * int64(capacity)
+	return perRow
+}
+
+// reserveBuffer reserves and makes a buffer of capacity rows.
+func reserveBuffer(p *plan, capacity int, budget *columnar.Budget) (*input, int64, error) {
+	n := p.bufferRowBytes() * int64(capacity)
 	if err := budget.Reserve(n); err != nil {
 		return nil, 0, fmt.Errorf("windower: buffer of %d rows: %w", capacity, err)
 	}

@@ -190,12 +190,18 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	if len(cs) == 1 && len(p.groups) == 1 && sortedFor(cs[0].SortKey(), p.groups[0]) {
 		o.InputSorted = true
 	}
-	if need := p.memoryPerRow() * rows; need > o.Budget.Limit()-o.Budget.InUse() {
+	// Loading holds, beside the input, a block on each reader (a
+	// goroutine per thread, the block's columns at most) and the
+	// buffers kept to recycle, bounded to as much.
+	block := maxBlockBytes(cs, p.usedColumns())
+	loading := block * int64(max(o.Threads, 1))
+	if need := p.memoryPerRow()*rows + 2*loading; need > o.Budget.Limit()-o.Budget.InUse() {
 		// A spilling run reads its input a chunk at a time: about a
 		// block's buffers are enough to recycle.
-		mem.KeepAtMost(maxBlockBytes(cs, p.usedColumns()))
+		mem.KeepAtMost(block)
 		return runExternal(ctx, p, cs, drop, rows, o)
 	}
+	mem.KeepAtMost(loading)
 	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, o.Threads)
 	mem.Close()
 	if err != nil {

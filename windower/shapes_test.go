@@ -24,6 +24,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
+	"github.com/strata-db/strata/windower/sqlparse"
 )
 
 // shapeSchema is diffSchema plus u, a string column of mostly distinct
@@ -448,6 +449,63 @@ func TestEmptyFilteredInput(t *testing.T) {
 				t.Errorf("%s grant %d: %d rows, want 0", s, grant, len(rows))
 			}
 			res.Close()
+		}
+	}
+}
+
+// TestSortedStreamLongStringBlocks runs a window query over a container
+// sorted on (g, id) whose blocks of 8192 rows hold long strings, some 5
+// to 7MB a block, in grants a few blocks large. It must run within the
+// grant or be refused as too small (ErrGrantTooSmall), never fail for
+// going over it:
+//   - The sorted stream appends a block whole to its buffer, so it may
+//     hold a block's rows beyond its size. Sized without them, in the
+//     smallest grant, it took the grant and the reader's block past the
+//     limit, and the evaluation's first reservation failed ("memory
+//     budget exceeded"); it is now refused there.
+//   - The choice to run in memory did not count what loading holds
+//     beside the input: a block on each reader and the buffers kept to
+//     recycle. At 20000 rows in 32MiB the load failed ("they hold ...
+//     more than estimated").
+//   - In 64MiB, 60000 rows are too many for memory and stream.
+func TestSortedStreamLongStringBlocks(t *testing.T) {
+	cases := []struct {
+		rows, strRepeats int
+		grant            int64
+		mustRun          bool
+	}{
+		{rows: 60000, strRepeats: 30, grant: MinGrant},
+		{rows: 20000, strRepeats: 45, grant: 4 * MinGrant},
+		{rows: 60000, strRepeats: 30, grant: 8 * MinGrant, mustRun: true},
+	}
+	q, err := sqlparse.Parse("SELECT id, u, lag(x) OVER (PARTITION BY g ORDER BY id) AS w FROM t WHERE s IS NOT NULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		ref := shapeTable(rand.New(rand.NewPCG(31, 32)), c.rows)
+		for i, v := range ref.cols["u"] {
+			if !v.null {
+				ref.cols["u"][i].s = strings.Repeat("long string ", c.strRepeats+i%5)
+			}
+		}
+		dirs := writeShape(t, t.TempDir(), ref, shape{n: ref.n, containers: 1, blockRows: columnar.DefaultBlockRows, sorted: true})
+		want := ref.filtered(q.Where).n
+		for _, threads := range []int{1, 2} {
+			label := fmt.Sprintf("%d rows of %d-byte strings, grant %d, threads %d", c.rows, 12*c.strRepeats, c.grant, threads)
+			res, err := Run(context.Background(), q, dirs, Options{Grant: c.grant, TempDir: t.TempDir(), Threads: threads})
+			if errors.Is(err, ErrGrantTooSmall) && !c.mustRun {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", label, err)
+			}
+			_, rows := readResult(t, res, 0)
+			st := res.Stats()
+			res.Close()
+			if len(rows) != want || st.PeakBytes > c.grant {
+				t.Errorf("%s: %d rows (want %d), peak %d bytes", label, len(rows), want, st.PeakBytes)
+			}
 		}
 	}
 }

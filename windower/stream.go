@@ -240,12 +240,16 @@ func (s *sortedStream) sizeBuffer() error {
 	return nil
 }
 
-// bufferRows is the rows the buffer holds in the grant left beside
-// cursorMem bytes for cursors and the reader's block: half of it, the
-// evaluation taking the other half.
+// bufferRows is the rows the buffer is full at, in the grant left beside
+// cursorMem bytes for cursors and the reader's block: half of it holds
+// the buffer's rows and the other half their evaluation. A block is
+// appended whole, so the buffer holds up to a block's rows beyond that,
+// which reserveBuffer reserves too: they are set aside first (a block of
+// long strings can be most of a small grant).
 func (s *sortedStream) bufferRows(cursorMem int64) int {
 	b := s.o.Budget
-	return int((b.Limit() - b.InUse() - cursorMem - s.blockBytes) / 2 / s.rowBytes)
+	slack := int64(s.src.Manifest().BlockRows) * s.p.bufferRowBytes()
+	return int((b.Limit() - b.InUse() - cursorMem - s.blockBytes - slack) / 2 / s.rowBytes)
 }
 
 func (s *sortedStream) close() {
