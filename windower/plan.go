@@ -389,7 +389,30 @@ func compileCall(si *schemaInfo, w *messages.WindowCall) (*call, []sortKey, []so
 	if err := functions[f].result(c, w.Func); err != nil {
 		return nil, nil, nil, err
 	}
+	// A key that repeats an earlier one, in either direction, orders
+	// nothing the first did not, and rows equal on the first are equal on
+	// it: it is dropped, after the frame was checked against the keys as
+	// written (RANGE with an offset wants exactly one). Every path then
+	// sorts on, and compares peers by, the same keys (the sorted runs'
+	// key left repeats out while the group kept them).
+	part = withoutRepeats(part, w.PartitionBy, func(e messages.Expr) messages.Expr { return e })
+	order = withoutRepeats(order, w.OrderBy, func(s messages.SortItem) messages.Expr { return s.Expr })
 	return c, part, order, nil
+}
+
+// withoutRepeats returns keys, compiled from items, without the keys
+// whose expression an earlier item has.
+func withoutRepeats[T any](keys []sortKey, items []T, expr func(T) messages.Expr) []sortKey {
+	seen := map[string]bool{}
+	out := keys[:0:0]
+	for i, k := range keys {
+		e := expr(items[i])
+		if s := exprString(&e); !seen[s] {
+			seen[s] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 func isTemporal(t arrow.DataType) bool {

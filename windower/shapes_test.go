@@ -14,8 +14,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -243,9 +245,21 @@ func shapeQuery(rng *rand.Rand, s shape) (*messages.WindowQuery, []*messages.Win
 // which is quadratic in the partition size.
 const refMaxRows = 1200
 
+// TestShapesDifferential runs random queries over random shapes of input
+// (sizes, containers, blocks, sorted or not, the smallest grant) at each
+// thread count, against the reference evaluator or RunRecords. Its random
+// cases come from seed 21; STRATA_SHAPES_SEED=N runs those of seed N, to
+// soak the same checks over other cases.
 func TestShapesDifferential(t *testing.T) {
 	parallelSmall(t)
-	rng := rand.New(rand.NewPCG(21, 22))
+	seed := uint64(21)
+	if s := os.Getenv("STRATA_SHAPES_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("STRATA_SHAPES_SEED=%q: %v", s, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 22))
 	small, large := 400, 24
 	if testing.Short() {
 		small, large = 60, 4
@@ -505,6 +519,56 @@ func TestSortedStreamLongStringBlocks(t *testing.T) {
 			res.Close()
 			if len(rows) != want || st.PeakBytes > c.grant {
 				t.Errorf("%s: %d rows (want %d), peak %d bytes", label, len(rows), want, st.PeakBytes)
+			}
+		}
+	}
+}
+
+// TestRepeatedOrderKeySpilled runs windows whose ORDER BY repeats a column
+// in the other direction (ORDER BY t, t DESC NULLS FIRST: the repeat
+// orders nothing the first use did not) over input that spills, against
+// the same query in memory. The sorted runs left the repeat out of their
+// sort key while the window group kept it, and the spilled running count
+// and cume_dist came out wrong on half the rows. STRATA_SHAPES_SEED=106
+// found it.
+func TestRepeatedOrderKeySpilled(t *testing.T) {
+	ref := shapeTable(rand.New(rand.NewPCG(33, 34)), 20000)
+	dirs := writeShape(t, t.TempDir(), ref, shape{n: ref.n, containers: 5, blockRows: 64})
+	for _, sql := range []string{
+		"SELECT id, s, u, count(*) OVER (PARTITION BY g ORDER BY t, t DESC NULLS FIRST) AS w FROM t",
+		"SELECT id, s, u, cume_dist() OVER (PARTITION BY g ORDER BY t, t DESC NULLS FIRST) AS w FROM t WHERE x > 2",
+		"SELECT id, s, u, rank() OVER (PARTITION BY g, g ORDER BY t DESC, x, t) AS w FROM t",
+	} {
+		q, err := sqlparse.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(grant int64) (map[string]string, Stats) {
+			res, err := Run(context.Background(), q, dirs, Options{Grant: grant, TempDir: t.TempDir(), Threads: 2})
+			if err != nil {
+				t.Fatalf("%s, grant %d: %v", sql, grant, err)
+			}
+			defer res.Close()
+			byID := map[string]string{}
+			for _, row := range drain(t, res) {
+				id, rest, _ := strings.Cut(row, "|")
+				byID[id] = rest
+			}
+			return byID, res.Stats()
+		}
+		want, _ := run(1 << 30)
+		got, st := run(MinGrant)
+		if st.SpilledBytes == 0 {
+			t.Fatalf("%s: did not spill in %d bytes", sql, MinGrant)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows spilled, %d in memory", sql, len(got), len(want))
+		}
+		for id, w := range want {
+			if got[id] != w {
+				// The window's value, after s and u (which can be long).
+				value := func(row string) string { return strings.Split(row, "|")[2] }
+				t.Fatalf("%s: row id %s: spilled %s, in memory %s", sql, id, value(got[id]), value(w))
 			}
 		}
 	}
