@@ -509,10 +509,12 @@ func (e *cursorEval) advance(in *input, r int) error {
 	return nil
 }
 
-// rangeCompare compares the RANGE key of the cursor's row with the current
-// row's key plus sign*offset: <0 before it, 0 equal, >0 after, in the
-// ORDER BY direction. A NULL cursor key sorts where NULLs go.
-func (e *cursorEval) rangeCompare(cur *partCursor, in *input, r int, b *bound, sign int64) int {
+// rangeCompare compares the RANGE key of the cursor's row with bound b's
+// target for the current row (its key plus or minus the offset, or
+// PostgreSQL's special case of infinities, floatTarget): <0 before it, 0
+// equal, >0 after, in the ORDER BY direction. isStart says whether b is
+// the frame's start. A NULL cursor key sorts where NULLs go.
+func (e *cursorEval) rangeCompare(cur *partCursor, in *input, r int, b *bound, isStart bool) int {
 	v := in.cols[cur.rangeCol]
 	if cur.keyNull {
 		if e.nullF {
@@ -520,14 +522,12 @@ func (e *cursorEval) rangeCompare(cur *partCursor, in *input, r int, b *bound, s
 		}
 		return 1
 	}
-	if e.rangeDesc {
-		sign = -sign
-	}
+	sign := boundSign(b)
 	var cmp int
 	if v.kind == kindFloat {
-		cmp = compareFloat(cur.fkey, v.floats[r]+float64(sign)*b.foff)
+		cmp = compareFloat(cur.fkey, floatTarget(v.floats[r], b.foff, sign, e.rangeDesc, isStart))
 	} else {
-		t, frac, inf := b.rangeTarget(v.ints[r], sign)
+		t, frac, inf := b.rangeTarget(v.ints[r], directed(sign, e.rangeDesc))
 		cmp = cmpTarget(cur.key, t, frac, inf)
 	}
 	if e.rangeDesc {
@@ -578,7 +578,7 @@ func (e *cursorEval) inFrameEnd(in *input, r int) bool {
 	if cur.keyNull {
 		return e.nullF // leading NULLs are passed (and left again by the start)
 	}
-	return e.rangeCompare(cur, in, r, b, boundSign(b)) <= 0
+	return e.rangeCompare(cur, in, r, b, false) <= 0
 }
 
 // beforeFrameStart reports whether the start cursor's row is before the
@@ -614,7 +614,7 @@ func (e *cursorEval) beforeFrameStart(in *input, r int) bool {
 	if cur.keyNull {
 		return e.nullF
 	}
-	return e.rangeCompare(cur, in, r, b, boundSign(b)) < 0
+	return e.rangeCompare(cur, in, r, b, true) < 0
 }
 
 // enter adds the cursor's row to the frame state.

@@ -157,7 +157,7 @@ func (fr *framer) bound(i int, b *bound, isStart bool) int {
 		}
 		return p.peerEnd(i)
 	}
-	sign := offsetSign(b)
+	sign := boundSign(b)
 	switch fr.f.mode {
 	case modeRows:
 		pos := addClamp(int64(i), sign*b.off)
@@ -240,21 +240,13 @@ func (fr *framer) seek(i int) {
 		}
 		from, n := fr.nnStart, fr.nnEnd-fr.nnStart
 		if v.kind == kindFloat {
-			t := floatTarget(v.floats[i], b.foff, offsetSign(b), desc, isStart)
+			t := floatTarget(v.floats[i], b.foff, boundSign(b), desc, isStart)
 			*cur = from + sort.Search(n, func(k int) bool { return stops(compareFloat(v.floats[from+k], t), desc, isStart) })
 		} else {
-			t, frac, inf := b.rangeTarget(v.ints[i], directed(offsetSign(b), desc))
+			t, frac, inf := b.rangeTarget(v.ints[i], directed(boundSign(b), desc))
 			*cur = from + sort.Search(n, func(k int) bool { return stops(cmpTarget(v.ints[from+k], t, frac, inf), desc, isStart) })
 		}
 	}
-}
-
-// offsetSign is -1 for a PRECEDING offset bound, 1 for FOLLOWING.
-func offsetSign(b *bound) int64 {
-	if b.kind == boundPreceding {
-		return -1
-	}
-	return 1
 }
 
 // directed is an offset's sign in the order's direction: DESC, PRECEDING
