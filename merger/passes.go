@@ -12,12 +12,20 @@ import (
 )
 
 // passes merges inputs too many to merge at once: consecutive groups of
-// p.fanIn inputs go into intermediate containers under a temporary
+// fan-in inputs go into intermediate containers under a temporary
 // directory, level after level, until one merge fits; that one writes
 // output. Merging consecutive groups keeps the merge stable. Keyed inputs
 // are folded where they are first read (an input may wait for a later
 // level when its group is itself); the resolution's bitmaps are released
 // once every input they filter is read.
+//
+// The first level's fan-in is p's, planned over the inputs and an
+// estimate of the intermediate containers' blocks. Each later level plans
+// again over the containers it reads: an intermediate's blocks can be
+// larger than any input block was (sorted strings whose lengths follow
+// their values gather the long ones into the same blocks), so a level
+// may need a smaller fan-in than the first, or fail with a GrantError,
+// never merge a group that does not fit.
 func (m *merge) passes(ins []input, output string, p plan, blockRows int, total int64) error {
 	tmp, err := os.MkdirTemp(m.opts.TempDir, "strata-mergeout-*")
 	if err != nil {
@@ -31,17 +39,23 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 		dirs[i], drops[i] = in.c.Source(), in.drop
 	}
 	closeInputs(ins) // each level reopens what it reads
-	level := 0
-	for {
-		level++
+	fanIn := p.fanIn
+	for level := 1; ; level++ {
 		m.stats.Passes = level
-		if len(dirs) <= p.fanIn {
-			return m.level(dirs, drops, output, blockRows, total, true)
+		if level > 1 {
+			lp, err := m.planLevel(dirs, drops, blockRows)
+			if err != nil {
+				return err
+			}
+			if lp.kind != PlanPasses {
+				return m.level(dirs, drops, output, blockRows, total, true)
+			}
+			fanIn = lp.fanIn
 		}
 		var next []columnar.Source
 		var nextDrops []*roaring.Bitmap
-		for g := 0; g*p.fanIn < len(dirs); g++ {
-			lo, hi := g*p.fanIn, min(len(dirs), (g+1)*p.fanIn)
+		for g := 0; g*fanIn < len(dirs); g++ {
+			lo, hi := g*fanIn, min(len(dirs), (g+1)*fanIn)
 			if hi-lo == 1 {
 				next, nextDrops = append(next, dirs[lo]), append(nextDrops, drops[lo])
 				continue
@@ -65,20 +79,28 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 	}
 }
 
-// level merges dirs into dst with a single-level plan under the same budget
-// and counters; drops[i], if not nil, are the rows of dirs[i] folded away.
-func (m *merge) level(dirs []columnar.Source, drops []*roaring.Bitmap, dst string, blockRows int, total int64, final bool) error {
+// planLevel plans a single-level merge of dirs (drops[i], if not nil,
+// the rows of dirs[i] folded away), or passes when none fits, from their
+// manifests, under the merge's grant.
+func (m *merge) planLevel(dirs []columnar.Source, drops []*roaring.Bitmap, blockRows int) (plan, error) {
 	ins, err := m.open(dirs)
 	if err != nil {
-		return err
+		return plan{}, err
 	}
 	defer closeInputs(ins)
+	p, _, err := m.planInputs(ins, drops, blockRows)
+	return p, err
+}
+
+// planInputs plans the merge of ins, as planLevel, and returns their key
+// columns' indexes too.
+func (m *merge) planInputs(ins []input, drops []*roaring.Bitmap, blockRows int) (plan, []int, error) {
 	for i := range ins {
 		ins[i].drop = drops[i]
 	}
 	keyIdx, err := ins[0].c.SortKey().Indices(ins[0].c.Schema())
 	if err != nil {
-		return fmt.Errorf("merger: %w", err)
+		return plan{}, nil, fmt.Errorf("merger: %w", err)
 	}
 	rows := keptRows(ins)
 	costs := columnCosts(ins, keyIdx, blockRows)
@@ -92,10 +114,24 @@ func (m *merge) level(dirs []columnar.Source, drops []*roaring.Bitmap, dst strin
 		rows:      rows,
 		held:      m.fold.bytes(),
 	})
+	return p, keyIdx, err
+}
+
+// level merges dirs into dst with a single-level plan under the same budget
+// and counters; drops[i], if not nil, are the rows of dirs[i] folded away.
+func (m *merge) level(dirs []columnar.Source, drops []*roaring.Bitmap, dst string, blockRows int, total int64, final bool) error {
+	ins, err := m.open(dirs)
+	if err != nil {
+		return err
+	}
+	defer closeInputs(ins)
+	p, keyIdx, err := m.planInputs(ins, drops, blockRows)
 	if err != nil {
 		return err
 	}
 	if p.kind == PlanPasses {
+		// A group's costs are at most those of the level its fan-in was
+		// planned over (TestPassesGroupsPlanOnce).
 		return fmt.Errorf("%w: a group of %d inputs planned as passes", ErrInternal, len(ins))
 	}
 	saved := m.opts

@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,13 +105,53 @@ func narrowInput(t *testing.T, dir string, rng *rand.Rand, n, width, blockRows i
 	return dir
 }
 
+// clusteredInput writes a sorted container of n rows of narrowSchema
+// sorted on (k, s), about perKey rows a key, whose strings are runs of one
+// letter up to width bytes long: in the sort order their lengths grow
+// with their values, so the long strings of a key lie together. Merged,
+// a key's rows from many inputs fill blocks of long strings, larger than
+// any block of the inputs (an input block spans keys, short strings and
+// long).
+func clusteredInput(t *testing.T, dir string, rng *rand.Rand, n, width, blockRows, perKey int, seqBase int64) string {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, narrowSchema)
+	defer b.Release()
+	type row struct {
+		k int64
+		s string
+	}
+	rows := make([]row, n)
+	for i := range rows {
+		rows[i] = row{rng.Int64N(int64(n/perKey + 1)), strings.Repeat("a", rng.IntN(width+1))}
+	}
+	slices.SortFunc(rows, func(a, b row) int {
+		if a.k != b.k {
+			return cmp.Compare(a.k, b.k)
+		}
+		return strings.Compare(a.s, b.s)
+	})
+	for i, r := range rows {
+		b.Field(0).(*array.Int64Builder).Append(r.k)
+		b.Field(1).(*array.StringBuilder).Append(r.s)
+		b.Field(2).(*array.Int64Builder).Append(seqBase + int64(i))
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	writeContainer(t, dir, rec, columnar.SortKey{{Name: "k"}, {Name: "s"}}, blockRows)
+	return dir
+}
+
 // TestMergePassesNarrowAndUneven merges inputs in passes over a sweep of
 // grants down to the first the planner refuses: every merge gives the
 // stable sort of its inputs or a *GrantError before writing anything,
 // never an internal error mid-merge. The inputs are narrow (on 4 workers,
 // fewer columns to gather than workers) and uneven: the first input, whose
 // block size the intermediate containers take, has big blocks of short
-// strings, the others small blocks of long strings.
+// strings, the others small blocks of long strings. In the clustered
+// case (clusteredInput) the intermediate containers' blocks are larger
+// than the inputs' (a windower's sorted runs on (g, s) met it: "a group
+// of 6 inputs planned as passes"), so a later level must plan its fan-in
+// over them.
 func TestMergePassesNarrowAndUneven(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for _, tc := range []struct {
@@ -119,9 +160,11 @@ func TestMergePassesNarrowAndUneven(t *testing.T) {
 		rows        []int // rows, string width and block rows of the first input, then of the others
 		parallelism int
 		from        int64 // the first grant: above what a single-level plan needs
+		perKey      int   // clusteredInput's rows a key; 0: narrowInput
 	}{
-		{"narrow", 9, []int{15000, 8, 256, 15000, 8, 256}, 4, 1 << 20},
-		{"uneven-blocks", 120, []int{4000, 4, 512, 300, 600, 32}, 4, 4 << 20},
+		{"narrow", 9, []int{15000, 8, 256, 15000, 8, 256}, 4, 1 << 20, 0},
+		{"uneven-blocks", 120, []int{4000, 4, 512, 300, 600, 32}, 4, 4 << 20, 0},
+		{"clustered", 36, []int{1500, 600, 128, 1500, 600, 128}, 1, 3 << 20, 64},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -131,7 +174,12 @@ func TestMergePassesNarrowAndUneven(t *testing.T) {
 				if i == 0 {
 					r = tc.rows[:3]
 				}
-				dirs = append(dirs, narrowInput(t, filepath.Join(root, fmt.Sprintf("in%02d", i)), rng, r[0], r[1], r[2], int64(i)*1e9))
+				dir := filepath.Join(root, fmt.Sprintf("in%02d", i))
+				if tc.perKey > 0 {
+					dirs = append(dirs, clusteredInput(t, dir, rng, r[0], r[1], r[2], tc.perKey, int64(i)*1e9))
+				} else {
+					dirs = append(dirs, narrowInput(t, dir, rng, r[0], r[1], r[2], int64(i)*1e9))
+				}
 			}
 			var want []string
 			passes := 0
