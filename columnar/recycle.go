@@ -22,8 +22,9 @@ type Recycler struct {
 	slack  int // a kept buffer may be 1/slack larger than asked for; 0: exactly the size
 	mu     sync.Mutex
 	keep   bool  // false after Close: everything passes through
-	most   int64 // bytes kept at most; 0: no bound but max
+	most   int64 // bytes kept and lent at most; 0: no bound but max
 	bytes  int64 // bytes kept
+	lent   int64 // bytes handed out and not yet freed
 	pool   [][]byte
 }
 
@@ -49,11 +50,23 @@ func (r *Recycler) Allocate(size int) []byte {
 		}
 	}
 	if best < 0 {
+		// Under a bound, kept buffers that would take what is kept and
+		// lent past it go back first: a reader asking for a block of
+		// another size would otherwise hold it beside the last one's.
+		var give [][]byte
+		if r.most > 0 {
+			give = r.trim(r.most - r.lent - int64(size))
+		}
+		r.lent += int64(size)
 		r.mu.Unlock()
+		for _, b := range give {
+			r.parent.Free(b)
+		}
 		return r.parent.Allocate(size)
 	}
 	b := r.pool[best]
 	r.bytes -= int64(len(b))
+	r.lent += int64(len(b))
 	last := len(r.pool) - 1
 	r.pool[best] = r.pool[last]
 	r.pool[last] = nil
@@ -63,15 +76,43 @@ func (r *Recycler) Allocate(size int) []byte {
 	return b
 }
 
+// trim takes kept buffers out of the pool, the largest first, until at
+// most n bytes are kept, and returns them for the caller to give back to
+// the parent once the lock is let go. r.mu is held.
+func (r *Recycler) trim(n int64) [][]byte {
+	var give [][]byte
+	for len(r.pool) > 0 && r.bytes > max(n, 0) {
+		largest := 0
+		for i, b := range r.pool {
+			if len(b) > len(r.pool[largest]) {
+				largest = i
+			}
+		}
+		b := r.pool[largest]
+		last := len(r.pool) - 1
+		r.pool[largest] = r.pool[last]
+		r.pool[last] = nil
+		r.pool = r.pool[:last]
+		r.bytes -= int64(len(b))
+		give = append(give, b)
+	}
+	return give
+}
+
 // Reallocate implements memory.Allocator.
 func (r *Recycler) Reallocate(size int, b []byte) []byte {
-	return r.parent.Reallocate(size, b)
+	buf := r.parent.Reallocate(size, b)
+	r.mu.Lock()
+	r.lent += int64(len(buf) - len(b))
+	r.mu.Unlock()
+	return buf
 }
 
 // Free implements memory.Allocator: b is kept while there is room and the
 // recycler is open.
 func (r *Recycler) Free(b []byte) {
 	r.mu.Lock()
+	r.lent -= int64(len(b))
 	if r.keep && len(r.pool) < r.max && len(b) > 0 && (r.most == 0 || r.bytes+int64(len(b)) <= r.most) {
 		Poison(b)
 		r.pool = append(r.pool, b)
@@ -85,21 +126,16 @@ func (r *Recycler) Free(b []byte) {
 
 // KeepAtMost bounds the bytes of the buffers kept: a freed buffer that
 // would take them past n goes to the parent, and so do kept buffers
-// beyond n now. A reader that holds little beside its blocks (a
-// spilling window query) keeps about a block's buffers, not up to max
-// blocks of strings of sizes that never come again.
+// beyond n now. An allocation that no kept buffer fits first gives back
+// kept buffers until they and the buffers handed out, with the new one,
+// are within n (or none is kept). A reader that holds little beside its
+// blocks (a spilling window query) so holds about a block's buffers, not
+// the last block's beside the next one's when their sizes differ, nor up
+// to max blocks of strings of sizes that never come again.
 func (r *Recycler) KeepAtMost(n int64) {
 	r.mu.Lock()
 	r.most = n
-	var give [][]byte
-	for len(r.pool) > 0 && r.bytes > n {
-		last := len(r.pool) - 1
-		b := r.pool[last]
-		r.pool[last] = nil
-		r.pool = r.pool[:last]
-		r.bytes -= int64(len(b))
-		give = append(give, b)
-	}
+	give := r.trim(n)
 	r.mu.Unlock()
 	for _, b := range give {
 		r.parent.Free(b)

@@ -80,3 +80,32 @@ func TestRecyclerKeepAtMost(t *testing.T) {
 		t.Fatalf("in use %d after three frees, want at most the bound %d (was %d)", n, kept/2, before)
 	}
 }
+
+// TestRecyclerKeepAtMostCountsLent: under a bound, the buffers a recycler
+// keeps and those it has handed out stay within the bound together. A
+// reader whose blocks change size (strings) frees a block's buffers, which
+// are kept, and then asks for buffers none of them fits: the kept ones go
+// back to the parent first, so that the reader never holds two blocks.
+func TestRecyclerKeepAtMostCountsLent(t *testing.T) {
+	budget := NewBudget(0, memory.DefaultAllocator)
+	r := NewRecycler(budget, 16, 0)
+	defer r.Close()
+	const block = 3 << 20
+	r.KeepAtMost(block)
+	sizes := [][]int{{1 << 20, 2 << 20}, {1<<20 + 4096, 2<<20 - 8192}, {1 << 20, 2<<20 + 4096}, {4096, 2 << 20}}
+	for i, blk := range sizes {
+		var bufs [][]byte
+		for _, n := range blk {
+			bufs = append(bufs, r.Allocate(n))
+			if held := budget.InUse(); held > block+4096 {
+				t.Fatalf("block %d: %d bytes held with a %d-byte block in hand, want at most one block", i, held, n)
+			}
+		}
+		for _, b := range bufs {
+			r.Free(b)
+		}
+	}
+	if held := budget.InUse(); held > block+4096 {
+		t.Fatalf("%d bytes kept after the last block, want at most %d", held, block)
+	}
+}
