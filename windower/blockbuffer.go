@@ -32,20 +32,25 @@ type blockBuffer struct {
 	mem   memory.Allocator
 	width int // bytes of a fixed-width value; 0: bits (bool), -1: offsets and bytes
 	cap   int // rows a block holds
-	rows  int
-	nulls int
-	valid []byte // cap bits; set for the valid rows
+	// strBytes is the string bytes a row is planned to hold (the input's
+	// average): a block's string bytes are first made that many a row,
+	// and grow by a quarter more than they need, so that what the
+	// buffers of many buckets hold stays near what their rows planned.
+	strBytes int64
+	rows     int
+	nulls    int
+	valid    []byte // cap bits; set for the valid rows
 	// values holds fixed-width values or a boolean bitmap; for strings, the
 	// bytes of the rows, its length the bytes used.
 	values  []byte
 	offsets []int32 // strings: rows+1 offsets into values
 }
 
-// newBlockBuffer returns an empty buffer of rows rows of typ, allocating
-// from mem when first written; it fails for a type a container does not
-// hold.
-func newBlockBuffer(typ arrow.DataType, rows int, mem memory.Allocator) (*blockBuffer, error) {
-	bb := &blockBuffer{typ: typ, mem: mem, cap: rows}
+// newBlockBuffer returns an empty buffer of rows rows of typ, of strBytes
+// string bytes a row if typ holds strings, allocating from mem when first
+// written; it fails for a type a container does not hold.
+func newBlockBuffer(typ arrow.DataType, rows int, strBytes int64, mem memory.Allocator) (*blockBuffer, error) {
+	bb := &blockBuffer{typ: typ, mem: mem, cap: rows, strBytes: strBytes}
 	switch t := typ.(type) {
 	case *arrow.BooleanType:
 		bb.width = 0
@@ -68,9 +73,8 @@ func (bb *blockBuffer) room() int { return bb.cap - bb.rows }
 // full reports whether the block holds all its rows.
 func (bb *blockBuffer) full() bool { return bb.rows == bb.cap }
 
-// alloc makes the block's buffers, the string bytes' for about bytes
-// bytes.
-func (bb *blockBuffer) alloc(bytes int) {
+// alloc makes the block's buffers, the string bytes' as planned.
+func (bb *blockBuffer) alloc() {
 	bb.valid = bb.mem.Allocate(int(bitutil.BytesForBits(int64(bb.cap))))
 	switch {
 	case bb.width > 0:
@@ -81,7 +85,7 @@ func (bb *blockBuffer) alloc(bytes int) {
 		off := bb.mem.Allocate(4 * (bb.cap + 1))
 		bb.offsets = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(off))), bb.cap+1)[:1]
 		bb.offsets[0] = 0
-		bb.values = bb.mem.Allocate(max(bytes, 64))[:0]
+		bb.values = bb.mem.Allocate(int(max(bb.strBytes*int64(bb.cap), 64)))[:0]
 	}
 }
 
@@ -96,13 +100,7 @@ func (bb *blockBuffer) append(arr arrow.Array, lo, hi int) {
 	at := d.Offset() + lo
 	bufs := d.Buffers()
 	if bb.valid == nil {
-		bytes := 0
-		if bb.width < 0 {
-			// As long as this piece's rows are, a block's worth.
-			off := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())
-			bytes = int(int64(off[at+n]-off[at]) * int64(bb.cap) / int64(n))
-		}
-		bb.alloc(bytes)
+		bb.alloc()
 	}
 	if arr.NullN() == 0 || bufs[0] == nil {
 		bitutil.SetBitsTo(bb.valid, int64(bb.rows), int64(n), true)
@@ -120,7 +118,8 @@ func (bb *blockBuffer) append(arr arrow.Array, lo, hi int) {
 		src := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())[at : at+n+1]
 		data := bufs[2].Bytes()[src[0]:src[n]]
 		if len(bb.values)+len(data) > cap(bb.values) {
-			grown := bb.mem.Allocate(max(2*cap(bb.values), len(bb.values)+len(data)))[:len(bb.values)]
+			need := len(bb.values) + len(data)
+			grown := bb.mem.Allocate(need + need/4)[:len(bb.values)]
 			copy(grown, bb.values)
 			bb.mem.Free(bb.values[:cap(bb.values)])
 			bb.values = grown

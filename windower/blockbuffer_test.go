@@ -28,7 +28,7 @@ func TestBlockBufferGathersPieces(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", typ, blockRows), func(t *testing.T) {
 				rng := rand.New(rand.NewPCG(uint64(blockRows), 3))
 				budget := columnar.NewBudget(0, nil)
-				bb, err := newBlockBuffer(typ, blockRows, budget)
+				bb, err := newBlockBuffer(typ, blockRows, 3, budget)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -151,8 +151,41 @@ func randomSlice(t *testing.T, typ arrow.DataType, n int, rng *rand.Rand) (arrow
 // an error, not a panic.
 func TestBlockBufferRefusesOtherTypes(t *testing.T) {
 	for _, typ := range []arrow.DataType{arrow.ListOf(arrow.PrimitiveTypes.Int64), arrow.BinaryTypes.LargeString} {
-		if _, err := newBlockBuffer(typ, 8, memory.DefaultAllocator); err == nil {
+		if _, err := newBlockBuffer(typ, 8, 0, memory.DefaultAllocator); err == nil {
 			t.Errorf("%s: no error", typ)
 		}
+	}
+}
+
+// TestBlockBufferStringsAsPlanned: a string block's bytes are first made
+// as many as its rows are planned to hold, and grow a quarter beyond what
+// they need. A first piece of one long string used to size the whole
+// block at that string's length on every row: with many buckets, their
+// buffers held three times what the grant had planned for them.
+func TestBlockBufferStringsAsPlanned(t *testing.T) {
+	budget := columnar.NewBudget(0, nil)
+	const blockRows, planned = 1000, 20
+	bb, err := newBlockBuffer(arrow.BinaryTypes.String, blockRows, planned, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bb.free()
+	b := array.NewStringBuilder(memory.DefaultAllocator)
+	b.Append(strings.Repeat("x", 50000))
+	for range 99 {
+		b.Append("short")
+	}
+	arr := b.NewArray()
+	defer arr.Release()
+	bb.append(arr, 0, 1)
+	// Offsets and validity, and the long string's bytes as they grew to
+	// take it (past the planned 20000): not 50000 bytes on each of the
+	// 1000 rows.
+	if held, most := budget.InUse(), int64(4*(blockRows+1)+blockRows/8+50000*5/4+3*64); held > most {
+		t.Fatalf("one 50000-byte string in a block of %d rows planned at %d bytes each: %d bytes held, want at most %d", blockRows, planned, held, most)
+	}
+	bb.append(arr, 1, 100)
+	if got := render(bb.array()); len(got) != 100 || got[0] != strings.Repeat("x", 50000) || got[99] != "short" {
+		t.Fatalf("the block holds %d rows, want the 100 appended", len(got))
 	}
 }

@@ -686,7 +686,11 @@ func (b *buckets) writeColumn(x, j int, arr arrow.Array) error {
 	bb := b.blocks[x][j]
 	if bb == nil {
 		var err error
-		if bb, err = newBlockBuffer(b.schema.Field(j).Type, br, b.o.Budget); err != nil {
+		var strBytes int64
+		if b.p.strBytes != nil {
+			strBytes = b.p.strBytes[b.runs.used[j]]
+		}
+		if bb, err = newBlockBuffer(b.schema.Field(j).Type, br, strBytes, b.o.Budget); err != nil {
 			return err
 		}
 		b.blocks[x][j] = bb
