@@ -249,7 +249,9 @@ const refMaxRows = 1200
 // (sizes, containers, blocks, sorted or not, the smallest grant) at each
 // thread count, against the reference evaluator or RunRecords. Its random
 // cases come from seed 21; STRATA_SHAPES_SEED=N runs those of seed N, to
-// soak the same checks over other cases.
+// soak the same checks over other cases, and STRATA_SHAPES_ITERATION=I
+// runs only iteration I of them (the rest are drawn, not run), to rerun a
+// failing case alone.
 func TestShapesDifferential(t *testing.T) {
 	parallelSmall(t)
 	seed := uint64(21)
@@ -257,6 +259,13 @@ func TestShapesDifferential(t *testing.T) {
 		var err error
 		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
 			t.Fatalf("STRATA_SHAPES_SEED=%q: %v", s, err)
+		}
+	}
+	only := -1
+	if s := os.Getenv("STRATA_SHAPES_ITERATION"); s != "" {
+		var err error
+		if only, err = strconv.Atoi(s); err != nil {
+			t.Fatalf("STRATA_SHAPES_ITERATION=%q: %v", s, err)
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, 22))
@@ -280,6 +289,11 @@ func TestShapesDifferential(t *testing.T) {
 			s.grant = MinGrant
 		}
 		ref := shapeTable(rng, s.n)
+		if only >= 0 && it != only {
+			shapeQuery(rng, s)
+			shapeQuery(rng, s)
+			continue
+		}
 		dirs := writeShape(t, filepath.Join(t.TempDir(), "in"), ref, s)
 		shapes++
 		for qi := 0; qi < 2; qi++ {
