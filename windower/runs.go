@@ -25,21 +25,44 @@ import (
 // what a row of a run holds (runRowBytes); the rest is slack for what is
 // not counted row by row (the writers' blocks, the sorter's small
 // buffers). When the parallel sort's buffers leave too few rows a run, the
-// runs are sorted and written on one thread.
+// runs are sorted and written on one thread. A grant that leaves fewer
+// rows a run than fewestRows is too small.
 func (r *sortedRuns) runRows(cs []*columnar.Container) (int, error) {
 	o := r.o
 	block := maxBlockBytes(cs, r.used)
 	perRow := r.runRowBytes()
 	rows := int((o.Budget.Limit() - o.Budget.InUse() - block) / 4 * 3 / perRow)
-	if rows < 1024 && r.threads() > 1 {
+	if rows < o.fewestRows() && r.threads() > 1 {
 		r.singleThread()
 		return r.runRows(cs)
 	}
-	if rows < 1024 {
+	if rows < o.fewestRows() {
 		return 0, fmt.Errorf("%w: a %d-byte grant holds only %d rows per sorted run (%d bytes a row, input blocks of up to %d bytes)",
 			ErrGrantTooSmall, o.Budget.Limit(), max(rows, 0), perRow, block)
 	}
 	return rows, nil
+}
+
+// minRunRows is the fewest rows a sorted run, or the sorted stream's
+// buffer, may hold: a grant that leaves fewer is refused as too small
+// before anything is read. A range bucket on the external path
+// (buckets.go) may take down to minBucketRunRows: its stage was accepted
+// and may be streaming its result already, and a bucket of long strings
+// (its range of the partition key) needs more a row than the stage's
+// average, which sized the stage. Its rows are a range's, so short runs
+// are few.
+const (
+	minRunRows       = 1024
+	minBucketRunRows = 64
+)
+
+// fewestRows is the fewest rows a sorted run or the sorted stream's
+// buffer may hold under o (minRunRows).
+func (o Options) fewestRows() int {
+	if o.bucketDepth > 0 {
+		return minBucketRunRows
+	}
+	return minRunRows
 }
 
 // sortedRuns writes the sorted runs of one window group's input under

@@ -227,7 +227,7 @@ func (s *sortedStream) sizeBuffer() error {
 	}
 	s.bufRows = s.bufferRows(cursorMem)
 	s.minRows = s.halo.minBuffer()
-	if s.bufRows < 1024 || s.bufRows < s.minRows {
+	if s.bufRows < o.fewestRows() || s.bufRows < s.minRows {
 		return fmt.Errorf("%w: a %d-byte grant buffers only %d rows (%d bytes a row, input blocks of up to %d bytes)",
 			ErrGrantTooSmall, o.Budget.Limit(), max(s.bufRows, 0), s.rowBytes, s.blockBytes)
 	}
