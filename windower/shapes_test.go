@@ -361,7 +361,19 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 				if first == nil {
 					first = rows
 				} else if !slices.Equal(rows, first) {
-					t.Fatalf("%s: threads %d returned other rows or another order than threads %d", label, threads, threadCounts[0])
+					at := 0
+					for at < min(len(rows), len(first)) && rows[at] == first[at] {
+						at++
+					}
+					var a, b string
+					if at < len(first) {
+						a = first[at]
+					}
+					if at < len(rows) {
+						b = rows[at]
+					}
+					t.Fatalf("%s: threads %d returned other rows or another order than threads %d (%d rows against %d): row %d is %q against %q\n%s",
+						label, threads, threadCounts[0], len(rows), len(first), at, b, a, describeCalls(calls))
 				}
 				if threads != threadCounts[0] {
 					continue // the same rows as the run checked below
