@@ -192,17 +192,23 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	}
 	// Loading holds, beside the input, a block on each reader (a
 	// goroutine per thread, the block's columns at most) and the
-	// buffers kept to recycle, bounded to as much.
+	// buffers kept to recycle, bounded to as much. The choice to run in
+	// memory counts one reader, and the input loads on as many as the
+	// grant has room for: the paths order ties differently (in memory,
+	// every group's in input order; spilled, each stage's in the last
+	// stage's), so a query that chose by its threads would give its rows
+	// in another order on other threads.
 	block := maxBlockBytes(cs, p.usedColumns())
-	loading := block * int64(max(o.Threads, 1))
-	if need := p.memoryPerRow()*rows + 2*loading; need > o.Budget.Limit()-o.Budget.InUse() {
+	room := o.Budget.Limit() - o.Budget.InUse() - p.memoryPerRow()*rows
+	if room < 2*block {
 		// A spilling run reads its input a chunk at a time: about a
 		// block's buffers are enough to recycle.
 		mem.KeepAtMost(block)
 		return runExternal(ctx, p, cs, drop, rows, o)
 	}
-	mem.KeepAtMost(loading)
-	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, o.Threads)
+	readers := int(min(int64(max(o.Threads, 1)), room/max(2*block, 1)))
+	mem.KeepAtMost(block * int64(readers))
+	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, readers)
 	mem.Close()
 	if err != nil {
 		return nil, err
