@@ -314,6 +314,9 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 	makeConcurrently(len(used), makers, func(i int) {
 		c := used[i]
 		in.cols[c] = newColumn(p, c, int(rows))
+		if p.strBytes != nil {
+			in.cols[c].strExpect = p.strBytes[c] * rows
+		}
 		if p.strBytes != nil && drop == nil && p.returnsAsRead(c) {
 			// The column's bytes in one buffer, so that the result uses
 			// them as they are. Not otherwise: a buffer of the whole
@@ -508,6 +511,9 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roarin
 		sub.floats = v.floats[at : at : at+rows]
 	case kindString:
 		sub.strs = v.strs[at : at : at+rows]
+		if p.strBytes != nil {
+			sub.strExpect = p.strBytes[col] * int64(rows)
+		}
 	default:
 		sub.ints = v.ints[at : at : at+rows]
 	}

@@ -68,6 +68,13 @@ type vector struct {
 	// after chunk must not hold every chunk's buffer.
 	strHint int
 	whole   []byte
+	// strExpect is the bytes of strings the vector is expected to take
+	// in all (0: not known), and strTaken those it took: a new buffer is
+	// no larger than what is still expected (nor than the strings it
+	// must hold), so that a load of long strings, whose blocks take the
+	// buffers' doubling to its largest soon, does not hold twice what
+	// its reservation counted.
+	strExpect, strTaken int64
 }
 
 func (v *vector) len() int {
@@ -260,6 +267,9 @@ func (v *vector) stringBuffer(n int) []byte {
 		if first {
 			size = max(size, v.strHint)
 		}
+		if v.strExpect > 0 {
+			size = max(n, min(size, int(v.strExpect-v.strTaken)))
+		}
 		v.spare, v.spareSize = hugepage.Make[byte](size, size), size
 		if first {
 			v.whole = v.spare
@@ -268,6 +278,7 @@ func (v *vector) stringBuffer(n int) []byte {
 	}
 	buf := v.spare[:n:n]
 	v.spare = v.spare[n:]
+	v.strTaken += int64(n)
 	return buf
 }
 

@@ -88,28 +88,51 @@ func TestAppendStringsShareBuffer(t *testing.T) {
 }
 
 // The grant counts the string buffers a loaded column holds whole: a
-// column of a few short strings holds a buffer of minStringBuffer bytes,
-// not the few bytes of its values that the manifest's average gives.
+// vector of a few short strings whose bytes are not known holds a buffer
+// of minStringBuffer bytes, and counts it. A loaded column knows its
+// strings' bytes from the manifests (strExpect), and holds no more: a
+// column of long strings took buffers doubling up to hugepage.MinBytes,
+// and held more than twice what its reservation counted (a range bucket
+// of 4800-byte strings at the smallest grant failed to load,
+// TestBucketsSealLongStrings).
 func TestStringBuffersCounted(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	_, rec := randomTable(rng, 3)
-	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
-	rec.Release()
-	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "id", Expr: col("id")},
-		{Alias: "s", Expr: col("s")},
-		{Alias: "n", Window: &messages.WindowCall{Func: "row_number", OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}}}},
-	}}
-	res, err := Run(t.Context(), q, []string{dir}, Options{Grant: 256 << 20, TempDir: t.TempDir(), Threads: 1})
-	if err != nil {
+	mem := memory.NewGoAllocator()
+	block := func(vals ...string) arrow.Array {
+		b := array.NewStringBuilder(mem)
+		defer b.Release()
+		b.AppendValues(vals, nil)
+		return b.NewArray()
+	}
+	short := &vector{kind: kindString, typ: arrow.BinaryTypes.String}
+	arr := block("a", "bc", "def")
+	if err := short.appendArrow(arr); err != nil {
 		t.Fatal(err)
 	}
-	defer res.Close()
-	if rows := drain(t, res); len(rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(rows))
+	arr.Release()
+	if short.payload != minStringBuffer {
+		t.Errorf("three short strings: payload %d, want the %d-byte buffer they are in", short.payload, minStringBuffer)
 	}
-	if peak := res.Stats().PeakBytes; peak < minStringBuffer {
-		t.Errorf("peak %d bytes, less than the %d-byte string buffer the column holds", peak, minStringBuffer)
+	long := strings.Repeat("long string ", 400)
+	const blocks, rows = 20, 95
+	known := &vector{kind: kindString, typ: arrow.BinaryTypes.String, strExpect: int64(blocks * rows * len(long))}
+	for range blocks {
+		vals := make([]string, rows)
+		for i := range vals {
+			vals[i] = long
+		}
+		arr := block(vals...)
+		if err := known.appendArrow(arr); err != nil {
+			t.Fatal(err)
+		}
+		arr.Release()
+	}
+	if known.payload != known.strExpect {
+		t.Errorf("%d blocks of %d %d-byte strings, expected: payload %d, want %d", blocks, rows, len(long), known.payload, known.strExpect)
+	}
+	for i, s := range known.strs {
+		if s != long {
+			t.Fatalf("row %d: %d bytes, want the %d-byte string", i, len(s), len(long))
+		}
 	}
 }
 
