@@ -164,6 +164,11 @@ func (bb *blockBuffer) reset() {
 	}
 }
 
+// bytes is what the block's buffers hold.
+func (bb *blockBuffer) bytes() int64 {
+	return int64(len(bb.valid) + cap(bb.values) + 4*cap(bb.offsets))
+}
+
 // free gives the block's buffers back to the allocator.
 func (bb *blockBuffer) free() {
 	if bb.valid == nil {

@@ -126,10 +126,16 @@ type buckets struct {
 	prefixes      []uint64
 	schema        *arrow.Schema // a bucket's columns: the used input columns
 	blockRows     int
-	writers       []*columnar.Writer
+	// writers are the buckets' containers being written (nil: none), and
+	// parts how many each bucket has committed: its rows are its parts'
+	// one after another (seal).
+	writers []*columnar.Writer
+	parts   []int
 	// blocks are the block buffers of the buckets' columns (nil: none
-	// yet), where the rows of a block wait until it fills.
-	blocks  [][]*blockBuffer
+	// yet), where the rows of a block wait until it fills; blockBudget is
+	// the grant's room for them (seal).
+	blocks      [][]*blockBuffer
+	blockBudget int64
 	written []int64 // rows dealt to each bucket
 	// pending is the chunk being written in the background (nil: none).
 	pending *chunkWrite
@@ -292,6 +298,7 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	b.stringSplitters()
 	nb = len(at) + 1
 	b.writers = make([]*columnar.Writer, nb)
+	b.parts = make([]int, nb)
 	b.blocks = make([][]*blockBuffer, nb)
 	for x := range b.blocks {
 		b.blocks[x] = make([]*blockBuffer, len(b.runs.used))
@@ -315,6 +322,7 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	}
 	blockBytes := max(b.avail/8, b.o.Budget.Available()-b.o.Budget.InUse()-b.o.Budget.Limit()/8)
 	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, blockBytes/int64(nb)/max(rowBytes, 1))))
+	b.blockBudget = blockBytes
 	return true
 }
 
@@ -497,16 +505,6 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 			next[x]++
 		}
 	}
-	for x := 0; x < nb; x++ {
-		if start[x+1] > start[x] && b.writers[x] == nil {
-			w, err := columnar.Create(b.dir(x), columnar.WriterOptions{Table: "windower", Projection: "bucket", ID: filepath.Base(b.dir(x)),
-				Schema: b.schema, Allocator: b.o.Budget, Compression: columnar.CompressionNone, BlockRows: b.blockRows, NoSync: true})
-			if err != nil {
-				return fmt.Errorf("windower: spill bucket %d: %w", x, err)
-			}
-			b.writers[x] = w
-		}
-	}
 	// The rows in bucket order, every column, counted until written; the
 	// write runs in the background while the caller reads the next chunk.
 	// It needs room in the grant for the copy and an eighth of the grant
@@ -590,6 +588,24 @@ func (b *buckets) deal(in *input, kv []sortedKey) error {
 	if err := b.wait(); err != nil {
 		b.o.Budget.Release(held)
 		return err
+	}
+	// Nothing is being written now: the block buffers may be sealed, and
+	// the writers this chunk needs made.
+	if err := b.sealIfOver(pieces, packs, start); err != nil {
+		b.o.Budget.Release(held)
+		return err
+	}
+	for x := 0; x < nb; x++ {
+		if start[x+1] > start[x] && b.writers[x] == nil {
+			dir := b.part(x, b.parts[x])
+			w, err := columnar.Create(dir, columnar.WriterOptions{Table: "windower", Projection: "bucket", ID: filepath.Base(dir),
+				Schema: b.schema, Allocator: b.o.Budget, Compression: columnar.CompressionNone, BlockRows: b.blockRows, NoSync: true})
+			if err != nil {
+				b.o.Budget.Release(held)
+				return fmt.Errorf("windower: spill bucket %d: %w", x, err)
+			}
+			b.writers[x] = w
+		}
 	}
 	if !behind {
 		err := b.writePieces(pieces, packs, start, t)
@@ -749,16 +765,150 @@ func (b *buckets) writeBlock(x, j int, bb *blockBuffer) error {
 // freeBlocks gives the block buffers' memory back to the grant.
 func (b *buckets) freeBlocks() {
 	for _, bs := range b.blocks {
-		for _, bb := range bs {
+		for j, bb := range bs {
 			if bb != nil {
 				bb.free()
+				bs[j] = nil
 			}
 		}
 	}
-	b.blocks = nil
+}
+
+// blockBytesAfter is what the block buffers will hold once a chunk is
+// written whose rows are pieces (packs for the string columns dealt
+// packed), bucket x's from start[x] to start[x+1]. A buffer's fixed-width
+// values and offsets are made for a block's rows; its string bytes grow
+// (blockBuffer.append) to take the rows that complete its block and then
+// the rows left after the last whole block.
+func (b *buckets) blockBytesAfter(pieces []*vector, packs []*packedStrings, start []int) int64 {
+	br := b.blockRows
+	var n int64
+	for x, bs := range b.blocks {
+		c := start[x+1] - start[x]
+		for j, bb := range bs {
+			if c == 0 {
+				if bb != nil {
+					n += bb.bytes()
+				}
+				continue
+			}
+			col := b.runs.used[j]
+			kind := b.p.schema.kinds[col]
+			n += int64(br+7) / 8 // validity
+			switch kind {
+			case kindBool:
+				n += int64(br+7) / 8
+				continue
+			case kindString:
+				n += 4 * int64(br+1)
+			default:
+				n += kindBytes(kind) * int64(br)
+				continue
+			}
+			rows, used, capNow := 0, int64(0), int64(0)
+			if bb != nil && bb.valid != nil {
+				rows, used, capNow = bb.rows, int64(len(bb.values)), int64(cap(bb.values))
+			} else if b.p.strBytes != nil {
+				capNow = max(b.p.strBytes[col]*int64(br), 64)
+			}
+			bytesOf := func(lo, hi int) int64 {
+				lo, hi = start[x]+lo, start[x]+hi
+				if ps := packs[j]; ps != nil && ps.active {
+					return int64(ps.offsets[hi] - ps.offsets[lo])
+				}
+				var m int64
+				for _, s := range pieces[j].strs[lo:hi] {
+					m += int64(len(s))
+				}
+				return m
+			}
+			grown := func(capNow, need int64) int64 {
+				if need > capNow {
+					return need + need/4
+				}
+				return capNow
+			}
+			if rows+c < br {
+				n += grown(capNow, used+bytesOf(0, c))
+				continue
+			}
+			off := 0
+			if rows > 0 {
+				off = br - rows
+				capNow = grown(capNow, used+bytesOf(0, off))
+			}
+			whole := (c - off) / br * br
+			n += grown(capNow, bytesOf(off+whole, c))
+		}
+	}
+	return n
+}
+
+// bucketSeals counts the times range buckets' containers were sealed,
+// for tests to see that they were.
+var bucketSeals atomic.Int64
+
+// sealIfOver seals the buckets' containers before a chunk is written
+// (pieces, packs and start, as blockBytesAfter takes them) if the block
+// buffers would hold more than the grant has room for (blockBudget)
+// once it is. The buffers are sized for the input's average row, but a
+// bucket's strings can be far longer: a range of the partition key whose
+// rows carry long strings (an earlier stage's first_value, say) fills
+// its blocks with them. Sealing commits every bucket's container, its
+// partly filled blocks written as a short last block, and frees the
+// buffers; each bucket's later rows go to a container of its own, its
+// next part. It is called with nothing being written.
+func (b *buckets) sealIfOver(pieces []*vector, packs []*packedStrings, start []int) error {
+	if b.blockBytesAfter(pieces, packs, start) <= b.blockBudget {
+		return nil
+	}
+	bucketSeals.Add(1)
+	err := b.flushBlocks()
+	for x, w := range b.writers {
+		if w == nil {
+			continue
+		}
+		b.writers[x] = nil
+		if err != nil {
+			w.Abort()
+			continue
+		}
+		m, cerr := w.Commit()
+		if cerr != nil {
+			w.Abort()
+			err = fmt.Errorf("windower: spill bucket %d: %w", x, cerr)
+			continue
+		}
+		b.st.SpilledBytes += m.CompressedBytes()
+		b.parts[x]++
+	}
+	b.freeBlocks() // after Commit and Abort, which let go of them
+	return err
 }
 
 func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("bucket-%05d", x)) }
+
+// part is the directory of part k of bucket x's rows.
+func (b *buckets) part(x, k int) string {
+	if k == 0 {
+		return b.dir(x)
+	}
+	return fmt.Sprintf("%s-%d", b.dir(x), k)
+}
+
+// closeAll closes containers.
+func closeAll(cs []*columnar.Container) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// removeParts removes bucket x's containers once nothing reads them.
+func (b *buckets) removeParts(x int) {
+	for k := range b.parts[x] {
+		b.o.removals.remove(b.part(x, k))
+	}
+}
 
 // finish waits for the chunk being written, then commits the buckets'
 // containers, or aborts them if err is not nil or the write failed.
@@ -791,6 +941,7 @@ func (b *buckets) finish(err error) error {
 			continue
 		}
 		b.st.SpilledBytes += m.CompressedBytes()
+		b.parts[x]++
 	}
 	return errors.Join(errs...)
 }
@@ -872,8 +1023,8 @@ func (b *buckets) query() *messages.WindowQuery {
 // filled returns the buckets that have rows, in order.
 func (b *buckets) filled() []int {
 	var xs []int
-	for x, w := range b.writers {
-		if w != nil {
+	for x, k := range b.parts {
+		if k > 0 {
 			xs = append(xs, x)
 		}
 	}
@@ -904,10 +1055,11 @@ func (b *buckets) writeBucket(ctx context.Context, q *messages.WindowQuery, x in
 // need is what evaluating bucket x in memory needs, by the plan's
 // estimate.
 func (b *buckets) need(q *messages.WindowQuery, x int) (int64, error) {
-	_, p, err := b.open(q, x, nil)
+	cs, p, err := b.open(q, x, nil)
 	if err != nil {
 		return 0, err
 	}
+	closeAll(cs)
 	return b.needOf(p, x), nil
 }
 
@@ -926,23 +1078,29 @@ func (b *buckets) needOf(p *plan, x int) int64 {
 	return n
 }
 
-// open opens bucket x's container, reading through budget, and compiles
-// q over it.
-func (b *buckets) open(q *messages.WindowQuery, x int, budget *columnar.Budget) (*columnar.Container, *plan, error) {
+// open opens bucket x's containers (its parts), reading through budget,
+// and compiles q over them.
+func (b *buckets) open(q *messages.WindowQuery, x int, budget *columnar.Budget) ([]*columnar.Container, *plan, error) {
 	opts := columnar.OpenOptions{Logger: b.o.Logger}
 	if budget != nil {
 		opts.Allocator = budget
 	}
-	c, err := columnar.Open(b.dir(x), opts)
-	if err != nil {
-		return nil, nil, fmt.Errorf("windower: open bucket %d: %w", x, err)
+	cs := make([]*columnar.Container, 0, b.parts[x])
+	for k := range b.parts[x] {
+		c, err := columnar.Open(b.part(x, k), opts)
+		if err != nil {
+			closeAll(cs)
+			return nil, nil, fmt.Errorf("windower: open bucket %d: %w", x, err)
+		}
+		cs = append(cs, c)
 	}
-	p, err := compile(q, c.Schema())
+	p, err := compile(q, cs[0].Schema())
 	if err != nil {
+		closeAll(cs)
 		return nil, nil, fmt.Errorf("windower: plan of bucket %d: %w", x, err)
 	}
-	p.measureStrings([]*columnar.Container{c})
-	return c, p, nil
+	p.measureStrings(cs)
+	return cs, p, nil
 }
 
 // evaluateBucket evaluates query q over bucket x under a sub-budget of
@@ -957,11 +1115,14 @@ func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x
 	o := b.o
 	o.Budget, o.Threads, o.TempDir = budget, threads, b.tmp
 	o.bucketDepth++ // on the external path, its rows may go to buckets again
-	c, p, err := b.open(q, x, budget)
+	cs, p, err := b.open(q, x, budget)
 	if err != nil {
 		return nil, nil, err
 	}
-	cs, rows := []*columnar.Container{c}, c.Rows()
+	var rows int64
+	for _, c := range cs {
+		rows += c.Rows()
+	}
 	var res *Result
 	switch {
 	case external:
@@ -984,6 +1145,6 @@ func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x
 		return nil, nil, fmt.Errorf("windower: bucket %d: %w", x, err)
 	}
 	// In memory or spilled anew, the result no longer reads the bucket.
-	b.o.removals.remove(b.dir(x))
+	b.removeParts(x)
 	return res, budget, nil
 }

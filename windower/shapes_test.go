@@ -607,14 +607,43 @@ func TestInfiniteFloatOffsetSpilled(t *testing.T) {
 	)
 }
 
+// TestBucketsSealLongStrings spills a window partitioned by id % 400
+// whose rows of keys below 40 carry 1500-byte strings, the rest short
+// ones: the range buckets' block buffers, sized for the average row, fill
+// with long strings in the buckets of those keys. They went past the
+// grant's room for them (STRATA_SHAPES_SEED=107 found it); now the
+// buckets' containers are sealed when they do, and the rest of each
+// bucket's rows go to a part of its own.
+func TestBucketsSealLongStrings(t *testing.T) {
+	ref := shapeTable(rand.New(rand.NewPCG(35, 36)), 20000)
+	for i, v := range ref.cols["u"] {
+		if !v.null && i%400 < 80 {
+			ref.cols["u"][i].s = strings.Repeat("long string ", 400)
+		}
+	}
+	seals := bucketSeals.Load()
+	spilledAsInMemoryOver(t, ref, shape{n: ref.n, containers: 5, blockRows: 64},
+		"SELECT id, s, u, lag(x) OVER (PARTITION BY id % 400 ORDER BY id) AS w FROM t")
+	if bucketSeals.Load() == seals {
+		t.Error("no range bucket was sealed")
+	}
+}
+
 // spilledAsInMemory runs each query over 20000 rows of shapeTable in five
 // containers in the smallest grant, where it spills, and in 1GiB, where
-// it does not, and fails on the first row whose window value differs. The
-// queries select id, s, u and the window w.
+// it does not, and fails on the first row whose window value differs, or
+// if the spilled run's peak passes its grant. The queries select id, s, u
+// and the window w.
 func spilledAsInMemory(t *testing.T, sqls ...string) {
 	t.Helper()
 	ref := shapeTable(rand.New(rand.NewPCG(33, 34)), 20000)
-	dirs := writeShape(t, t.TempDir(), ref, shape{n: ref.n, containers: 5, blockRows: 64})
+	spilledAsInMemoryOver(t, ref, shape{n: ref.n, containers: 5, blockRows: 64}, sqls...)
+}
+
+// spilledAsInMemoryOver is spilledAsInMemory over ref, written as s.
+func spilledAsInMemoryOver(t *testing.T, ref *refTable, s shape, sqls ...string) {
+	t.Helper()
+	dirs := writeShape(t, t.TempDir(), ref, s)
 	for _, sql := range sqls {
 		q, err := sqlparse.Parse(sql)
 		if err != nil {
@@ -637,6 +666,9 @@ func spilledAsInMemory(t *testing.T, sqls ...string) {
 		got, st := run(MinGrant)
 		if st.SpilledBytes == 0 {
 			t.Fatalf("%s: did not spill in %d bytes", sql, MinGrant)
+		}
+		if st.PeakBytes > MinGrant {
+			t.Errorf("%s: peak %d bytes over the %d-byte grant", sql, st.PeakBytes, MinGrant)
 		}
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d rows spilled, %d in memory", sql, len(got), len(want))
