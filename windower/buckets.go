@@ -1115,6 +1115,7 @@ func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x
 	o := b.o
 	o.Budget, o.Threads, o.TempDir = budget, threads, b.tmp
 	o.bucketDepth++ // on the external path, its rows may go to buckets again
+	o.inputRead = nil
 	cs, p, err := b.open(q, x, budget)
 	if err != nil {
 		return nil, nil, err

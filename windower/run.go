@@ -58,6 +58,10 @@ type Options struct {
 	// removals removes the spilled files of the query's external run
 	// that it no longer reads (nil: at once).
 	removals *remover
+	// inputRead is called once the first stage of an external run has
+	// read the query's input (nil: nothing to do): the buffers kept to
+	// recycle its blocks go back to the grant before the stage evaluates.
+	inputRead func()
 }
 
 // maxBucketDepth is how deep range buckets nest. A bucket the sample of
@@ -202,8 +206,9 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	room := o.Budget.Limit() - o.Budget.InUse() - p.memoryPerRow()*rows
 	if room < 2*block {
 		// A spilling run reads its input a chunk at a time: about a
-		// block's buffers are enough to recycle.
+		// block's buffers are enough to recycle, and none once it is read.
 		mem.KeepAtMost(block)
+		o.inputRead = mem.Close
 		return runExternal(ctx, p, cs, drop, rows, o)
 	}
 	readers := int(min(int64(max(o.Threads, 1)), room/max(2*block, 1)))

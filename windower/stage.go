@@ -93,6 +93,9 @@ func runExternal(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 		}
 		sp.measureStrings(inputs)
 		so := o
+		if k > 0 {
+			so.inputRead = nil // the first stage read the input
+		}
 		so.InputSorted = len(inputs) == 1 && len(sp.groups) == 1 && sortedFor(inputs[0].SortKey(), sp.groups[0])
 		dir := filepath.Join(tmp, fmt.Sprintf("stage-%d", k+1))
 		if err := os.Mkdir(dir, 0o755); err != nil {
@@ -311,6 +314,9 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop super
 		if ferr := bk.finish(err); err == nil {
 			err = ferr
 		}
+	}
+	if o.inputRead != nil {
+		o.inputRead()
 	}
 	if err != nil {
 		return nil, nil, err
