@@ -136,7 +136,7 @@ type buckets struct {
 	// the grant's room for them (seal).
 	blocks      [][]*blockBuffer
 	blockBudget int64
-	written []int64 // rows dealt to each bucket
+	written     []int64 // rows dealt to each bucket
 	// pending is the chunk being written in the background (nil: none).
 	pending *chunkWrite
 	// spare are the pieces of a chunk already written, and spareHeld the
