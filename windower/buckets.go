@@ -34,8 +34,9 @@ import (
 //     sized so that a bucket's in-memory evaluation needs about
 //     bucketFill percent of its share of the grant; a partition larger
 //     than a piece is a bucket of its own. If one partition holds most of
-//     the sample, the stage takes the sorted runs instead, from that
-//     chunk on.
+//     the sample, or the grant has no room for the buckets' blocks beside
+//     the chunks and the block read, the stage takes the sorted runs
+//     instead, from that chunk on.
 //  2. Every chunk's rows (WHERE applied, superseded rows dropped) go to
 //     their buckets: a container per bucket in the spill directory,
 //     holding the input columns the query uses, in input order. Nothing
@@ -107,6 +108,11 @@ type buckets struct {
 	st    *Stats
 	rows  int64 // input rows, for sizing
 	avail int64 // the grant left when the stage started
+	// chunkRows is the rows of a chunk after the first (readChunks), and
+	// readBlock the most a block of the input read takes: with a copy of
+	// a chunk, what the grant holds beside the block buffers.
+	chunkRows int
+	readBlock int64
 	// decided is set once the first rows have been seen; active tells
 	// whether they went to buckets (false: to sorted runs).
 	decided, active bool
@@ -181,7 +187,7 @@ var chunksDealtUncounted atomic.Int64
 // newBuckets prepares the range buckets of a stage over cs, falling back
 // to r's sorted runs.
 func newBuckets(p *plan, r *sortedRuns, cs []*columnar.Container, tmp string, o Options, st *Stats) *buckets {
-	b := &buckets{p: p, runs: r, tmp: tmp, o: o, st: st, avail: o.Budget.Available()}
+	b := &buckets{p: p, runs: r, tmp: tmp, o: o, st: st, avail: o.Budget.Available(), readBlock: maxBlockBytes(cs, r.used)}
 	for _, c := range cs {
 		b.rows += c.Rows()
 	}
@@ -283,6 +289,28 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	if len(at) == 0 || longest > s/2 {
 		return false
 	}
+	// A block of every column of every bucket waits in its block buffer
+	// until it fills. The buffers take what the grant has left beside the
+	// chunk's buffer, a copy of a chunk as large, the block being read
+	// and an eighth of the grant left. The blocks are sized for half of that
+	// at the input's average row: the other half takes the buckets whose
+	// strings are longer, before the buffers are sealed (sealIfOver),
+	// which sizing them for all of it made happen after every chunk. With
+	// many buckets the blocks are small, and a block costs as much to
+	// write and read again as thousands of rows. A grant without room for
+	// blocks of 64 rows (blocks of long strings read in a small grant)
+	// takes the sorted runs, which count the block read.
+	var rowBytes int64
+	for _, c := range b.runs.used {
+		rowBytes += b.p.colBytes(c)
+	}
+	chunk := b.p.bufferRowBytes() * int64(b.chunkRows)
+	blockBytes := b.avail - 2*chunk - b.readBlock - b.avail/8
+	if blockBytes < 64*int64(len(at)+1)*rowBytes {
+		b.o.Logger.Debug("window stage sorts runs: no room for range buckets' blocks beside the blocks read", "block_bytes", blockBytes, "read_block", b.readBlock)
+		return false
+	}
+	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, blockBytes/2/int64(len(at)+1)/max(rowBytes, 1))))
 	b.keys = make([]sortedKey, len(kv))
 	for i, k := range kv {
 		v := k.v.gather(at, &vector{})
@@ -310,18 +338,6 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 			b.longest[j] = make([]int64, nb)
 		}
 	}
-	// A block of every column of every bucket waits in its block buffer
-	// until it fills. The buffers take what the grant has left beside the
-	// chunk's buffer (reserved by now), a copy of a chunk as large, and an
-	// eighth of the grant; an eighth of the grant at least. With many
-	// buckets the blocks are small, and a block costs as much to write
-	// and read again as thousands of rows.
-	var rowBytes int64
-	for _, c := range b.runs.used {
-		rowBytes += b.p.colBytes(c)
-	}
-	blockBytes := max(b.avail/8, b.o.Budget.Available()-b.o.Budget.InUse()-b.o.Budget.Limit()/8)
-	b.blockRows = min(spillBlockRows(rowBytes, b.o.Budget.Limit()), int(max(64, blockBytes/int64(nb)/max(rowBytes, 1))))
 	b.blockBudget = blockBytes
 	return true
 }
@@ -848,6 +864,12 @@ func (b *buckets) blockBytesAfter(pieces []*vector, packs []*packedStrings, star
 // for tests to see that they were.
 var bucketSeals atomic.Int64
 
+// sealPercent is the percentage of their room (blockBudget) past which
+// the block buffers are sealed. Blocks sized for half their room seal
+// only when a few buckets' strings are several times the average; tests
+// lower it to seal often.
+var sealPercent int64 = 100
+
 // sealIfOver seals the buckets' containers before a chunk is written
 // (pieces, packs and start, as blockBytesAfter takes them) if the block
 // buffers would hold more than the grant has room for (blockBudget)
@@ -859,7 +881,7 @@ var bucketSeals atomic.Int64
 // buffers; each bucket's later rows go to a container of its own, its
 // next part. It is called with nothing being written.
 func (b *buckets) sealIfOver(pieces []*vector, packs []*packedStrings, start []int) error {
-	if b.blockBytesAfter(pieces, packs, start) <= b.blockBudget {
+	if b.blockBytesAfter(pieces, packs, start) <= b.blockBudget*sealPercent/100 {
 		return nil
 	}
 	bucketSeals.Add(1)

@@ -285,6 +285,11 @@ func TestShapesDifferential(t *testing.T) {
 //     piece (the grant overrun);
 //   - seed 112, 403: a reader holding the last block's buffers beside the
 //     next block's, of strings of other sizes (the grant overrun);
+//   - seed 108, 408: blocks of long strings read in a grant with no room
+//     left for range buckets' blocks (the grant overrun; now the sorted
+//     runs);
+//   - seed 110, 412: block buffers sized for all of their room, sealed
+//     after every chunk, and past it within one (the grant overrun);
 //   - seeds 105, 417 and 110, 413: in memory on one thread, spilled on
 //     more (a reader's block a thread did not fit beside the input), and
 //     the two paths order ties differently.
@@ -293,7 +298,7 @@ func TestShapesPinned(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
 		it   int
-	}{{101, 403}, {107, 400}, {112, 403}, {105, 417}, {110, 413}} {
+	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}} {
 		t.Run(fmt.Sprintf("seed=%d/iteration=%d", c.seed, c.it), func(t *testing.T) {
 			shapesDifferential(t, c.seed, c.it, 400, 24)
 		})
@@ -612,25 +617,32 @@ func TestInfiniteFloatOffsetSpilled(t *testing.T) {
 }
 
 // TestBucketsSealLongStrings spills a window partitioned by id % 400
-// whose rows of keys below 40 carry 1500-byte strings, the rest short
-// ones: the range buckets' block buffers, sized for the average row, fill
-// with long strings in the buckets of those keys. They went past the
-// grant's room for them (STRATA_SHAPES_SEED=107 found it); now the
-// buckets' containers are sealed when they do, and the rest of each
-// bucket's rows go to a part of its own.
+// whose rows of keys below 40 carry 4800-byte strings, the rest short
+// ones, so that the range buckets of those keys fill their block buffers,
+// sized for the average row, with long strings. The buffers are sealed
+// (sealIfOver) when they would pass their room, and the rest of each
+// bucket's rows go to a part of its own: here, with the bound lowered,
+// after most chunks, and the result is still the query's in memory,
+// within the grant. Before sealing, such buffers went past the grant
+// (STRATA_SHAPES_SEED=107 found it).
 func TestBucketsSealLongStrings(t *testing.T) {
 	ref := shapeTable(rand.New(rand.NewPCG(35, 36)), 20000)
 	for i, v := range ref.cols["u"] {
-		if !v.null && i%400 < 80 {
+		if !v.null && i%400 < 40 {
 			ref.cols["u"][i].s = strings.Repeat("long string ", 400)
 		}
 	}
-	seals := bucketSeals.Load()
-	spilledAsInMemoryOver(t, ref, shape{n: ref.n, containers: 5, blockRows: 64},
-		"SELECT id, s, u, lag(x) OVER (PARTITION BY id % 400 ORDER BY id) AS w FROM t")
-	if bucketSeals.Load() == seals {
-		t.Error("no range bucket was sealed")
+	for _, percent := range []int64{100, 20} {
+		sealPercent = percent
+		seals := bucketSeals.Load()
+		spilledAsInMemoryOver(t, ref, shape{n: ref.n, containers: 5, blockRows: 64}, MinGrant,
+			"SELECT id, s, u, lag(x) OVER (PARTITION BY id % 400 ORDER BY id) AS w FROM t",
+			"SELECT id, s, u, count(u) OVER (PARTITION BY id % 400 ORDER BY x, id) AS w FROM t")
+		if percent < 100 && bucketSeals.Load() == seals {
+			t.Errorf("no range bucket was sealed at %d%% of the buffers' room", percent)
+		}
 	}
+	sealPercent = 100
 }
 
 // spilledAsInMemory runs each query over 20000 rows of shapeTable in five
@@ -641,11 +653,12 @@ func TestBucketsSealLongStrings(t *testing.T) {
 func spilledAsInMemory(t *testing.T, sqls ...string) {
 	t.Helper()
 	ref := shapeTable(rand.New(rand.NewPCG(33, 34)), 20000)
-	spilledAsInMemoryOver(t, ref, shape{n: ref.n, containers: 5, blockRows: 64}, sqls...)
+	spilledAsInMemoryOver(t, ref, shape{n: ref.n, containers: 5, blockRows: 64}, MinGrant, sqls...)
 }
 
-// spilledAsInMemoryOver is spilledAsInMemory over ref, written as s.
-func spilledAsInMemoryOver(t *testing.T, ref *refTable, s shape, sqls ...string) {
+// spilledAsInMemoryOver is spilledAsInMemory over ref, written as s,
+// spilled in grant.
+func spilledAsInMemoryOver(t *testing.T, ref *refTable, s shape, grant int64, sqls ...string) {
 	t.Helper()
 	dirs := writeShape(t, t.TempDir(), ref, s)
 	for _, sql := range sqls {
@@ -667,12 +680,12 @@ func spilledAsInMemoryOver(t *testing.T, ref *refTable, s shape, sqls ...string)
 			return byID, res.Stats()
 		}
 		want, _ := run(1 << 30)
-		got, st := run(MinGrant)
+		got, st := run(grant)
 		if st.SpilledBytes == 0 {
-			t.Fatalf("%s: did not spill in %d bytes", sql, MinGrant)
+			t.Fatalf("%s: did not spill in %d bytes", sql, grant)
 		}
-		if st.PeakBytes > MinGrant {
-			t.Errorf("%s: peak %d bytes over the %d-byte grant", sql, st.PeakBytes, MinGrant)
+		if st.PeakBytes > grant {
+			t.Errorf("%s: peak %d bytes over the %d-byte grant", sql, st.PeakBytes, grant)
 		}
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d rows spilled, %d in memory", sql, len(got), len(want))

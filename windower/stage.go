@@ -302,6 +302,9 @@ func runStage(ctx context.Context, p *plan, cs []*columnar.Container, drop super
 	if err != nil {
 		return nil, nil, err
 	}
+	if bk != nil {
+		bk.chunkRows = runRows
+	}
 	var overlap func() bool // chunks dealt to buckets overlap their reading
 	if bk != nil {
 		overlap = func() bool { return bk.active }
