@@ -34,7 +34,10 @@
 //     plans listed, however few the columns) fits, with every reader
 //     sized for the larger of an input's blocks and an intermediate
 //     container's (the output's block rows at the inputs' largest bytes
-//     per row), so that each level plans every group as one merge.
+//     per row), so that each level plans every group as one merge. That
+//     is an estimate: merged sorted strings can gather long ones into
+//     larger blocks than any input had, so each level after the first
+//     plans its fan-in again over the containers it reads.
 //
 // The planner lists every single-level plan (columns per pass, workers, the
 // row source in memory or spilled, the row source expanded once into a
