@@ -885,27 +885,36 @@ func (b *buckets) sealIfOver(pieces []*vector, packs []*packedStrings, start []i
 		return nil
 	}
 	bucketSeals.Add(1)
-	err := b.flushBlocks()
+	err := b.flushBlocks() // named its bucket already
+	errs := append([]error{err}, b.commitParts(err != nil)...)
+	b.freeBlocks() // after Commit and Abort, which let go of them
+	return errors.Join(errs...)
+}
+
+// commitParts commits every bucket's container being written as its next
+// part, or aborts them all if abort, and returns the errors of the
+// commits that failed (their containers aborted).
+func (b *buckets) commitParts(abort bool) []error {
+	var errs []error
 	for x, w := range b.writers {
 		if w == nil {
 			continue
 		}
 		b.writers[x] = nil
-		if err != nil {
+		if abort {
 			w.Abort()
 			continue
 		}
-		m, cerr := w.Commit()
-		if cerr != nil {
+		m, err := w.Commit()
+		if err != nil {
 			w.Abort()
-			err = fmt.Errorf("windower: spill bucket %d: %w", x, cerr)
+			errs = append(errs, fmt.Errorf("windower: spill bucket %d: %w", x, err))
 			continue
 		}
 		b.st.SpilledBytes += m.CompressedBytes()
 		b.parts[x]++
 	}
-	b.freeBlocks() // after Commit and Abort, which let go of them
-	return err
+	return errs
 }
 
 func (b *buckets) dir(x int) string { return filepath.Join(b.tmp, fmt.Sprintf("bucket-%05d", x)) }
@@ -946,26 +955,9 @@ func (b *buckets) finish(err error) error {
 			err, werr = ferr, ferr
 		}
 	}
-	defer b.freeBlocks()  // after Commit and Abort, which let go of them
-	errs := []error{werr} // named its bucket already (writePieces, flushBlocks)
-	for x, w := range b.writers {
-		if w == nil {
-			continue
-		}
-		if err != nil {
-			w.Abort()
-			continue
-		}
-		m, cerr := w.Commit()
-		if cerr != nil {
-			w.Abort()
-			errs = append(errs, fmt.Errorf("windower: spill bucket %d: %w", x, cerr))
-			continue
-		}
-		b.st.SpilledBytes += m.CompressedBytes()
-		b.parts[x]++
-	}
-	return errors.Join(errs...)
+	defer b.freeBlocks() // after Commit and Abort, which let go of them
+	// werr named its bucket already (writePieces, flushBlocks).
+	return errors.Join(append([]error{werr}, b.commitParts(err != nil)...)...)
 }
 
 // evaluate evaluates every bucket and writes its result as a container;
