@@ -43,12 +43,17 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 	for level := 1; ; level++ {
 		m.stats.Passes = level
 		if level > 1 {
-			lp, err := m.planLevel(dirs, drops, blockRows)
+			ins, err := m.open(dirs)
 			if err != nil {
 				return err
 			}
-			if lp.kind != PlanPasses {
-				return m.level(dirs, drops, output, blockRows, total, true)
+			lp, keyIdx, err := m.planInputs(ins, drops, blockRows)
+			if err == nil && lp.kind != PlanPasses {
+				err = m.once(ins, output, lp, keyIdx, blockRows, total)
+			}
+			closeInputs(ins)
+			if err != nil || lp.kind != PlanPasses {
+				return err
 			}
 			fanIn = lp.fanIn
 		}
@@ -61,7 +66,7 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 				continue
 			}
 			dst := filepath.Join(tmp, fmt.Sprintf("level%d-%04d", level, g))
-			if err := m.level(dirs[lo:hi], drops[lo:hi], dst, blockRows, total, false); err != nil {
+			if err := m.group(dirs[lo:hi], drops[lo:hi], dst, blockRows, total); err != nil {
 				return err
 			}
 			next, nextDrops = append(next, columnar.DirSource(dst)), append(nextDrops, nil)
@@ -79,21 +84,10 @@ func (m *merge) passes(ins []input, output string, p plan, blockRows int, total 
 	}
 }
 
-// planLevel plans a single-level merge of dirs (drops[i], if not nil,
-// the rows of dirs[i] folded away), or passes when none fits, from their
-// manifests, under the merge's grant.
-func (m *merge) planLevel(dirs []columnar.Source, drops []*roaring.Bitmap, blockRows int) (plan, error) {
-	ins, err := m.open(dirs)
-	if err != nil {
-		return plan{}, err
-	}
-	defer closeInputs(ins)
-	p, _, err := m.planInputs(ins, drops, blockRows)
-	return p, err
-}
-
-// planInputs plans the merge of ins, as planLevel, and returns their key
-// columns' indexes too.
+// planInputs plans a single-level merge of ins (drops[i], if not nil,
+// the rows of ins[i] folded away), or passes when none fits, from their
+// manifests, under the merge's grant; it returns their key columns'
+// indexes too.
 func (m *merge) planInputs(ins []input, drops []*roaring.Bitmap, blockRows int) (plan, []int, error) {
 	for i := range ins {
 		ins[i].drop = drops[i]
@@ -117,9 +111,10 @@ func (m *merge) planInputs(ins []input, drops []*roaring.Bitmap, blockRows int) 
 	return p, keyIdx, err
 }
 
-// level merges dirs into dst with a single-level plan under the same budget
-// and counters; drops[i], if not nil, are the rows of dirs[i] folded away.
-func (m *merge) level(dirs []columnar.Source, drops []*roaring.Bitmap, dst string, blockRows int, total int64, final bool) error {
+// group merges dirs, a group of a level, into the intermediate container
+// dst with a single-level plan under the same budget and counters;
+// drops[i], if not nil, are the rows of dirs[i] folded away.
+func (m *merge) group(dirs []columnar.Source, drops []*roaring.Bitmap, dst string, blockRows int, total int64) error {
 	ins, err := m.open(dirs)
 	if err != nil {
 		return err
@@ -135,9 +130,7 @@ func (m *merge) level(dirs []columnar.Source, drops []*roaring.Bitmap, dst strin
 		return fmt.Errorf("%w: a group of %d inputs planned as passes", ErrInternal, len(ins))
 	}
 	saved := m.opts
-	if !final {
-		m.opts.ID = filepath.Base(dst)
-	}
+	m.opts.ID = filepath.Base(dst)
 	defer func() { m.opts = saved }()
 	return m.once(ins, dst, p, keyIdx, blockRows, total)
 }

@@ -73,7 +73,8 @@ func (bb *blockBuffer) room() int { return bb.cap - bb.rows }
 // full reports whether the block holds all its rows.
 func (bb *blockBuffer) full() bool { return bb.rows == bb.cap }
 
-// alloc makes the block's buffers, the string bytes' as planned.
+// alloc makes the block's buffers, the string bytes' as planned
+// (plannedStrings).
 func (bb *blockBuffer) alloc() {
 	bb.valid = bb.mem.Allocate(int(bitutil.BytesForBits(int64(bb.cap))))
 	switch {
@@ -85,8 +86,64 @@ func (bb *blockBuffer) alloc() {
 		off := bb.mem.Allocate(4 * (bb.cap + 1))
 		bb.offsets = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(off))), bb.cap+1)[:1]
 		bb.offsets[0] = 0
-		bb.values = bb.mem.Allocate(int(max(bb.strBytes*int64(bb.cap), 64)))[:0]
+		bb.values = bb.mem.Allocate(int(bb.plannedStrings()))[:0]
 	}
+}
+
+// plannedStrings is the string bytes alloc makes: a block's rows at the
+// planned bytes a row.
+func (bb *blockBuffer) plannedStrings() int64 { return max(bb.strBytes*int64(bb.cap), 64) }
+
+// fixedBytes is what alloc makes beside the string bytes: the validity
+// bitmap, and the values or the offsets of a block's rows.
+func (bb *blockBuffer) fixedBytes() int64 {
+	n := bitutil.BytesForBits(int64(bb.cap))
+	switch {
+	case bb.width > 0:
+		n += int64(bb.cap * bb.width)
+	case bb.width == 0:
+		n += bitutil.BytesForBits(int64(bb.cap))
+	default:
+		n += 4 * int64(bb.cap+1)
+	}
+	return n
+}
+
+// grownStrings is the string bytes a block of capacity have holds once
+// it takes need bytes: have if they fit, else a quarter more than need.
+func grownStrings(have, need int64) int64 {
+	if need <= have {
+		return have
+	}
+	return need + need/4
+}
+
+// bytesAfter is what the block's buffers will hold once n more rows are
+// appended as writeColumn appends a piece: the rows that complete the
+// block (then written and reset), the piece's whole blocks written from
+// it, and the rest kept. strs gives the string bytes of the piece's rows
+// [lo, hi) (strings only).
+func (bb *blockBuffer) bytesAfter(n int, strs func(lo, hi int) int64) int64 {
+	if n == 0 {
+		return bb.bytes()
+	}
+	if bb.width >= 0 {
+		return bb.fixedBytes()
+	}
+	have, used := bb.plannedStrings(), int64(0)
+	if bb.valid != nil {
+		have, used = int64(cap(bb.values)), int64(len(bb.values))
+	}
+	if bb.rows+n < bb.cap {
+		return bb.fixedBytes() + grownStrings(have, used+strs(0, n))
+	}
+	off := 0
+	if bb.rows > 0 {
+		off = bb.room()
+		have = grownStrings(have, used+strs(0, off))
+	}
+	whole := (n - off) / bb.cap * bb.cap
+	return bb.fixedBytes() + grownStrings(have, strs(off+whole, n))
 }
 
 // append copies rows [lo, hi) of arr, which are at most room, to the end
@@ -118,8 +175,7 @@ func (bb *blockBuffer) append(arr arrow.Array, lo, hi int) {
 		src := arrow.Int32Traits.CastFromBytes(bufs[1].Bytes())[at : at+n+1]
 		data := bufs[2].Bytes()[src[0]:src[n]]
 		if len(bb.values)+len(data) > cap(bb.values) {
-			need := len(bb.values) + len(data)
-			grown := bb.mem.Allocate(need + need/4)[:len(bb.values)]
+			grown := bb.mem.Allocate(int(grownStrings(int64(cap(bb.values)), int64(len(bb.values)+len(data)))))[:len(bb.values)]
 			copy(grown, bb.values)
 			bb.mem.Free(bb.values[:cap(bb.values)])
 			bb.values = grown

@@ -234,8 +234,10 @@ func (b *buckets) write(in *input) error {
 		b.decided = true
 		b.active = b.chooseRanges(in, kv)
 		if !b.active {
-			b.o.Logger.Debug("window stage sorts runs: partitions too large for range buckets")
 			return b.runs.write(in)
+		}
+		if err := b.makeBlocks(); err != nil {
+			return err
 		}
 		bucketStages.Add(1)
 		if b.o.bucketDepth > 0 {
@@ -287,6 +289,7 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 		i = j
 	}
 	if len(at) == 0 || longest > s/2 {
+		b.o.Logger.Debug("window stage sorts runs: partitions too large for range buckets")
 		return false
 	}
 	// A block of every column of every bucket waits in its block buffer
@@ -300,12 +303,8 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	// write and read again as thousands of rows. A grant without room for
 	// blocks of 64 rows (blocks of long strings read in a small grant)
 	// takes the sorted runs, which count the block read.
-	var rowBytes int64
-	for _, c := range b.runs.used {
-		rowBytes += b.p.colBytes(c)
-	}
-	chunk := b.p.bufferRowBytes() * int64(b.chunkRows)
-	blockBytes := b.avail - 2*chunk - b.readBlock - b.avail/8
+	rowBytes := b.p.bufferRowBytes() // the used columns, as a bucket's
+	blockBytes := b.avail - 2*rowBytes*int64(b.chunkRows) - b.readBlock - b.avail/8
 	if blockBytes < 64*int64(len(at)+1)*rowBytes {
 		b.o.Logger.Debug("window stage sorts runs: no room for range buckets' blocks beside the blocks read", "block_bytes", blockBytes, "read_block", b.readBlock)
 		return false
@@ -327,10 +326,6 @@ func (b *buckets) chooseRanges(in *input, kv []sortedKey) bool {
 	nb = len(at) + 1
 	b.writers = make([]*columnar.Writer, nb)
 	b.parts = make([]int, nb)
-	b.blocks = make([][]*blockBuffer, nb)
-	for x := range b.blocks {
-		b.blocks[x] = make([]*blockBuffer, len(b.runs.used))
-	}
 	b.written = make([]int64, nb)
 	b.longest = make([][]int64, len(b.runs.used))
 	for j, c := range b.runs.used {
@@ -716,17 +711,6 @@ func (b *buckets) wait() error {
 func (b *buckets) writeColumn(x, j int, arr arrow.Array) error {
 	w, br, n := b.writers[x], b.blockRows, arr.Len()
 	bb := b.blocks[x][j]
-	if bb == nil {
-		var err error
-		var strBytes int64
-		if b.p.strBytes != nil {
-			strBytes = b.p.strBytes[b.runs.used[j]]
-		}
-		if bb, err = newBlockBuffer(b.schema.Field(j).Type, br, strBytes, b.o.Budget); err != nil {
-			return err
-		}
-		b.blocks[x][j] = bb
-	}
 	off := 0
 	if bb.rows > 0 {
 		off = min(bb.room(), n)
@@ -758,7 +742,7 @@ func (b *buckets) writeColumn(x, j int, arr arrow.Array) error {
 func (b *buckets) flushBlocks() error {
 	for x, bs := range b.blocks {
 		for j, bb := range bs {
-			if bb == nil || bb.rows == 0 {
+			if bb.rows == 0 {
 				continue
 			}
 			if err := b.writeBlock(x, j, bb); err != nil {
@@ -778,56 +762,45 @@ func (b *buckets) writeBlock(x, j int, bb *blockBuffer) error {
 	return err
 }
 
-// freeBlocks gives the block buffers' memory back to the grant.
+// makeBlocks makes the block buffers of every bucket's columns; their
+// memory is made when they are first written.
+func (b *buckets) makeBlocks() error {
+	b.blocks = make([][]*blockBuffer, len(b.writers))
+	for x := range b.blocks {
+		b.blocks[x] = make([]*blockBuffer, len(b.runs.used))
+		for j, c := range b.runs.used {
+			var strBytes int64
+			if b.p.strBytes != nil {
+				strBytes = b.p.strBytes[c]
+			}
+			bb, err := newBlockBuffer(b.schema.Field(j).Type, b.blockRows, strBytes, b.o.Budget)
+			if err != nil {
+				return fmt.Errorf("windower: spill bucket %d: %w", x, err)
+			}
+			b.blocks[x][j] = bb
+		}
+	}
+	return nil
+}
+
+// freeBlocks gives the block buffers' memory back to the grant; they
+// make it again if written.
 func (b *buckets) freeBlocks() {
 	for _, bs := range b.blocks {
-		for j, bb := range bs {
-			if bb != nil {
-				bb.free()
-				bs[j] = nil
-			}
+		for _, bb := range bs {
+			bb.free()
 		}
 	}
 }
 
 // blockBytesAfter is what the block buffers will hold once a chunk is
 // written whose rows are pieces (packs for the string columns dealt
-// packed), bucket x's from start[x] to start[x+1]. A buffer's fixed-width
-// values and offsets are made for a block's rows; its string bytes grow
-// (blockBuffer.append) to take the rows that complete its block and then
-// the rows left after the last whole block.
+// packed), bucket x's from start[x] to start[x+1] (blockBuffer.bytesAfter).
 func (b *buckets) blockBytesAfter(pieces []*vector, packs []*packedStrings, start []int) int64 {
-	br := b.blockRows
 	var n int64
 	for x, bs := range b.blocks {
-		c := start[x+1] - start[x]
 		for j, bb := range bs {
-			if c == 0 {
-				if bb != nil {
-					n += bb.bytes()
-				}
-				continue
-			}
-			col := b.runs.used[j]
-			kind := b.p.schema.kinds[col]
-			n += int64(br+7) / 8 // validity
-			switch kind {
-			case kindBool:
-				n += int64(br+7) / 8
-				continue
-			case kindString:
-				n += 4 * int64(br+1)
-			default:
-				n += kindBytes(kind) * int64(br)
-				continue
-			}
-			rows, used, capNow := 0, int64(0), int64(0)
-			if bb != nil && bb.valid != nil {
-				rows, used, capNow = bb.rows, int64(len(bb.values)), int64(cap(bb.values))
-			} else if b.p.strBytes != nil {
-				capNow = max(b.p.strBytes[col]*int64(br), 64)
-			}
-			bytesOf := func(lo, hi int) int64 {
+			n += bb.bytesAfter(start[x+1]-start[x], func(lo, hi int) int64 {
 				lo, hi = start[x]+lo, start[x]+hi
 				if ps := packs[j]; ps != nil && ps.active {
 					return int64(ps.offsets[hi] - ps.offsets[lo])
@@ -837,24 +810,7 @@ func (b *buckets) blockBytesAfter(pieces []*vector, packs []*packedStrings, star
 					m += int64(len(s))
 				}
 				return m
-			}
-			grown := func(capNow, need int64) int64 {
-				if need > capNow {
-					return need + need/4
-				}
-				return capNow
-			}
-			if rows+c < br {
-				n += grown(capNow, used+bytesOf(0, c))
-				continue
-			}
-			off := 0
-			if rows > 0 {
-				off = br - rows
-				capNow = grown(capNow, used+bytesOf(0, off))
-			}
-			whole := (c - off) / br * br
-			n += grown(capNow, bytesOf(off+whole, c))
+			})
 		}
 	}
 	return n
