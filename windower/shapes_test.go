@@ -626,12 +626,7 @@ func TestInfiniteFloatOffsetSpilled(t *testing.T) {
 // within the grant. Before sealing, such buffers went past the grant
 // (STRATA_SHAPES_SEED=107 found it).
 func TestBucketsSealLongStrings(t *testing.T) {
-	ref := shapeTable(rand.New(rand.NewPCG(35, 36)), 20000)
-	for i, v := range ref.cols["u"] {
-		if !v.null && i%400 < 40 {
-			ref.cols["u"][i].s = strings.Repeat("long string ", 400)
-		}
-	}
+	ref := longStringsTable()
 	for _, percent := range []int64{100, 20} {
 		sealPercent = percent
 		seals := bucketSeals.Load()
@@ -643,6 +638,32 @@ func TestBucketsSealLongStrings(t *testing.T) {
 		}
 	}
 	sealPercent = 100
+}
+
+// TestRepeatedLongStringsSpilled spills queries whose results repeat a
+// partition's 4800-byte strings over its rows (first_value, max...), and
+// pass the strings on, in the smallest grant: the result's rows must be
+// written as they are, without copies held beside them (the result
+// writer's partial block held whole copies of the buffer's results, a
+// peak of 8.9MB in 8MiB).
+func TestRepeatedLongStringsSpilled(t *testing.T) {
+	spilledAsInMemoryOver(t, longStringsTable(), shape{n: 20000, containers: 5, blockRows: 64}, MinGrant,
+		"SELECT id, s, u, first_value(u) OVER (PARTITION BY id % 400 ORDER BY id) AS w FROM t",
+		"SELECT id, s, u, last_value(u) OVER (PARTITION BY id % 400 ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS w FROM t",
+		"SELECT id, s, u, max(u) OVER (PARTITION BY id % 400) AS w FROM t",
+		"SELECT id, s, u, lag(u) OVER (PARTITION BY id % 400 ORDER BY x) AS w FROM t")
+}
+
+// longStringsTable is 20000 rows of shapeTable whose u is a 4800-byte
+// string on the rows whose keys id % 400 are below 40.
+func longStringsTable() *refTable {
+	ref := shapeTable(rand.New(rand.NewPCG(35, 36)), 20000)
+	for i, v := range ref.cols["u"] {
+		if !v.null && i%400 < 40 {
+			ref.cols["u"][i].s = strings.Repeat("long string ", 400)
+		}
+	}
+	return ref
 }
 
 // spilledAsInMemory runs each query over 20000 rows of shapeTable in five

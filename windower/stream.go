@@ -38,10 +38,11 @@ func streamSorted(ctx context.Context, p *plan, src *columnar.Container, filter 
 		s.repeatBytes += longest
 	}
 	outDir := filepath.Join(tmp, "result")
+	s.outBlockRows = spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit())
 	// Uncompressed, as the runs: read by the next stage or the Result, then
 	// removed.
 	s.w, err = columnar.Create(outDir, columnar.WriterOptions{Table: "windower", Projection: "result", ID: "result",
-		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionNone, BlockRows: spillBlockRows(p.rowBytes()+s.repeatBytes, o.Budget.Limit()),
+		Schema: p.outSchema, Allocator: o.Budget, Compression: columnar.CompressionNone, BlockRows: s.outBlockRows,
 		NoSync: true}) // spilled: made again if lost
 	if err != nil {
 		return "", fmt.Errorf("windower: result container: %w", err)
@@ -104,6 +105,10 @@ type sortedStream struct {
 	eo     Options // evaluation of the buffer's rows: sorted input
 	st     *Stats
 	w      *columnar.Writer
+	// outBlockRows is the rows of the result's blocks, and outRows the
+	// rows written to it so far.
+	outBlockRows int
+	outRows      int64
 
 	used, partCols, orderCols []int
 	whole                     map[*call]bool
@@ -554,64 +559,77 @@ func (s *sortedStream) write(n, from, to int, big *bigPartition) error {
 	if big != nil {
 		partPos = big.pos
 	}
-	cols, err := s.copyResult(res, from, to, partPos)
-	if err != nil {
-		return err
-	}
+	cols := s.resultRows(res, from, to, partPos)
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
 	if big != nil {
 		if err := s.bigColumns(cols, n, from, to); err != nil {
-			for _, c := range cols {
-				c.Release()
-			}
 			return err
 		}
 	}
-	rec := array.NewRecordBatch(s.p.outSchema, cols, int64(to-from))
-	for _, c := range cols {
-		c.Release()
-	}
-	err = s.writeRecord(rec)
-	rec.Release()
+	err = s.writeRows(cols, to-from)
 	s.st.Rows += int64(to - from)
 	return err
 }
 
-// writeRecord appends rec to the stage's container, encoding and
-// compressing its columns on up to Options.Threads goroutines.
-func (s *sortedStream) writeRecord(rec arrow.RecordBatch) error {
-	t := min(max(s.o.Threads, 1), int(rec.NumCols()))
-	if t <= 1 {
-		return s.w.Write(rec)
+// writeRows appends n rows, cols, to the stage's container, encoding
+// its columns on up to Options.Threads goroutines. The columns may alias
+// the buffer, which is overwritten next: the writer encodes the rows that
+// fill its blocks at once, and only the rows it keeps for its next block
+// are copied, so no more than a block's rows are held beyond the call.
+func (s *sortedStream) writeRows(cols []arrow.Array, n int) error {
+	pending := int(s.outRows % int64(s.outBlockRows))
+	kept := (pending + n) % s.outBlockRows // rows left in the writer's next block
+	if kept > n {
+		kept = n
 	}
+	write := func(j int) error {
+		arr := cols[j]
+		if kept < n {
+			done := array.NewSlice(arr, 0, int64(n-kept))
+			err := s.w.WriteColumn(j, done)
+			done.Release()
+			if err != nil {
+				return err
+			}
+		}
+		if kept == 0 {
+			return nil
+		}
+		tail := array.NewSlice(arr, int64(n-kept), int64(n))
+		cp, err := array.Concatenate([]arrow.Array{tail}, s.o.Budget)
+		tail.Release()
+		if err != nil {
+			return fmt.Errorf("windower: copy result rows: %w", err)
+		}
+		err = s.w.WriteColumn(j, cp)
+		cp.Release()
+		return err
+	}
+	t := min(max(s.o.Threads, 1), len(cols))
 	errs := make([]error, t)
 	parallelFor(t, func(k int) {
-		for j := k; j < int(rec.NumCols()); j += t {
-			if err := s.w.WriteColumn(j, rec.Column(j)); err != nil {
+		for j := k; j < len(cols); j += t {
+			if err := write(j); err != nil {
 				errs[k] = err
 				return
 			}
 		}
 	})
+	s.outRows += int64(n)
 	return errors.Join(errs...)
 }
 
-// copyResult copies rows [from, to) of the evaluation's result: its
-// columns may alias the buffer, which is overwritten next, and the writer
-// keeps partial blocks. row_number counts the rows of a big partition
-// before the buffer, partPos.
-func (s *sortedStream) copyResult(res *Result, from, to int, partPos int64) ([]arrow.Array, error) {
+// resultRows returns rows [from, to) of the evaluation's result, as
+// slices of its columns. row_number counts the rows of a big partition
+// from the slice's first: partPos, its rows before the buffer, is added.
+func (s *sortedStream) resultRows(res *Result, from, to int, partPos int64) []arrow.Array {
 	cols := make([]arrow.Array, len(res.cols))
 	for i, c := range res.cols {
-		sl := array.NewSlice(c, int64(from), int64(to))
-		cp, err := array.Concatenate([]arrow.Array{sl}, s.o.Budget)
-		sl.Release()
-		if err != nil {
-			for _, d := range cols[:i] {
-				d.Release()
-			}
-			return nil, fmt.Errorf("windower: copy result: %w", err)
-		}
-		cols[i] = cp
+		cols[i] = array.NewSlice(c, int64(from), int64(to))
 		if s.rowNumberCols[i] && partPos != 0 {
 			v := cols[i].(*array.Int64).Int64Values()
 			shifted := make([]int64, len(v))
@@ -622,7 +640,7 @@ func (s *sortedStream) copyResult(res *Result, from, to int, partPos int64) ([]a
 			cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted), 1)
 		}
 	}
-	return cols, nil
+	return cols
 }
 
 // bigColumns replaces the columns of the calls that see beyond a slice
