@@ -136,8 +136,31 @@ func RunSources(ctx context.Context, q *messages.WindowQuery, srcs []columnar.So
 		return nil, err
 	}
 	res.stats.BlocksFetched, res.stats.BytesFetched = columnar.Fetched(srcs)
+	if opts.Budget == nil {
+		// The run's own budget: once the Result is closed, it has counted
+		// all the run's memory. A run that passed its grant gave correct
+		// rows, but its plan broke its promise: report it loudly.
+		release := res.release
+		res.release = func() {
+			if release != nil {
+				release()
+			}
+			if o.Budget.Exceeded() {
+				o.Logger.Error("window query passed its memory grant", "sql", q.SQL, "peak", o.Budget.Peak(), "grant", o.Budget.Limit())
+				if grantPassed != nil {
+					grantPassed(q, o.Budget.Peak(), o.Budget.Limit())
+				}
+			}
+		}
+	}
 	return res, nil
 }
+
+// grantPassed, when set, is called as the Result of a run whose budget
+// Run made closes, if the run's memory passed the grant at some point
+// (Arrow buffers are counted as they are allocated, and cannot be
+// refused). The tests set it, to fail any test whose run did.
+var grantPassed func(q *messages.WindowQuery, peak, grant int64)
 
 func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o Options) (*Result, error) {
 	// Block buffers are recycled while the input is read: up to a block's
