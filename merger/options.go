@@ -39,6 +39,10 @@ type Options struct {
 	// (columnar.WriterOptions.NoSync): for output that can be made again,
 	// such as the windower's merged sorted runs.
 	NoSync bool
+	// Within, if set, is a budget the merge's memory is counted against
+	// as well, as a sub-budget of Grant bytes (columnar.Budget.Sub): the
+	// windower's run, whose peak and grant then hold its merges.
+	Within *columnar.Budget
 	// DropMarkersThrough, for keyed inputs, drops the delete markers of
 	// version at most this that are their key's current row among the
 	// inputs; the others are kept, since a row they delete may be in a

@@ -365,12 +365,12 @@ func (r *sortedRuns) merge(ctx context.Context) (string, error) {
 		}
 		o.Logger.Debug("merging sorted runs", "runs", len(r.runs))
 		ms, err := merger.Merge(ctx, r.runs, merged, merger.Options{
-			Grant: o.Budget.Limit() - o.Budget.InUse(), TempDir: r.tmp, Logger: o.Logger, Parallelism: o.Threads, NoSync: true, Compression: columnar.CompressionNone,
+			Grant: o.Budget.Limit() - o.Budget.InUse(), Within: o.Budget, TempDir: r.tmp, Logger: o.Logger, Parallelism: o.Threads, NoSync: true, Compression: columnar.CompressionNone,
 		})
 		if err != nil {
 			return "", fmt.Errorf("windower: merge %d sorted runs: %w", len(r.runs), err)
 		}
-		st.PeakBytes = max(st.PeakBytes, ms.PeakBytes)
+		st.PeakBytes = max(st.PeakBytes, o.Budget.Peak()) // the merge's memory beside the run's
 		st.SpilledBytes += ms.BytesOut + ms.SpilledBytes
 		for _, run := range r.runs {
 			r.o.removals.remove(run)
