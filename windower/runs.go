@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/hugepage"
 	"github.com/strata-db/strata/merger"
@@ -598,6 +600,12 @@ func (r *chunkReader) fill(ctx context.Context, in *input, rows int, strCap int6
 		}
 		c := r.cs[r.i]
 		take := min(r.rec.NumRows()-r.off, int64(rows-in.n))
+		// Cut where the chunk's strings pass strCap, after one row at
+		// least: a block of long strings taken whole holds far more than
+		// the chunk was planned for.
+		if take = rowsWithinStrings(r.rec, r.off, take, strCap-strHeld, in.n == 0); take == 0 {
+			return false, nil
+		}
 		part := r.rec.NewSlice(r.off, r.off+take)
 		start := in.n
 		err := in.appendRecord(part, r.used)
@@ -616,6 +624,48 @@ func (r *chunkReader) fill(ctx context.Context, in *input, rows int, strCap int6
 		}
 	}
 	return false, nil
+}
+
+// rowsWithinStrings returns how many of the take rows of rec from off
+// on hold at most room bytes of strings in rec's string columns: at least
+// one if atLeastOne, else perhaps none.
+func rowsWithinStrings(rec arrow.RecordBatch, off, take, room int64, atLeastOne bool) int64 {
+	var offsets []func(i int64) int64
+	for _, col := range rec.Columns() {
+		switch a := col.(type) {
+		case *array.String:
+			offsets = append(offsets, offsetsOf(a.ValueOffsets()))
+		case *array.LargeString:
+			offsets = append(offsets, offsetsOf(a.ValueOffsets()))
+		case *array.Binary:
+			offsets = append(offsets, offsetsOf(a.ValueOffsets()))
+		case *array.LargeBinary:
+			offsets = append(offsets, offsetsOf(a.ValueOffsets()))
+		}
+	}
+	if len(offsets) == 0 {
+		return take
+	}
+	bytes := func(k int64) int64 { // of rows [off, off+k)
+		var n int64
+		for _, at := range offsets {
+			n += at(off+k) - at(off)
+		}
+		return n
+	}
+	// The string bytes grow with the rows taken: the most rows within
+	// room, by bisection.
+	k := int64(sort.Search(int(take), func(k int) bool { return bytes(int64(k)+1) > room }))
+	if k == 0 && atLeastOne {
+		k = 1
+	}
+	return k
+}
+
+// offsetsOf returns the offset of row i of a string array whose
+// offsets are offs.
+func offsetsOf[T int32 | int64](offs []T) func(i int64) int64 {
+	return func(i int64) int64 { return int64(offs[i]) }
 }
 
 // next reads the next block into rec, opening the next container when

@@ -3,8 +3,12 @@ package windower
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
 
@@ -57,6 +61,51 @@ func TestSpillGroupWithoutKeysFirst(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestRowsWithinStrings cuts a block where a chunk's strings pass their
+// room: a block of long strings taken whole held 1.7 times the strings a
+// chunk was planned for, and a range-bucket stage passed its grant
+// (seed 120, iteration 421 of the shapes test).
+func TestRowsWithinStrings(t *testing.T) {
+	mem := memory.NewGoAllocator()
+	s := array.NewStringBuilder(mem)
+	b := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	n := array.NewInt64Builder(mem)
+	for i := range 100 {
+		s.Append(strings.Repeat("s", 10)) // 10 bytes a row
+		if i%10 == 9 {
+			b.Append(make([]byte, 1000))
+		} else {
+			b.AppendNull()
+		}
+		n.Append(int64(i))
+	}
+	cols := []arrow.Array{s.NewArray(), b.NewArray(), n.NewArray()}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "s", Type: arrow.BinaryTypes.String}, {Name: "b", Type: arrow.BinaryTypes.Binary, Nullable: true}, {Name: "n", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	rec := array.NewRecordBatch(schema, cols, 100)
+	defer rec.Release()
+	for _, c := range cols {
+		c.Release()
+	}
+	for _, tc := range []struct {
+		off, take, room int64
+		atLeastOne      bool
+		want            int64
+	}{
+		{0, 100, 1 << 30, false, 100}, // room for all
+		{0, 100, 90, false, 9},        // rows 0-8: 90 bytes; row 9 carries 1010
+		{0, 100, 1099, false, 9},      // row 9 would make 1100
+		{0, 100, 1100, false, 10},     //
+		{9, 50, 5, false, 0},          // not one row fits
+		{9, 50, 5, true, 1},           // but the chunk is empty: one row
+		{10, 5, 1 << 30, false, 5},    // no more than take
+		{50, 50, 3 * 1010, false, 29}, // rows 50-78: 29*10 + 2*1000 (rows 59, 69); row 79 carries 1000 more
+	} {
+		if got := rowsWithinStrings(rec, tc.off, tc.take, tc.room, tc.atLeastOne); got != tc.want {
+			t.Errorf("rows from %d, at most %d, within %d bytes: %d, want %d", tc.off, tc.take, tc.room, got, tc.want)
 		}
 	}
 }
