@@ -79,7 +79,11 @@
 // Every Arrow buffer the merge holds is allocated through a columnar.Budget
 // whose limit is the grant; Go-side buffers (normalized keys, the row-source
 // stream, read buffers) are counted with Budget.Reserve. Stats.PeakBytes is
-// the budget's peak. A gather keeps the buffers of the output block the
+// the budget's peak. A caller whose own grant holds the merge (the
+// windower, merging its sorted runs) passes its budget as Options.Within:
+// the merge's budget is then a sub-budget of it, so the caller's peak is
+// of both together. A merge that passes its grant returns correct output
+// and logs the broken promise as an error. A gather keeps the buffers of the output block the
 // writer is done with for its next block (they stay counted while kept) and
 // gives them back when the column is done.
 //

@@ -158,7 +158,11 @@
 // # Memory and spilling
 //
 // Every buffer is counted against a columnar.Budget of the grant, and so
-// is an in-memory result until Result.Close. String values are copied out
+// is an in-memory result until Result.Close; the merges of sorted runs
+// count theirs within it (merger.Options.Within). Arrow allocations
+// cannot be refused: a run whose budget passed the grant gives correct
+// rows, and its Result logs the broken promise as an error when it
+// closes (the package's tests fail on it, whatever the test checks). String values are copied out
 // of each decoded block (the block's buffers are reused for the next one)
 // into string buffers of 64KiB growing to 4MiB, counted whole, and their
 // bytes per row, measured from the containers' manifests, size every
@@ -186,11 +190,15 @@
 // than one thread it is sorted on all of them (as a group in memory is)
 // and written in the
 // background while the next run is read, its sorted columns counted
-// until written. Spilled containers (runs, their merge, stage results)
+// until written. A run, or a chunk of one, is read a block slice at a
+// time and cut where its strings reach what its rows were planned to
+// hold, so a block of long strings is not taken whole. Spilled containers (runs, their merge, stage results)
 // live only as long as the query, so they are written uncompressed and
 // without fsync. The stage then streams the sorted rows through a buffer, evaluating
 // complete partitions as the buffer fills and writing a container that
-// carries the columns later stages need and the results so far. The last
+// carries the columns later stages need and the results so far (the
+// evaluation's columns written as they are; only the rows short of a
+// block, which the writer keeps for its next, are copied). The last
 // stage's container is the result, which Result streams.
 //
 // A stage whose group has PARTITION BY takes another path unless the
