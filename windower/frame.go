@@ -224,12 +224,18 @@ func (fr *framer) rangeBound(i int, b *bound, sign int64, isStart bool) int {
 // the whole partition for each range that a thread evaluates. It does
 // nothing for a row whose key is NULL (rangeBound uses no cursor there)
 // or a frame without RANGE offsets.
+//
+// An interval with months is the exception: its targets are monotonic
+// only up to the time of day (calendar.go), and the cursors, as
+// PostgreSQL's, stay at the furthest bound of the rows before. Two rows
+// whose targets are out of order fall within the last days of a month,
+// less than calendarReach apart; so the cursors seek to the bounds of the
+// first row that close to i, and walk from there to i's.
 func (fr *framer) seek(i int) {
 	v := fr.key.v
 	if fr.f.mode != modeRange || v == nil || v.isNull(i) {
 		return
 	}
-	desc := fr.key.desc
 	for k, b := range [2]*bound{&fr.f.start, &fr.f.end} {
 		if b.kind != boundPreceding && b.kind != boundFollowing {
 			continue
@@ -238,15 +244,50 @@ func (fr *framer) seek(i int) {
 		if isStart {
 			cur = &fr.startCur
 		}
-		from, n := fr.nnStart, fr.nnEnd-fr.nnStart
-		if v.kind == kindFloat {
-			t := floatTarget(v.floats[i], b.foff, boundSign(b), desc, isStart)
-			*cur = from + sort.Search(n, func(k int) bool { return stops(compareFloat(v.floats[from+k], t), desc, isStart) })
-		} else {
-			t, frac, inf := b.rangeTarget(v.ints[i], directed(boundSign(b), desc))
-			*cur = from + sort.Search(n, func(k int) bool { return stops(cmpTarget(v.ints[from+k], t, frac, inf), desc, isStart) })
+		if b.cal == nil {
+			*cur = fr.searchBound(i, b, isStart)
+			continue
+		}
+		from := fr.calendarReachStart(i, b.cal)
+		*cur = fr.searchBound(from, b, isStart)
+		for r := from + 1; r <= i; r++ {
+			fr.rangeBound(r, b, boundSign(b), isStart)
 		}
 	}
+}
+
+// searchBound returns where bound b of non-NULL row i is, by binary search
+// over the partition's non-NULL rows.
+func (fr *framer) searchBound(i int, b *bound, isStart bool) int {
+	v, desc := fr.key.v, fr.key.desc
+	from, n := fr.nnStart, fr.nnEnd-fr.nnStart
+	if v.kind == kindFloat {
+		t := floatTarget(v.floats[i], b.foff, boundSign(b), desc, isStart)
+		return from + sort.Search(n, func(k int) bool { return stops(compareFloat(v.floats[from+k], t), desc, isStart) })
+	}
+	t, frac, inf := b.rangeTarget(v.ints[i], directed(boundSign(b), desc))
+	return from + sort.Search(n, func(k int) bool { return stops(cmpTarget(v.ints[from+k], t, frac, inf), desc, isStart) })
+}
+
+// calendarReach is how far apart, in days, two keys whose targets under
+// a month interval are out of order can be: the later key's day is at
+// most three days past the earlier's (the 28th to the 31st, both the last
+// day of the shorter month they land in), and its time of day earlier.
+const calendarReach = 4
+
+// calendarReachStart returns the first non-NULL row of the partition
+// whose key is less than calendarReach days before non-NULL row i's, in
+// the order's direction.
+func (fr *framer) calendarReachStart(i int, cal *calendarOffset) int {
+	v, desc := fr.key.v, fr.key.desc
+	reach := calendarReach * cal.unit.perDay
+	from := fr.nnStart
+	return from + sort.Search(i-from, func(k int) bool {
+		if desc {
+			return v.ints[from+k] < addClamp(v.ints[i], reach)
+		}
+		return v.ints[from+k] > subClamp(v.ints[i], reach)
+	})
 }
 
 // directed is an offset's sign in the order's direction: DESC, PRECEDING

@@ -24,28 +24,44 @@ import (
 func TestFramerSeek(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
 	for c := range 400 {
-		fc := randomRangeFrameCase(rng)
-		n := len(fc.peerChange)
-		groupOf, groupStart := loadGroups(fc.peerChange, nil, nil, 1)
-		p := partition{hasOrder: true, groupOf: groupOf, groupStart: groupStart}
-		p.set(fc.ps, fc.pe)
-		walk := framer{f: &fc.f, key: fc.key}
-		walk.reset(&p)
-		want := make([][2]int, n)
-		for j := fc.ps; j < fc.pe; j++ {
-			s, e := walk.bounds(j)
-			want[j] = [2]int{s, e}
-		}
-		for i := fc.ps; i < fc.pe; i++ {
-			q := p
-			q.lo = i
-			fr := framer{f: &fc.f, key: fc.key}
-			fr.reset(&q)
-			for j := i; j < fc.pe; j++ {
-				if s, e := fr.bounds(j); [2]int{s, e} != want[j] {
-					t.Fatalf("case %d (%s): started at row %d, row %d's frame is [%d, %d); walked from row %d, [%d, %d)",
-						c, fc.desc, i, j, s, e, fc.ps, want[j][0], want[j][1])
-				}
+		checkFramerSeek(t, fmt.Sprint(c), randomRangeFrameCase(rng))
+	}
+	// Out of order once a month is taken away: 1970-03-30 23:00 gives
+	// 1970-02-28 23:00, and 1970-03-31 00:00 gives 1970-02-28 00:00. A
+	// cursor at the second row's frame that sought it found 02-28 01:00,
+	// where the cursor walked from the first row stays at 03-30 23:00.
+	key := &vector{kind: kindInt, ints: []int64{58*86400 + 3600, 88*86400 + 82800, 89 * 86400, 89*86400 + 3600}}
+	fc := rangeFrameCase{ps: 0, pe: 4, peerChange: []bool{true, true, true, true}, key: rangeKey{v: key},
+		f: frame{mode: modeRange, start: bound{kind: boundPreceding, cal: &calendarOffset{iv: messages.Interval{Months: 1}, unit: temporalUnit{perDay: 86400, microsPerUnit: 1e6}}},
+			end: bound{kind: boundCurrentRow}}}
+	fc.desc = describeRangeFrameCase(fc, true)
+	checkFramerSeek(t, "month's end", fc)
+}
+
+// checkFramerSeek checks that a framer of case fc started at any row
+// gives every later row the bounds that one walked from the first gives.
+func checkFramerSeek(t *testing.T, name string, fc rangeFrameCase) {
+	t.Helper()
+	n := len(fc.peerChange)
+	groupOf, groupStart := loadGroups(fc.peerChange, nil, nil, 1)
+	p := partition{hasOrder: true, groupOf: groupOf, groupStart: groupStart}
+	p.set(fc.ps, fc.pe)
+	walk := framer{f: &fc.f, key: fc.key}
+	walk.reset(&p)
+	want := make([][2]int, n)
+	for j := fc.ps; j < fc.pe; j++ {
+		s, e := walk.bounds(j)
+		want[j] = [2]int{s, e}
+	}
+	for i := fc.ps; i < fc.pe; i++ {
+		q := p
+		q.lo = i
+		fr := framer{f: &fc.f, key: fc.key}
+		fr.reset(&q)
+		for j := i; j < fc.pe; j++ {
+			if s, e := fr.bounds(j); [2]int{s, e} != want[j] {
+				t.Fatalf("case %s (%s): started at row %d, row %d's frame is [%d, %d); walked from row %d, [%d, %d)",
+					name, fc.desc, i, j, s, e, fc.ps, want[j][0], want[j][1])
 			}
 		}
 	}
@@ -85,7 +101,15 @@ func randomRangeFrameCase(rng *rand.Rand) rangeFrameCase {
 	for k := range ints {
 		ints[k] = int64(rng.IntN(3*rows)) - int64(rows)
 		if calendar {
-			ints[k] = int64(rng.IntN(400)) // days
+			// Timestamps in seconds, at hours of the day that put two rows
+			// out of order once a month is added where the month is
+			// shorter (2024-01-30 23:00 and 2024-01-31 01:00 plus a
+			// month): days near the ends of months, or any.
+			day := int64(rng.IntN(400))
+			if rng.IntN(2) == 0 {
+				day = []int64{27, 28, 29, 30, 58, 86, 87, 88, 89, 119, 120}[rng.IntN(11)]
+			}
+			ints[k] = day*86400 + []int64{0, 3600, 39600, 82800}[rng.IntN(4)]
 		}
 		fs[k] = floats[rng.IntN(len(floats))]
 	}
@@ -141,8 +165,13 @@ func randomRangeBound(rng *rand.Rand, isFloat, calendar bool) bound {
 	case isFloat:
 		b.foff = []float64{0, 0.5, 1, 2.75, math.Inf(1)}[rng.IntN(5)]
 	case calendar:
-		// Months and days on a key in days: computed row by row.
-		b.cal = &calendarOffset{iv: messages.Interval{Months: int32(rng.IntN(3)), Days: int32(rng.IntN(20))}, unit: temporalUnit{perDay: 1, microsPerUnit: 86400e6}}
+		// Months, days and hours on a key in seconds: computed row by
+		// row. With months, the days may be negative ('1 month -1 day').
+		iv := messages.Interval{Months: int32(rng.IntN(3)), Days: int32(rng.IntN(20)), Micros: int64(rng.IntN(3)) * 3600e6}
+		if iv.Months > 0 {
+			iv.Days -= 5
+		}
+		b.cal = &calendarOffset{iv: iv, unit: temporalUnit{perDay: 86400, microsPerUnit: 1e6}}
 	case rng.IntN(8) == 0:
 		b.off, b.offInf = math.MaxInt64, true
 	default:
@@ -162,7 +191,7 @@ func describeRangeFrameCase(fc rangeFrameCase, calendar bool) string {
 	case fc.key.v.kind == kindFloat:
 		key = "float"
 	case calendar:
-		key = "date, calendar offsets"
+		key = "timestamp, calendar offsets"
 	}
 	order := "ASC"
 	if fc.key.desc {

@@ -298,7 +298,7 @@ func TestShapesPinned(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
 		it   int
-	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}, {120, 421}} {
+	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}, {120, 421}, {125, 329}} {
 		t.Run(fmt.Sprintf("seed=%d/iteration=%d", c.seed, c.it), func(t *testing.T) {
 			shapesDifferential(t, c.seed, c.it, 400, 24)
 		})
