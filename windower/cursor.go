@@ -35,10 +35,13 @@ import (
 // aggregate of the current row's peers within the frame, an interval
 // that also only moves forward, kept by two more cursors (TIES adds the
 // current row back). min, max, first_value and last_value with EXCLUDE
-// see the frame in two pieces (exclude.go).
+// see the frame in two pieces (exclude.go). nth_value with EXCLUDE
+// CURRENT ROW reads the row n-1 rows past the frame's start, or the one
+// after it (a fourth cursor) when the current row is among those n.
 
 // cursorCall reports whether c is evaluated with cursors over a big
-// partition (see above). EXCLUDE is not supported there. A lag or lead
+// partition (see above). nth_value with EXCLUDE GROUP or TIES is not
+// supported there. A lag or lead
 // reaching more than reach rows (at most maxHalo) takes a cursor, nearer
 // ones a halo.
 func cursorCall(c *call, whole map[*call]bool, reach int) bool {
@@ -57,8 +60,8 @@ func cursorCall(c *call, whole map[*call]bool, reach int) bool {
 	}
 	f := &c.frame
 	if f.exclude != excludeNoOthers {
-		if !info.bigExclude {
-			return false // nth_value with EXCLUDE: bounded ROWS frames only
+		if !info.bigExclude && (c.fn != fnNthValue || f.exclude != excludeCurrentRow) {
+			return false // nth_value with EXCLUDE GROUP or TIES: unsupported
 		}
 		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f) {
 			return false // a halo serves it
@@ -298,9 +301,12 @@ func appendRow(dst, src *vector, r int) {
 type cursorEval struct {
 	c               *call
 	start, end, nth *partCursor
-	order           []int
-	st              aggState
-	fsum            exactSum
+	// nthNext is nth_value's cursor one row past nth, where its value is
+	// when EXCLUDE CURRENT ROW takes out a row before it.
+	nthNext *partCursor
+	order   []int
+	st      aggState
+	fsum    exactSum
 	// min and max: a monotonic deque, the extreme first (with an
 	// UNBOUNDED PRECEDING start, just the extreme).
 	dq               extremeDeque
@@ -392,13 +398,19 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 			e.close()
 			return nil, err
 		}
+		if c.frame.exclude == excludeCurrentRow {
+			if e.nthNext, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
+				e.close()
+				return nil, err
+			}
+		}
 	}
 	e.st.reset()
 	return e, nil
 }
 
 func (e *cursorEval) close() {
-	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.xs, e.xe, e.shift} {
+	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.nthNext, e.xs, e.xe, e.shift} {
 		if cur != nil {
 			cur.close()
 		}
@@ -499,11 +511,24 @@ func (e *cursorEval) advance(in *input, r int) error {
 		}
 	}
 	if e.nth != nil {
-		target := e.start.pos + e.c.nth - 1
-		for !e.nth.done && e.nth.pos < target && e.nth.pos < e.end.pos {
-			if err := e.nth.next(); err != nil {
-				return err
-			}
+		if err := e.nth.moveTo(e.start.pos+e.c.nth-1, e.end.pos); err != nil {
+			return err
+		}
+	}
+	if e.nthNext != nil {
+		if err := e.nthNext.moveTo(e.start.pos+e.c.nth, e.end.pos); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveTo moves the cursor forward to partition position target, or to
+// limit if that is nearer, or to the partition's end.
+func (cur *partCursor) moveTo(target, limit int64) error {
+	for !cur.done && cur.pos < target && cur.pos < limit {
+		if err := cur.next(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -785,11 +810,17 @@ func (e *cursorEval) writeValue(out *vector, i int, empty bool) {
 		}
 		copyRow(out, i, e.last, 0)
 	default: // nth_value
-		if e.nth == nil || e.nth.done || e.nth.pos != e.start.pos+c.nth-1 || e.nth.pos >= e.end.pos {
+		// The nth row of the frame, or with EXCLUDE CURRENT ROW the one
+		// after it if the current row is among the first n.
+		cur, at := e.nth, e.start.pos+c.nth-1
+		if e.nthNext != nil && e.pos >= e.start.pos && e.pos <= at {
+			cur, at = e.nthNext, at+1
+		}
+		if cur == nil || cur.done || cur.pos != at || cur.pos >= e.end.pos {
 			out.nulls[i] = true
 			return
 		}
-		copyRow(out, i, e.nth.val, e.nth.r)
+		copyRow(out, i, cur.val, cur.r)
 	}
 }
 

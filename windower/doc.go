@@ -267,10 +267,11 @@
 // lag and lead with offsets beyond a halo read the row with a cursor of
 // their own: a halo holds at most a sixteenth of the rows the grant
 // buffers (the buffer must hold four halos), and never more than 2^20. On input that streams sorted, the first pass and
-// the cursors apply WHERE as they read. nth_value with EXCLUDE over such
-// a partition works only as EXCLUDE CURRENT ROW in a bounded ROWS frame;
-// otherwise it is refused with an error that names the call
-// (ErrUnsupported) rather than run over the grant.
+// the cursors apply WHERE as they read. nth_value with EXCLUDE GROUP or
+// EXCLUDE TIES over such a partition is refused with an error that names
+// the call (ErrUnsupported) rather than run over the grant: the row it
+// reads moves back when a peer group is shorter than the one before,
+// and cursors only move forward.
 //
 // # Keyed tables
 //

@@ -2,14 +2,15 @@ package windower
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
-	"errors"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
@@ -283,6 +284,21 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "lvt", Window: excluding(byGroup("last_value", []*messages.Expr{col("id")}, &messages.Frame{Mode: messages.FrameRange, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
 				End: messages.FrameBound{Kind: messages.BoundCurrentRow}}), messages.ExcludeTies)},
 		}},
+		// nth_value with EXCLUDE CURRENT ROW: the nth row of the frame, or
+		// the one after it when the current row is among the first n.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "range", Window: excluding(byT("nth_value", []*messages.Expr{col("x"), cint(2)}, messages.FrameRange, secs(-3), secs(3)), messages.ExcludeCurrentRow)},
+			{Alias: "groups", Window: excluding(byT("nth_value", []*messages.Expr{col("s"), cint(3)}, messages.FrameGroups, preceding(2), messages.FrameBound{Kind: messages.BoundCurrentRow}), messages.ExcludeCurrentRow)},
+			{Alias: "rows", Window: excluding(byT("nth_value", []*messages.Expr{col("f"), cint(1)}, messages.FrameRows, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, following(2)), messages.ExcludeCurrentRow)},
+		}},
+		// A window of its own: its peer groups are half the rows, whose
+		// order another window's stage would leave open.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "far", Window: excluding(byGroup("nth_value", []*messages.Expr{col("t"), cint(50000)}, &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+				End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}}), messages.ExcludeCurrentRow)},
+		}},
 		// No window at all, only a sort larger than the grant.
 		{Table: "t", Select: []messages.SelectItem{{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}},
 			OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "s"}}, {Expr: messages.Expr{Column: "id"}, Desc: true}}},
@@ -331,23 +347,25 @@ func spillThreads(t *testing.T) {
 	t.Cleanup(func() { threadCounts = old })
 }
 
-// TestSpillUnsupportedFrame checks that nth_value with EXCLUDE over a
-// RANGE frame of a partition larger than the grant is refused with an
-// error naming it.
+// TestSpillUnsupportedFrame checks that nth_value with EXCLUDE GROUP or
+// TIES over a partition larger than the grant is refused with an error
+// naming it.
 func TestSpillUnsupportedFrame(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	_, rec := randomTable(rng, 120000)
 	defer rec.Release()
 	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
-	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-		{Alias: "sx", Window: &messages.WindowCall{Func: "nth_value", Args: []*messages.Expr{col("x"), cint(2)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
-			Frame: &messages.Frame{Mode: messages.FrameRange, Start: preceding(2), End: following(2), Exclude: messages.ExcludeCurrentRow}}},
-	}}
-	_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
-	if err == nil || !errorsIs(err, ErrUnsupported) {
-		t.Fatalf("got %v, want ErrUnsupported", err)
+	for _, x := range []string{messages.ExcludeGroup, messages.ExcludeTies} {
+		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+			{Alias: "sx", Window: &messages.WindowCall{Func: "nth_value", Args: []*messages.Expr{col("x"), cint(2)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
+				Frame: &messages.Frame{Mode: messages.FrameRange, Start: preceding(2), End: following(2), Exclude: x}}},
+		}}
+		_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
+		if err == nil || !errorsIs(err, ErrUnsupported) || !strings.Contains(err.Error(), `"sx"`) {
+			t.Fatalf("EXCLUDE %s: got %v, want ErrUnsupported naming sx", x, err)
+		}
+		t.Log(err)
 	}
-	t.Log(err)
 }
 
 func errorsIs(err, target error) bool { return errors.Is(err, target) }
@@ -550,8 +568,8 @@ func TestSpillRandomCalls(t *testing.T) {
 			w.PartitionBy, w.OrderBy = first.PartitionBy, first.OrderBy
 			if w.Frame != nil {
 				w.Frame = randomFrame(rng, w.OrderBy)
-				if w.Func == "nth_value" {
-					w.Frame.Exclude = "" // nth_value with EXCLUDE over big partitions: bounded ROWS frames only
+				if w.Func == "nth_value" && w.Frame.Exclude != messages.ExcludeCurrentRow {
+					w.Frame.Exclude = "" // nth_value with EXCLUDE GROUP or TIES over big partitions: unsupported
 				}
 			}
 			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", k), Window: w})

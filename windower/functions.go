@@ -87,8 +87,7 @@ type fnInfo struct {
 	// which a big partition's first pass or cursors learn.
 	partitionRows bool
 	// bigExclude: over a big partition, cursors evaluate it with any
-	// EXCLUDE; without it, only EXCLUDE CURRENT ROW in a bounded ROWS
-	// frame (a halo) works.
+	// EXCLUDE; without it (nth_value), only EXCLUDE CURRENT ROW works.
 	bigExclude bool
 	// excludePieces: with EXCLUDE over a big partition, the frame is seen
 	// as two pieces around the excluded rows (exclude.go).

@@ -61,24 +61,24 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, er
 			}
 			continue
 		}
-		// What is left: min, max and value functions over frames with
-		// EXCLUDE, which slices serve for bounded ROWS frames only.
-		if f.mode != modeRows || f.exclude == excludeGroup || f.exclude == excludeTies {
-			return h, fmt.Errorf("select item %q: over a partition larger than the grant, nth_value with EXCLUDE works only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
+		// What is left: min, max and value functions with EXCLUDE CURRENT
+		// ROW over bounded ROWS frames, which slices serve (cursors take
+		// the other frames), and nth_value with EXCLUDE GROUP or TIES,
+		// which nothing serves: the row it reads is n rows past the frame's
+		// start and the excluded peers, which moves back as the peer
+		// groups grow shorter, where cursors only move forward.
+		if f.exclude == excludeGroup || f.exclude == excludeTies {
+			return h, fmt.Errorf("select item %q: over a partition larger than the grant, nth_value with EXCLUDE GROUP or EXCLUDE TIES is not supported", c.alias)
+		}
+		if f.mode != modeRows || !boundedRows(f) {
+			return h, fmt.Errorf("%w: select item %q: no halo serves its frame over a partition larger than the grant", ErrInternal, c.alias)
 		}
 		for _, b := range []bound{f.start, f.end} {
 			switch b.kind {
-			case boundUnboundedPreceding, boundUnboundedFollowing:
-				return h, fmt.Errorf("select item %q: over a partition larger than the grant, nth_value with EXCLUDE works only as EXCLUDE CURRENT ROW in a bounded ROWS frame", c.alias)
-			case boundPreceding, boundFollowing:
-				if b.off > maxHalo {
-					return h, fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
-				}
-				if b.kind == boundPreceding {
-					h.before = max(h.before, int(b.off))
-				} else {
-					h.after = max(h.after, int(b.off))
-				}
+			case boundPreceding:
+				h.before = max(h.before, int(b.off))
+			case boundFollowing:
+				h.after = max(h.after, int(b.off))
 			}
 		}
 	}

@@ -298,7 +298,7 @@ func TestShapesPinned(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
 		it   int
-	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}, {120, 421}, {125, 329}} {
+	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}, {120, 421}, {125, 329}, {130, 405}} {
 		t.Run(fmt.Sprintf("seed=%d/iteration=%d", c.seed, c.it), func(t *testing.T) {
 			shapesDifferential(t, c.seed, c.it, 400, 24)
 		})
@@ -313,6 +313,12 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 	sizes := []int{0, 1, 2, 7, 40, 150, 600, refMaxRows}
 	blocks := []int{7, 64, 1000, columnar.DefaultBlockRows}
 	var shapes, queries, refused int
+	var current string // the query being run, for failures that do not name it
+	defer func() {
+		if t.Failed() && current != "" {
+			t.Logf("while running %s", current)
+		}
+	}()
 	for it := 0; it < small+large; it++ {
 		s := shape{n: sizes[rng.IntN(len(sizes))], containers: 1 + rng.IntN(20), blockRows: blocks[rng.IntN(len(blocks))]}
 		if it >= small {
@@ -337,6 +343,7 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			q, calls := shapeQuery(rng, s)
 			queries++
 			label := fmt.Sprintf("iteration %d.%d (%s, where %v)", it, qi, s, q.Where)
+			current = label + "\n" + describeCalls(calls)
 			want := shapeWant(t, ref, q, calls)
 			var first []string
 			for _, threads := range threadCounts {

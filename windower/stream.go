@@ -227,6 +227,8 @@ func (s *sortedStream) sizeBuffer() error {
 			n += 3 // the left piece's end, the right piece's start, the peer end
 		case c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies:
 			n += 2
+		case c.fn == fnNthValue && c.frame.exclude == excludeCurrentRow:
+			n++ // the row after the nth
 		}
 		cursorMem += n * cursorBytes(p, c, s.partCols, s.orderCols, s.filter.where, blockRows)
 	}
