@@ -274,6 +274,17 @@ func resultColumns(t *testing.T, res *Result, idCol int) []map[int64]refVal {
 // keyed by id, and its rows in order as drain has them.
 func readResult(t *testing.T, res *Result, idCol int) ([]map[int64]refVal, []string) {
 	t.Helper()
+	out, rows, err := readResultErr(t, res, idCol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, rows
+}
+
+// readResultErr is readResult, returning the error of a batch that
+// could not be read.
+func readResultErr(t *testing.T, res *Result, idCol int) ([]map[int64]refVal, []string, error) {
+	t.Helper()
 	var out []map[int64]refVal
 	var rows []string
 	for {
@@ -282,7 +293,7 @@ func readResult(t *testing.T, res *Result, idCol int) ([]map[int64]refVal, []str
 			break
 		}
 		if err != nil {
-			t.Fatal(err)
+			return nil, nil, err
 		}
 		for len(out) < int(rec.NumCols()) {
 			out = append(out, map[int64]refVal{})
@@ -305,7 +316,7 @@ func readResult(t *testing.T, res *Result, idCol int) ([]map[int64]refVal, []str
 	for len(out) < res.Schema().NumFields() {
 		out = append(out, map[int64]refVal{})
 	}
-	return out, rows
+	return out, rows, nil
 }
 
 // arrowRefVal is row r of arr as a refVal. The string is copied: a

@@ -305,6 +305,13 @@ func TestShapesPinned(t *testing.T) {
 	}
 }
 
+// bigPartitionRefused reports whether err refuses a call over a
+// partition larger than the grant that nothing evaluates in slices
+// (nth_value with EXCLUDE GROUP or TIES): a documented limit.
+func bigPartitionRefused(err error) bool {
+	return errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), "partition larger than the grant")
+}
+
 // shapesDifferential runs TestShapesDifferential's cases of seed: small
 // iterations of small inputs, then large of large ones; only iteration
 // only if it is not negative.
@@ -349,7 +356,7 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			for _, threads := range threadCounts {
 				res, err := Run(context.Background(), q, dirs, Options{Grant: s.grant, TempDir: t.TempDir(), Threads: threads})
 				if err != nil {
-					if errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), "partition larger than the grant") {
+					if bigPartitionRefused(err) {
 						// A documented limit (TestSpillUnsupportedFrame):
 						// refused with the reason before anything is written.
 						if threads == threadCounts[0] {
@@ -371,9 +378,21 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 					}
 					t.Fatalf("%s, threads %d: %v\n%s", label, threads, err, describeCall(calls[0]))
 				}
-				got, rows := readResult(t, res, 0)
+				got, rows, err := readResultErr(t, res, 0)
 				st := res.Stats()
 				res.Close()
+				if err != nil {
+					if bigPartitionRefused(err) {
+						// The same limit, met by a range bucket of the last
+						// stage, which is evaluated as the result is read: a
+						// bucket's partitions are learned only when sorted.
+						if threads == threadCounts[0] {
+							refused++
+						}
+						continue
+					}
+					t.Fatalf("%s, threads %d: %v\n%s", label, threads, err, describeCalls(calls))
+				}
 				if s.grant > 0 && st.PeakBytes > s.grant {
 					t.Errorf("%s, threads %d: peak %d bytes over the %d-byte grant\n%s", label, threads, st.PeakBytes, s.grant, describeCalls(calls))
 				}
@@ -418,7 +437,7 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 		}
 	}
 	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks, or a frame unsupported over a partition larger than the grant)", shapes, queries, refused)
-	if refused > queries/10 {
+	if only < 0 && refused > queries/10 {
 		t.Errorf("%d of %d queries refused for the grant", refused, queries)
 	}
 }
