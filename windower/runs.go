@@ -643,15 +643,15 @@ func rowsWithinStrings(rec arrow.RecordBatch, off, take, room int64, atLeastOne 
 			offsets = append(offsets, offsetsOf(a.ValueOffsets()))
 		}
 	}
-	if len(offsets) == 0 {
-		return take
-	}
 	bytes := func(k int64) int64 { // of rows [off, off+k)
 		var n int64
 		for _, at := range offsets {
 			n += at(off+k) - at(off)
 		}
 		return n
+	}
+	if bytes(take) <= room {
+		return take // the common case: the whole slice fits
 	}
 	// The string bytes grow with the rows taken: the most rows within
 	// room, by bisection.

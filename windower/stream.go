@@ -584,10 +584,7 @@ func (s *sortedStream) write(n, from, to int, big *bigPartition) error {
 // are copied, so no more than a block's rows are held beyond the call.
 func (s *sortedStream) writeRows(cols []arrow.Array, n int) error {
 	pending := int(s.outRows % int64(s.outBlockRows))
-	kept := (pending + n) % s.outBlockRows // rows left in the writer's next block
-	if kept > n {
-		kept = n
-	}
+	kept := min((pending+n)%s.outBlockRows, n) // rows left in the writer's next block
 	write := func(j int) error {
 		arr := cols[j]
 		if kept < n {
