@@ -244,3 +244,19 @@ func (m *Manifest) MaxBlockBytes(col int) (raw, compressed int64) {
 	}
 	return raw, compressed
 }
+
+// ReadBytes returns the most memory a ColumnReader holds for block b while
+// its caller holds the block: the bytes read and the arrays decoded from
+// them. A reader that reuses its buffers (ReuseBuffers) built with the
+// strata_poison tag holds the last block's bytes too, poisoned until the
+// next read, so that an array kept past it reads as garbage. Arrow rounds
+// every buffer up to a multiple of 64 bytes: a block's array has at most
+// three (validity, offsets, data), and the read one more.
+func (b FileBlock) ReadBytes(reused bool) int64 {
+	const rounding = 4 * 64
+	n := b.Length + b.RawBytes + rounding
+	if reused && poisonFreed {
+		n += b.Length + 64
+	}
+	return n
+}

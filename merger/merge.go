@@ -268,7 +268,7 @@ func columnCosts(ins []input, keyIdx []int, outBlockRows int) []columnCost {
 			}
 			for b, fb := range man.Files[c].Blocks {
 				cost.raw += fb.RawBytes
-				cost.read = max(cost.read, fb.RawBytes+fb.Length)
+				cost.read = max(cost.read, fb.ReadBytes(false))
 				if b < len(man.Blocks) && man.Blocks[b].Rows > 0 {
 					perRow = max(perRow, float64(fb.RawBytes)/float64(man.Blocks[b].Rows))
 					blockRows = max(blockRows, man.Blocks[b].Rows)

@@ -80,7 +80,9 @@ func (p *plan) colBytes(c int) int64 {
 }
 
 // maxBlockBytes is the most memory reading one block of the columns cols
-// of any of the containers takes: its compressed and decoded buffers.
+// of any of the containers takes (columnar.FileBlock.ReadBytes): its
+// compressed and decoded buffers. The windower's readers reuse their
+// buffers.
 func maxBlockBytes(cs []*columnar.Container, cols []int) int64 {
 	var most int64
 	for _, c := range cs {
@@ -89,8 +91,7 @@ func maxBlockBytes(cs []*columnar.Container, cols []int) int64 {
 			var n int64
 			for _, col := range cols {
 				if col < len(m.Files) && b < len(m.Files[col].Blocks) {
-					fb := m.Files[col].Blocks[b]
-					n += fb.RawBytes + fb.Length
+					n += m.Files[col].Blocks[b].ReadBytes(true)
 				}
 			}
 			most = max(most, n)
