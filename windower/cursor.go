@@ -37,12 +37,11 @@ import (
 // current row back). min, max, first_value and last_value with EXCLUDE
 // see the frame in two pieces (exclude.go). nth_value with EXCLUDE
 // CURRENT ROW reads the row n-1 rows past the frame's start, or the one
-// after it (a fourth cursor) when the current row is among those n.
+// after it (a fourth cursor) when the current row is among those n; with
+// GROUP or TIES, the nth row past the peers (writeNthPastPeers).
 
 // cursorCall reports whether c is evaluated with cursors over a big
-// partition (see above). nth_value with EXCLUDE GROUP or TIES is not
-// supported there. A lag or lead
-// reaching more than reach rows (at most maxHalo) takes a cursor, nearer
+// partition (see above). A lag or lead reaching more than reach rows (at most maxHalo) takes a cursor, nearer
 // ones a halo.
 func cursorCall(c *call, whole map[*call]bool, reach int) bool {
 	if whole[c] || runningCall(c) || positionalCall(c) {
@@ -60,9 +59,6 @@ func cursorCall(c *call, whole map[*call]bool, reach int) bool {
 	}
 	f := &c.frame
 	if f.exclude != excludeNoOthers {
-		if !info.bigExclude && (c.fn != fnNthValue || f.exclude != excludeCurrentRow) {
-			return false // nth_value with EXCLUDE GROUP or TIES: unsupported
-		}
 		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f) {
 			return false // a halo serves it
 		}
@@ -82,6 +78,7 @@ type partCursor struct {
 	prev              *input    // the last row of the block before (its order keys)
 	r                 int       // current row in blk
 	skip              int       // rows of the first block before the partition
+	block             int       // the block of the container br reads next
 	filter            rowFilter // superseded rows and WHERE, on input that streams sorted
 	nextFirst         int64     // the source row of the next block's first
 	pos               int64     // partition position of the current row
@@ -177,7 +174,7 @@ func openCursor(p *plan, c *call, src *columnar.Container, part, order []int, st
 		return nil, fmt.Errorf("windower: reread partition: %w", err)
 	}
 	cur.skip = int(start - blocks[b].FirstRow)
-	cur.nextFirst = blocks[b].FirstRow
+	cur.block, cur.nextFirst = b, blocks[b].FirstRow
 	if c.frame.mode == modeRange && len(order) == 1 {
 		cur.rangeCol = order[0]
 	}
@@ -226,6 +223,7 @@ func (cur *partCursor) next() error {
 			return fmt.Errorf("windower: reread partition: %w", err)
 		}
 		blockFirst := cur.nextFirst
+		cur.block++
 		cur.nextFirst += rec.NumRows()
 		err = cur.blk.appendRecord(rec, cur.used)
 		rec.Release()
@@ -304,6 +302,11 @@ type cursorEval struct {
 	// nthNext is nth_value's cursor one row past nth, where its value is
 	// when EXCLUDE CURRENT ROW takes out a row before it.
 	nthNext *partCursor
+	// nthPast is nth_value's cursor at its row when EXCLUDE GROUP or
+	// TIES takes the current row's peers out of the frame: n rows into
+	// the frame not counting them, which moves back when a peer group
+	// has fewer rows in the frame than the one before.
+	nthPast *partCursor
 	order   []int
 	st      aggState
 	fsum    exactSum
@@ -398,8 +401,12 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 			e.close()
 			return nil, err
 		}
-		if c.frame.exclude == excludeCurrentRow {
-			if e.nthNext, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
+		extra := &e.nthNext
+		if x := c.frame.exclude; x == excludeGroup || x == excludeTies {
+			extra = &e.nthPast
+		}
+		if c.frame.exclude != excludeNoOthers {
+			if *extra, err = openCursor(p, c, src, part, order, start, keyRow, filter, budget); err != nil {
 				e.close()
 				return nil, err
 			}
@@ -410,7 +417,7 @@ func newCursorEval(p *plan, g *windowGroup, c *call, src *columnar.Container, pa
 }
 
 func (e *cursorEval) close() {
-	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.nthNext, e.xs, e.xe, e.shift} {
+	for _, cur := range []*partCursor{e.start, e.end, e.nth, e.nthNext, e.nthPast, e.xs, e.xe, e.shift} {
 		if cur != nil {
 			cur.close()
 		}
@@ -532,6 +539,48 @@ func (cur *partCursor) moveTo(target, limit int64) error {
 		}
 	}
 	return nil
+}
+
+// back moves the cursor back d rows within its block, and reports
+// whether they all were in it. Its peer group and RANGE key are then
+// stale: only a cursor that reads values by position may move back.
+func (cur *partCursor) back(d int64) bool {
+	if cur.blk.n == 0 || int64(cur.r) < d {
+		return false
+	}
+	cur.r -= int(d)
+	cur.pos -= d
+	cur.done = false
+	return true
+}
+
+// copyFrom puts cur at o's row, o's block copied into cur's and cur's
+// reader where o's stands. Both are cursors of the same call over the
+// same partition.
+func (cur *partCursor) copyFrom(o *partCursor) error {
+	if err := cur.br.Seek(o.block); err != nil {
+		return fmt.Errorf("windower: reread partition: %w", err)
+	}
+	for _, b := range []struct{ dst, src *input }{{cur.blk, o.blk}, {cur.prev, o.prev}} {
+		b.dst.reset()
+		for i, v := range b.src.cols {
+			if v != nil {
+				b.dst.cols[i].appendVector(v)
+			}
+		}
+		b.dst.n = b.src.n
+	}
+	cur.r, cur.skip, cur.block, cur.nextFirst = o.r, o.skip, o.block, o.nextFirst
+	cur.pos, cur.group, cur.done = o.pos, o.group, o.done
+	cur.keyNull, cur.key, cur.fkey = o.keyNull, o.key, o.fkey
+	var err error
+	if cur.agg, err = aggInputFor(cur.c, cur.blk); err != nil {
+		return err
+	}
+	if len(cur.c.args) > 0 && !cur.c.fn.isAggregate() {
+		cur.val, err = cur.c.args[0].eval(cur.blk.cols, cur.blk.n)
+	}
+	return err
 }
 
 // rangeCompare compares the RANGE key of the cursor's row with bound b's
@@ -746,6 +795,9 @@ func (e *cursorEval) write(out *vector, i, r int) error {
 		return nil
 	}
 	empty := e.start.pos >= e.end.pos || e.start.done
+	if e.nthPast != nil {
+		return e.writeNthPastPeers(out, i, r, empty)
+	}
 	if functions[e.c.fn].family == famValue {
 		e.writeValue(out, i, empty)
 		return nil
@@ -822,6 +874,61 @@ func (e *cursorEval) writeValue(out *vector, i int, empty bool) {
 		}
 		copyRow(out, i, cur.val, cur.r)
 	}
+}
+
+// writeNthPastPeers stores nth_value of the current row's frame (row r of
+// the slice) with EXCLUDE GROUP or TIES. The frame is [S, E) and the
+// current row's peers in it [X0, X1) (the xs and xe cursors); what is
+// left of it, in order, is [S, X0), the current row itself with TIES,
+// then [X1, E). So the nth row is at S+n-1 while that is before X0, else
+// past the peers: at S+n-1 plus the peers taken out, never before the
+// nth cursor, and at most that many rows past it.
+func (e *cursorEval) writeNthPastPeers(out *vector, i, r int, empty bool) error {
+	n, s, end := e.c.nth, e.start.pos, e.end.pos
+	x0, x1 := e.xs.pos, e.xe.pos
+	if empty {
+		out.nulls[i] = true
+		return nil
+	}
+	if x1 <= x0 || x0-s >= n { // no peer in the frame before its nth row
+		e.writeValue(out, i, false)
+		return nil
+	}
+	k := n - (x0 - s) // the kth row from X1 on
+	if e.c.frame.exclude == excludeTies && e.pos >= s && e.pos < end {
+		if k == 1 {
+			copyRow(out, i, e.curVal, r)
+			return nil
+		}
+		k--
+	}
+	at := x1 + k - 1
+	if at >= end {
+		out.nulls[i] = true
+		return nil
+	}
+	cur := e.nthPast
+	if cur.pos <= at || !cur.back(cur.pos-at) {
+		// From the nearer of the nth and peer-end cursors, both at or
+		// before at, when cur is past at or a block or more behind them.
+		from := e.nth
+		if e.xe.pos > from.pos {
+			from = e.xe
+		}
+		if cur.pos > at || from.pos-cur.pos > int64(cur.blk.n) {
+			if err := cur.copyFrom(from); err != nil {
+				return err
+			}
+		}
+	}
+	if err := cur.moveTo(at, end); err != nil {
+		return err
+	}
+	if cur.done || cur.pos != at {
+		return fmt.Errorf("%w: nth_value cursor of select item %q at row %d, want %d", ErrInternal, e.c.alias, cur.pos, at)
+	}
+	copyRow(out, i, cur.val, cur.r)
+	return nil
 }
 
 // writeAggregate stores the aggregate of the current row's frame (row r

@@ -268,10 +268,11 @@
 // their own: a halo holds at most a sixteenth of the rows the grant
 // buffers (the buffer must hold four halos), and never more than 2^20. On input that streams sorted, the first pass and
 // the cursors apply WHERE as they read. nth_value with EXCLUDE GROUP or
-// EXCLUDE TIES over such a partition is refused with an error that names
-// the call (ErrUnsupported) rather than run over the grant: the row it
-// reads moves back when a peer group is shorter than the one before,
-// and cursors only move forward.
+// EXCLUDE TIES reads the nth row past the current row's peers in the
+// frame, which moves back when a peer group has fewer rows in the frame
+// than the one before: its own cursor steps back within its block, or
+// is put at the row of the nth cursor or the peers' end cursor (a copy
+// of that cursor's block), never more than the peers' rows before it.
 //
 // # Keyed tables
 //

@@ -2,13 +2,11 @@ package windower
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -292,6 +290,44 @@ func TestSpillMatchesInMemory(t *testing.T) {
 			{Alias: "groups", Window: excluding(byT("nth_value", []*messages.Expr{col("s"), cint(3)}, messages.FrameGroups, preceding(2), messages.FrameBound{Kind: messages.BoundCurrentRow}), messages.ExcludeCurrentRow)},
 			{Alias: "rows", Window: excluding(byT("nth_value", []*messages.Expr{col("f"), cint(1)}, messages.FrameRows, messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, following(2)), messages.ExcludeCurrentRow)},
 		}},
+		// nth_value with EXCLUDE GROUP and TIES: the nth row past the
+		// current row's peers, which moves back when a peer group has
+		// fewer rows in the frame than the one before (peer groups of
+		// id % 5000 within g of 2 to 12 rows, of t of hundreds).
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "g_whole", Window: excluding(byG("nth_value", []*messages.Expr{col("s"), cint(2)}, rowsFrame(messages.FrameBound{Kind: messages.BoundUnboundedPreceding}, messages.FrameBound{Kind: messages.BoundUnboundedFollowing})), messages.ExcludeGroup)},
+			{Alias: "g_ties", Window: excluding(byG("nth_value", []*messages.Expr{col("x"), cint(2)}, rowsFrame(preceding(1), following(4))), messages.ExcludeTies)},
+			{Alias: "g_next", Window: excluding(byG("nth_value", []*messages.Expr{col("t"), cint(3)}, &messages.Frame{Mode: messages.FrameGroups, Start: following(1), End: following(2)}), messages.ExcludeTies)},
+			{Alias: "g_groups", Window: excluding(byG("nth_value", []*messages.Expr{col("f"), cint(4)}, &messages.Frame{Mode: messages.FrameGroups, Start: preceding(1), End: following(2)}), messages.ExcludeGroup)},
+		}},
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "t_ties", Window: excluding(byT("nth_value", []*messages.Expr{col("x"), cint(2)}, messages.FrameRange, secs(-3), secs(3)), messages.ExcludeTies)},
+			{Alias: "t_group", Window: excluding(byT("nth_value", []*messages.Expr{col("s"), cint(40)}, messages.FrameGroups, preceding(1), following(1)), messages.ExcludeGroup)},
+		}},
+		// Over one partition of 120,000 rows in peer groups of thousands
+		// (g), n reaching past the current row's peers for most rows.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "far", Window: excluding(byGroup("nth_value", []*messages.Expr{col("t"), cint(700)}, &messages.Frame{Mode: messages.FrameGroups, Start: preceding(1),
+				End: following(1)}), messages.ExcludeGroup)},
+		}},
+		// Peer groups of x: the NULLs (18,000 rows), then about 8,500 a
+		// value. The row moves back by more than a block from the first
+		// group to the second: the cursor is put at the nth cursor's row.
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "back", Window: &messages.WindowCall{Func: "nth_value", Args: []*messages.Expr{col("s"), cint(30000)},
+				OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "x"}, NullsFirst: true}},
+				Frame: &messages.Frame{Mode: messages.FrameRows, Start: messages.FrameBound{Kind: messages.BoundUnboundedPreceding},
+					End: messages.FrameBound{Kind: messages.BoundUnboundedFollowing}, Exclude: messages.ExcludeGroup}}},
+		}},
+		{Table: "t", Select: []messages.SelectItem{
+			{Alias: "id", Expr: col("id")},
+			{Alias: "far", Window: excluding(byGroup("nth_value", []*messages.Expr{col("s"), cint(300)}, &messages.Frame{Mode: messages.FrameRows, Start: preceding(200),
+				End: following(400)}), messages.ExcludeTies)},
+		}},
 		// A window of its own: its peer groups are half the rows, whose
 		// order another window's stage would leave open.
 		{Table: "t", Select: []messages.SelectItem{
@@ -346,29 +382,6 @@ func spillThreads(t *testing.T) {
 	threadCounts = []int{1, 2, 4}
 	t.Cleanup(func() { threadCounts = old })
 }
-
-// TestSpillUnsupportedFrame checks that nth_value with EXCLUDE GROUP or
-// TIES over a partition larger than the grant is refused with an error
-// naming it.
-func TestSpillUnsupportedFrame(t *testing.T) {
-	rng := rand.New(rand.NewPCG(9, 9))
-	_, rec := randomTable(rng, 120000)
-	defer rec.Release()
-	dir := writeContainer(t, filepath.Join(t.TempDir(), "c0"), rec, nil)
-	for _, x := range []string{messages.ExcludeGroup, messages.ExcludeTies} {
-		q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
-			{Alias: "sx", Window: &messages.WindowCall{Func: "nth_value", Args: []*messages.Expr{col("x"), cint(2)}, OrderBy: []messages.SortItem{{Expr: messages.Expr{Column: "id"}}},
-				Frame: &messages.Frame{Mode: messages.FrameRange, Start: preceding(2), End: following(2), Exclude: x}}},
-		}}
-		_, err := Run(context.Background(), q, []string{dir}, Options{Grant: MinGrant, TempDir: t.TempDir()})
-		if err == nil || !errorsIs(err, ErrUnsupported) || !strings.Contains(err.Error(), `"sx"`) {
-			t.Fatalf("EXCLUDE %s: got %v, want ErrUnsupported naming sx", x, err)
-		}
-		t.Log(err)
-	}
-}
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }
 
 // TestSpillSortedInput streams a container already sorted on the window's
 // keys: no runs are written, WHERE is applied while reading.
@@ -568,9 +581,6 @@ func TestSpillRandomCalls(t *testing.T) {
 			w.PartitionBy, w.OrderBy = first.PartitionBy, first.OrderBy
 			if w.Frame != nil {
 				w.Frame = randomFrame(rng, w.OrderBy)
-				if w.Func == "nth_value" && w.Frame.Exclude != messages.ExcludeCurrentRow {
-					w.Frame.Exclude = "" // nth_value with EXCLUDE GROUP or TIES over big partitions: unsupported
-				}
 			}
 			q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", k), Window: w})
 		}

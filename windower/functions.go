@@ -86,9 +86,6 @@ type fnInfo struct {
 	// partitionRows: the result depends on the partition's row count,
 	// which a big partition's first pass or cursors learn.
 	partitionRows bool
-	// bigExclude: over a big partition, cursors evaluate it with any
-	// EXCLUDE; without it (nth_value), only EXCLUDE CURRENT ROW works.
-	bigExclude bool
 	// excludePieces: with EXCLUDE over a big partition, the frame is seen
 	// as two pieces around the excluded rows (exclude.go).
 	excludePieces bool
@@ -129,21 +126,21 @@ func functionTable() [numFuncs]fnInfo {
 			result: resultShift, eval: (*callState).evalShift},
 		fnLead: {name: "lead", minArgs: 1, maxArgs: 3, family: famShift, cursors: 1,
 			result: resultShift, eval: (*callState).evalShift},
-		fnFirstValue: {name: "first_value", minArgs: 1, maxArgs: 1, family: famValue, bigExclude: true, excludePieces: true, cursors: 2,
+		fnFirstValue: {name: "first_value", minArgs: 1, maxArgs: 1, family: famValue, excludePieces: true, cursors: 2,
 			result: resultOfArg, eval: (*callState).evalValue},
-		fnLastValue: {name: "last_value", minArgs: 1, maxArgs: 1, family: famValue, bigExclude: true, excludePieces: true, cursors: 2,
+		fnLastValue: {name: "last_value", minArgs: 1, maxArgs: 1, family: famValue, excludePieces: true, cursors: 2,
 			result: resultOfArg, eval: (*callState).evalValue},
 		fnNthValue: {name: "nth_value", minArgs: 2, maxArgs: 2, family: famValue, cursors: 3,
 			result: resultNth, eval: (*callState).evalValue},
-		fnCount: {name: "count", minArgs: 0, maxArgs: 1, family: famAggregate, neverNull: true, bigExclude: true, cursors: 2,
+		fnCount: {name: "count", minArgs: 0, maxArgs: 1, family: famAggregate, neverNull: true, cursors: 2,
 			result: resultInt, eval: (*callState).evalAggregate},
-		fnSum: {name: "sum", minArgs: 1, maxArgs: 1, family: famAggregate, bigExclude: true, cursors: 2,
+		fnSum: {name: "sum", minArgs: 1, maxArgs: 1, family: famAggregate, cursors: 2,
 			result: resultSum, eval: (*callState).evalAggregate},
-		fnAvg: {name: "avg", minArgs: 1, maxArgs: 1, family: famAggregate, bigExclude: true, cursors: 2,
+		fnAvg: {name: "avg", minArgs: 1, maxArgs: 1, family: famAggregate, cursors: 2,
 			result: resultAvg, eval: (*callState).evalAggregate},
-		fnMin: {name: "min", minArgs: 1, maxArgs: 1, family: famAggregate, extremum: true, bigExclude: true, excludePieces: true, cursors: 2,
+		fnMin: {name: "min", minArgs: 1, maxArgs: 1, family: famAggregate, extremum: true, excludePieces: true, cursors: 2,
 			result: resultExtremum, eval: (*callState).evalAggregate},
-		fnMax: {name: "max", minArgs: 1, maxArgs: 1, family: famAggregate, extremum: true, bigExclude: true, excludePieces: true, cursors: 2,
+		fnMax: {name: "max", minArgs: 1, maxArgs: 1, family: famAggregate, extremum: true, excludePieces: true, cursors: 2,
 			result: resultExtremum, eval: (*callState).evalAggregate},
 	}
 }

@@ -63,13 +63,7 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, er
 		}
 		// What is left: min, max and value functions with EXCLUDE CURRENT
 		// ROW over bounded ROWS frames, which slices serve (cursors take
-		// the other frames), and nth_value with EXCLUDE GROUP or TIES,
-		// which nothing serves: the row it reads is n rows past the frame's
-		// start and the excluded peers, which moves back as the peer
-		// groups grow shorter, where cursors only move forward.
-		if f.exclude == excludeGroup || f.exclude == excludeTies {
-			return h, fmt.Errorf("select item %q: over a partition larger than the grant, nth_value with EXCLUDE GROUP or EXCLUDE TIES is not supported", c.alias)
-		}
+		// the other frames).
 		if f.mode != modeRows || !boundedRows(f) {
 			return h, fmt.Errorf("%w: select item %q: no halo serves its frame over a partition larger than the grant", ErrInternal, c.alias)
 		}

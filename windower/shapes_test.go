@@ -298,18 +298,11 @@ func TestShapesPinned(t *testing.T) {
 	for _, c := range []struct {
 		seed uint64
 		it   int
-	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}, {120, 421}, {125, 329}, {130, 405}} {
+	}{{101, 403}, {107, 400}, {108, 408}, {110, 412}, {112, 403}, {105, 417}, {110, 413}, {120, 421}, {125, 329}, {130, 405}, {163, 413}} {
 		t.Run(fmt.Sprintf("seed=%d/iteration=%d", c.seed, c.it), func(t *testing.T) {
 			shapesDifferential(t, c.seed, c.it, 400, 24)
 		})
 	}
-}
-
-// bigPartitionRefused reports whether err refuses a call over a
-// partition larger than the grant that nothing evaluates in slices
-// (nth_value with EXCLUDE GROUP or TIES): a documented limit.
-func bigPartitionRefused(err error) bool {
-	return errors.Is(err, ErrUnsupported) && strings.Contains(err.Error(), "partition larger than the grant")
 }
 
 // shapesDifferential runs TestShapesDifferential's cases of seed: small
@@ -356,14 +349,6 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			for _, threads := range threadCounts {
 				res, err := Run(context.Background(), q, dirs, Options{Grant: s.grant, TempDir: t.TempDir(), Threads: threads})
 				if err != nil {
-					if bigPartitionRefused(err) {
-						// A documented limit (TestSpillUnsupportedFrame):
-						// refused with the reason before anything is written.
-						if threads == threadCounts[0] {
-							refused++
-						}
-						continue
-					}
 					if s.grant == MinGrant && errors.Is(err, ErrGrantTooSmall) {
 						// Blocks of long strings (8Ki rows of a few hundred
 						// bytes) can be most of the smallest grant: refused
@@ -382,15 +367,6 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 				st := res.Stats()
 				res.Close()
 				if err != nil {
-					if bigPartitionRefused(err) {
-						// The same limit, met by a range bucket of the last
-						// stage, which is evaluated as the result is read: a
-						// bucket's partitions are learned only when sorted.
-						if threads == threadCounts[0] {
-							refused++
-						}
-						continue
-					}
 					t.Fatalf("%s, threads %d: %v\n%s", label, threads, err, describeCalls(calls))
 				}
 				if s.grant > 0 && st.PeakBytes > s.grant {
@@ -436,7 +412,7 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			}
 		}
 	}
-	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks, or a frame unsupported over a partition larger than the grant)", shapes, queries, refused)
+	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks)", shapes, queries, refused)
 	if only < 0 && refused > queries/10 {
 		t.Errorf("%d of %d queries refused for the grant", refused, queries)
 	}

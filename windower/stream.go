@@ -226,7 +226,10 @@ func (s *sortedStream) sizeBuffer() error {
 		case excludePieces(c):
 			n += 3 // the left piece's end, the right piece's start, the peer end
 		case c.frame.exclude == excludeGroup || c.frame.exclude == excludeTies:
-			n += 2
+			n += 2 // the peers' start and end
+			if c.fn == fnNthValue {
+				n++ // the nth row past the peers
+			}
 		case c.fn == fnNthValue && c.frame.exclude == excludeCurrentRow:
 			n++ // the row after the nth
 		}

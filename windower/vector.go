@@ -123,6 +123,29 @@ func (v *vector) slice(from, to int) *vector {
 	return w
 }
 
+// appendVector appends src's rows to v. Strings are shared, not copied:
+// their bytes are never written again.
+func (v *vector) appendVector(src *vector) {
+	base, n := v.len(), src.len()
+	switch {
+	case src.nulls != nil:
+		if v.nulls == nil {
+			v.nulls = make([]bool, base, base+n)
+		}
+		v.nulls = append(v.nulls, src.nulls...)
+	case v.nulls != nil:
+		v.nulls = append(v.nulls, make([]bool, n)...)
+	}
+	switch src.kind {
+	case kindFloat:
+		v.floats = append(v.floats, src.floats...)
+	case kindString:
+		v.strs = append(v.strs, src.strs...)
+	default:
+		v.ints = append(v.ints, src.ints...)
+	}
+}
+
 // truncate keeps v's first n rows.
 func (v *vector) truncate(n int) {
 	switch v.kind {
