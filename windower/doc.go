@@ -245,7 +245,8 @@
 //     written as constants; ntile, percent_rank and cume_dist get the
 //     row count; first_value,
 //     last_value and nth_value over a ROWS frame with one UNBOUNDED end
-//     get the partition's first, n-th or last row;
+//     get the partition's first, n-th or last row (when the other end,
+//     and n, reach no further than a halo holds; else cursors);
 //   - a carry: running count, sum, avg, min and max over ROWS frames
 //     start from the aggregate of the rows before the slice (avg and
 //     float sums add the slice's rows to it in order, so the result is

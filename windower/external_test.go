@@ -660,3 +660,35 @@ func TestSpillShiftFarOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestSpillFarFrameOffsets runs first_value, last_value and nth_value
+// over ROWS frames with one UNBOUNDED end whose other end, or whose n,
+// reaches further than a halo holds (maxHalo), over one partition larger
+// than the grant, against the same queries in memory. Such calls read
+// their row by position when a halo can hold what the bounded end
+// reaches; these were refused ("too large to evaluate in slices") and
+// now take cursors.
+func TestSpillFarFrameOffsets(t *testing.T) {
+	parallelSmall(t)
+	spillThreads(t)
+	rng := rand.New(rand.NewPCG(15, 16))
+	rec, dir := spillTable(t, rng)
+	for _, sql := range []string{
+		"SELECT id, first_value(s) OVER (ORDER BY id ROWS BETWEEN 1048577 PRECEDING AND UNBOUNDED FOLLOWING) AS v FROM t",
+		"SELECT id, last_value(x) OVER (ORDER BY f, id ROWS BETWEEN UNBOUNDED PRECEDING AND 2000000 FOLLOWING) AS v FROM t",
+		"SELECT id, nth_value(s, 1048578) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS v, " +
+			"nth_value(x, 3) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 3000000 FOLLOWING) AS w FROM t",
+	} {
+		q, err := sqlparse.Parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, st, want := runSpilledAndInMemory(t, q, rec, dir)
+		if st.PeakBytes > MinGrant {
+			t.Errorf("%s: peak %d bytes over the %d-byte grant", sql, st.PeakBytes, MinGrant)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows spilled, %d in memory, or other rows", sql, len(got), len(want))
+		}
+	}
+}

@@ -20,7 +20,8 @@ import (
 
 // positionalCall reports whether c is evaluated positionally over a big
 // partition. Value functions qualify when one frame end is UNBOUNDED and
-// the other, in ROWS mode, CURRENT ROW or an offset; nothing excluded.
+// the other, in ROWS mode, CURRENT ROW or an offset a halo holds (as
+// nth_value's n must be); nothing excluded.
 func positionalCall(c *call) bool {
 	switch c.fn.info().family {
 	case famNtile:
@@ -47,11 +48,13 @@ func positionalCall(c *call) bool {
 		return true
 	}
 	// CURRENT ROW in RANGE and GROUPS mode is a peer group, which may be
-	// larger than the buffer: cursor calls serve those.
-	return f.mode == modeRows
+	// larger than the buffer: cursor calls serve those, and the calls
+	// whose bounded end (or n) reaches further than a halo holds.
+	return f.mode == modeRows && positionalHalo(c, &halo{}) == nil
 }
 
-// positionalHalo adds what a positional call needs of the buffer to h.
+// positionalHalo adds what a positional call needs of the buffer to h, or
+// reports that a halo cannot hold it.
 func positionalHalo(c *call, h *halo) error {
 	if c.fn.info().family != famValue {
 		return nil // ntile: the partition's size
