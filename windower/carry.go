@@ -15,11 +15,11 @@ import (
 // results of each slice.
 
 // runningCall reports whether c is a running count, sum, avg, min or max
-// over ROWS (frame from UNBOUNDED PRECEDING to CURRENT ROW or an offset a
-// halo holds; nothing excluded): over a big partition each slice's
-// results are combined with the aggregate of the rows before the buffer
-// (runningCarry).
-func runningCall(c *call) bool {
+// over ROWS (frame from UNBOUNDED PRECEDING to CURRENT ROW or an offset of
+// at most reach rows, which a halo holds; nothing excluded): over a big
+// partition each slice's results are combined with the aggregate of the
+// rows before the buffer (runningCarry).
+func runningCall(c *call, reach int) bool {
 	f := &c.frame
 	if !c.fn.isAggregate() {
 		return false
@@ -30,8 +30,7 @@ func runningCall(c *call) bool {
 	// RANGE and GROUPS frames end with a peer group, which may be larger
 	// than the buffer, and far ROWS ends need more than a halo: cursor
 	// calls serve them.
-	return f.mode == modeRows && f.end.kind != boundUnboundedFollowing && f.end.off <= maxHalo
-
+	return f.mode == modeRows && f.end.kind != boundUnboundedFollowing && f.end.off <= int64(reach)
 }
 
 // runningCarry is a running aggregate's value over the rows of a big

@@ -44,7 +44,7 @@ import (
 // partition (see above). A lag or lead reaching more than reach rows (at most maxHalo) takes a cursor, nearer
 // ones a halo.
 func cursorCall(c *call, whole map[*call]bool, reach int) bool {
-	if whole[c] || runningCall(c) || positionalCall(c) {
+	if whole[c] || runningCall(c, reach) || positionalCall(c, reach) {
 		return false
 	}
 	info := c.fn.info()
@@ -59,12 +59,12 @@ func cursorCall(c *call, whole map[*call]bool, reach int) bool {
 	}
 	f := &c.frame
 	if f.exclude != excludeNoOthers {
-		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f) {
+		if f.exclude == excludeCurrentRow && f.mode == modeRows && boundedRows(f, reach) {
 			return false // a halo serves it
 		}
 		return true
 	}
-	return f.mode != modeRows || !boundedRows(f) // a bounded ROWS frame: a halo serves it
+	return f.mode != modeRows || !boundedRows(f, reach) // a bounded ROWS frame: a halo serves it
 }
 
 // partCursor reads the rows of one partition of the sorted container in

@@ -265,10 +265,12 @@
 //     subtract; min, max, first_value and last_value see the frame as
 //     two pieces around the excluded rows (exclude.go).
 //
-// lag and lead with offsets beyond a halo read the row with a cursor of
-// their own: a halo holds at most a sixteenth of the rows the grant
-// buffers (the buffer must hold four halos), and never more than 2^20. On input that streams sorted, the first pass and
-// the cursors apply WHERE as they read. nth_value with EXCLUDE GROUP or
+// A halo holds at most a sixteenth of the rows the grant buffers (the
+// buffer must hold four halos), and never more than 2^20: calls that
+// reach further take cursors instead, lag and lead one of their own, a
+// ROWS frame's offsets (running aggregates' and positional calls' too)
+// and nth_value's n the cursors above. On input that streams sorted, the
+// first pass and the cursors apply WHERE as they read. nth_value with EXCLUDE GROUP or
 // EXCLUDE TIES reads the nth row past the current row's peers in the
 // frame, which moves back when a peer group has fewer rows in the frame
 // than the one before: its own cursor steps back within its block, or

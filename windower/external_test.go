@@ -661,13 +661,13 @@ func TestSpillShiftFarOffsets(t *testing.T) {
 	}
 }
 
-// TestSpillFarFrameOffsets runs first_value, last_value and nth_value
-// over ROWS frames with one UNBOUNDED end whose other end, or whose n,
-// reaches further than a halo holds (maxHalo), over one partition larger
-// than the grant, against the same queries in memory. Such calls read
-// their row by position when a halo can hold what the bounded end
-// reaches; these were refused ("too large to evaluate in slices") and
-// now take cursors.
+// TestSpillFarFrameOffsets runs calls over ROWS frames whose offsets, or
+// whose nth_value n, reach further than a halo holds, over one partition
+// larger than the grant, against the same queries in memory. A halo may
+// take a sixteenth of the buffer (here about 1,250 rows of 20,000), never
+// more than maxHalo (2^20): such calls take cursors. They were refused,
+// the ones past 2^20 as "too large to evaluate in slices" and the others
+// as a grant too small for a buffer of four halos.
 func TestSpillFarFrameOffsets(t *testing.T) {
 	parallelSmall(t)
 	spillThreads(t)
@@ -678,6 +678,15 @@ func TestSpillFarFrameOffsets(t *testing.T) {
 		"SELECT id, last_value(x) OVER (ORDER BY f, id ROWS BETWEEN UNBOUNDED PRECEDING AND 2000000 FOLLOWING) AS v FROM t",
 		"SELECT id, nth_value(s, 1048578) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS v, " +
 			"nth_value(x, 3) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 3000000 FOLLOWING) AS w FROM t",
+		"SELECT id, min(x) OVER (ORDER BY id ROWS BETWEEN 50000 PRECEDING AND CURRENT ROW) AS v, " +
+			"sum(x) OVER (ORDER BY id ROWS BETWEEN 50000 PRECEDING AND 10 FOLLOWING) AS w FROM t",
+		"SELECT id, count(x) OVER (ORDER BY id ROWS BETWEEN 20000 PRECEDING AND 20000 FOLLOWING EXCLUDE CURRENT ROW) AS v, " +
+			"max(s) OVER (ORDER BY id ROWS BETWEEN 3000 PRECEDING AND 3000 FOLLOWING EXCLUDE CURRENT ROW) AS w FROM t",
+		"SELECT id, first_value(x) OVER (ORDER BY id ROWS BETWEEN 30000 PRECEDING AND 5 PRECEDING) AS v, " +
+			"avg(f) OVER (ORDER BY id ROWS BETWEEN 5 FOLLOWING AND 40000 FOLLOWING) AS w FROM t",
+		"SELECT id, sum(f) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND 30000 FOLLOWING) AS v, " +
+			"nth_value(x, 30000) OVER (ORDER BY id ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS w, " +
+			"first_value(s) OVER (ORDER BY id ROWS BETWEEN 5000 PRECEDING AND UNBOUNDED FOLLOWING) AS u FROM t",
 	} {
 		q, err := sqlparse.Parse(sql)
 		if err != nil {

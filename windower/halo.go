@@ -27,8 +27,8 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, er
 			h.before = max(h.before, 1) // the row before tells where a peer group starts
 			continue
 		}
-		if positionalCall(c) {
-			if err := positionalHalo(c, &h); err != nil {
+		if positionalCall(c, reach) {
+			if err := positionalHalo(c, &h, reach); err != nil {
 				return h, err
 			}
 			continue
@@ -49,7 +49,7 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, er
 			continue
 		}
 		f := &c.frame
-		if runningCall(c) {
+		if runningCall(c, reach) {
 			if b := f.end; b.kind == boundFollowing || b.kind == boundPreceding {
 				if b.kind == boundFollowing {
 					h.after = max(h.after, int(b.off))
@@ -64,7 +64,7 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, er
 		// What is left: min, max and value functions with EXCLUDE CURRENT
 		// ROW over bounded ROWS frames, which slices serve (cursors take
 		// the other frames).
-		if f.mode != modeRows || !boundedRows(f) {
+		if f.mode != modeRows || !boundedRows(f, reach) {
 			return h, fmt.Errorf("%w: select item %q: no halo serves its frame over a partition larger than the grant", ErrInternal, c.alias)
 		}
 		for _, b := range []bound{f.start, f.end} {
@@ -105,14 +105,14 @@ func (h halo) sliceKeep(to, bufRows int) (int, error) {
 }
 
 // boundedRows reports whether a ROWS frame's bounds are CURRENT ROW or
-// offsets a halo can hold.
-func boundedRows(f *frame) bool {
+// offsets of at most reach rows, which a halo holds.
+func boundedRows(f *frame, reach int) bool {
 	for _, b := range []bound{f.start, f.end} {
 		switch b.kind {
 		case boundUnboundedPreceding, boundUnboundedFollowing:
 			return false
 		case boundPreceding, boundFollowing:
-			if b.off > maxHalo {
+			if b.off > int64(reach) {
 				return false
 			}
 		}

@@ -20,9 +20,9 @@ import (
 
 // positionalCall reports whether c is evaluated positionally over a big
 // partition. Value functions qualify when one frame end is UNBOUNDED and
-// the other, in ROWS mode, CURRENT ROW or an offset a halo holds (as
-// nth_value's n must be); nothing excluded.
-func positionalCall(c *call) bool {
+// the other, in ROWS mode, CURRENT ROW or an offset a halo of at most
+// reach rows holds (as nth_value's n must be); nothing excluded.
+func positionalCall(c *call, reach int) bool {
 	switch c.fn.info().family {
 	case famNtile:
 		return true
@@ -50,19 +50,19 @@ func positionalCall(c *call) bool {
 	// CURRENT ROW in RANGE and GROUPS mode is a peer group, which may be
 	// larger than the buffer: cursor calls serve those, and the calls
 	// whose bounded end (or n) reaches further than a halo holds.
-	return f.mode == modeRows && positionalHalo(c, &halo{}) == nil
+	return f.mode == modeRows && positionalHalo(c, &halo{}, reach) == nil
 }
 
 // positionalHalo adds what a positional call needs of the buffer to h, or
-// reports that a halo cannot hold it.
-func positionalHalo(c *call, h *halo) error {
+// reports that a halo of at most reach rows cannot hold it.
+func positionalHalo(c *call, h *halo, reach int) error {
 	if c.fn.info().family != famValue {
 		return nil // ntile: the partition's size
 	}
 	f := &c.frame
-	reach := func(b bound, extra int64) error {
+	add := func(b bound, extra int64) error {
 		off := b.off + extra
-		if off > maxHalo {
+		if off > int64(reach) {
 			return fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
 		}
 		switch b.kind {
@@ -79,16 +79,16 @@ func positionalHalo(c *call, h *halo) error {
 		return nil
 	}
 	if f.start.kind == boundUnboundedPreceding {
-		return reach(f.end, 0)
+		return add(f.end, 0)
 	}
 	var extra int64 // nth_value reads n-1 rows past the frame start
 	if c.fn == fnNthValue && !c.argNil {
 		extra = c.nth - 1
 	}
-	if extra > maxHalo {
+	if extra > int64(reach) {
 		return fmt.Errorf("select item %q: nth_value %d is too large to evaluate in slices", c.alias, c.nth)
 	}
-	return reach(f.start, extra)
+	return add(f.start, extra)
 }
 
 // partitionFacts is what the first pass over a big partition learns for

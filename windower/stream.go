@@ -114,6 +114,7 @@ type sortedStream struct {
 	whole                     map[*call]bool
 	halo                      halo
 	haloErr                   error // why a partition larger than the buffer cannot be sliced
+	reach                     int   // the most rows a call's halo may reach (else cursors)
 	// positional and cursored are the calls evaluated from row positions
 	// and with cursors over a big partition, by output.
 	positional, cursored map[int]*call
@@ -186,11 +187,12 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 	}
 	s.blockBytes = maxBlockBytes([]*columnar.Container{src}, s.used)
 	s.whole = wholeCalls(g)
-	// A lag or lead whose halo would take more than a sixteenth of the
-	// buffer reads its rows with a cursor instead: the buffer must hold
-	// four times the halo (halo.minBuffer).
-	reach := max(min(s.bufferRows(0)/16, maxHalo), 0)
-	s.halo, s.haloErr = bigPartitionHalo(g, s.whole, reach)
+	// A call whose halo would take more than a sixteenth of the buffer
+	// (a lag or lead, a ROWS frame's offset, nth_value's n) reads its
+	// rows with cursors instead: the buffer must hold four times the
+	// halo (halo.minBuffer).
+	s.reach = max(min(s.bufferRows(0)/16, maxHalo), 0)
+	s.halo, s.haloErr = bigPartitionHalo(g, s.whole, s.reach)
 	s.positional, s.cursored = map[int]*call{}, map[int]*call{}
 	s.rowNumberCols = make([]bool, len(p.outputs))
 	for i, out := range p.outputs {
@@ -199,10 +201,10 @@ func newSortedStream(ctx context.Context, p *plan, src *columnar.Container, filt
 			continue
 		}
 		s.rowNumberCols[i] = c.fn == fnRowNumber
-		if !s.whole[c] && positionalCall(c) {
+		if !s.whole[c] && positionalCall(c, s.reach) {
 			s.positional[i] = c
 		}
-		if cursorCall(c, s.whole, reach) {
+		if cursorCall(c, s.whole, s.reach) {
 			s.cursored[i] = c
 		}
 	}
@@ -430,7 +432,7 @@ func (s *sortedStream) startPartition() error {
 		}
 	}
 	for i, out := range s.p.outputs {
-		if out.call != nil && !s.whole[out.call] && runningCall(out.call) {
+		if out.call != nil && !s.whole[out.call] && runningCall(out.call, s.reach) {
 			b.carries[i] = &runningCarry{c: out.call}
 		}
 	}
