@@ -146,6 +146,41 @@ func BenchmarkRangeOffsetThreads(b *testing.B) {
 	}
 }
 
+// BenchmarkBigPartitionNthValue runs nth_value over a GROUPS frame of
+// one partition of the suite's table (1Mi rows) larger than a 16MiB
+// grant, in peer groups of about a thousand rows (g), with each EXCLUDE:
+// its cursors read the nth row of the frame, or the one after it
+// (CURRENT ROW), or with GROUP and TIES the nth row past the current
+// row's peers, in the next peer group.
+func BenchmarkBigPartitionNthValue(b *testing.B) {
+	data := windowbench.Generate(benchRows, 1000, 1)
+	dir := filepath.Join(b.TempDir(), windowbench.TableByID)
+	if _, err := data.WriteContainer(dir, columnar.WriterOptions{Table: "w", Projection: "by_id", ID: "c0",
+		SortKey: columnar.SortKey{{Name: "id"}}}, data.OrderBy(data.ID)); err != nil {
+		b.Fatal(err)
+	}
+	for _, exclude := range []string{"NO OTHERS", "CURRENT ROW", "GROUP", "TIES"} {
+		b.Run(strings.ReplaceAll(strings.ToLower(exclude), " ", "_"), func(b *testing.B) {
+			wq, err := sqlparse.Parse("SELECT id, nth_value(x, 1500) OVER (ORDER BY g GROUPS BETWEEN 1 PRECEDING AND 1 FOLLOWING EXCLUDE " +
+				exclude + ") AS v FROM w")
+			if err != nil {
+				b.Fatal(err)
+			}
+			cpu0 := cputime.Process()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := windower.Run(context.Background(), wq, []string{dir}, windower.Options{Grant: 16 << 20, TempDir: b.TempDir(), Threads: 1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				drain(b, res)
+				res.Close()
+			}
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
 func drain(b *testing.B, res *windower.Result) {
 	for {
 		rec, err := res.Next()
