@@ -113,23 +113,43 @@ func (d *DataDir) ProjectionDir(table, projection string) (string, error) {
 }
 
 // RemoveContainer deletes a container through the root: it is renamed to
-// a temporary name beside it first, so a crash never leaves half a
-// container under its real name. A container that does not exist is not
-// an error.
+// a temporary name beside it first (".<id>.rm-<unique>"), so a crash
+// never leaves half a container under its real name. A container that
+// does not exist is not an error: what a removal of it interrupted
+// between the rename and the end left under such names is removed then,
+// so that removing a container again finishes the job.
 func (d *DataDir) RemoveContainer(table, projection, id string) error {
 	name, err := rel(table, projection, id)
 	if err != nil {
 		return err
 	}
-	tmp := path.Join(table, projection, "."+id+".rm-"+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.FormatUint(d.seq.Add(1), 36))
+	prefix := "." + id + ".rm-"
+	tmp := path.Join(table, projection, prefix+strconv.FormatInt(time.Now().UnixNano(), 36)+"-"+strconv.FormatUint(d.seq.Add(1), 36))
 	if err := d.root.Rename(name, tmp); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+			return d.removeInterrupted(table, projection, prefix)
 		}
 		return fmt.Errorf("remove container %s: %w", name, err)
 	}
 	if err := d.root.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("remove container %s: %w", name, err)
+	}
+	return nil
+}
+
+// removeInterrupted removes the entries of a projection whose names
+// start with prefix: removals of one container that were interrupted.
+func (d *DataDir) removeInterrupted(table, projection, prefix string) error {
+	ents, err := d.ReadDir(table, projection)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), prefix) {
+			if err := d.root.RemoveAll(path.Join(table, projection, e.Name())); err != nil {
+				return fmt.Errorf("finish removing %s/%s/%s: %w", table, projection, e.Name(), err)
+			}
+		}
 	}
 	return nil
 }

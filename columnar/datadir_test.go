@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,5 +199,42 @@ func TestDataDirCheck(t *testing.T) {
 	os.WriteFile(col, b[:len(b)-1], 0o644)
 	if _, err := dd.Check("t", "p", "c3"); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("truncated file: %v", err)
+	}
+}
+
+// TestRemoveContainerFinishesAnInterruptedRemoval: a process killed
+// between RemoveContainer's rename and the removal that follows leaves
+// the container under its ".<id>.rm-" name. Removing the container again
+// (as the scheduler does for a dead container still in its catalog after
+// a restart) finishes that removal, and leaves other containers' alone.
+func TestRemoveContainerFinishesAnInterruptedRemoval(t *testing.T) {
+	data := t.TempDir()
+	dd, err := OpenDataDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dd.Close()
+	proj := filepath.Join(data, "t", "p")
+	for _, d := range []string{".c0005.rm-dndg6msppj2u-n/sub", ".c00050.rm-x", ".c0006.rm-y", "c0007"} {
+		if err := os.MkdirAll(filepath.Join(proj, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(proj, d, "col-0000.arrow"), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := dd.RemoveContainer("t", "p", "c0005"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(proj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	if want := []string{".c00050.rm-x", ".c0006.rm-y", "c0007"}; !slices.Equal(left, want) {
+		t.Fatalf("after removing c0005 the projection holds %q, want %q", left, want)
 	}
 }

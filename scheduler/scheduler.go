@@ -43,6 +43,9 @@ type Storage interface {
 	// error wrapping ErrBadOutput.
 	CheckContainer(table, projection, id string) (ContainerInfo, error)
 	// RemoveContainer deletes a container; a missing one is not an error.
+	// Removing a container again finishes a removal of it that a crash
+	// interrupted (collectDead drops a dead container from the catalog
+	// only once it is removed, so a scheduler that restarts does that).
 	RemoveContainer(table, projection, id string) error
 	// ReadDir lists a directory (nil if missing); RemoveAll removes an
 	// entry and all under it; RemoveEmpty removes an empty directory.
