@@ -41,8 +41,9 @@ import (
 // GROUP or TIES, the nth row past the peers (writeNthPastPeers).
 
 // cursorCall reports whether c is evaluated with cursors over a big
-// partition (see above). A lag or lead reaching more than reach rows (at most maxHalo) takes a cursor, nearer
-// ones a halo.
+// partition (see above). A call whose halo would reach more than reach
+// rows (at most maxHalo) takes cursors: a lag or lead, a ROWS frame's
+// offset, nth_value's n. Nearer ones take a halo.
 func cursorCall(c *call, whole map[*call]bool, reach int) bool {
 	if whole[c] || runningCall(c, reach) || positionalCall(c, reach) {
 		return false
