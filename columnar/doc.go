@@ -30,8 +30,11 @@
 // fsyncs every column file, writes and fsyncs manifest.json, fsyncs the
 // temporary directory, renames it to <id> and fsyncs the parent. A
 // directory without a dot prefix is therefore complete. Temporary
-// directories left by a crash may be removed by whoever owns the parent
-// (RemoveTemp). WriterOptions.NoSync skips the fsyncs, for data that can be
+// directories left by a crash are the parent's owner's to remove (the
+// scheduler's orphan sweep; TempDirs lists a container's). A removal
+// renames the container to ".<id>.rm-<unique>" first, and removing the
+// container again finishes one a crash interrupted
+// (DataDir.RemoveContainer). WriterOptions.NoSync skips the fsyncs, for data that can be
 // made again (spill runs, generated data): still atomic for readers, not
 // durable.
 //
