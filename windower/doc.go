@@ -199,7 +199,13 @@
 // carries the columns later stages need and the results so far (the
 // evaluation's columns written as they are; only the rows short of a
 // block, which the writer keeps for its next, are copied). The last
-// stage's container is the result, which Result streams.
+// stage's container is the result, which Result streams. A stage's peers
+// (rows equal on its window's keys) come in the order the stage before
+// left them, where in memory every group's peers are in input order: SQL
+// leaves that order open, and calls that see it (row_number, first_value
+// over peers, ROWS frames) can give other values to peers in a query of
+// several window groups that spills than in one that does not, the same
+// on every thread count.
 //
 // A stage whose group has PARTITION BY takes another path unless the
 // first chunk of its input shows partitions too large for it: range

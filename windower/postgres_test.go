@@ -132,18 +132,8 @@ func callSQL(w *messages.WindowCall) string {
 // ordered (PostgreSQL's sort is not stable): calls that see row order get
 // id as a last ORDER BY key.
 func deterministic(w *messages.WindowCall) {
-	orderSensitive := false
-	switch w.Func {
-	case "row_number", "ntile", "lag", "lead", "first_value", "last_value", "nth_value":
-		orderSensitive = true
-	}
-	if w.Frame != nil && w.Frame.Mode == messages.FrameRows {
-		orderSensitive = true
-	}
-	if w.Func == "sum" || w.Func == "avg" {
-		orderSensitive = true // float sums depend on the order of addition
-	}
-	if !orderSensitive {
+	// Float sums depend on the order of addition too.
+	if !seesPeerOrder(w) && w.Func != "sum" && w.Func != "avg" {
 		return
 	}
 	rangeOffset := w.Frame != nil && w.Frame.Mode == messages.FrameRange &&
@@ -155,6 +145,17 @@ func deterministic(w *messages.WindowCall) {
 		return
 	}
 	w.OrderBy = append(w.OrderBy, messages.SortItem{Expr: messages.Expr{Column: "id"}})
+}
+
+// seesPeerOrder reports whether w's value depends on the order of the
+// rows among their peers, which SQL leaves open: its function reads rows
+// by position, or its frame is ROWS.
+func seesPeerOrder(w *messages.WindowCall) bool {
+	switch w.Func {
+	case "row_number", "ntile", "lag", "lead", "first_value", "last_value", "nth_value":
+		return true
+	}
+	return w.Frame != nil && w.Frame.Mode == messages.FrameRows
 }
 
 // calendarFrame makes w's frame a RANGE frame with interval offsets

@@ -395,7 +395,16 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 				if want == nil {
 					continue // overflow in the oracle
 				}
+				// Spilled, a query of several window groups evaluates each
+				// in a stage of its own, whose peers come in the order the
+				// stage before left them, not in input order as in memory
+				// and in the reference (doc.go): calls that see the order
+				// of peers are checked across thread counts only.
+				peersOpen := s.n <= refMaxRows && st.SpilledBytes > 0 && severalGroups(q)
 				for c, it := range q.Select {
+					if peersOpen && it.Window != nil && seesPeerOrder(it.Window) {
+						continue
+					}
 					if len(got[c]) != len(want[c]) {
 						t.Fatalf("%s: column %s: %d rows, want %d", label, it.Alias, len(got[c]), len(want[c]))
 					}
