@@ -885,12 +885,12 @@ func (e *cursorEval) writeValue(out *vector, i int, empty bool) {
 // past the peers: at S+n-1 plus the peers taken out, never before the
 // nth cursor, and at most that many rows past it.
 func (e *cursorEval) writeNthPastPeers(out *vector, i, r int, empty bool) error {
-	n, s, end := e.c.nth, e.start.pos, e.end.pos
-	x0, x1 := e.xs.pos, e.xe.pos
 	if empty {
 		out.nulls[i] = true
 		return nil
 	}
+	n, s, end := e.c.nth, e.start.pos, e.end.pos
+	x0, x1 := e.xs.pos, e.xe.pos
 	if x1 <= x0 || x0-s >= n { // no peer in the frame before its nth row
 		e.writeValue(out, i, false)
 		return nil

@@ -647,8 +647,6 @@ func excluding(w *messages.WindowCall, x string) *messages.WindowCall {
 // a cursor; before, any offset up to maxHalo took a halo, and the query
 // failed as a grant too small.
 func TestSpillShiftFarOffsets(t *testing.T) {
-	parallelSmall(t)
-	spillThreads(t)
 	spilledMatchesInMemory(t, rand.New(rand.NewPCG(13, 14)), []string{
 		"SELECT id, lag(s, 50000) OVER () AS v FROM t",
 		"SELECT id, lead(x, 3000, -1) OVER () AS v, lag(f, 2) OVER () AS w FROM t",
@@ -664,8 +662,6 @@ func TestSpillShiftFarOffsets(t *testing.T) {
 // the ones past 2^20 as "too large to evaluate in slices" and the others
 // as a grant too small for a buffer of four halos.
 func TestSpillFarFrameOffsets(t *testing.T) {
-	parallelSmall(t)
-	spillThreads(t)
 	spilledMatchesInMemory(t, rand.New(rand.NewPCG(15, 16)), []string{
 		"SELECT id, first_value(s) OVER (ORDER BY id ROWS BETWEEN 1048577 PRECEDING AND UNBOUNDED FOLLOWING) AS v FROM t",
 		"SELECT id, last_value(x) OVER (ORDER BY f, id ROWS BETWEEN UNBOUNDED PRECEDING AND 2000000 FOLLOWING) AS v FROM t",
@@ -688,6 +684,8 @@ func TestSpillFarFrameOffsets(t *testing.T) {
 // rows are the same and the peak within the grant.
 func spilledMatchesInMemory(t *testing.T, rng *rand.Rand, sqls []string) {
 	t.Helper()
+	parallelSmall(t)
+	spillThreads(t)
 	rec, dir := spillTable(t, rng)
 	for _, sql := range sqls {
 		q, err := sqlparse.Parse(sql)

@@ -13,10 +13,9 @@ type halo struct {
 	before, after int
 }
 
-// bigPartitionHalo returns the group's halo, with lag and lead reaching
-// at most reach rows (cursorCall), or an error naming the first call
-// whose frame is not bounded in rows (and so needs its whole partition at
-// once).
+// bigPartitionHalo returns the group's halo, every call's reaching at
+// most reach rows (calls that reach further take cursors: cursorCall), or
+// an internal error naming a call that no way of slicing serves.
 func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, error) {
 	var h halo
 	for _, c := range g.calls {
@@ -28,9 +27,7 @@ func bigPartitionHalo(g *windowGroup, whole map[*call]bool, reach int) (halo, er
 			continue
 		}
 		if positionalCall(c, reach) {
-			if err := positionalHalo(c, &h, reach); err != nil {
-				return h, err
-			}
+			positionalHalo(c, &h, reach) // it holds: positionalCall checked
 			continue
 		}
 		switch c.fn.info().family {

@@ -50,20 +50,21 @@ func positionalCall(c *call, reach int) bool {
 	// CURRENT ROW in RANGE and GROUPS mode is a peer group, which may be
 	// larger than the buffer: cursor calls serve those, and the calls
 	// whose bounded end (or n) reaches further than a halo holds.
-	return f.mode == modeRows && positionalHalo(c, &halo{}, reach) == nil
+	return f.mode == modeRows && positionalHalo(c, &halo{}, reach)
 }
 
-// positionalHalo adds what a positional call needs of the buffer to h, or
-// reports that a halo of at most reach rows cannot hold it.
-func positionalHalo(c *call, h *halo, reach int) error {
+// positionalHalo adds what a positional call needs of the buffer to h,
+// and reports whether a halo of at most reach rows holds it (h is left as
+// it was if not).
+func positionalHalo(c *call, h *halo, reach int) bool {
 	if c.fn.info().family != famValue {
-		return nil // ntile: the partition's size
+		return true // ntile: the partition's size
 	}
 	f := &c.frame
-	add := func(b bound, extra int64) error {
+	add := func(b bound, extra int64) bool {
 		off := b.off + extra
 		if off > int64(reach) {
-			return fmt.Errorf("select item %q: frame offset %d is too large to evaluate in slices", c.alias, b.off)
+			return false
 		}
 		switch b.kind {
 		case boundPreceding:
@@ -76,7 +77,7 @@ func positionalHalo(c *call, h *halo, reach int) error {
 		case boundCurrentRow:
 			h.after = max(h.after, int(extra))
 		}
-		return nil
+		return true
 	}
 	if f.start.kind == boundUnboundedPreceding {
 		return add(f.end, 0)
@@ -85,10 +86,7 @@ func positionalHalo(c *call, h *halo, reach int) error {
 	if c.fn == fnNthValue && !c.argNil {
 		extra = c.nth - 1
 	}
-	if extra > int64(reach) {
-		return fmt.Errorf("select item %q: nth_value %d is too large to evaluate in slices", c.alias, c.nth)
-	}
-	return add(f.start, extra)
+	return extra <= int64(reach) && add(f.start, extra)
 }
 
 // partitionFacts is what the first pass over a big partition learns for

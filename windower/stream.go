@@ -113,7 +113,7 @@ type sortedStream struct {
 	used, partCols, orderCols []int
 	whole                     map[*call]bool
 	halo                      halo
-	haloErr                   error // why a partition larger than the buffer cannot be sliced
+	haloErr                   error // why a partition larger than the buffer cannot be sliced (a bug)
 	reach                     int   // the most rows a call's halo may reach (else cursors)
 	// positional and cursored are the calls evaluated from row positions
 	// and with cursors over a big partition, by output.
@@ -402,8 +402,7 @@ func (s *sortedStream) srcOf0() int64 {
 // then its first slice.
 func (s *sortedStream) startPartition() error {
 	if s.haloErr != nil {
-		return fmt.Errorf("%w: a partition of more than %d rows does not fit the %d-byte grant: %v",
-			ErrUnsupported, s.buf.n, s.o.Budget.Limit(), s.haloErr)
+		return fmt.Errorf("windower: a partition of more than %d rows: %w", s.buf.n, s.haloErr)
 	}
 	s.st.Partitions++
 	b := &bigPartition{end: -1, carries: map[int]*runningCarry{}}
