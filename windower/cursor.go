@@ -988,10 +988,21 @@ func valueInput(f fn, v *vector) *aggInput {
 // cancel and grow the partials by one a value. The sum is NaN with a NaN
 // or with infinities of both signs, else the infinity there is, as a
 // plain float sum of the same values.
+//
+// Values of 2^512 and more in magnitude are kept apart too, scaled by
+// 2^-512 (exactly: the scaled value is at least 1), so that no addition
+// in either set of partials can overflow, whatever the values added and
+// removed before: a frame of huge values that does not overflow sums
+// exactly, and one that does is infinite or NaN.
 type exactSum struct {
-	partials             []float64
+	partials             []float64 // values under 2^512 in magnitude
+	huge                 []float64 // the others, scaled by 2^-512
 	posInf, negInf, nans int
+	scratch              []float64 // value's, with huge partials
 }
+
+// hugeValue is where exactSum's huge values start, and their scale.
+const hugeValue = 0x1p512
 
 // add adds x (sign 1) or removes it (sign -1), having added it before.
 func (s *exactSum) add(x float64, sign int) {
@@ -1009,26 +1020,39 @@ func (s *exactSum) add(x float64, sign int) {
 	if sign < 0 {
 		x = -x
 	}
+	if math.Abs(x) >= hugeValue {
+		s.huge = addPartial(s.huge, x/hugeValue)
+		return
+	}
+	s.partials = addPartial(s.partials, x)
+}
+
+// addPartial adds x to the non-overlapping partials ps, smallest first,
+// without rounding error.
+func addPartial(ps []float64, x float64) []float64 {
 	i := 0
-	for _, y := range s.partials {
+	for _, y := range ps {
 		if math.Abs(x) < math.Abs(y) {
 			x, y = y, x
 		}
 		hi := x + y
 		lo := y - (hi - x)
 		if lo != 0 {
-			s.partials[i] = lo
+			ps[i] = lo
 			i++
 		}
 		x = hi
 	}
-	s.partials = append(s.partials[:i], x)
+	return append(ps[:i], x)
 }
 
 // addSum adds (sign 1) or removes (sign -1) the values t holds.
 func (s *exactSum) addSum(t *exactSum, sign int) {
 	for _, p := range t.partials {
 		s.add(p, sign)
+	}
+	for _, p := range t.huge {
+		s.huge = addPartial(s.huge, float64(sign)*p)
 	}
 	s.posInf += sign * t.posInf
 	s.negInf += sign * t.negInf
@@ -1044,13 +1068,30 @@ func (s *exactSum) value() float64 {
 	case s.negInf > 0:
 		return math.Inf(-1)
 	}
-	n := len(s.partials)
+	ps := s.partials
+	if len(s.huge) > 0 {
+		// The huge values unscaled: each partial is at most about their
+		// sum, so this overflows (to an infinity or NaN) only when the
+		// sum is at the edge of float8's range or past it.
+		ps = append(s.scratch[:0], s.partials...)
+		for _, p := range s.huge {
+			ps = addPartial(ps, p*hugeValue)
+		}
+		s.scratch = ps
+	}
+	return roundPartials(ps)
+}
+
+// roundPartials returns the sum of the non-overlapping partials ps,
+// smallest first, rounded once.
+func roundPartials(ps []float64) float64 {
+	n := len(ps)
 	if n == 0 {
 		return 0
 	}
-	hi := s.partials[n-1]
+	hi := ps[n-1]
 	for j := n - 2; j >= 0; j-- {
-		x, y := hi, s.partials[j]
+		x, y := hi, ps[j]
 		hi = x + y
 		if lo := y - (hi - x); lo != 0 {
 			break

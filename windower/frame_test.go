@@ -384,3 +384,45 @@ func TestExactSumNonFinite(t *testing.T) {
 		t.Errorf("10000 values beside +inf: %d partials, sum %v", len(s.partials), s.value())
 	}
 }
+
+// TestExactSumHuge checks that the streamed path's exact float sum keeps
+// values near float8's limit without overflowing its partials: a frame
+// that slides past two of them held both for a moment, the partials
+// turned to NaN, and every later frame read NaN.
+func TestExactSumHuge(t *testing.T) {
+	huge := math.MaxFloat64 / 1.5
+	cases := []struct {
+		add, remove []float64
+		want        float64 // NaN: infinite or NaN
+	}{
+		{add: []float64{huge, huge}, remove: []float64{huge}, want: huge},
+		{add: []float64{math.MaxFloat64, 0.5, -math.MaxFloat64}, want: 0.5},
+		{add: []float64{-huge, 3, -huge, 1e300}, remove: []float64{-huge}, want: -huge + 1e300 + 3},
+		{add: []float64{huge, 1e-300, huge}, remove: []float64{huge, huge}, want: 1e-300},
+		{add: []float64{huge, huge}, want: math.NaN()},
+		{add: []float64{-huge, 2, -huge}, remove: []float64{2}, want: math.NaN()},
+	}
+	for _, c := range cases {
+		var s exactSum
+		for _, x := range c.add {
+			s.add(x, 1)
+		}
+		for _, x := range c.remove {
+			s.add(x, -1)
+		}
+		var copied exactSum
+		copied.addSum(&s, 1)
+		for _, sum := range []*exactSum{&s, &copied} {
+			got := sum.value()
+			if math.IsNaN(c.want) {
+				if got-got == 0 {
+					t.Errorf("add %v, remove %v: sum %v, want an overflow", c.add, c.remove, got)
+				}
+				continue
+			}
+			if got != c.want {
+				t.Errorf("add %v, remove %v: sum %v, want %v", c.add, c.remove, got, c.want)
+			}
+		}
+	}
+}
