@@ -29,7 +29,7 @@ test: build ## run every test (unit, crash, integration), then the engine suites
 	@[ "$$STRATA_TEST_POSTGRES" = 1 ] || echo "TestAgainstPostgres skipped: STRATA_TEST_POSTGRES is not 1 (\`make test-postgres\` runs it against a throwaway PostgreSQL 15 cluster)"
 
 test-postgres: build ## windower's random queries (plain and keyed tables with changes) and pgwire's typed rows, against a real PostgreSQL 15 (a throwaway cluster, deploy/postgres.sh)
-	deploy/postgres.sh run $(GO) test -count=1 -timeout 10m -v -run '^TestAgainstPostgres(Keyed|Float4Sum)?$$' ./windower/
+	deploy/postgres.sh run $(GO) test -count=1 -timeout 10m -v -run '^TestAgainstPostgres(Keyed|Float4Sum|Float8Overflow)?$$' ./windower/
 	deploy/postgres.sh run $(GO) test -count=1 -timeout 5m -v -run '^TestPgwireAgainstPostgres$$' ./integration/
 
 # STRATA_CHAOS_SOAK=30m (default 10m) repeats every fault kind until the time

@@ -26,9 +26,20 @@ type aggState struct {
 	hi  int64   // high word of the integer sum
 	f   float64 // float sum
 	m   int32   // row holding the min/max so far; -1 for none
+	// nonFinite is set when an infinity or NaN was added to the float
+	// sum: an infinite sum without one overflowed (overflows).
+	nonFinite bool
 }
 
 func (s *aggState) reset() { *s = aggState{m: -1} }
+
+// overflows reports whether the float sum overflowed: it is infinite,
+// and every value added was finite. PostgreSQL's float8pl and float4pl
+// (sum) and float8_accum (avg) make that an error (22003) rather than
+// infinity; added in row order, as a whole partition and a running
+// frame are, the sum is infinite exactly when one of PostgreSQL's
+// additions was.
+func (s *aggState) overflows() bool { return !s.nonFinite && math.IsInf(s.f, 0) }
 
 // aggInput is an aggregate's argument column and filter, in sorted order.
 type aggInput struct {
@@ -43,7 +54,7 @@ type aggInput struct {
 	// before the strings, whose bytes are scattered in memory.
 	prefixes []uint64
 	// overflow is set when an integer sum did not fit in int64, or a
-	// real one in float4.
+	// float sum of finite values in its type (s.overflows).
 	overflow bool
 	// single is a sum of real (float4), added in float4 as PostgreSQL's
 	// float4pl adds: each addition rounded to float4, so that a sum in
@@ -61,7 +72,11 @@ func (a *aggInput) add(s *aggState, r int) {
 		if a.single {
 			s.f = a.add32(s.f, a.floats[r])
 		} else if a.kind == kindFloat {
-			s.f += a.floats[r]
+			x := a.floats[r]
+			s.f += x
+			if x-x != 0 { // infinite or NaN
+				s.nonFinite = true
+			}
 		} else {
 			v := a.ints[r]
 			var c uint64
@@ -97,6 +112,7 @@ func (a *aggInput) merge(dst, src *aggState) {
 	} else {
 		dst.f += src.f
 	}
+	dst.nonFinite = dst.nonFinite || src.nonFinite
 	if src.m >= 0 && (dst.m < 0 || a.better(int(src.m), int(dst.m))) {
 		dst.m = src.m
 	}
@@ -161,6 +177,7 @@ func (a *aggInput) write(out *vector, i int, s *aggState) {
 	switch a.fn {
 	case fnSum:
 		if a.kind == kindFloat {
+			a.overflow = a.overflow || s.overflows()
 			out.floats[i] = s.f
 			return
 		}
@@ -170,6 +187,7 @@ func (a *aggInput) write(out *vector, i int, s *aggState) {
 		out.ints[i] = int64(s.lo)
 	case fnAvg:
 		if a.kind == kindFloat {
+			a.overflow = a.overflow || s.overflows()
 			out.floats[i] = s.f / float64(s.cnt)
 			return
 		}

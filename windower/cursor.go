@@ -961,6 +961,9 @@ func (e *cursorEval) writeAggregate(out *vector, i, r int, empty bool) error {
 			return nil
 		}
 		s := fsum.value()
+		if fsum.overflows(s) {
+			return overflowError(c)
+		}
 		if c.fn == fnAvg {
 			s /= float64(st.cnt)
 		}
@@ -993,7 +996,7 @@ func valueInput(f fn, v *vector) *aggInput {
 // 2^-512 (exactly: the scaled value is at least 1), so that no addition
 // in either set of partials can overflow, whatever the values added and
 // removed before: a frame of huge values that does not overflow sums
-// exactly, and one that does is infinite or NaN.
+// exactly, and one that does is infinite (overflows).
 type exactSum struct {
 	partials             []float64 // values under 2^512 in magnitude
 	huge                 []float64 // the others, scaled by 2^-512
@@ -1057,6 +1060,12 @@ func (s *exactSum) addSum(t *exactSum, sign int) {
 	s.posInf += sign * t.posInf
 	s.negInf += sign * t.negInf
 	s.nans += sign * t.nans
+}
+
+// overflows reports whether v, the sum's value, is past float8's range
+// while every value in the sum is finite (aggState.overflows).
+func (s *exactSum) overflows(v float64) bool {
+	return s.posInf == 0 && s.negInf == 0 && s.nans == 0 && v-v != 0
 }
 
 func (s *exactSum) value() float64 {

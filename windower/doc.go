@@ -367,4 +367,20 @@
 // memory's through a cursor, exactly, rounded once) and may differ from
 // PostgreSQL's sequential sum in the last bits; for float32 that is
 // float32's last bits.
+//
+// A float sum or avg of finite values that is past its type's range is
+// an error (ErrOverflow, PostgreSQL's 22003 "value out of range:
+// overflow"), not an infinity; with an infinity or NaN among its values
+// it is the infinity or NaN, as in PostgreSQL. PostgreSQL checks each
+// addition in frame order; in row order (a whole partition, a running
+// frame) strata's sum overflows exactly where it does, and a sliding
+// frame, summed in tree order or exactly, overflows where its sum does:
+// a frame whose values overflow only added in PostgreSQL's order (a huge
+// value, its negation and another huge value, in that order) is an error
+// there and a value here. The exact sum of a partition larger than
+// memory keeps values of 2^512 and more apart, scaled, so that a frame
+// of huge values that does not overflow sums exactly. PostgreSQL's avg
+// of float8 also fails when the sum of squares it keeps for variance
+// overflows (values past about 1e154); strata keeps no such sum, and its
+// avg fails only as its sum does.
 package windower

@@ -14,8 +14,9 @@ var (
 	ErrUnsupported = errors.New("windower: unsupported")
 	// ErrGrantTooSmall is returned when the memory grant is below MinGrant.
 	ErrGrantTooSmall = errors.New("windower: memory grant too small")
-	// ErrOverflow is wrapped when an integer result does not fit in int64.
-	ErrOverflow = errors.New("windower: integer out of range")
+	// ErrOverflow is wrapped when an integer result does not fit in
+	// int64, or a float sum of finite values is past its type's range.
+	ErrOverflow = errors.New("windower: value out of range")
 	// ErrDivisionByZero is wrapped for an integer division or modulo by zero.
 	ErrDivisionByZero = errors.New("windower: division by zero")
 	// ErrInternal is wrapped when the windower finds one of its own

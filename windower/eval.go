@@ -129,10 +129,15 @@ func (g *groupEval) evalParallel(starts []int32, cuts []int, calls []int, overfl
 	}
 }
 
+// overflowError is the error of call c whose sum overflowed its type.
 func overflowError(c *call) error {
-	if c.sumsFloat32() {
+	switch {
+	case c.sumsFloat32():
 		// PostgreSQL's float4pl: "value out of range: overflow".
 		return fmt.Errorf("%w: sum of select item %q: value out of range: overflow (real)", ErrOverflow, c.alias)
+	case c.outKind == kindFloat:
+		// float8pl and float8_accum.
+		return fmt.Errorf("%w: %s of select item %q: value out of range: overflow (double precision)", ErrOverflow, c.fn, c.alias)
 	}
 	return fmt.Errorf("%w: sum of select item %q", ErrOverflow, c.alias)
 }

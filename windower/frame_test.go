@@ -393,7 +393,7 @@ func TestExactSumHuge(t *testing.T) {
 	huge := math.MaxFloat64 / 1.5
 	cases := []struct {
 		add, remove []float64
-		want        float64 // NaN: infinite or NaN
+		want        float64 // NaN: overflows
 	}{
 		{add: []float64{huge, huge}, remove: []float64{huge}, want: huge},
 		{add: []float64{math.MaxFloat64, 0.5, -math.MaxFloat64}, want: 0.5},
@@ -415,12 +415,12 @@ func TestExactSumHuge(t *testing.T) {
 		for _, sum := range []*exactSum{&s, &copied} {
 			got := sum.value()
 			if math.IsNaN(c.want) {
-				if got-got == 0 {
+				if !sum.overflows(got) {
 					t.Errorf("add %v, remove %v: sum %v, want an overflow", c.add, c.remove, got)
 				}
 				continue
 			}
-			if got != c.want {
+			if got != c.want || sum.overflows(got) {
 				t.Errorf("add %v, remove %v: sum %v, want %v", c.add, c.remove, got, c.want)
 			}
 		}

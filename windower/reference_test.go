@@ -424,9 +424,13 @@ func refRow(t *refTable, w *messages.WindowCall, fr *messages.Frame, p []int, gr
 	switch w.Func {
 	case "sum", "avg":
 		if vals[0].kind == kindFloat {
-			s := 0.0
+			s, finite := 0.0, true
 			for _, v := range vals {
 				s += v.f
+				finite = finite && !math.IsInf(v.f, 0) && !math.IsNaN(v.f)
+			}
+			if finite && math.IsInf(s, 0) {
+				return refVal{null: true, s: "overflow"} // float8pl's 22003
 			}
 			if w.Func == "avg" {
 				return fltRes(s / float64(len(vals)))

@@ -483,7 +483,7 @@ func jobError(err error) *pgError {
 	switch {
 	case strings.Contains(r, "division by zero"):
 		code = "22012"
-	case strings.Contains(r, "integer out of range"):
+	case strings.Contains(r, "integer out of range"), strings.Contains(r, "value out of range"):
 		code = "22003"
 	case strings.Contains(r, "column") && strings.Contains(r, "does not exist"):
 		code = "42703"
