@@ -82,7 +82,7 @@ func (rc *runningCarry) recompute(in *input, from, to int, mem memory.Allocator)
 		}
 		a.write(out, r-from, &st)
 	}
-	if a.overflow { // a sum of real past float4
+	if a.overflow { // an integer sum past int64, a float one past its range
 		return nil, overflowError(rc.c)
 	}
 	return out.toArrow(mem), nil
@@ -100,7 +100,7 @@ func (rc *runningCarry) add(in *input, n int) error {
 		}
 		if rc.sequential() {
 			a.add(&rc.st, r)
-			if a.overflow { // a sum of real past float4
+			if a.overflow { // a sum of real past float4 (float8 sums overflow as written)
 				return overflowError(rc.c)
 			}
 			continue

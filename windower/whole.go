@@ -159,7 +159,7 @@ func foldBatch(calls []*call, states []aggState, bests []*vector, batch *input, 
 		states[i].m = -1
 		a.merge(&states[i], &s)
 		states[i].m = -1
-		if a.overflow { // a sum of real past float4
+		if a.overflow { // a sum of real past float4 (float8 sums overflow as written)
 			return overflowError(c)
 		}
 		if s.m >= 0 && (bests[i] == nil || beats(a, int(s.m), bests[i])) {
