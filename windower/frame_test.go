@@ -356,15 +356,7 @@ func TestExactSumNonFinite(t *testing.T) {
 		{add: []float64{0.1, nan, -inf, 0.2}, remove: []float64{-inf, nan}, want: 0.1 + 0.2},
 	}
 	for _, c := range cases {
-		var s exactSum
-		for _, x := range c.add {
-			s.add(x, 1)
-		}
-		for _, x := range c.remove {
-			s.add(x, -1)
-		}
-		var copied exactSum
-		copied.addSum(&s, 1)
+		s, copied := exactSumOf(c.add, c.remove)
 		for _, got := range []float64{s.value(), copied.value()} {
 			if !floatsClose(got, c.want) || math.IsNaN(got) != math.IsNaN(c.want) {
 				t.Errorf("add %v, remove %v: sum %v, want %v", c.add, c.remove, got, c.want)
@@ -385,6 +377,20 @@ func TestExactSumNonFinite(t *testing.T) {
 	}
 }
 
+// exactSumOf returns the exact sum of add less remove, and a copy of it
+// made by addSum.
+func exactSumOf(add, remove []float64) (s, copied *exactSum) {
+	s, copied = &exactSum{}, &exactSum{}
+	for _, x := range add {
+		s.add(x, 1)
+	}
+	for _, x := range remove {
+		s.add(x, -1)
+	}
+	copied.addSum(s, 1)
+	return s, copied
+}
+
 // TestExactSumHuge checks that the streamed path's exact float sum keeps
 // values near float8's limit without overflowing its partials: a frame
 // that slides past two of them held both for a moment, the partials
@@ -403,16 +409,8 @@ func TestExactSumHuge(t *testing.T) {
 		{add: []float64{-huge, 2, -huge}, remove: []float64{2}, want: math.NaN()},
 	}
 	for _, c := range cases {
-		var s exactSum
-		for _, x := range c.add {
-			s.add(x, 1)
-		}
-		for _, x := range c.remove {
-			s.add(x, -1)
-		}
-		var copied exactSum
-		copied.addSum(&s, 1)
-		for _, sum := range []*exactSum{&s, &copied} {
+		s, copied := exactSumOf(c.add, c.remove)
+		for _, sum := range []*exactSum{s, copied} {
 			got := sum.value()
 			if math.IsNaN(c.want) {
 				if !sum.overflows(got) {
