@@ -71,6 +71,23 @@ func (b *Budget) Free(buf []byte) {
 	b.Release(n)
 }
 
+// Exchange frees bufs and allocates size bytes in one step of the count:
+// the budget goes from holding bufs to holding the new buffer without
+// counting less between, so a Reserve on another goroutine cannot take
+// the room bufs held in the meantime (as it could between a Free and an
+// Allocate). Built with the strata_poison tag it poisons bufs first.
+func (b *Budget) Exchange(bufs [][]byte, size int) []byte {
+	var freed int64
+	for _, buf := range bufs {
+		freed += int64(len(buf))
+		Poison(buf)
+		b.parent.Free(buf)
+	}
+	buf := b.parent.Allocate(size)
+	b.grow(int64(len(buf)) - freed)
+	return buf
+}
+
 func (b *Budget) grow(n int64) {
 	if b.up != nil {
 		b.up.grow(n)

@@ -59,6 +59,9 @@ func (r *Recycler) Allocate(size int) []byte {
 		}
 		r.lent += int64(size)
 		r.mu.Unlock()
+		if x, ok := r.parent.(exchanger); ok && len(give) > 0 {
+			return x.Exchange(give, size) // the room stays the reader's
+		}
 		for _, b := range give {
 			r.parent.Free(b)
 		}
@@ -74,6 +77,12 @@ func (r *Recycler) Allocate(size int) []byte {
 	r.mu.Unlock()
 	clear(b) // as the parent would hand it out
 	return b
+}
+
+// exchanger is a parent that frees buffers and allocates another in one
+// step of its count (Budget.Exchange).
+type exchanger interface {
+	Exchange(bufs [][]byte, size int) []byte
 }
 
 // trim takes kept buffers out of the pool, the largest first, until at
@@ -128,7 +137,8 @@ func (r *Recycler) Free(b []byte) {
 // would take them past n goes to the parent, and so do kept buffers
 // beyond n now. An allocation that no kept buffer fits first gives back
 // kept buffers until they and the buffers handed out, with the new one,
-// are within n (or none is kept). A reader that holds little beside its
+// are within n (or none is kept); a Budget parent counts that exchange as
+// one step (Budget.Exchange), so no Reserve takes the room meanwhile. A reader that holds little beside its
 // blocks (a spilling window query) so holds about a block's buffers, not
 // the last block's beside the next one's when their sizes differ, nor up
 // to max blocks of strings of sizes that never come again.

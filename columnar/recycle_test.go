@@ -109,3 +109,47 @@ func TestRecyclerKeepAtMostCountsLent(t *testing.T) {
 		t.Fatalf("%d bytes kept after the last block, want at most %d", held, block)
 	}
 }
+
+// reserveOnAllocate is a Go allocator that, before each allocation, runs
+// reserve: another goroutine's Reserve landing at the worst moment.
+type reserveOnAllocate struct {
+	memory.GoAllocator
+	reserve func()
+}
+
+func (a *reserveOnAllocate) Allocate(size int) []byte {
+	if a.reserve != nil {
+		a.reserve()
+	}
+	return a.GoAllocator.Allocate(size)
+}
+
+// TestRecyclerSwapKeepsItsRoom: a recycler under a bound that gives kept
+// buffers back to make room for a new one keeps that room its own across
+// the exchange. Before, it freed them and then allocated: a Reserve on
+// another goroutine in between (a bucket deal's, beside a reader's
+// blocks) took the freed room, and the allocation, which cannot be
+// refused, took the budget past its grant.
+func TestRecyclerSwapKeepsItsRoom(t *testing.T) {
+	const block = 1 << 20
+	parent := &reserveOnAllocate{}
+	budget := NewBudget(2*block, parent)
+	r := NewRecycler(budget, 4, 0)
+	defer r.Close()
+	r.KeepAtMost(block)
+	r.Free(r.Allocate(block)) // kept: the reader's room for its next block
+	if err := budget.Reserve(block - 4096); err != nil {
+		t.Fatal(err)
+	}
+	var reserved error
+	parent.reserve = func() { reserved = budget.Reserve(block) }
+	b := r.Allocate(block - 1024) // no kept buffer fits: the kept one goes back
+	parent.reserve = nil
+	if reserved == nil {
+		t.Errorf("a Reserve during the exchange took the room the recycler gave back")
+	}
+	if budget.Exceeded() {
+		t.Errorf("the budget went past its %d-byte limit: peak %d", budget.Limit(), budget.Peak())
+	}
+	r.Free(b)
+}
