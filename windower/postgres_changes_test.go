@@ -1088,7 +1088,8 @@ func TestKeyedChangesAgainstReference(t *testing.T) {
 // TestAgainstPostgresKeyed: the differential of changes against
 // PostgreSQL, as TestAgainstPostgres (STRATA_TEST_POSTGRES=1, psql on PATH,
 // the PG* variables; `make test-postgres`). It creates and drops a table
-// named strata_keyed_test.
+// named strata_keyed_test. STRATA_TEST_POSTGRES_SEED=N draws its cases from
+// seed N instead of 43.
 func TestAgainstPostgresKeyed(t *testing.T) {
 	if os.Getenv("STRATA_TEST_POSTGRES") != "1" {
 		t.Skip("set STRATA_TEST_POSTGRES=1 and the PG* variables to compare with a PostgreSQL server")
@@ -1098,5 +1099,12 @@ func TestAgainstPostgresKeyed(t *testing.T) {
 		iterations, _ = strconv.Atoi(s)
 		bigEvery = 6
 	}
-	keyedChangesDifferential(t, 43, iterations, bigEvery, 3, true)
+	seed := uint64(43)
+	if s := os.Getenv("STRATA_TEST_POSTGRES_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("STRATA_TEST_POSTGRES_SEED=%q: %v", s, err)
+		}
+	}
+	keyedChangesDifferential(t, seed, iterations, bigEvery, 3, true)
 }

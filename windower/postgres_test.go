@@ -5,7 +5,10 @@ package windower
 // STRATA_TEST_POSTGRES=1; psql must be on PATH and the server given by the
 // usual libpq variables (PGHOST, PGPORT, PGUSER, PGDATABASE). It creates
 // and drops a table named strata_window_test. `make test-postgres` runs it
-// against a throwaway cluster (deploy/postgres.sh).
+// against a throwaway cluster (deploy/postgres.sh). Its 300 random cases
+// come from seed 11; STRATA_TEST_POSTGRES_SEED=N and
+// STRATA_TEST_POSTGRES_ITERATIONS=K run K cases of seed N instead, to soak
+// the comparison over other cases.
 
 import (
 	"context"
@@ -175,7 +178,14 @@ func TestAgainstPostgres(t *testing.T) {
 	if os.Getenv("STRATA_TEST_POSTGRES") != "1" {
 		t.Skip("set STRATA_TEST_POSTGRES=1 and the PG* variables to compare with a PostgreSQL server")
 	}
-	rng := rand.New(rand.NewPCG(11, 12))
+	seed := uint64(11)
+	if s := os.Getenv("STRATA_TEST_POSTGRES_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("STRATA_TEST_POSTGRES_SEED=%q: %v", s, err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, seed+1))
 	iterations := 300
 	if s := os.Getenv("STRATA_TEST_POSTGRES_ITERATIONS"); s != "" {
 		iterations, _ = strconv.Atoi(s)
