@@ -52,7 +52,9 @@
 // or not) is not sorted: every row is a peer of every other, so its frame
 // is its partition. Evaluated in memory, one pass numbers the partitions
 // (a dense table indexed by key - min for a single integer-like key whose
-// range is under four times the row count, else an open-addressing hash
+// range is under four times the row count, the range found by one pass
+// over the keys or, for a remainder by a constant (a % 1000), from the
+// divisor without one, else an open-addressing hash
 // table over the keys, compared in full; NULL keys form a partition;
 // numeric keys with more than one partition per eight rows are sorted
 // after all, which is then cheaper),

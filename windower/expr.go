@@ -283,6 +283,21 @@ func (e *expr) intConstArg() (int64, bool) {
 	return 0, false
 }
 
+// remainderBounds returns the least and greatest values of e when e is
+// an integer remainder by a constant: a % 1000 is -999 to 999 (the
+// remainder takes the dividend's sign), whatever a holds.
+func (e *expr) remainderBounds() (lo, hi int64, ok bool) {
+	if e.op != '%' || e.args[1] == nil {
+		return 0, 0, false
+	}
+	c, ok := e.intConstArg()
+	if !ok || c == 0 || c == math.MinInt64 {
+		return 0, 0, false
+	}
+	m := max(c, -c) - 1
+	return -m, m, true
+}
+
 // evalOn is eval on up to threads goroutines: an integer operation with a
 // constant (a % 1000, t / 3600), the usual computed PARTITION BY key, is
 // computed over ranges of rows at once, its operand first; any other

@@ -47,7 +47,7 @@ func TestPartitionIDs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			pt := newPartitioner()
 			n := len(c.want)
-			if pt.prepare(c.keys, n, 1) <= 0 {
+			if pt.prepare(c.keys, nil, n, 1) <= 0 {
 				t.Errorf("prepare counts no memory")
 			}
 			if pt.isDense != c.dense {
@@ -102,7 +102,7 @@ func TestPartitionIDsParallel(t *testing.T) {
 			var want []int32
 			for threads := 1; threads <= 4; threads++ {
 				pt := newPartitioner()
-				pt.prepare(c.keys, n, threads)
+				pt.prepare(c.keys, nil, n, threads)
 				var reserved atomic.Int64
 				ids, parts, ok, err := pt.partitionIDs(c.keys, n, func(b int64) error { reserved.Add(b); return nil })
 				if err != nil || !ok {
@@ -146,7 +146,7 @@ func TestPartitionIDsGrowthReserved(t *testing.T) {
 	}
 	keys := []*vector{strs}
 	pt := newPartitioner()
-	pt.prepare(keys, n, 1)
+	pt.prepare(keys, nil, n, 1)
 	full := errors.New("grant exceeded")
 	_, _, _, err := pt.partitionIDs(keys, n, func(int64) error { return full })
 	if !errors.Is(err, full) {
@@ -182,7 +182,7 @@ func BenchmarkPartitionIDsStrings(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/threads=%d", size.name, threads), func(b *testing.B) {
 				pt := newPartitioner()
 				for b.Loop() {
-					pt.prepare(keys, size.rows, threads)
+					pt.prepare(keys, nil, size.rows, threads)
 					if _, _, ok, err := pt.partitionIDs(keys, size.rows, noReserve); err != nil || !ok {
 						b.Fatal(ok, err)
 					}
@@ -210,7 +210,7 @@ func TestPartitionIDsGiveUp(t *testing.T) {
 	}
 	pt := newPartitioner()
 	keys := []*vector{{kind: kindInt, ints: xs}}
-	pt.prepare(keys, n, 1)
+	pt.prepare(keys, nil, n, 1)
 	if _, _, ok, _ := pt.partitionIDs(keys, n, noReserve); ok {
 		t.Errorf("%d distinct wide integer keys in %d rows were hashed", n, n)
 	}
@@ -219,7 +219,7 @@ func TestPartitionIDsGiveUp(t *testing.T) {
 		strs.strs[i] = string(rune('A' + i))
 	}
 	keys = []*vector{{kind: kindInt, ints: xs}, strs}
-	pt.prepare(keys, n, 1)
+	pt.prepare(keys, nil, n, 1)
 	if _, parts, ok, _ := pt.partitionIDs(keys, n, noReserve); !ok || parts != n {
 		t.Errorf("string keys: %d partitions, ok %v; want %d, true", parts, ok, n)
 	}
@@ -241,7 +241,7 @@ func TestPartitionIDsGiveUpExact(t *testing.T) {
 		keys := []*vector{{kind: kindInt, ints: xs}}
 		for threads := 1; threads <= 4; threads++ {
 			pt := newPartitioner()
-			pt.prepare(keys, n, threads)
+			pt.prepare(keys, nil, n, threads)
 			_, parts, ok, err := pt.partitionIDs(keys, n, noReserve)
 			if err != nil {
 				t.Fatal(err)
@@ -330,6 +330,28 @@ func TestUnsortedGroupInputOrder(t *testing.T) {
 // countKeys counts as a loop of increments does, with its sets of
 // counters (keys in runs, few of them, many rows) and without, whatever
 // the rows' count modulo the sets.
+// TestIntBounds checks the four-chain scan for a key's range against a
+// plain one, over every length up to 40 (the chains and the tail).
+func TestIntBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for n := range 41 {
+		xs := make([]int64, n)
+		for i := range xs {
+			xs[i] = rng.Int64() >> rng.IntN(64)
+			if rng.IntN(2) == 0 {
+				xs[i] = -xs[i]
+			}
+		}
+		lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+		for _, x := range xs {
+			lo, hi = min(lo, x), max(hi, x)
+		}
+		if gotLo, gotHi := intBounds(xs); gotLo != lo || gotHi != hi {
+			t.Errorf("%d values: bounds %d, %d, want %d, %d", n, gotLo, gotHi, lo, hi)
+		}
+	}
+}
+
 func TestCountKeys(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	for _, span := range []int{1, 2, 7, 1000, countLanesSpan, countLanesSpan + 1} {
@@ -385,9 +407,11 @@ func BenchmarkCountKeys(b *testing.B) {
 }
 
 // Counts over a dense key: one key without NULLs (every row's count is
-// the rows'), one key and NULLs, a few keys, on one to three threads and
-// over one block and several, each row's count against the rows that
-// share its key.
+// the rows'), one key and NULLs, a few keys, remainders by a constant
+// (whose table is sized from the divisor, not from a pass over the rows;
+// negative, NULL, by 1 and by a negative divisor), on one to three
+// threads and over one block and several, each row's count against the
+// rows that share its key.
 func TestDenseCounts(t *testing.T) {
 	defer func(old int) { parallelMinRows = old }(parallelMinRows)
 	parallelMinRows = 64
@@ -400,17 +424,26 @@ func TestDenseCounts(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	for _, n := range []int{1, 5, 1000} {
 		var recs []arrow.RecordBatch
-		var keys [3][]int64 // c, cn (-1: NULL), g by row
+		const null = math.MinInt64
+		var keys [8][]int64 // c, cn, g, then the remainders below, by row
+		exprs := []string{"c", "cn", "g", "x % 7", "(x - 500) % 7", "cn % 5", "x % 1", "x % -3"}
 		b := array.NewRecordBuilder(memory.NewGoAllocator(), schema)
 		for i := range n {
-			cn := int64(-1)
+			cn := int64(null)
 			if rng.IntN(3) > 0 {
 				cn = 7
 			}
 			g := int64(rng.IntN(4))
-			keys[0], keys[1], keys[2] = append(keys[0], 7), append(keys[1], cn), append(keys[2], g)
+			x := int64(i)
+			cn5 := int64(null)
+			if cn != null {
+				cn5 = cn % 5
+			}
+			for k, v := range []int64{7, cn, g, x % 7, (x - 500) % 7, cn5, 0, x % -3} {
+				keys[k] = append(keys[k], v)
+			}
 			b.Field(0).(*array.Int64Builder).Append(7)
-			if cn < 0 {
+			if cn == null {
 				b.Field(1).AppendNull()
 			} else {
 				b.Field(1).(*array.Int64Builder).Append(cn)
@@ -422,7 +455,7 @@ func TestDenseCounts(t *testing.T) {
 			}
 		}
 		b.Release()
-		for k, col := range []string{"c", "cn", "g"} {
+		for k, col := range exprs {
 			want := map[int64]int64{}
 			for _, x := range keys[k] {
 				want[x]++
