@@ -55,12 +55,12 @@ func TestFloatSumOverflow(t *testing.T) {
 	}
 	// runs returns the results of q in memory (1 and 4 threads) and
 	// spilled, or the first error of each.
-	runs := func(sql string, rec arrow.RecordBatch, dir string) map[string]result {
+	runs := func(sql string, rec arrow.RecordBatch, dir string) map[string]floatResult {
 		q, err := sqlparse.Parse(sql)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]result{}
+		out := map[string]floatResult{}
 		for _, threads := range []int{1, 4} {
 			res, err := RunRecords(context.Background(), q, rec.Schema(), []arrow.RecordBatch{rec}, Options{Grant: 1 << 30, Threads: threads})
 			out[fmt.Sprintf("in memory, %d threads", threads)] = drainValues(res, err)
@@ -143,21 +143,21 @@ func TestFloatSumOverflow(t *testing.T) {
 	wantValues("SELECT id, sum(f) OVER () AS v, pad FROM t", rec, dir, func(int) float64 { return math.Inf(1) })
 }
 
-// result is what drainValues read: column v of every row (NULL as NaN),
-// or the first error.
-type result struct {
+// floatResult is what drainValues read: column v of every row (NULL as
+// NaN), or the first error.
+type floatResult struct {
 	values []float64
 	stats  Stats
 	err    error
 }
 
 // drainValues reads every batch of res (err is Run's), closing it.
-func drainValues(res *Result, err error) result {
+func drainValues(res *Result, err error) floatResult {
 	if err != nil {
-		return result{err: err}
+		return floatResult{err: err}
 	}
 	defer res.Close()
-	var out result
+	var out floatResult
 	for {
 		rec, err := res.Next()
 		if errors.Is(err, io.EOF) {
@@ -165,7 +165,7 @@ func drainValues(res *Result, err error) result {
 			return out
 		}
 		if err != nil {
-			return result{err: err}
+			return floatResult{err: err}
 		}
 		v := rec.Column(1).(*array.Float64)
 		for i := range v.Len() {
@@ -306,7 +306,7 @@ func psqlResult(sql string) ([]float64, error) {
 // checkAgainstPostgres compares strata's result with PostgreSQL's: the
 // same error, or values within tolerance of PostgreSQL's (want nil:
 // values, unchecked).
-func checkAgainstPostgres(t *testing.T, what string, got result, want []float64, pgErr error, tolerance float64) {
+func checkAgainstPostgres(t *testing.T, what string, got floatResult, want []float64, pgErr error, tolerance float64) {
 	t.Helper()
 	if pgErr != nil {
 		if !strings.Contains(pgErr.Error(), "value out of range: overflow") {

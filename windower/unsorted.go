@@ -72,10 +72,10 @@ func newPartitioner() *partitioner { return &partitioner{seed: maphash.MakeSeed(
 // prepare chooses the table for n rows of keys, numbered on up to threads
 // goroutines, and returns the memory partitionIDs will use before any
 // hash table grows (each growth reserves its own).
-func (pt *partitioner) prepare(keys []*vector, exprs []*expr, n, threads int) int64 {
+func (pt *partitioner) prepare(keys []*vector, key *expr, n, threads int) int64 {
 	b := int64(n) * 4
 	pt.threads = max(threads, 1)
-	pt.span, pt.lo, pt.isDense = denseRange(keys, exprs, n, pt.threads)
+	pt.span, pt.lo, pt.isDense = denseRange(keys, key, n, pt.threads)
 	if pt.isDense {
 		return b + pt.span*4
 	}
@@ -124,8 +124,9 @@ func hasStringKey(keys []*vector) bool {
 
 // denseRange reports the range (max - min + 1, plus one slot for NULL)
 // and minimum of a single integer key, and whether it is small enough for
-// a dense table; it scans ranges of rows on up to threads goroutines.
-func denseRange(keys []*vector, exprs []*expr, n, threads int) (int64, int64, bool) {
+// a dense table; it scans ranges of rows on up to threads goroutines,
+// unless key, the expression of a single key (or nil), bounds it.
+func denseRange(keys []*vector, key *expr, n, threads int) (int64, int64, bool) {
 	if len(keys) != 1 || n == 0 {
 		return 0, 0, false
 	}
@@ -133,10 +134,10 @@ func denseRange(keys []*vector, exprs []*expr, n, threads int) (int64, int64, bo
 	if v.kind != kindInt && v.kind != kindBool {
 		return 0, 0, false
 	}
-	if len(exprs) == 1 {
+	if key != nil {
 		// A remainder by a constant is within its bounds whatever the
 		// rows: no pass over them to find the range.
-		if lo, hi, ok := exprs[0].remainderBounds(); ok && hi-lo < int64(denseRangeFactor*n) {
+		if lo, hi, ok := key.remainderBounds(); ok && hi-lo < int64(denseRangeFactor*n) {
 			return hi - lo + 2, lo, true
 		}
 	}
@@ -692,11 +693,11 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 		}
 		keys[i] = v
 	}
-	exprs := make([]*expr, len(g.partition))
-	for i, k := range g.partition {
-		exprs[i] = k.expr
+	var key *expr // a single key's expression, which may bound its range
+	if len(g.partition) == 1 {
+		key = g.partition[0].expr
 	}
-	if err := reserve(pt.prepare(keys, exprs, n, threads), "partition table"); err != nil {
+	if err := reserve(pt.prepare(keys, key, n, threads), "partition table"); err != nil {
 		return nil, 0, err
 	}
 	if pt.isDense && countsOnly(g, in) {
