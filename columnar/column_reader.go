@@ -53,6 +53,10 @@ type ColumnReader struct {
 	// transient is set by ReuseBuffers: a block's arrays slice scratch
 	// and are the caller's only until the next read.
 	transient bool
+	// cache, set by UseCache, serves the blocks it holds and keeps those
+	// read, which cacheDec decodes into the cache's own memory.
+	cache    *BlockCache
+	cacheDec *blockDecoder
 }
 
 // readAhead is a block read in the background into buf.
@@ -146,6 +150,16 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		return nil, fmt.Errorf("read column %q of container %s: block %d out of range [0, %d)", r.meta.Column, r.c.dir, i, len(r.meta.Blocks))
 	}
 	b := &r.meta.Blocks[i]
+	var key blockKey
+	if r.cache != nil {
+		key = blockKey{container: r.c.dir, file: r.meta.Name, block: i}
+		if arr := r.cache.get(key, b.CRC, b.Length); arr != nil {
+			if s := r.stats; s != nil {
+				s.BlocksCached.Add(1)
+			}
+			return arr, nil
+		}
+	}
 	// Compressed blocks are read into a scratch buffer the reader keeps
 	// (decoded arrays never point into it), and so are all blocks read
 	// transiently (the arrays slice it until the next read); other
@@ -180,7 +194,13 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
 	rows := r.c.m.Blocks[i].Rows
-	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, reused && !r.transient)
+	dec, borrowed := r.dec, reused && !r.transient
+	if r.cache != nil {
+		// Read into the scratch buffer (reusesScratch), decoded into
+		// the cache's memory, never slicing the scratch.
+		dec, borrowed = r.cacheDec, true
+	}
+	arr, err := dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, borrowed)
 	if err != nil {
 		return nil, r.corrupt(i, err, "decode")
 	}
@@ -188,7 +208,21 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		s.BlocksDecompressed.Add(1)
 		s.RawBytesRead.Add(b.RawBytes)
 	}
+	if r.cache != nil {
+		r.cache.add(key, b.CRC, b.Length, arr)
+	}
 	return arr, nil
+}
+
+// UseCache makes the reader take the blocks cache holds from it, and keep
+// there the blocks it reads, decoded into the cache's memory rather than
+// its allocator's (a nil cache: neither). Arrays from the cache are shared
+// and read-only, and outlive the reader like any the reader returns.
+func (r *ColumnReader) UseCache(cache *BlockCache) {
+	r.cache = cache
+	if cache != nil && r.cacheDec == nil {
+		r.cacheDec = newBlockDecoder(r.dec.typ, cache.mem, &r.c.decomp)
+	}
 }
 
 // ReuseBuffers makes the reader read every block into the buffers it
@@ -206,7 +240,7 @@ func (r *ColumnReader) ReuseBuffers() { r.transient = true }
 // reusesScratch reports whether blocks are read into the reader's
 // scratch buffer.
 func (r *ColumnReader) reusesScratch() bool {
-	return r.transient || r.c.m.Compression != CompressionNone.String()
+	return r.transient || r.cache != nil || r.c.m.Compression != CompressionNone.String()
 }
 
 // letGoLent is called before a block is read while the last block's
@@ -340,6 +374,13 @@ func (b *BatchReader) ReadConcurrently(n int) { b.concurrency = n }
 func (b *BatchReader) ReuseBuffers() {
 	for _, r := range b.readers {
 		r.ReuseBuffers()
+	}
+}
+
+// UseCache makes every column's reader use cache (ColumnReader.UseCache).
+func (b *BatchReader) UseCache(cache *BlockCache) {
+	for _, r := range b.readers {
+		r.UseCache(cache)
 	}
 }
 

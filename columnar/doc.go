@@ -153,6 +153,12 @@
 // length the manifest gives, and read the next block ahead when it is
 // not local.
 //
+// A process may keep decoded blocks in a BlockCache (blockcache.go), which
+// a reader given it (UseCache) consults before reading a block: a block is
+// served from it only under the CRC-32C and stored length the reader's
+// manifest gives the block, so the cache needs no invalidation beyond
+// containers being immutable.
+//
 // Checksums are CRC-32C (Castagnoli): of each file as a whole, of its
 // header (the bytes before block 0), and of each block's message bytes.
 // Readers check the header when opening a column and each block's checksum

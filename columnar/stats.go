@@ -8,6 +8,7 @@ type IOStats struct {
 	FilesOpened        atomic.Int64 // column files opened for reading
 	BlocksRead         atomic.Int64 // blocks read from disk (checksummed)
 	BlocksDecompressed atomic.Int64 // blocks decoded into Arrow arrays
+	BlocksCached       atomic.Int64 // blocks served from a BlockCache (neither read nor decoded)
 	BytesRead          atomic.Int64 // bytes read from column files
 	BlocksWritten      atomic.Int64 // blocks written
 	BytesWritten       atomic.Int64 // bytes written to column files
