@@ -343,6 +343,7 @@ func TestKeyedDifferential(t *testing.T) {
 			tbl := randomKeyedTable(rng, tc.pk, tc.keys, tc.conts)
 			keyed, plain := tbl.write(t, t.TempDir(), tc.blockRows)
 			live := len(tbl.current())
+			cache := columnar.NewBlockCache(1 << 30)
 			for name, q := range keyedQueries() {
 				want, _ := sortedRows(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
 					return Run(ctx, q, []string{plain}, o)
@@ -351,6 +352,17 @@ func TestKeyedDifferential(t *testing.T) {
 					return Run(ctx, q, keyed, o)
 				})
 				sameRows(t, name, got, want)
+				// Twice through a block cache: the second run takes the
+				// blocks the first kept, and drops the same rows of them.
+				for run := range 2 {
+					cached, cst := sortedRows(t, Options{Grant: tc.grant, TempDir: t.TempDir(), BlockCache: cache}, func(o Options) (*Result, error) {
+						return Run(ctx, q, keyed, o)
+					})
+					sameRows(t, name+" through the block cache", cached, want)
+					if inMemory := cst.SpilledBytes == 0; run == 1 && inMemory != (cst.BlocksCached > 0) {
+						t.Errorf("%s: second run through the cache took %d blocks from it, spilled %d bytes", name, cst.BlocksCached, cst.SpilledBytes)
+					}
+				}
 				if st.SupersededRows != int64(tbl.rows()-live) || (q.Where == nil && st.InputRows != int64(live)) {
 					t.Errorf("%s: input rows %d, superseded %d; want %d and %d", name, st.InputRows, st.SupersededRows, live, tbl.rows()-live)
 				}

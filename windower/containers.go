@@ -18,7 +18,7 @@ import (
 // sizing memory per row, and loading them into memory when they fit.
 
 // openInputs opens the containers of srcs and checks they share a schema.
-func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator) ([]*columnar.Container, *arrow.Schema, error) {
+func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator, stats *columnar.IOStats) ([]*columnar.Container, *arrow.Schema, error) {
 	if len(srcs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no input containers", ErrInvalidQuery)
 	}
@@ -26,7 +26,7 @@ func openInputs(srcs []columnar.Source, o *Options, mem memory.Allocator) ([]*co
 	var schema *arrow.Schema
 	for _, src := range srcs {
 		d := src.String()
-		c, err := columnar.OpenSource(src, columnar.OpenOptions{Allocator: mem, Logger: o.Logger})
+		c, err := columnar.OpenSource(src, columnar.OpenOptions{Allocator: mem, Logger: o.Logger, Stats: stats})
 		if err != nil {
 			return nil, nil, fmt.Errorf("windower: open input: %w", err)
 		}
@@ -301,10 +301,25 @@ func sortedFor(key columnar.SortKey, g *windowGroup) bool {
 	return true
 }
 
+// rawBytes is the decoded bytes of columns cols of every container.
+func rawBytes(cs []*columnar.Container, cols []int) int64 {
+	var n int64
+	for _, c := range cs {
+		files := c.Manifest().Files
+		for _, col := range cols {
+			for _, b := range files[col].Blocks {
+				n += b.RawBytes
+			}
+		}
+	}
+	return n
+}
+
 // loadContainers reads the used columns of every container into memory,
 // a column per goroutine on up to threads goroutines, without the rows
-// drop names; rows is how many rows that leaves.
-func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, budget *columnar.Budget, threads int) (*input, error) {
+// drop names; rows is how many rows that leaves. Blocks are taken from
+// cache, and kept there, if it is not nil.
+func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, budget *columnar.Budget, threads int, cache *columnar.BlockCache) (*input, error) {
 	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows)}
 	used := p.usedColumns()
 	parallel := threads > 1 && rows >= int64(parallelMinRows)
@@ -345,12 +360,12 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 	switch {
 	case len(used) == 0: // count(*) OVER () over no columns
 	case parallel && len(used) < threads && budget.Available() >= int64(threads)*maxBlockBytes(cs, used):
-		err = loadBlockRanges(ctx, p, cs, drop, in, used, threads)
+		err = loadBlockRanges(ctx, p, cs, drop, in, used, threads, cache)
 	case parallel && len(used) > 1:
-		err = loadColumnsParallel(ctx, p, cs, drop, in, used, threads)
+		err = loadColumnsParallel(ctx, p, cs, drop, in, used, threads, cache)
 	default:
 		for i, c := range cs {
-			if err = loadBlocks(ctx, p, c, drop.of(i), in, used); err != nil {
+			if err = loadBlocks(ctx, p, c, drop.of(i), in, used, cache); err != nil {
 				break
 			}
 		}
@@ -367,7 +382,7 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 
 // loadBlocks appends the columns used of container c to in, without the
 // rows of c in drop (nil: none).
-func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, drop *roaring.Bitmap, in *input, used []int) error {
+func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, drop *roaring.Bitmap, in *input, used []int, cache *columnar.BlockCache) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -376,7 +391,8 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, drop *roari
 		return fmt.Errorf("windower: read %s: %w", c.Dir(), err)
 	}
 	br.ReuseBuffers() // each block is copied into in and released before the next
-	var first int64   // the container's row of the block's first
+	br.UseCache(cache)
+	var first int64 // the container's row of the block's first
 	var scratch vector
 	for {
 		rec, err := br.Next()
@@ -413,7 +429,7 @@ func loadBlocks(ctx context.Context, p *plan, c *columnar.Container, drop *roari
 // The error is that of the first piece that failed, in row order. A
 // piece's rows are its blocks' rows less those drop names: its place
 // follows from the dropped rows before it, a rank in the bitmap.
-func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, in *input, used []int, threads int) error {
+func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, in *input, used []int, threads int, cache *columnar.BlockCache) error {
 	type piece struct {
 		col, c     int
 		b0, b1, at int // blocks [b0, b1) of container c hold rows [at, at+rows)
@@ -467,7 +483,7 @@ func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, dro
 				return
 			}
 			pc := &pieces[k]
-			pc.nulls, pc.payload, pc.err = loadPiece(ctx, p, cs[pc.c], drop.of(pc.c), in.cols[pc.col], pc.col, pc.b0, pc.b1, pc.at, pc.rows)
+			pc.nulls, pc.payload, pc.err = loadPiece(ctx, p, cs[pc.c], drop.of(pc.c), in.cols[pc.col], pc.col, pc.b0, pc.b1, pc.at, pc.rows, cache)
 		}
 	})
 	for i := range pieces {
@@ -493,7 +509,7 @@ func loadBlockRanges(ctx context.Context, p *plan, cs []*columnar.Container, dro
 // without the rows in drop (nil: none), into rows [at, at+rows) of v,
 // whose storage already holds every row, and returns the piece's NULLs
 // (nil: none) and string payload bytes.
-func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roaring.Bitmap, v *vector, col, b0, b1, at, rows int) ([]bool, int64, error) {
+func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roaring.Bitmap, v *vector, col, b0, b1, at, rows int, cache *columnar.BlockCache) ([]bool, int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
@@ -504,6 +520,7 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roarin
 	}
 	defer r.Close()
 	r.ReuseBuffers() // each block is copied into v and released before the next
+	r.UseCache(cache)
 	// Appends to a window of v's storage, exactly as long as the piece,
 	// write the rows in place.
 	sub := &vector{kind: v.kind, typ: v.typ}
@@ -547,7 +564,7 @@ func loadPiece(ctx context.Context, p *plan, c *columnar.Container, drop *roarin
 // A column's reader holds one block at a time, as a reader of all the
 // columns does: the memory in flight is the same. The error is that of
 // the first column that failed.
-func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, in *input, used []int, threads int) error {
+func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, in *input, used []int, threads int, cache *columnar.BlockCache) error {
 	errs := make([]error, len(used))
 	var next atomic.Int32
 	parallelFor(min(threads, len(used)), func(int) {
@@ -557,7 +574,7 @@ func loadColumnsParallel(ctx context.Context, p *plan, cs []*columnar.Container,
 				return
 			}
 			for i, c := range cs {
-				if errs[k] = loadBlocks(ctx, p, c, drop.of(i), in, used[k:k+1]); errs[k] != nil {
+				if errs[k] = loadBlocks(ctx, p, c, drop.of(i), in, used[k:k+1], cache); errs[k] != nil {
 					break
 				}
 			}

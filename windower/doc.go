@@ -164,7 +164,13 @@
 // count theirs within it (merger.Options.Within). Arrow allocations
 // cannot be refused: a run whose budget passed the grant gives correct
 // rows, and its Result logs the broken promise as an error when it
-// closes (the package's tests fail on it, whatever the test checks). String values are copied out
+// closes (the package's tests fail on it, whatever the test checks).
+// Options.BlockCache, a process's cache of decoded blocks, is outside
+// every grant: a run that loads its input in memory and reads at most
+// half the cache takes the blocks the cache holds and keeps those it
+// reads there; it copies them into its vectors as any block, so its grant
+// counts the copies. A spilling run, or a larger one, reads around the
+// cache. String values are copied out
 // of each decoded block (the block's buffers are reused for the next one)
 // into string buffers of 64KiB growing to 4MiB, counted whole, and their
 // bytes per row, measured from the containers' manifests, size every

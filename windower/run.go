@@ -49,7 +49,14 @@ type Options struct {
 	// columns, which resolving its rows may read, are not named. It must
 	// not block. RunRecords does not call it.
 	Prefetch func(src columnar.Source, columns []string)
-	Logger   *slog.Logger
+	// BlockCache, if set, is the process's cache of decoded input blocks
+	// (columnar.BlockCache). A query that runs in memory and reads at
+	// most half the cache (BlockCache.Admits) takes the blocks the cache
+	// holds from it and keeps there those it reads; a larger one, or one
+	// that spills, reads around it, so that a scan does not push out the
+	// blocks others reuse. The cache's memory is not the run's grant.
+	BlockCache *columnar.BlockCache
+	Logger     *slog.Logger
 	// bucketDepth is how deep in range buckets (buckets.go) this run is:
 	// 0 for a query's own run, 1 for the run of a bucket of one of its
 	// stages, 2 for a bucket of that run's. A run maxBucketDepth deep does
@@ -115,6 +122,9 @@ type Stats struct {
 	// read from an object store rather than local disk.
 	BlocksFetched int64
 	BytesFetched  int64
+	// BlocksCached counts the input blocks taken from Options.BlockCache,
+	// neither read nor decoded.
+	BlocksCached int64
 }
 
 // Run evaluates q over the containers at dirs (the live containers of
@@ -169,7 +179,8 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 	// faults in.
 	mem := columnar.NewRecycler(o.Budget, 16, 0)
 	defer mem.Close()
-	cs, schema, err := openInputs(srcs, &o, mem)
+	var ioStats columnar.IOStats
+	cs, schema, err := openInputs(srcs, &o, mem, &ioStats)
 	if err != nil {
 		return nil, err
 	}
@@ -208,6 +219,7 @@ func run(ctx context.Context, q *messages.WindowQuery, srcs []columnar.Source, o
 	if changes != nil {
 		res.stats.SupersededRows = changes.DroppedRows()
 	}
+	res.stats.BlocksCached = ioStats.BlocksCached.Load()
 	return res, nil
 }
 
@@ -236,7 +248,11 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	}
 	readers := int(min(int64(max(o.Threads, 1)), room/max(2*block, 1)))
 	mem.KeepAtMost(block * int64(readers))
-	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, readers)
+	var cache *columnar.BlockCache
+	if o.BlockCache.Admits(rawBytes(cs, p.usedColumns())) {
+		cache = o.BlockCache
+	}
+	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, readers, cache)
 	mem.Close()
 	if err != nil {
 		return nil, err

@@ -312,7 +312,11 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 	rng := rand.New(rand.NewPCG(seed, 22))
 	sizes := []int{0, 1, 2, 7, 40, 150, 600, refMaxRows}
 	blocks := []int{7, 64, 1000, columnar.DefaultBlockRows}
-	var shapes, queries, refused int
+	var shapes, queries, refused, cachedRuns int
+	// Every other shape's runs share a block cache, small enough that
+	// the larger inputs read around it and the others evict: the runs
+	// after the first of a query take blocks the first kept.
+	cache := columnar.NewBlockCache(16 << 20)
 	var current string // the query being run, for failures that do not name it
 	defer func() {
 		if t.Failed() && current != "" {
@@ -347,7 +351,11 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			want := shapeWant(t, ref, q, calls)
 			var first []string
 			for _, threads := range threadCounts {
-				res, err := Run(context.Background(), q, dirs, Options{Grant: s.grant, TempDir: t.TempDir(), Threads: threads})
+				o := Options{Grant: s.grant, TempDir: t.TempDir(), Threads: threads}
+				if it%2 == 0 {
+					o.BlockCache = cache
+				}
+				res, err := Run(context.Background(), q, dirs, o)
 				if err != nil {
 					if s.grant == MinGrant && errors.Is(err, ErrGrantTooSmall) {
 						// Blocks of long strings (8Ki rows of a few hundred
@@ -368,6 +376,12 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 				res.Close()
 				if err != nil {
 					t.Fatalf("%s, threads %d: %v\n%s", label, threads, err, describeCalls(calls))
+				}
+				if st.BlocksCached > 0 {
+					cachedRuns++
+					if o.BlockCache == nil || st.SpilledBytes > 0 {
+						t.Fatalf("%s, threads %d: %d blocks from a cache the run had no use for (spilled %d bytes)", label, threads, st.BlocksCached, st.SpilledBytes)
+					}
 				}
 				if s.grant > 0 && st.PeakBytes > s.grant {
 					t.Errorf("%s, threads %d: peak %d bytes over the %d-byte grant\n%s", label, threads, st.PeakBytes, s.grant, describeCalls(calls))
@@ -421,9 +435,12 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			}
 		}
 	}
-	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks)", shapes, queries, refused)
+	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks), %d runs took blocks from the cache", shapes, queries, refused, cachedRuns)
 	if only < 0 && refused > queries/10 {
 		t.Errorf("%d of %d queries refused for the grant", refused, queries)
+	}
+	if only < 0 && shapes > 1 && cachedRuns == 0 {
+		t.Errorf("no run of %d shapes took a block from the cache", shapes)
 	}
 }
 
