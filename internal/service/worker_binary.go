@@ -23,6 +23,12 @@ type Worker struct {
 	TempDir string // this process's spill directory, under --temp (default DATA/tmp); see SpillDir
 	spill   *SpillDir
 
+	// Beside, if set before Start, returns the memory the worker keeps
+	// beside its jobs' grants (a windower's block cache), from its own
+	// flags, which Start has parsed by then. Start sets the collector for
+	// Memory and that much more.
+	Beside func() (int64, error)
+
 	// Collector is how Start set the Go collector for jobs of Memory
 	// (package heaplimit); restoreCollector undoes it at Close.
 	Collector        heaplimit.Setting
@@ -39,8 +45,8 @@ func NewWorker(name, defaultHTTP, defaultMemory string) *Worker {
 }
 
 // Start is Binary.Start followed by parsing --memory, setting the Go
-// collector for jobs of that grant (heaplimit.Apply: no collection below
-// 1.5 times --memory, unless GOGC or GOMEMLIMIT is set; RunJobs then
+// collector for jobs of that grant and the memory Beside gives
+// (heaplimit.Apply: no collection below 1.5 times their sum, unless GOGC or GOMEMLIMIT is set; RunJobs then
 // collects once after each job, Collector.Collect), and creating the
 // spill directory.
 func (w *Worker) Start(args []string) error {
@@ -52,6 +58,12 @@ func (w *Worker) Start(args []string) error {
 		return err
 	}
 	w.Memory = memory
+	var beside int64
+	if w.Beside != nil {
+		if beside, err = w.Beside(); err != nil {
+			return err
+		}
+	}
 	root := w.flags.TempDir
 	if root == "" {
 		root = filepath.Join(w.DataDir, "tmp")
@@ -61,11 +73,11 @@ func (w *Worker) Start(args []string) error {
 		return err
 	}
 	w.spill, w.TempDir = spill, spill.Path
-	w.Collector, w.restoreCollector = heaplimit.Apply(memory)
+	w.Collector, w.restoreCollector = heaplimit.Apply(memory + beside)
 	if w.Collector.FromEnv != "" {
 		w.Log.Info("go collector left to the environment", "variable", w.Collector.FromEnv)
 	} else {
-		w.Log.Info("go collector runs after each job and at the memory limit", "memory_limit_bytes", w.Collector.Limit, "memory", memory)
+		w.Log.Info("go collector runs after each job and at the memory limit", "memory_limit_bytes", w.Collector.Limit, "memory", memory, "beside_jobs", beside)
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ type windowJob struct {
 	// share of the rows the last query read that newer changes replaced
 	// or deleted (0 for an append-only table).
 	superseded *prometheus.GaugeVec
+	// cache, if set, is the worker's block cache (--block-cache).
+	cache *columnar.BlockCache
 
 	rootOnce sync.Once
 	root     *columnar.DataDir
@@ -95,6 +97,7 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	}
 	opts := windower.Options{
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Threads: w.threads, Logger: w.log.With("job", job.JobID),
+		BlockCache: w.cache,
 	}
 	if w.depot != nil {
 		// Fetch the columns the query reads, adjacent ones together, while

@@ -2,12 +2,18 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/internal/service/engineerr"
+	"github.com/strata-db/strata/internal/service/metricstest"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -82,5 +88,76 @@ func TestWindowJobCannotReadOutside(t *testing.T) {
 				t.Fatal("a result was written")
 			}
 		})
+	}
+}
+
+// A worker with a block cache answers a job that reads what an earlier job
+// read from the cache, with the same result, and counts it on /metrics.
+func TestWindowJobBlockCache(t *testing.T) {
+	w, job := testWindowJob(t, "SELECT k0, c001_utf8, max(c002_float64) OVER (PARTITION BY c001_utf8 ORDER BY k0) AS m FROM t")
+	w.cache = columnar.NewBlockCache(64 << 20)
+	reg := prometheus.NewRegistry()
+	registerBlockCacheMetrics(reg, w.cache)
+	rows := func(output string) []string {
+		t.Helper()
+		c, err := columnar.Open(columnar.ContainerDir(w.dataDir, "t_w", ResultProjection, output), columnar.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		br, err := c.OpenColumns([]int{0, 1, 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer br.Close()
+		var out []string
+		for {
+			rec, err := br.Next()
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, col := range rec.Columns() {
+				out = append(out, col.String())
+			}
+			rec.Release()
+		}
+	}
+	if _, err := w.run(context.Background(), job, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := w.cache.Stats()
+	if first.Hits != 0 || first.Misses == 0 || first.Blocks != first.Misses {
+		t.Fatalf("after the first job: %+v, want every block read and kept", first)
+	}
+	again := *job
+	again.JobID, again.Output = "w2", "w2"
+	if _, err := w.run(context.Background(), &again, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := w.cache.Stats(); s.Hits != first.Misses || s.Misses != first.Misses {
+		t.Fatalf("after the second job: %+v, want its %d blocks from the cache", s, first.Misses)
+	}
+	if a, b := rows("w1"), rows("w2"); len(a) == 0 || !slices.Equal(a, b) {
+		t.Fatalf("the job answered from the cache wrote another result (%d and %d column blocks)", len(a), len(b))
+	}
+	fams := metricstest.Families(t, reg)
+	if h := metricstest.Value(fams, "strata_block_cache_hits_total"); h != float64(first.Misses) {
+		t.Fatalf("strata_block_cache_hits_total %v, want %d", h, first.Misses)
+	}
+	if b := metricstest.Value(fams, "strata_block_cache_bytes"); b <= 0 {
+		t.Fatalf("strata_block_cache_bytes %v, want the blocks held", b)
+	}
+}
+
+// A --block-cache that is not a size stops the worker before it starts,
+// naming the flag.
+func TestBlockCacheFlagRefused(t *testing.T) {
+	for _, v := range []string{"lots", "-1MiB"} {
+		err := run([]string{"--block-cache", v, "--data", t.TempDir()})
+		if err == nil || !strings.Contains(err.Error(), "--block-cache") {
+			t.Fatalf("--block-cache %s: err %v, want one naming the flag", v, err)
+		}
 	}
 }
