@@ -27,6 +27,7 @@ const (
 var systemColors = map[string]color.Color{
 	sysStrata:             color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	sysStrataAll:          color.RGBA{R: 0x17, G: 0xbe, B: 0xcf, A: 0xff},
+	sysStrataCold:         color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 	sysDuck1:              color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
 	sysDuckAll:            color.RGBA{R: 0xff, G: 0xbb, B: 0x78, A: 0xff},
 	sysPostgres:           color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
@@ -216,7 +217,9 @@ func drawScalingChart(s *windowSuite, path string) error {
 	}
 	var runs []run
 	for name, t := range s.StrataThreads {
-		runs = append(runs, run{name, t})
+		if name != sysStrataCold { // the same thread count as sysStrata, without its cache
+			runs = append(runs, run{name, t})
+		}
 	}
 	slices.SortFunc(runs, func(a, b run) int { return a.threads - b.threads })
 	systems := make([]string, len(runs))

@@ -14,9 +14,13 @@ import (
 const (
 	sysStrata    = "strata"           // windower with one thread
 	sysStrataAll = "strata all cores" // windower with Threads = runtime.NumCPU()
-	sysDuck1     = "DuckDB 1 thread"
-	sysDuckAll   = "DuckDB all cores"
-	sysPostgres  = "PostgreSQL"
+	// sysStrataCold is the windower with one thread and no block cache:
+	// every run reads and decodes its blocks (sysStrata and sysStrataAll
+	// share a cache, as a worker with --block-cache does).
+	sysStrataCold = "strata no cache"
+	sysDuck1      = "DuckDB 1 thread"
+	sysDuckAll    = "DuckDB all cores"
+	sysPostgres   = "PostgreSQL"
 )
 
 // peers are the systems strata is compared with, probed once per run. A

@@ -196,6 +196,20 @@ func (r *report) renderTargets(b *bytes.Buffer) {
 			}
 		}
 		p("| windows: every query >= 3x faster than DuckDB with one thread | %s | %s |\n", worstRatio(minD, worstD, missing), met(minD >= 3 && missing == 0))
+		if slices.Contains(w.Systems, sysStrataCold) {
+			// The same target for the runs that read and decode every
+			// block (no block cache), beside the runs through the cache.
+			minC, worstC, missingC := math.Inf(1), "", 0
+			for _, q := range w.Results {
+				if d := ratio(q.Times[sysDuck1], q.Times[sysStrataCold]); d == 0 {
+					missingC++
+				} else if d < minC {
+					minC, worstC = d, q.Query.Name
+				}
+			}
+			p("| windows: every query >= 3x faster than DuckDB with one thread, strata without a block cache | %s | %s |\n",
+				worstRatio(minC, worstC, missingC), met(minC >= 3 && missingC == 0))
+		}
 		p("| windows: every query >= 10x faster than PostgreSQL 15 | %s | %s |\n", worstRatio(minP, worstP, missing), met(minP >= 10 && missing == 0))
 		if slices.Contains(w.Systems, sysStrataAll) {
 			minA, worstA, missingA := math.Inf(1), "", 0

@@ -49,7 +49,7 @@ type windowRunner struct {
 	timed func(context.Context, windowQuery) error               // one timed run
 	fetch func(context.Context, windowQuery) (*resultSet, error) // the full result, for the checks; nil: not fetched
 	note  func(windowQuery) string                               // optional detail of the last timed run
-	grant int64                                                  // strata's grant: timed under its worker's collector (bestOfUnderGrant); 0 for a peer
+	grant int64                                                  // strata's memory (grant and block cache): timed under its worker's collector (bestOfUnderGrant); 0 for a peer
 }
 
 func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string, p *peers) (*windowSuite, error) {
@@ -66,19 +66,40 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 	// against the peers too.
 	sw, err := newStrataWindows(ctx, log, filepath.Join(dir, "strata"), data)
 	suite.StrataThreads = map[string]int{}
+	type strataRun struct {
+		name    string
+		threads int
+		cached  bool
+	}
+	var strataRuns []strataRun
 	for _, threads := range strataThreadCounts(sz.Threads) {
-		name := strataSystem(threads)
-		suite.StrataThreads[name] = threads
+		strataRuns = append(strataRuns, strataRun{strataSystem(threads), threads, true})
+	}
+	strataRuns = append(strataRuns, strataRun{sysStrataCold, 1, false})
+	for _, sr := range strataRuns {
+		suite.StrataThreads[sr.name] = sr.threads
 		if err != nil {
-			runners = append(runners, windowRunner{name: name, skip: err.Error()})
+			runners = append(runners, windowRunner{name: sr.name, skip: err.Error()})
 			continue
 		}
-		timed := func(ctx context.Context, q windowQuery) error {
-			return profiled(sz.ProfileDir, fmt.Sprintf("window-%s-t%d", q.Name, threads), func() error { return sw.timed(ctx, q, threads) })
+		profile := fmt.Sprintf("t%d", sr.threads)
+		memory := int64(strataWindowGrant) // the grant and the cache: a worker's --memory and --block-cache
+		if sr.cached {
+			memory += strataBlockCache
+		} else {
+			profile += "-nocache"
 		}
-		r := windowRunner{name: name, timed: timed, note: sw.note, grant: strataWindowGrant}
-		if threads == 1 || threads == runtime.NumCPU() {
-			r.fetch = func(ctx context.Context, q windowQuery) (*resultSet, error) { return sw.fetch(ctx, q, threads) }
+		timed := func(ctx context.Context, q windowQuery) error {
+			return profiled(sz.ProfileDir, fmt.Sprintf("window-%s-%s", q.Name, profile), func() error { return sw.timed(ctx, q, sr.threads, sr.cached) })
+		}
+		r := windowRunner{name: sr.name, timed: timed, grant: memory}
+		if sr.cached {
+			r.note = sw.note
+		}
+		if sr.cached && (sr.threads == 1 || sr.threads == runtime.NumCPU()) {
+			r.fetch = func(ctx context.Context, q windowQuery) (*resultSet, error) {
+				return sw.fetch(ctx, q, sr.threads, sr.cached)
+			}
 		}
 		runners = append(runners, r)
 	}

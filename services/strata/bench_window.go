@@ -49,8 +49,9 @@ type windowResult struct {
 	SpilledBytes       int64   `json:"spilled_bytes"`
 	AllocsPerPartition float64 `json:"allocs_per_partition"`
 	Mallocs            uint64  `json:"mallocs"`
-	Runs               int     `json:"runs"`    // the figures are of the run of median CPU time
-	Threads            int     `json:"threads"` // windower.Options.Threads
+	Runs               int     `json:"runs"`          // the figures are of the run of median CPU time
+	Threads            int     `json:"threads"`       // windower.Options.Threads
+	BlocksCached       int64   `json:"blocks_cached"` // input blocks taken from the block cache (--block-cache)
 	// With --store: how the input was read (local, cold or warm), what was
 	// fetched from the store, the input's compressed bytes, and the
 	// seconds over those of the local read of the same query.
@@ -72,6 +73,7 @@ type benchWindowConfig struct {
 	repeat        int
 	threads       int
 	store         string
+	blockCache    int64
 }
 
 func parseBenchWindow(args []string) (*benchWindowConfig, error) {
@@ -87,6 +89,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	repeat := fs.Int("repeat", 1, "run each case this many times in the process and report the run of median CPU time (the first run of a fresh process also pays for growing its heap)")
 	threads := fs.Int("threads", 0, "threads each query is evaluated on (default: GOMAXPROCS)")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (of the middle run of each read; with more than one case, to this file.<case>, and with --store, to this file.<read> after that)")
+	blockCache := fs.String("block-cache", "0", "a block cache of this size (windower --block-cache), kept across each case's runs: with --repeat, the runs after the first take their blocks from it (0: none, every run reads and decodes its blocks)")
 	storeURL := fs.String("store", "", "also upload each table to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and run each query from there by ranges with no depot (direct), through an empty depot (cold) and again through the same depot (warm), beside the local run")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
@@ -94,6 +97,10 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	g, err := bytesize.Parse(*grant)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --grant: %v", errUsage, err)
+	}
+	cacheBytes, err := bytesize.Parse(*blockCache)
+	if err != nil || cacheBytes < 0 {
+		return nil, fmt.Errorf("%w: --block-cache %q: want a size such as 256MiB, or 0 for none", errUsage, *blockCache)
 	}
 	if *rows <= 0 || *bigRows <= 0 || *repeat <= 0 {
 		return nil, fmt.Errorf("%w: --rows, --big-rows and --repeat must be positive", errUsage)
@@ -104,7 +111,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	if *threads == 0 {
 		*threads = runtime.GOMAXPROCS(0)
 	}
-	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads, store: *storeURL}, nil
+	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads, store: *storeURL, blockCache: cacheBytes}, nil
 }
 
 func runBenchWindow(ctx context.Context, args []string) error {
@@ -183,8 +190,9 @@ func runBenchWindow(ctx context.Context, args []string) error {
 // GOMEMLIMIT in the environment leaves it alone), and returns each read's
 // median run by CPU time.
 func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench.Query, reads []string, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, tmp, profile string) ([]windowResult, error) {
-	_, restoreCollector := heaplimit.Apply(grant)
+	_, restoreCollector := heaplimit.Apply(grant + cfg.blockCache)
 	defer restoreCollector()
+	cache := columnar.NewBlockCache(cfg.blockCache)
 	var results []windowResult
 	var local float64
 	for _, read := range reads {
@@ -197,7 +205,7 @@ func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench
 			if k != cfg.repeat/2 {
 				p = "" // profile one run of each read: the middle one
 			}
-			r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cfg.threads, tmp, p)
+			r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cache, cfg.threads, tmp, p)
 			if err != nil {
 				return nil, fmt.Errorf("%s, input read %s: %w", q.Name, read, err)
 			}
@@ -222,11 +230,12 @@ func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench
 }
 
 // runWindowRead runs one case with its input read as read says: from
-// containerDir, or from the store bs holds it in through a new depot
-// (cold) and then that depot again (warm).
-func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, threads int, tmp, profile string) (windowResult, error) {
+// containerDir (through cache, if not nil), or from the store bs holds it
+// in through a new depot (cold) and then that depot again (warm), never
+// through the cache, so that those reads are of the store and the depot.
+func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, cache *columnar.BlockCache, threads int, tmp, profile string) (windowResult, error) {
 	if read == readLocal {
-		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), nil, grant, threads, tmp, profile)
+		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), nil, grant, cache, threads, tmp, profile)
 		r.Read = read
 		return r, err
 	}
@@ -235,7 +244,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 		if err != nil {
 			return windowResult{}, err
 		}
-		r, err := runWindowCase(ctx, c, srcs[0], nil, grant, threads, tmp, profile)
+		r, err := runWindowCase(ctx, c, srcs[0], nil, grant, nil, threads, tmp, profile)
 		r.Read, r.CompressedBytes = read, compressedBytes(mans)
 		return r, err
 	}
@@ -255,7 +264,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 		return windowResult{}, err
 	}
 	defer release()
-	r, err := runWindowCase(ctx, c, srcs[0], d, grant, threads, tmp, profile)
+	r, err := runWindowCase(ctx, c, srcs[0], d, grant, nil, threads, tmp, profile)
 	r.Read, r.CompressedBytes = read, compressedBytes(mans)
 	return r, err
 }
@@ -264,7 +273,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 // of the timed section (the run and reading its result) there. An input
 // of depot d is prefetched as the windower service does: the columns the
 // query reads, once it is compiled (windower.Options.Prefetch).
-func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, d *depot.Depot, grant int64, threads int, tmp, profile string) (windowResult, error) {
+func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, d *depot.Depot, grant int64, cache *columnar.BlockCache, threads int, tmp, profile string) (windowResult, error) {
 	sql := c.Text()
 	q, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -290,7 +299,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Sour
 	}
 	cpu0 := cputime.Process()
 	start := time.Now()
-	opts := windower.Options{Grant: grant, TempDir: tmp, Threads: threads}
+	opts := windower.Options{Grant: grant, TempDir: tmp, Threads: threads, BlockCache: cache}
 	if d != nil {
 		prefetch, stop := context.WithCancel(ctx)
 		defer stop()
@@ -326,7 +335,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Sour
 		Seconds: elapsed.Seconds(), CPUSeconds: cpu.Seconds(), RowsPerS: float64(rows) / elapsed.Seconds(),
 		PeakBytes: st.PeakBytes, GrantBytes: grant, SpilledBytes: st.SpilledBytes,
 		Mallocs: after.Mallocs - before.Mallocs, Threads: threads,
-		BlocksFetched: st.BlocksFetched, BytesFetched: st.BytesFetched,
+		BlocksFetched: st.BlocksFetched, BytesFetched: st.BytesFetched, BlocksCached: st.BlocksCached,
 	}
 	if st.Partitions > 0 {
 		r.AllocsPerPartition = float64(r.Mallocs) / float64(st.Partitions)
