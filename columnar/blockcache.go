@@ -1,10 +1,10 @@
 package columnar
 
 import (
-	"container/list"
 	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/strata-db/strata/internal/hugepage"
@@ -26,24 +26,28 @@ import (
 // same name is the only way a key could name other bytes, and the
 // checksum tells those apart. The blocks of removed containers age out.
 //
-// The cache holds at most its capacity in decoded bytes (the arrays'
-// buffers), and evicts the least recently used block to take another. A
-// block evicted while a reader holds it stays in memory until the reader
-// releases it. Cached arrays are the process's memory, on the Go heap
-// (with huge pages, package hugepage), not any job's: a worker with a
+// The cache holds at most its capacity in decoded bytes, and evicts the
+// least recently used block to take another. Each block is kept as one
+// buffer, its array's buffers back to back, in a slot of one table, and a
+// hit makes a new array over it: the collector marks a handful of objects
+// a block, not the arrays' dozen, and the cache's whole table as one. A
+// block evicted while a reader holds its array stays in memory until the
+// array is released. Cached blocks are the process's memory, on the Go
+// heap (with huge pages, package hugepage), not any job's: a worker with a
 // cache holds it beside the grants it runs jobs in.
 //
 // A BlockCache is safe for concurrent use; a nil *BlockCache caches
 // nothing.
 type BlockCache struct {
 	capacity int64
-	mem      memory.Allocator
 
-	mu      sync.Mutex
-	bytes   int64
-	lru     list.List // of *cachedBlock, most recently used first
-	entries map[blockKey]*list.Element
-	stats   BlockCacheStats
+	mu         sync.Mutex
+	bytes      int64
+	slots      []cachedBlock
+	free       []int32 // slots not in use
+	index      map[blockKey]int32
+	head, tail int32 // the most and least recently used slots; -1: none
+	stats      BlockCacheStats
 }
 
 // blockKey names a block of a column file of a container.
@@ -53,13 +57,24 @@ type blockKey struct {
 	block     int
 }
 
+// cachedBlock is a slot of the cache: a block's array as one buffer.
 type cachedBlock struct {
 	key    blockKey
 	crc    uint32 // the block's checksum and stored length in the manifest it was read under
 	length int64
-	arr    arrow.Array
-	size   int64
+	typ    arrow.DataType
+	rows   int
+	nulls  int
+	data   []byte      // the array's buffers back to back, each at a multiple of 64 bytes
+	bufs   [3]bufferAt // where each buffer is in data
+	nbufs  int         // buffers of the array (2, or 3 for strings)
+	prev   int32       // the next more recently used slot; -1: none
+	next   int32       // the next less recently used slot; -1: none
 }
+
+// bufferAt is where one of an array's buffers is in a cached block's data;
+// n < 0 is a nil buffer (no validity bitmap).
+type bufferAt struct{ off, n int }
 
 // BlockCacheStats counts a BlockCache's work and holdings.
 type BlockCacheStats struct {
@@ -77,7 +92,7 @@ func NewBlockCache(capacity int64) *BlockCache {
 	if capacity <= 0 {
 		return nil
 	}
-	return &BlockCache{capacity: capacity, mem: hugepage.Allocator{}, entries: make(map[blockKey]*list.Element)}
+	return &BlockCache{capacity: capacity, index: make(map[blockKey]int32), head: -1, tail: -1}
 }
 
 // Admits reports whether a read of bytes decoded bytes should use the
@@ -95,73 +110,133 @@ func (c *BlockCache) Stats() BlockCacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.stats
-	s.Blocks, s.Bytes, s.Capacity = int64(c.lru.Len()), c.bytes, c.capacity
+	s.Blocks, s.Bytes, s.Capacity = int64(len(c.index)), c.bytes, c.capacity
 	return s
 }
 
-// get returns the cached array of k, retained for the caller, if the
-// cache holds it under the same checksum and length; else nil.
+// get returns a new array of the cached block k, if the cache holds it
+// under the same checksum and length; else nil.
 func (c *BlockCache) get(k blockKey, crc uint32, length int64) arrow.Array {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[k]
+	i, ok := c.index[k]
 	if !ok {
 		c.stats.Misses++
+		c.mu.Unlock()
 		return nil
 	}
-	b := e.Value.(*cachedBlock)
+	b := &c.slots[i]
 	if b.crc != crc || b.length != length {
-		c.remove(e) // another container's block under the same name
+		c.remove(i) // another container's block under the same name
 		c.stats.Misses++
+		c.mu.Unlock()
 		return nil
 	}
-	c.lru.MoveToFront(e)
+	c.unlink(i)
+	c.pushFront(i)
 	c.stats.Hits++
-	b.arr.Retain()
-	return b.arr
+	hit := *b // data is never written again: the array is made unlocked
+	c.mu.Unlock()
+	bufs := make([]*memory.Buffer, hit.nbufs)
+	for j, at := range hit.bufs[:hit.nbufs] {
+		if at.n >= 0 {
+			bufs[j] = memory.NewBufferBytes(hit.data[at.off : at.off+at.n : at.off+at.n])
+		}
+	}
+	data := array.NewData(hit.typ, hit.rows, bufs, nil, hit.nulls, 0)
+	defer data.Release()
+	return array.MakeFromData(data)
 }
 
-// add caches arr as block k, read under the given checksum and length,
-// taking a reference of its own, and evicts the least recently used
-// blocks past the capacity. A block larger than half the cache is not
-// cached.
+// add caches a copy of arr as block k, read under the given checksum and
+// length, and evicts the least recently used blocks past the capacity.
+// A block larger than half the cache, or an array with children or a
+// dictionary, is not cached.
 func (c *BlockCache) add(k blockKey, crc uint32, length int64, arr arrow.Array) {
-	size := arraySize(arr.Data())
-	if size > c.capacity/2 {
+	d := arr.Data()
+	bufs := d.Buffers()
+	if len(bufs) > len(cachedBlock{}.bufs) || len(d.Children()) > 0 || d.DataType().ID() == arrow.DICTIONARY || d.Offset() != 0 {
 		return
 	}
-	arr.Retain()
+	b := cachedBlock{key: k, crc: crc, length: length, typ: d.DataType(), rows: d.Len(), nulls: d.NullN(), nbufs: len(bufs), prev: -1, next: -1}
+	size := 0
+	for j, buf := range bufs {
+		if buf == nil {
+			b.bufs[j] = bufferAt{n: -1}
+			continue
+		}
+		b.bufs[j] = bufferAt{off: size, n: buf.Len()}
+		size += (buf.Len() + alignment - 1) &^ (alignment - 1)
+	}
+	if int64(size) > c.capacity/2 {
+		return
+	}
+	b.data = hugepage.Make[byte](size, size)
+	for j, buf := range bufs {
+		if buf != nil {
+			copy(b.data[b.bufs[j].off:], buf.Bytes())
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[k]; ok {
-		c.remove(e) // read twice at once: keep the newer
+	if i, ok := c.index[k]; ok {
+		c.remove(i) // read twice at once: keep the newer
 	}
-	c.entries[k] = c.lru.PushFront(&cachedBlock{key: k, crc: crc, length: length, arr: arr, size: size})
-	c.bytes += size
+	var i int32
+	if n := len(c.free); n > 0 {
+		i, c.free = c.free[n-1], c.free[:n-1]
+		c.slots[i] = b
+	} else {
+		i = int32(len(c.slots))
+		c.slots = append(c.slots, b)
+	}
+	c.index[k] = i
+	c.pushFront(i)
+	c.bytes += int64(size)
 	for c.bytes > c.capacity {
-		c.remove(c.lru.Back())
+		c.remove(c.tail)
 		c.stats.Evictions++
 	}
 }
 
-// remove drops e; c.mu is held.
-func (c *BlockCache) remove(e *list.Element) {
-	b := c.lru.Remove(e).(*cachedBlock)
-	delete(c.entries, b.key)
-	c.bytes -= b.size
-	b.arr.Release()
+// alignment is where each buffer of a cached block starts: Arrow's
+// 64-byte alignment.
+const alignment = 64
+
+// remove drops slot i; c.mu is held.
+func (c *BlockCache) remove(i int32) {
+	c.unlink(i)
+	b := &c.slots[i]
+	delete(c.index, b.key)
+	c.bytes -= int64(len(b.data))
+	*b = cachedBlock{}
+	c.free = append(c.free, i)
 }
 
-// arraySize is the bytes of d's buffers and its children's.
-func arraySize(d arrow.ArrayData) int64 {
-	var n int64
-	for _, b := range d.Buffers() {
-		if b != nil {
-			n += int64(b.Len())
-		}
+// unlink takes slot i out of the recency order; c.mu is held.
+func (c *BlockCache) unlink(i int32) {
+	b := &c.slots[i]
+	if b.prev >= 0 {
+		c.slots[b.prev].next = b.next
+	} else {
+		c.head = b.next
 	}
-	for _, ch := range d.Children() {
-		n += arraySize(ch)
+	if b.next >= 0 {
+		c.slots[b.next].prev = b.prev
+	} else {
+		c.tail = b.prev
 	}
-	return n
+	b.prev, b.next = -1, -1
+}
+
+// pushFront makes slot i the most recently used; c.mu is held.
+func (c *BlockCache) pushFront(i int32) {
+	b := &c.slots[i]
+	b.prev, b.next = -1, c.head
+	if c.head >= 0 {
+		c.slots[c.head].prev = i
+	}
+	c.head = i
+	if c.tail < 0 {
+		c.tail = i
+	}
 }

@@ -53,10 +53,9 @@ type ColumnReader struct {
 	// transient is set by ReuseBuffers: a block's arrays slice scratch
 	// and are the caller's only until the next read.
 	transient bool
-	// cache, set by UseCache, serves the blocks it holds and keeps those
-	// read, which cacheDec decodes into the cache's own memory.
-	cache    *BlockCache
-	cacheDec *blockDecoder
+	// cache, set by UseCache, serves the blocks it holds and keeps a
+	// copy of those read.
+	cache *BlockCache
 }
 
 // readAhead is a block read in the background into buf.
@@ -194,13 +193,7 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 		return nil, r.corrupt(i, nil, "checksum %08x, manifest says %08x", got, b.CRC)
 	}
 	rows := r.c.m.Blocks[i].Rows
-	dec, borrowed := r.dec, reused && !r.transient
-	if r.cache != nil {
-		// Read into the scratch buffer (reusesScratch), decoded into
-		// the cache's memory, never slicing the scratch.
-		dec, borrowed = r.cacheDec, true
-	}
-	arr, err := dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, borrowed)
+	arr, err := r.dec.decode(buf, rows, 2*b.RawBytes+decodeSlack, reused && !r.transient)
 	if err != nil {
 		return nil, r.corrupt(i, err, "decode")
 	}
@@ -215,15 +208,11 @@ func (r *ColumnReader) ReadBlock(i int) (arrow.Array, error) {
 }
 
 // UseCache makes the reader take the blocks cache holds from it, and keep
-// there the blocks it reads, decoded into the cache's memory rather than
-// its allocator's (a nil cache: neither). Arrays from the cache are shared
-// and read-only, and outlive the reader like any the reader returns.
-func (r *ColumnReader) UseCache(cache *BlockCache) {
-	r.cache = cache
-	if cache != nil && r.cacheDec == nil {
-		r.cacheDec = newBlockDecoder(r.dec.typ, cache.mem, &r.c.decomp)
-	}
-}
+// there a copy of each block it reads (a nil cache: neither). An array
+// from the cache is over the cache's memory, not the allocator's, is
+// read-only, and outlives the reader and the block's eviction until it
+// is released; the arrays of blocks read are as without a cache.
+func (r *ColumnReader) UseCache(cache *BlockCache) { r.cache = cache }
 
 // ReuseBuffers makes the reader read every block into the buffers it
 // reuses, as it does a compressed container's: an uncompressed block's
@@ -240,7 +229,7 @@ func (r *ColumnReader) ReuseBuffers() { r.transient = true }
 // reusesScratch reports whether blocks are read into the reader's
 // scratch buffer.
 func (r *ColumnReader) reusesScratch() bool {
-	return r.transient || r.cache != nil || r.c.m.Compression != CompressionNone.String()
+	return r.transient || r.c.m.Compression != CompressionNone.String()
 }
 
 // letGoLent is called before a block is read while the last block's
