@@ -239,7 +239,12 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 	hashes := pt.hashes[:n]
 	ranges := splitRows(n, t)
 	parallelFor(len(ranges), func(k int) {
-		for r := ranges[k][0]; r < ranges[k][1]; r++ {
+		lo, hi := ranges[k][0], ranges[k][1]
+		if v := keys[0]; len(keys) == 1 && v.kind == kindString {
+			hashStrings(pt.seed, v.strs[lo:hi], v.nulls, lo, hashes[lo:hi])
+			return
+		}
+		for r := lo; r < hi; r++ {
 			hashes[r] = pt.hashRow(keys, r)
 		}
 	})
@@ -543,6 +548,30 @@ func (pt *partitioner) hashRow(keys []*vector, r int) uint64 {
 	}
 	return h
 }
+
+// hashStrings sets h[i] to the hash of a lone string key, strs[i]: its
+// maphash, whose bits are mixed already, or nullHash where nulls (from
+// row lo; nil: none) says NULL. Rows whose keys are equal hash equally,
+// as hashRow's do; the two are not mixed within one table.
+func hashStrings(seed maphash.Seed, strs []string, nulls []bool, lo int, h []uint64) {
+	if nulls == nil {
+		for i, s := range strs {
+			h[i] = maphash.String(seed, s)
+		}
+		return
+	}
+	nulls = nulls[lo : lo+len(strs)]
+	for i, s := range strs {
+		if nulls[i] {
+			h[i] = nullHash
+			continue
+		}
+		h[i] = maphash.String(seed, s)
+	}
+}
+
+// nullHash is the hash of a lone string key's NULL.
+const nullHash = 0x5bd1e9955bd1e995
 
 // mix64 is the murmur3 finalizer.
 func mix64(x uint64) uint64 {

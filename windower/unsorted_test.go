@@ -40,6 +40,8 @@ func TestPartitionIDs(t *testing.T) {
 			repeat([]int32{0, 0, 1, 2, 1, 3}, 8), false},
 		{"strings", []*vector{{kind: kindString, strs: []string{"b", "a", "", "b", ""}, nulls: []bool{false, false, true, false, false}}},
 			[]int32{0, 1, 2, 0, 3}, false},
+		{"strings without NULLs", []*vector{{kind: kindString, strs: repeat([]string{"b", "a", "", "b", "ab"}, 8)}},
+			repeat([]int32{0, 1, 2, 0, 3}, 8), false},
 		{"two columns", []*vector{ints([]int64{1, 1, 2, 1}, nil), {kind: kindString, strs: []string{"x", "y", "x", "x"}}},
 			[]int32{0, 1, 2, 0}, false},
 	}
