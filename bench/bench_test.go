@@ -308,7 +308,7 @@ func TestBestOfUnderGrant(t *testing.T) {
 		during = append(during, debug.SetMemoryLimit(-1))
 		return nil
 	}
-	m := bestOfUnderGrant(context.Background(), grant, 2, 0, run)
+	m := bestOfUnderGrant(context.Background(), grant, 2, false, 0, run)
 	if m.Runs != 2 {
 		t.Fatalf("bestOfUnderGrant: %+v, want 2 runs", m)
 	}
@@ -324,7 +324,7 @@ func TestBestOfUnderGrant(t *testing.T) {
 		t.Errorf("memory limit %d after the runs, want %d as before", got, before)
 	}
 	during = nil
-	if m := bestOfUnderGrant(context.Background(), 0, 1, 0, run); m.CollectSeconds != 0 {
+	if m := bestOfUnderGrant(context.Background(), 0, 1, false, 0, run); m.CollectSeconds != 0 {
 		t.Errorf("a peer's run (grant 0) has a collection of %gs, want none", m.CollectSeconds)
 	}
 	if len(during) != 1 || during[0] != before {
@@ -333,7 +333,7 @@ func TestBestOfUnderGrant(t *testing.T) {
 	// With GOGC in the environment the worker leaves the collector alone
 	// and collects nothing after a job: no collection is reported.
 	t.Setenv("GOGC", "100")
-	if m := bestOfUnderGrant(context.Background(), grant, 1, 0, run); m.CollectSeconds != 0 {
+	if m := bestOfUnderGrant(context.Background(), grant, 1, false, 0, run); m.CollectSeconds != 0 {
 		t.Errorf("under the environment's collector a collection of %gs, want none", m.CollectSeconds)
 	}
 }
@@ -353,5 +353,23 @@ func TestMachine(t *testing.T) {
 	// host the suites can run on.
 	if us := faultMicros(); us <= 0 || us > 1000 {
 		t.Errorf("faultMicros() = %gµs a page", us)
+	}
+}
+
+// bestOf runs a short case more than its runs when asked, and a longer one
+// or one not asked for exactly its runs.
+func TestBestOfShortRuns(t *testing.T) {
+	sleeper := func(d time.Duration, n *int) func(context.Context) error {
+		return func(context.Context) error { *n++; time.Sleep(d); return nil }
+	}
+	var quick, slow, plain int
+	if m := bestOf(context.Background(), 3, true, 0, sleeper(time.Millisecond, &quick)); m.Runs != quick || quick <= 3 || quick > shortRunsMost {
+		t.Errorf("a 1ms case ran %d times (measure %d runs), want more than 3 and at most %d", quick, m.Runs, shortRunsMost)
+	}
+	if bestOf(context.Background(), 3, true, 0, sleeper(shortRun+5*time.Millisecond, &slow)); slow != 3 {
+		t.Errorf("a case over %s ran %d times, want 3", shortRun, slow)
+	}
+	if bestOf(context.Background(), 3, false, 0, sleeper(time.Millisecond, &plain)); plain != 3 {
+		t.Errorf("a 1ms case not asked to run more ran %d times, want 3", plain)
 	}
 }

@@ -83,7 +83,7 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 	if len(sz.MergeGrants) > 0 {
 		floorGrant = slices.Max(sz.MergeGrants)
 	}
-	mw.Floor = bestOfUnderGrant(ctx, floorGrant, sz.MergeRepeats, 0, func(ctx context.Context) error {
+	mw.Floor = bestOfUnderGrant(ctx, floorGrant, sz.MergeRepeats, false, 0, func(ctx context.Context) error {
 		defer os.RemoveAll(out)
 		_, err := codecFloor(ctx, inputs, out)
 		return err
@@ -92,7 +92,7 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 
 	for _, grant := range sz.MergeGrants {
 		mc := mergeCase{Grant: grant}
-		mc.Strata = bestOfUnderGrant(ctx, grant, sz.MergeRepeats, 0, func(ctx context.Context) error {
+		mc.Strata = bestOfUnderGrant(ctx, grant, sz.MergeRepeats, false, 0, func(ctx context.Context) error {
 			defer os.RemoveAll(out)
 			var st *merger.Stats
 			err := profiled(sz.ProfileDir, fmt.Sprintf("mergeout-w%d-%s", width, formatBytes(grant)), func() (err error) {
@@ -113,7 +113,7 @@ func runMergeWidth(ctx context.Context, log *slog.Logger, sz sizes, wdir string,
 		if !p.duckOK() {
 			mc.Duck = skipped(p.duckSkip)
 		} else {
-			mc.Duck = bestOf(ctx, sz.MergeRepeats, 0, func(ctx context.Context) error {
+			mc.Duck = bestOf(ctx, sz.MergeRepeats, false, 0, func(ctx context.Context) error {
 				return duckMerge(ctx, p, parquets, filepath.Join(wdir, "duck"), grant)
 			})
 		}

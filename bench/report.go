@@ -351,8 +351,13 @@ func (r *report) renderWindows(b *bytes.Buffer) {
 	p("strata is timed from the query spec to the last result batch in memory, and the collection its worker makes after a job ")
 	p("(the Go collector's cycle between jobs, after the worker has published the job's outcome; its share of each query is in strata's notes below the table). ")
 	p("Results are then fetched in full from each system, sorted (no query has an ORDER BY) and compared row by row: ")
+	runs := runsText(w.Repeats)
+	if w.ShortRuns {
+		runs += fmt.Sprintf(" (a query whose fastest run is under %s runs again, for every system alike, as many times as fit in %s, up to %d runs: a pause of a millisecond on the host is a third of such a run)",
+			shortRun, shortRunTime, shortRunsMost)
+	}
 	p("integers exactly, fractions within a relative %.0e. %s; a query still running after %s is stopped and shown as a lower bound.\n\n",
-		relTolerance, runsText(w.Repeats), w.Limit)
+		relTolerance, runs, w.Limit)
 	for _, n := range w.Notes {
 		if n != "" {
 			p("%s\n\n", n)

@@ -398,7 +398,7 @@ func runSpillRows(ctx context.Context, log *slog.Logger, o options, sz sizes, sc
 			if r.once {
 				repeats = 1
 			}
-			m := bestOfUnderGrant(ctx, r.grant, repeats, run.Limit, func(ctx context.Context) error {
+			m := bestOfUnderGrant(ctx, r.grant, repeats, false, run.Limit, func(ctx context.Context) error {
 				var err error
 				sum, st, err = r.timed(ctx, q, sq.strings)
 				return err
