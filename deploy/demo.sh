@@ -36,7 +36,7 @@ start scheduler "$LOGS" "$BIN/scheduler" --data "$DATA" --listen "127.0.0.1:$POR
 wait_port 127.0.0.1 "$PORT"
 start merger-1 "$LOGS" "$BIN/merger" --nats "$NATS" --data "$DATA" --memory 256MiB --http 127.0.0.1:0 --worker merger-1
 start merger-2 "$LOGS" "$BIN/merger" --nats "$NATS" --data "$DATA" --memory 256MiB --http 127.0.0.1:0 --worker merger-2
-start windower "$LOGS" "$BIN/windower" --nats "$NATS" --data "$DATA" --memory 256MiB --http 127.0.0.1:0 --worker windower-1
+start windower "$LOGS" "$BIN/windower" --nats "$NATS" --data "$DATA" --memory 256MiB --block-cache 64MiB --http 127.0.0.1:0 --worker windower-1
 start walwriter "$LOGS" "$BIN/walwriter" --nats "$NATS" --data "$DATA" --http 127.0.0.1:0 --worker walwriter-1
 start pgwire "$LOGS" "$BIN/pgwire" --nats "$NATS" --data "$DATA" --http 127.0.0.1:0 --pg-listen "127.0.0.1:$PG_PORT"
 sleep 1

@@ -145,7 +145,9 @@ func waitApplied(t *testing.T, d *deployment, timeout time.Duration) time.Durati
 // TestChangesReachQueries: a keyed table loaded from CSV takes inserts,
 // updates and deletes by key through the walwriter; a window query sees
 // exactly the replay of the changes, after a SIGKILL of the walwriter in
-// the middle of them and after a mergeout that folds them.
+// the middle of them and after a mergeout that folds them. The windower
+// keeps a block cache: the queries read the blocks the ones before kept,
+// of containers the changes and the mergeout add and remove.
 func TestChangesReachQueries(t *testing.T) {
 	for _, b := range []string{"scheduler", "merger", "windower", "walwriter", "strata"} {
 		if !haveBinary(b) {
@@ -154,7 +156,7 @@ func TestChangesReachQueries(t *testing.T) {
 	}
 	d := newDeployment(t)
 	d.start("scheduler", "scheduler", "--nats", d.nats.ClientURL())
-	d.start("windower", "windower-1", "--memory", "512MiB")
+	win := d.start("windower", "windower-1", "--memory", "512MiB", "--block-cache", "64MiB")
 	d.start("merger", "merger-1", "--memory", "256MiB")
 	walArgs := []string{"--flush-interval", "200ms"}
 	w := d.start("walwriter", "walwriter-1", walArgs...)
@@ -232,6 +234,9 @@ func TestChangesReachQueries(t *testing.T) {
 	}
 	if len(applies) == 0 || applies[0]["table"] != "acct" || applies[0]["wal"] == nil || applies[0]["rows"] == nil {
 		t.Errorf("strata ops --applies: %v", applies)
+	}
+	if hits := win.metric(t, "strata_block_cache_hits_total"); hits == 0 {
+		t.Error("the windower's block cache served no block to the queries that read the same containers again")
 	}
 	w.stop(t)
 }
