@@ -44,6 +44,30 @@ func readAll(t *testing.T, c *Container, cols []int, cache *BlockCache, reuse bo
 	return out
 }
 
+// cacheTestContainer generates one container as opts says, and returns it
+// open, its blocks as a plain read gives them (readAll), and its decoded
+// bytes.
+func cacheTestContainer(t *testing.T, opts GenOptions) (*Container, []string, int64) {
+	t.Helper()
+	dir := t.TempDir()
+	opts.Containers = 1
+	ms, err := Generate(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Open(ContainerDir(dir, "t", "p", ms[0].ID), OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw int64
+	for _, f := range ms[0].Files {
+		for _, b := range f.Blocks {
+			raw += b.RawBytes
+		}
+	}
+	return c, readAll(t, c, allColumns(c), nil, false), raw
+}
+
 func allColumns(c *Container) []int {
 	cols := make([]int, c.Schema().NumFields())
 	for i := range cols {
@@ -108,23 +132,8 @@ func TestBlockCacheServesWhatWasRead(t *testing.T) {
 // the least recently used, and its reads stay right; an array a reader
 // holds stays valid after the cache evicts it.
 func TestBlockCacheEvicts(t *testing.T) {
-	dir := t.TempDir()
-	ms, err := Generate(dir, GenOptions{Columns: 4, Containers: 1, RowsPerContainer: 30000, BlockRows: 1000, Seed: 5, NullFraction: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ContainerDir(dir, "t", "p", ms[0].ID), OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, want, raw := cacheTestContainer(t, GenOptions{Columns: 4, RowsPerContainer: 30000, BlockRows: 1000, Seed: 5, NullFraction: 0.1})
 	cols := allColumns(c)
-	want := readAll(t, c, cols, nil, false)
-	var raw int64
-	for _, f := range ms[0].Files {
-		for _, b := range f.Blocks {
-			raw += b.RawBytes
-		}
-	}
 	cache := NewBlockCache(raw / 4)
 	r, err := c.OpenColumn(1)
 	if err != nil {
@@ -194,23 +203,8 @@ func TestBlockCacheContainerReplaced(t *testing.T) {
 
 // Readers on many goroutines share a cache (run with -race).
 func TestBlockCacheConcurrent(t *testing.T) {
-	dir := t.TempDir()
-	ms, err := Generate(dir, GenOptions{Columns: 4, Containers: 1, RowsPerContainer: 20000, BlockRows: 600, Seed: 9, NullFraction: 0.3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Open(ContainerDir(dir, "t", "p", ms[0].ID), OpenOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, want, raw := cacheTestContainer(t, GenOptions{Columns: 4, RowsPerContainer: 20000, BlockRows: 600, Seed: 9, NullFraction: 0.3})
 	cols := allColumns(c)
-	want := readAll(t, c, cols, nil, false)
-	var raw int64
-	for _, f := range ms[0].Files {
-		for _, b := range f.Blocks {
-			raw += b.RawBytes
-		}
-	}
 	for _, capacity := range []int64{1 << 30, raw / 3} {
 		cache := NewBlockCache(capacity)
 		var wg sync.WaitGroup
