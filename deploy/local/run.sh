@@ -31,7 +31,7 @@
 # Environment: BIN (default ./bin), STRATA_DIR (data and logs, default
 # ./local-run), MERGERS (default 2, at most 29), WINDOWERS (default 1, at
 # most 29), WALWRITERS (default 1, at most 19), MEMORY (per worker, default
-# 512MiB), and the ports: every port follows from PORT_BASE (default 4222),
+# 512MiB), BLOCK_CACHE (each windower's --block-cache, default 128MiB), and the ports: every port follows from PORT_BASE (default 4222),
 # all on 127.0.0.1:
 #
 #   PORT_BASE       NATS clients (NATS_PORT overrides it)
@@ -74,6 +74,7 @@ MERGERS=${MERGERS:-2}
 WINDOWERS=${WINDOWERS:-1}
 WALWRITERS=${WALWRITERS:-1}
 MEMORY=${MEMORY:-512MiB}
+BLOCK_CACHE=${BLOCK_CACHE:-128MiB}
 
 # The ports (see above).
 PORT_BASE=${PORT_BASE:-4222}
@@ -182,7 +183,7 @@ for ((i = 1; i <= MERGERS; i++)); do
 done
 for ((i = 1; i <= WINDOWERS; i++)); do
 	worker_args windower "windower-$i"
-	start "windower-$i" "$LOGS" "$BIN/windower" --nats "$NATS" "${WORKER_ARGS[@]}" --memory "$MEMORY"
+	start "windower-$i" "$LOGS" "$BIN/windower" --nats "$NATS" "${WORKER_ARGS[@]}" --memory "$MEMORY" --block-cache "$BLOCK_CACHE"
 done
 for ((i = 1; i <= WALWRITERS; i++)); do
 	start "walwriter-$i" "$LOGS" "$BIN/walwriter" --nats "$NATS" --data "$DATA" --wal "$DATA/wal-$i" \
