@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -186,6 +187,7 @@ func TestAgainstPostgres(t *testing.T) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(seed, seed+1))
+	cache := columnar.NewBlockCache(64 << 20)
 	iterations := 300
 	if s := os.Getenv("STRATA_TEST_POSTGRES_ITERATIONS"); s != "" {
 		iterations, _ = strconv.Atoi(s)
@@ -225,27 +227,35 @@ func TestAgainstPostgres(t *testing.T) {
 		// Over containers of small blocks, as a table is stored.
 		s := shape{n: n, containers: 1 + rng.IntN(4), blockRows: []int{7, 64}[rng.IntN(2)]}
 		dirs := writeShape(t, t.TempDir(), ref, s)
-		res, err := Run(context.Background(), q, dirs, Options{TempDir: t.TempDir()})
-		if err != nil {
-			t.Fatalf("%s (%s): %v", sql, s, err)
-		}
-		got := resultValues(t, res, 0, 1)
-		res.Close()
 		kept := ref.filtered(where).n
 		// Only the newlines at the end go: a string value may end in spaces.
 		lines := strings.Split(strings.TrimRight(pgOut, "\n"), "\n")
 		if kept == 0 {
 			lines = nil
 		}
-		if len(lines) != kept || len(got) != kept {
-			t.Fatalf("%s: postgres returned %d rows, windower %d, want %d", sql, len(lines), len(got), kept)
-		}
-		for _, line := range lines {
-			id, val, _ := strings.Cut(line, "|")
-			i, _ := strconv.ParseInt(id, 10, 64)
-			g := got[i]
-			if !pgEqual(val, g) {
-				t.Fatalf("%s (%s)\nrow id %d: postgres %q, windower %+v", sql, s, i, val, short(g))
+		// Read as stored, then twice through a block cache: the second
+		// run takes every block the first kept.
+		for run, o := range []Options{{}, {BlockCache: cache}, {BlockCache: cache}} {
+			o.TempDir = t.TempDir()
+			res, err := Run(context.Background(), q, dirs, o)
+			if err != nil {
+				t.Fatalf("%s (%s), run %d: %v", sql, s, run, err)
+			}
+			got := resultValues(t, res, 0, 1)
+			if st := res.Stats(); run == 2 && kept > 0 && st.BlocksCached == 0 {
+				t.Errorf("%s (%s): the second run through the cache took no block from it", sql, s)
+			}
+			res.Close()
+			if len(lines) != kept || len(got) != kept {
+				t.Fatalf("%s, run %d: postgres returned %d rows, windower %d, want %d", sql, run, len(lines), len(got), kept)
+			}
+			for _, line := range lines {
+				id, val, _ := strings.Cut(line, "|")
+				i, _ := strconv.ParseInt(id, 10, 64)
+				g := got[i]
+				if !pgEqual(val, g) {
+					t.Fatalf("%s (%s), run %d\nrow id %d: postgres %q, windower %+v", sql, s, run, i, val, short(g))
+				}
 			}
 		}
 	}
