@@ -129,8 +129,10 @@ func (s *strataWindows) note(q windowQuery) string {
 	return n
 }
 
-func (s *strataWindows) fetch(ctx context.Context, q windowQuery, threads int, cached bool) (*resultSet, error) {
-	res, err := s.run(ctx, q, threads, cached)
+// fetch runs q through the block cache, as the runs of the systems whose
+// results are checked, and returns every row of its result.
+func (s *strataWindows) fetch(ctx context.Context, q windowQuery, threads int) (*resultSet, error) {
+	res, err := s.run(ctx, q, threads, true)
 	if err != nil {
 		return nil, err
 	}

@@ -100,9 +100,7 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 			r.note = sw.note
 		}
 		if sr.cached && (sr.threads == 1 || sr.threads == runtime.NumCPU()) {
-			r.fetch = func(ctx context.Context, q windowQuery) (*resultSet, error) {
-				return sw.fetch(ctx, q, sr.threads, sr.cached)
-			}
+			r.fetch = func(ctx context.Context, q windowQuery) (*resultSet, error) { return sw.fetch(ctx, q, sr.threads) }
 		}
 		runners = append(runners, r)
 	}

@@ -25,9 +25,10 @@ type Worker struct {
 
 	// Beside, if set before Start, returns the memory the worker keeps
 	// beside its jobs' grants (a windower's block cache), from its own
-	// flags, which Start has parsed by then. Start sets the collector for
-	// Memory and that much more.
-	Beside func() (int64, error)
+	// flags, which Start has parsed by then. Start keeps it in
+	// BesideBytes and sets the collector for Memory and that much more.
+	Beside      func() (int64, error)
+	BesideBytes int64
 
 	// Collector is how Start set the Go collector for jobs of Memory
 	// (package heaplimit); restoreCollector undoes it at Close.
@@ -58,9 +59,8 @@ func (w *Worker) Start(args []string) error {
 		return err
 	}
 	w.Memory = memory
-	var beside int64
 	if w.Beside != nil {
-		if beside, err = w.Beside(); err != nil {
+		if w.BesideBytes, err = w.Beside(); err != nil {
 			return err
 		}
 	}
@@ -73,11 +73,11 @@ func (w *Worker) Start(args []string) error {
 		return err
 	}
 	w.spill, w.TempDir = spill, spill.Path
-	w.Collector, w.restoreCollector = heaplimit.Apply(memory + beside)
+	w.Collector, w.restoreCollector = heaplimit.Apply(memory + w.BesideBytes)
 	if w.Collector.FromEnv != "" {
 		w.Log.Info("go collector left to the environment", "variable", w.Collector.FromEnv)
 	} else {
-		w.Log.Info("go collector runs after each job and at the memory limit", "memory_limit_bytes", w.Collector.Limit, "memory", memory, "beside_jobs", beside)
+		w.Log.Info("go collector runs after each job and at the memory limit", "memory_limit_bytes", w.Collector.Limit, "memory", memory, "beside_jobs", w.BesideBytes)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
 	"github.com/strata-db/strata/internal/bytesize"
+	svc "github.com/strata-db/strata/internal/service"
 )
 
 // DefaultDepotSize is --depot-size's default.
@@ -108,20 +109,14 @@ func (f *Flags) OpenWorkerDepot(ctx context.Context, dataDir string, log *slog.L
 
 // RegisterDepotMetrics exports d's counters on reg, labelled with service.
 func RegisterDepotMetrics(reg prometheus.Registerer, service string, d *depot.Depot) {
-	cl := prometheus.Labels{"service": service}
-	counter := func(name, help string, v func(depot.Stats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(d.Stats())) })
-	}
-	gauge := func(name, help string, v func(depot.Stats) int64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(d.Stats())) })
-	}
-	reg.MustRegister(
-		counter("strata_depot_hits_total", "Job inputs the depot knew (their manifest was there).", func(s depot.Stats) int64 { return s.Hits }),
-		counter("strata_depot_misses_total", "Job inputs whose manifest was fetched from the store.", func(s depot.Stats) int64 { return s.Misses }),
-		counter("strata_depot_files_fetched_total", "Column files read from the store and kept in the depot.", func(s depot.Stats) int64 { return s.FilesFetched }),
-		counter("strata_depot_evictions_total", "Containers evicted from the depot.", func(s depot.Stats) int64 { return s.Evictions }),
-		counter("strata_depot_fetched_bytes_total", "Bytes read from the store into the depot.", func(s depot.Stats) int64 { return s.BytesFetched }),
-		gauge("strata_depot_bytes", "Bytes of containers in the depot.", func(s depot.Stats) int64 { return s.Bytes }),
-		gauge("strata_depot_containers", "Containers in the depot.", func(s depot.Stats) int64 { return s.Containers }),
+	type stat = svc.Stat[depot.Stats]
+	svc.RegisterStats(reg, service, d.Stats,
+		stat{Name: "strata_depot_hits_total", Help: "Job inputs the depot knew (their manifest was there).", Of: func(s depot.Stats) int64 { return s.Hits }},
+		stat{Name: "strata_depot_misses_total", Help: "Job inputs whose manifest was fetched from the store.", Of: func(s depot.Stats) int64 { return s.Misses }},
+		stat{Name: "strata_depot_files_fetched_total", Help: "Column files read from the store and kept in the depot.", Of: func(s depot.Stats) int64 { return s.FilesFetched }},
+		stat{Name: "strata_depot_evictions_total", Help: "Containers evicted from the depot.", Of: func(s depot.Stats) int64 { return s.Evictions }},
+		stat{Name: "strata_depot_fetched_bytes_total", Help: "Bytes read from the store into the depot.", Of: func(s depot.Stats) int64 { return s.BytesFetched }},
+		stat{Name: "strata_depot_bytes", Help: "Bytes of containers in the depot.", Gauge: true, Of: func(s depot.Stats) int64 { return s.Bytes }},
+		stat{Name: "strata_depot_containers", Help: "Containers in the depot.", Gauge: true, Of: func(s depot.Stats) int64 { return s.Containers }},
 	)
 }

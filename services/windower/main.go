@@ -49,13 +49,11 @@ func run(args []string) error {
 	w := service.NewWorker("windower", "127.0.0.1:9103", "512MiB")
 	threads := w.Flags.Int("threads", 0, "cores one job is evaluated on, sharing its grant (default: GOMAXPROCS)")
 	blockCache := w.Flags.String("block-cache", "0", "decoded input blocks kept in memory beside --memory, for jobs that read the same tables again (e.g. 256MiB; 0: none)")
-	var cacheBytes int64
 	w.Beside = func() (int64, error) {
 		n, err := bytesize.Parse(*blockCache)
 		if err != nil || n < 0 {
 			return 0, fmt.Errorf("--block-cache %q: want a size such as 256MiB, or 0 for none", *blockCache)
 		}
-		cacheBytes = n
 		return n, nil
 	}
 	var sf storeflags.Flags
@@ -77,7 +75,7 @@ func run(args []string) error {
 		ConstLabels: prometheus.Labels{"service": "windower"},
 	}, []string{"table"})
 	w.Runner.Registry().MustRegister(superseded)
-	cache := columnar.NewBlockCache(cacheBytes)
+	cache := columnar.NewBlockCache(w.BesideBytes) // Beside is the cache alone
 	if cache != nil {
 		registerBlockCacheMetrics(w.Runner.Registry(), cache)
 	}
@@ -93,18 +91,12 @@ func run(args []string) error {
 
 // registerBlockCacheMetrics exports the block cache's counters on reg.
 func registerBlockCacheMetrics(reg prometheus.Registerer, c *columnar.BlockCache) {
-	cl := prometheus.Labels{"service": "windower"}
-	counter := func(name, help string, v func(columnar.BlockCacheStats) int64) prometheus.Collector {
-		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(c.Stats())) })
-	}
-	gauge := func(name, help string, v func(columnar.BlockCacheStats) int64) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: cl}, func() float64 { return float64(v(c.Stats())) })
-	}
-	reg.MustRegister(
-		counter("strata_block_cache_hits_total", "Input blocks taken decoded from the block cache.", func(s columnar.BlockCacheStats) int64 { return s.Hits }),
-		counter("strata_block_cache_misses_total", "Input blocks looked up in the block cache and read from their files.", func(s columnar.BlockCacheStats) int64 { return s.Misses }),
-		counter("strata_block_cache_evictions_total", "Blocks dropped from the block cache to make room.", func(s columnar.BlockCacheStats) int64 { return s.Evictions }),
-		gauge("strata_block_cache_bytes", "Decoded bytes held in the block cache.", func(s columnar.BlockCacheStats) int64 { return s.Bytes }),
-		gauge("strata_block_cache_capacity_bytes", "The block cache's capacity (--block-cache).", func(s columnar.BlockCacheStats) int64 { return s.Capacity }),
+	type stat = service.Stat[columnar.BlockCacheStats]
+	service.RegisterStats(reg, "windower", c.Stats,
+		stat{Name: "strata_block_cache_hits_total", Help: "Input blocks taken decoded from the block cache.", Of: func(s columnar.BlockCacheStats) int64 { return s.Hits }},
+		stat{Name: "strata_block_cache_misses_total", Help: "Input blocks looked up in the block cache and read from their files.", Of: func(s columnar.BlockCacheStats) int64 { return s.Misses }},
+		stat{Name: "strata_block_cache_evictions_total", Help: "Blocks dropped from the block cache to make room.", Of: func(s columnar.BlockCacheStats) int64 { return s.Evictions }},
+		stat{Name: "strata_block_cache_bytes", Help: "Decoded bytes held in the block cache.", Gauge: true, Of: func(s columnar.BlockCacheStats) int64 { return s.Bytes }},
+		stat{Name: "strata_block_cache_capacity_bytes", Help: "The block cache's capacity (--block-cache).", Gauge: true, Of: func(s columnar.BlockCacheStats) int64 { return s.Capacity }},
 	)
 }
