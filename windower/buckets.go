@@ -1103,7 +1103,7 @@ func (b *buckets) evaluateBucket(ctx context.Context, q *messages.WindowQuery, x
 		return nil, nil, nil
 	default:
 		var in *input
-		if in, err = loadContainers(ctx, p, cs, nil, rows, budget, threads, nil); err != nil {
+		if in, err = loadContainers(ctx, p, cs, nil, rows, budget, threads, nil, nil); err != nil {
 			break
 		}
 		if extra := p.repeatedStringBytes(in); extra > b.fit()-budget.InUse() {

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -344,6 +345,7 @@ func TestKeyedDifferential(t *testing.T) {
 			keyed, plain := tbl.write(t, t.TempDir(), tc.blockRows)
 			live := len(tbl.current())
 			cache := columnar.NewBlockCache(1 << 30)
+			pool := bufpool.New(1 << 30).WithMinBytes(1)
 			for name, q := range keyedQueries() {
 				want, _ := sortedRows(t, Options{Grant: 1 << 30}, func(o Options) (*Result, error) {
 					return Run(ctx, q, []string{plain}, o)
@@ -352,10 +354,11 @@ func TestKeyedDifferential(t *testing.T) {
 					return Run(ctx, q, keyed, o)
 				})
 				sameRows(t, name, got, want)
-				// Twice through a block cache: the second run takes the
-				// blocks the first kept, and drops the same rows of them.
+				// Twice through a block cache and a vector pool: the second
+				// run takes the blocks the first kept, drops the same rows
+				// of them, and evaluates in buffers the runs before wrote.
 				for run := range 2 {
-					cached, cst := sortedRows(t, Options{Grant: tc.grant, TempDir: t.TempDir(), BlockCache: cache}, func(o Options) (*Result, error) {
+					cached, cst := sortedRows(t, Options{Grant: tc.grant, TempDir: t.TempDir(), BlockCache: cache, VectorPool: pool}, func(o Options) (*Result, error) {
 						return Run(ctx, q, keyed, o)
 					})
 					sameRows(t, name+" through the block cache", cached, want)

@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 )
 
 // Reading the input containers: opening them, measuring their strings,
@@ -318,9 +319,10 @@ func rawBytes(cs []*columnar.Container, cols []int) int64 {
 // loadContainers reads the used columns of every container into memory,
 // a column per goroutine on up to threads goroutines, without the rows
 // drop names; rows is how many rows that leaves. Blocks are taken from
-// cache, and kept there, if it is not nil.
-func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, budget *columnar.Budget, threads int, cache *columnar.BlockCache) (*input, error) {
-	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows)}
+// cache, and kept there, if it is not nil. The integer and float columns
+// are lent by lease (nil: made fresh), which the input keeps.
+func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop superseded, rows int64, budget *columnar.Budget, threads int, cache *columnar.BlockCache, lease *bufpool.Lease) (*input, error) {
+	in := &input{cols: make([]*vector, len(p.usedCols)), n: int(rows), lease: lease}
 	used := p.usedColumns()
 	parallel := threads > 1 && rows >= int64(parallelMinRows)
 	makers := 1
@@ -329,7 +331,7 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 	}
 	makeConcurrently(len(used), makers, func(i int) {
 		c := used[i]
-		in.cols[c] = newColumn(p, c, int(rows))
+		in.cols[c] = newColumn(lease, p, c, int(rows))
 		if p.strBytes != nil {
 			in.cols[c].strExpect = p.strBytes[c] * rows
 		}

@@ -170,7 +170,14 @@
 // half the cache takes the blocks the cache holds and keeps those it
 // reads there; it copies them into its vectors as any block, so its grant
 // counts the copies. A spilling run, or a larger one, reads around the
-// cache. String values are copied out
+// cache. Options.VectorPool, a process's pool of column buffers
+// (internal/bufpool), lends a run that evaluates in memory its integer
+// and float columns (its input, window outputs and final gathers), which
+// its grant counts as fresh ones; they hold what an earlier run left, so
+// every value is written before it is read, and the values under a
+// result's NULLs are zeroed. They go back when Result.Close has ended the
+// lease and the batches read over them are released. String values are
+// copied out
 // of each decoded block (the block's buffers are reused for the next one)
 // into string buffers of 64KiB growing to 4MiB, counted whole, and their
 // bytes per row, measured from the containers' manifests, size every

@@ -3,6 +3,7 @@ package windower
 import (
 	"fmt"
 
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/hugepage"
 )
 
@@ -712,5 +713,8 @@ func newCallState(c *call, in *input, n int, perm []int32, orderKey *vector, g *
 	return cs, nil
 }
 
-// newOutput makes the vector of c's results for n rows.
-func (c *call) newOutput(n int) *vector { return newVector(c.outKind, c.outTyp, n, !c.neverNull()) }
+// newOutput makes the vector of c's results for n rows, its values lent
+// by l (nil: made fresh).
+func (c *call) newOutput(l *bufpool.Lease, n int) *vector {
+	return leasedVector(l, c.outKind, c.outTyp, n, !c.neverNull())
+}

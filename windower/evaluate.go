@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/hugepage"
 )
 
@@ -21,10 +22,12 @@ func evaluate(ctx context.Context, p *plan, in *input, o Options) (_ *Result, er
 	defer func() {
 		ev.budget.Release(ev.held)
 		if err != nil {
-			// The input's reservation is the Result's on success; a
-			// failed evaluation (a cancel, a grant too small) gives it back.
+			// The input's reservation and lease are the Result's on
+			// success; a failed evaluation (a cancel, a grant too small)
+			// gives them back.
 			ev.budget.Release(in.reserved)
 			in.reserved = 0
+			in.lease.End()
 		}
 	}()
 	if err := ev.where(); err != nil {
@@ -190,7 +193,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	ge.threads = threads
 	outs := map[int]*vector{}
 	made := make([]*vector, len(g.calls)) // the calls' outputs, made at once (makeConcurrently)
-	makeConcurrently(len(g.calls), threads, func(i int) { made[i] = g.calls[i].newOutput(n) })
+	makeConcurrently(len(g.calls), threads, func(i int) { made[i] = g.calls[i].newOutput(ev.in.lease, n) })
 	for i, c := range g.calls {
 		of, argRows := sc.of, []int32(nil)
 		if perm != nil && ev.readsArgThroughPerm(g, c, sc) {
@@ -223,7 +226,7 @@ func (ev *evaluation) sortedGroup(g *windowGroup, last, sortedInput bool) error 
 	}
 	// Put the outputs back in input row order.
 	for item, v := range outs {
-		ev.results[item] = scatter(v, perm, threads)
+		ev.results[item] = scatter(ev.in.lease, v, perm, threads)
 	}
 	return nil
 }
@@ -572,7 +575,7 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 	gathered := make([]*vector, len(p.outputs))
 	makeConcurrently(len(vs), threads, func(i int) {
 		if v := vs[i]; toGather[i] {
-			gathered[i] = newVector(v.kind, v.typ, len(final), v.nulls != nil)
+			gathered[i] = leasedVector(ev.in.lease, v.kind, v.typ, len(final), v.nulls != nil)
 		}
 	})
 	for i, out := range gathered {
@@ -586,7 +589,7 @@ func (ev *evaluation) columns(final []int32) ([]arrow.Array, int, error) {
 	mem := memory.Allocator(ev.budget)
 	cols := make([]arrow.Array, len(p.outputs))
 	makeConcurrently(len(vs), threads, func(i int) {
-		cols[i] = truncate(vs[i], rows).toArrowParallel(mem, threads)
+		cols[i] = truncate(vs[i], rows).toArrowParallel(mem, threads, ev.in.lease)
 	})
 	return cols, rows, nil
 }
@@ -611,7 +614,7 @@ func (ev *evaluation) result(cols []arrow.Array, rows int) (*Result, error) {
 	ev.stats.Rows = int64(rows)
 	ev.stats.PeakBytes = budget.Peak()
 	return &Result{schema: ev.p.outSchema, cols: cols, rows: rows, batch: ev.o.BatchRows, stats: ev.stats,
-		budget: budget, heldBytes: resultBytes}, nil
+		budget: budget, heldBytes: resultBytes, lease: ev.in.lease}, nil
 }
 
 // truncate returns a vector of v's first rows, leaving v as it is.
@@ -625,13 +628,14 @@ func truncate(v *vector, rows int) *vector {
 }
 
 // scatter returns v (in perm order) in input row order, on up to
-// threads goroutines (perm is a permutation: their writes are disjoint).
-func scatter(v *vector, perm []int32, threads int) *vector {
+// threads goroutines (perm is a permutation: their writes are disjoint),
+// in values lent by l (nil: made fresh).
+func scatter(l *bufpool.Lease, v *vector, perm []int32, threads int) *vector {
 	if perm == nil {
 		return v
 	}
 	n := len(perm)
-	out := newVector(v.kind, v.typ, n, v.nulls != nil)
+	out := leasedVector(l, v.kind, v.typ, n, v.nulls != nil)
 	if threads < 1 || n < parallelMinRows {
 		threads = 1
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/hugepage"
 )
 
@@ -16,6 +17,9 @@ type input struct {
 	cols     []*vector // by schema index; nil for unused columns
 	n        int
 	reserved int64
+	// lease, if set, lent the columns' integer and float values, and lends
+	// the evaluation's outputs; the Result of the evaluation ends it.
+	lease *bufpool.Lease
 }
 
 func loadRecords(p *plan, recs []arrow.RecordBatch, budget *columnar.Budget) (*input, error) {
@@ -28,7 +32,7 @@ func loadRecords(p *plan, recs []arrow.RecordBatch, budget *columnar.Budget) (*i
 			continue
 		}
 		f := p.schema.schema.Field(c)
-		v := newColumn(p, c, in.n)
+		v := newColumn(nil, p, c, in.n)
 		for _, r := range recs {
 			if !r.Schema().Field(c).Equal(f) && !arrow.TypeEqual(r.Schema().Field(c).Type, f.Type) {
 				return nil, fmt.Errorf("windower: %w: input batch column %d is %s, schema says %s", columnar.ErrSchemaMismatch, c, r.Schema().Field(c).Type, f.Type)
@@ -98,22 +102,22 @@ func reserveBuffer(p *plan, capacity int, budget *columnar.Budget) (*input, int6
 func newBuffer(p *plan, cols []int, capacity int) *input {
 	in := &input{cols: make([]*vector, len(p.usedCols))}
 	for _, c := range cols {
-		in.cols[c] = newColumn(p, c, capacity)
+		in.cols[c] = newColumn(nil, p, c, capacity)
 	}
 	return in
 }
 
 // newColumn makes an empty vector for input column c with room for
-// capacity rows.
-func newColumn(p *plan, c, capacity int) *vector {
+// capacity rows, its integer or float values lent by l (nil: fresh).
+func newColumn(l *bufpool.Lease, p *plan, c, capacity int) *vector {
 	v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
 	switch v.kind {
 	case kindFloat:
-		v.floats = hugepage.Make[float64](0, capacity)
+		v.floats = l.Float64s(capacity)[:0]
 	case kindString:
 		v.strs = hugepage.Make[string](0, capacity)
 	default:
-		v.ints = hugepage.Make[int64](0, capacity)
+		v.ints = l.Int64s(capacity)[:0]
 	}
 	return v
 }

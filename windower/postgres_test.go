@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -188,6 +189,7 @@ func TestAgainstPostgres(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(seed, seed+1))
 	cache := columnar.NewBlockCache(64 << 20)
+	pool := bufpool.New(64 << 20).WithMinBytes(1)
 	iterations := 300
 	if s := os.Getenv("STRATA_TEST_POSTGRES_ITERATIONS"); s != "" {
 		iterations, _ = strconv.Atoi(s)
@@ -233,9 +235,10 @@ func TestAgainstPostgres(t *testing.T) {
 		if kept == 0 {
 			lines = nil
 		}
-		// Read as stored, then twice through a block cache: the second
-		// run takes every block the first kept.
-		for run, o := range []Options{{}, {BlockCache: cache}, {BlockCache: cache}} {
+		// Read as stored, then twice through a block cache and a vector
+		// pool: the second run takes every block the first kept, and
+		// evaluates in buffers earlier runs wrote.
+		for run, o := range []Options{{}, {BlockCache: cache, VectorPool: pool}, {BlockCache: cache, VectorPool: pool}} {
 			o.TempDir = t.TempDir()
 			res, err := Run(context.Background(), q, dirs, o)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 )
 
 // A run's result: in memory, or a spilled container that it streams.
@@ -26,6 +27,10 @@ type Result struct {
 	// columns until Close.
 	budget    *columnar.Budget
 	heldBytes int64
+	// lease lent the in-memory result's columns (and its evaluation's
+	// buffers); Close ends it, and each column's buffer goes back to the
+	// pool once the batches read over it are released too.
+	lease *bufpool.Lease
 }
 
 // Schema is the result's schema: one column per select item, named by its alias.
@@ -72,6 +77,9 @@ func (r *Result) Close() {
 		c.Release()
 	}
 	r.cols = nil
+	r.next = r.rows // Next after Close: io.EOF
+	r.lease.End()
+	r.lease = nil
 	if r.budget != nil {
 		r.budget.Release(r.heldBytes)
 		r.budget, r.heldBytes = nil, 0

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/messages"
 )
 
@@ -56,6 +57,15 @@ type Options struct {
 	// that spills, reads around it, so that a scan does not push out the
 	// blocks others reuse. The cache's memory is not the run's grant.
 	BlockCache *columnar.BlockCache
+	// VectorPool, if set, is the process's pool of column buffers
+	// (bufpool.Pool). A query that runs in memory borrows its integer and
+	// float columns, input and result, from it, and they go back when its
+	// Result is closed and every batch read from it released: a worker
+	// that runs query after query over tables of the same size reuses the
+	// same memory instead of clearing new buffers and collecting the old.
+	// The borrowed buffers are counted by the grant as fresh ones are;
+	// the idle ones are the process's.
+	VectorPool *bufpool.Pool
 	Logger     *slog.Logger
 	// bucketDepth is how deep in range buckets (buckets.go) this run is:
 	// 0 for a query's own run, 1 for the run of a bucket of one of its
@@ -252,9 +262,11 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	if o.BlockCache.Admits(rawBytes(cs, p.usedColumns())) {
 		cache = o.BlockCache
 	}
-	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, readers, cache)
+	lease := o.VectorPool.Lease()
+	in, err := loadContainers(ctx, p, cs, drop, rows, o.Budget, readers, cache, lease)
 	mem.Close()
 	if err != nil {
+		lease.End()
 		return nil, err
 	}
 	if extra := p.repeatedStringBytes(in); extra > o.Budget.Available() {
@@ -263,6 +275,7 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 		o.Logger.Info("window query spills: results repeat long strings", "rows", rows, "extra_bytes", extra)
 		o.Budget.Release(in.reserved)
 		in = nil
+		lease.End()
 		return runExternal(ctx, p, cs, drop, rows, o)
 	}
 	return evaluate(ctx, p, in, o)

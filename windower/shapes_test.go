@@ -25,6 +25,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower/sqlparse"
 )
@@ -317,6 +318,12 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 	// the larger inputs read around it and the others evict: the runs
 	// after the first of a query take blocks the first kept.
 	cache := columnar.NewBlockCache(16 << 20)
+	// Two shapes in three borrow their columns from a pool that lends
+	// buffers of every size, so that runs in memory take buffers an
+	// earlier run wrote (and, built with strata_poison, every lent buffer
+	// reads as garbage until written): a value read before the run wrote
+	// it fails the comparison.
+	pool := bufpool.New(16 << 20).WithMinBytes(1)
 	var current string // the query being run, for failures that do not name it
 	defer func() {
 		if t.Failed() && current != "" {
@@ -354,6 +361,9 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 				o := Options{Grant: s.grant, TempDir: t.TempDir(), Threads: threads}
 				if it%2 == 0 {
 					o.BlockCache = cache
+				}
+				if it%3 != 2 {
+					o.VectorPool = pool
 				}
 				res, err := Run(context.Background(), q, dirs, o)
 				if err != nil {
@@ -435,12 +445,17 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			}
 		}
 	}
-	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks), %d runs took blocks from the cache", shapes, queries, refused, cachedRuns)
+	ps := pool.Stats()
+	t.Logf("%d data shapes, %d queries (%d refused: grant too small for the input's blocks), %d runs took blocks from the cache; the pool lent %d buffers again and made %d",
+		shapes, queries, refused, cachedRuns, ps.Lent, ps.Made)
 	if only < 0 && refused > queries/10 {
 		t.Errorf("%d of %d queries refused for the grant", refused, queries)
 	}
 	if only < 0 && shapes > 1 && cachedRuns == 0 {
 		t.Errorf("no run of %d shapes took a block from the cache", shapes)
+	}
+	if only < 0 && shapes > 2 && ps.Lent == 0 {
+		t.Errorf("no run of %d shapes borrowed a buffer an earlier one returned", shapes)
 	}
 }
 

@@ -640,7 +640,7 @@ func (s *sortedStream) resultRows(res *Result, from, to int, partPos int64) []ar
 				shifted[k] = x + partPos
 			}
 			cols[i].Release()
-			cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted), 1)
+			cols[i] = wrapFixed(c.DataType(), int64Bytes(shifted), nil, len(shifted), 1, nil)
 		}
 	}
 	return cols

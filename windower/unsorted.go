@@ -697,7 +697,7 @@ func sumCounts(shares [][]int64, n int) []int64 {
 // its output counted by reserve.
 func unsortedCall(c *call, in *input, g *windowGroup, reserve func(int64, string) error) (*callState, error) {
 	identity := func(_ *expr, v *vector) *vector { return v }
-	cs, err := newCallState(c, in, in.n, nil, nil, g, identity, c.newOutput(in.n))
+	cs, err := newCallState(c, in, in.n, nil, nil, g, identity, c.newOutput(in.lease, in.n))
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/bitutil"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/hugepage"
 )
 
@@ -90,14 +91,22 @@ func (v *vector) len() int {
 // newVector returns n zero values of kind k, written as typ, each with a
 // NULL flag (all false) when nullable.
 func newVector(k kind, typ arrow.DataType, n int, nullable bool) *vector {
+	return leasedVector(nil, k, typ, n, nullable)
+}
+
+// leasedVector is newVector with its integer or float values lent by l
+// (made fresh when l is nil). A lent buffer holds whatever its last
+// borrower left, so the caller writes every row that is not NULL; the
+// NULL flags are made fresh, all false.
+func leasedVector(l *bufpool.Lease, k kind, typ arrow.DataType, n int, nullable bool) *vector {
 	v := &vector{kind: k, typ: typ}
 	switch k {
 	case kindFloat:
-		v.floats = hugepage.Make[float64](n, n)
+		v.floats = l.Float64s(n)
 	case kindString:
 		v.strs = hugepage.Make[string](n, n)
 	default:
-		v.ints = hugepage.Make[int64](n, n)
+		v.ints = l.Int64s(n)
 	}
 	if nullable {
 		v.nulls = hugepage.Make[bool](n, n)
@@ -463,11 +472,29 @@ func fill[T any](s []T, x T) {
 // wrapFixed makes an Arrow array of a fixed-width type over values
 // without copying them; the array keeps the Go memory alive. The validity
 // bitmap is built on up to threads goroutines.
-func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int) arrow.Array {
+func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int, lease *bufpool.Lease) arrow.Array {
 	bitmap, nullN := validityBitmap(nulls, n, threads)
-	data := array.NewData(typ, n, []*memory.Buffer{bitmap, memory.NewBufferBytes(values)}, nil, nullN, 0)
+	buf := memory.NewBufferBytes(values)
+	if lease.Lent(values) {
+		if nullN > 0 {
+			clearUnderNulls(values, nulls[:n])
+		}
+		buf = lease.Wrap(values)
+		defer buf.Release() // the array's data holds it
+	}
+	data := array.NewData(typ, n, []*memory.Buffer{bitmap, buf}, nil, nullN, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
+}
+
+// clearUnderNulls zeroes the 8-byte values of values where nulls is true.
+func clearUnderNulls(values []byte, nulls []bool) {
+	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(values))), len(nulls))
+	for i, null := range nulls {
+		if null {
+			words[i] = 0
+		}
+	}
 }
 
 // validityBitmap returns the validity bitmap of the first n of nulls (nil:
@@ -531,11 +558,14 @@ func fillValidity(bm []byte, nulls []bool, threads int) int {
 }
 
 // toArrow builds an Arrow array of v's type from v.
-func (v *vector) toArrow(mem memory.Allocator) arrow.Array { return v.toArrowParallel(mem, 1) }
+func (v *vector) toArrow(mem memory.Allocator) arrow.Array { return v.toArrowParallel(mem, 1, nil) }
 
 // toArrowParallel is toArrow on up to threads goroutines (string columns
-// are filled in ranges of rows).
-func (v *vector) toArrowParallel(mem memory.Allocator, threads int) arrow.Array {
+// are filled in ranges of rows). Integer and float values that lease lent
+// are wrapped through it (bufpool.Lease.Wrap), so the array holds them
+// until released, and their values under NULLs are set to zero: a lent
+// buffer holds its last borrower's values where nothing wrote.
+func (v *vector) toArrowParallel(mem memory.Allocator, threads int, lease *bufpool.Lease) arrow.Array {
 	n := v.len()
 	valid := func(i int) bool { return v.nulls == nil || !v.nulls[i] }
 	validBytes := func() []bool {
@@ -550,9 +580,9 @@ func (v *vector) toArrowParallel(mem memory.Allocator, threads int) arrow.Array 
 	}
 	switch v.typ.ID() {
 	case arrow.INT64, arrow.TIMESTAMP:
-		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n, threads)
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.ints))), 8*n), v.nulls, n, threads, lease)
 	case arrow.FLOAT64:
-		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n, threads)
+		return wrapFixed(v.typ, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v.floats))), 8*n), v.nulls, n, threads, lease)
 	case arrow.STRING, arrow.BINARY:
 		if arr := stringArray[int32](v, mem, threads); arr != nil {
 			return arr

@@ -203,7 +203,7 @@ func TestStringArrayUsesInputBytes(t *testing.T) {
 	}
 	for _, threads := range []int{1, 2, 3} {
 		counted := memory.NewCheckedAllocator(mem)
-		arr := whole.toArrowParallel(counted, threads)
+		arr := whole.toArrowParallel(counted, threads, nil)
 		check("one buffer", arr, inOrder)
 		data, buf := arr.Data().Buffers()[2], whole.whole
 		at, lo := uintptr(unsafe.Pointer(unsafe.SliceData(data.Bytes()))), uintptr(unsafe.Pointer(unsafe.SliceData(buf)))
@@ -225,7 +225,7 @@ func TestStringArrayUsesInputBytes(t *testing.T) {
 	if parts.whole != nil {
 		t.Fatal("a column whose bytes were not known kept its first buffer")
 	}
-	arr := parts.toArrowParallel(mem, 2)
+	arr := parts.toArrowParallel(mem, 2, nil)
 	check("several buffers", arr, inOrder)
 	if !arr.Data().Buffers()[2].Mutable() {
 		t.Error("bytes in several buffers were not copied")
@@ -237,7 +237,7 @@ func TestStringArrayUsesInputBytes(t *testing.T) {
 	for i, r := range perm {
 		p32[i] = int32(r)
 	}
-	arr = gatherParallel(whole, p32, 2).toArrowParallel(mem, 2)
+	arr = gatherParallel(whole, p32, 2).toArrowParallel(mem, 2, nil)
 	check("gathered", arr, perm)
 	if !arr.Data().Buffers()[2].Mutable() {
 		t.Error("a gathered column's bytes were not copied")
