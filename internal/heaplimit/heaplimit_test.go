@@ -98,19 +98,45 @@ func TestHeld(t *testing.T) {
 	_ = keep[len(keep)-1]
 }
 
-// TestCollect: a collector Apply set collects after a job; one the
-// environment chose is left to the runtime.
+// TestCollect: a collector Apply set collects after a job that allocated
+// CollectAbove bytes or more since the last cycle, and not after one that
+// allocated less; one the environment chose is left to the runtime.
 func TestCollect(t *testing.T) {
+	unsetEnv(t, "GOGC")
+	unsetEnv(t, "GOMEMLIMIT")
+	applied, restore := Apply(1 << 30) // no cycle before the limit, as in a worker
+	defer restore()
+	defer debug.FreeOSMemory() // the garbage left, for the tests after
 	var ms runtime.MemStats
 	cycles := func() uint32 { runtime.ReadMemStats(&ms); return ms.NumGC }
+	var sink [][]byte
+	allocate := func(n int) {
+		for range n >> 20 {
+			sink = append(sink, make([]byte, 1<<20))
+		}
+		sink = nil
+	}
+	allocate(2 * CollectAbove)
 	before := cycles()
 	Setting{FromEnv: "GOGC"}.Collect()
 	if got := cycles(); got != before {
 		t.Errorf("Collect with the environment's collector ran %d cycles, want none", got-before)
 	}
+	if a := AllocatedSinceCollection(); a < CollectAbove {
+		t.Fatalf("%d bytes allocated since the last cycle after allocating %d", a, 2*CollectAbove)
+	}
 	before = cycles()
-	Setting{Limit: Limit(1 << 20)}.Collect()
+	applied.Collect()
 	if got := cycles(); got == before {
-		t.Error("Collect with Apply's collector ran no cycle")
+		t.Error("Collect with Apply's collector ran no cycle after a job that allocated twice CollectAbove")
+	}
+	if a := AllocatedSinceCollection(); a >= CollectAbove {
+		t.Errorf("%d bytes allocated since the cycle Collect just ran", a)
+	}
+	allocate(CollectAbove / 4)
+	before = cycles()
+	applied.Collect()
+	if got := cycles(); got != before {
+		t.Errorf("Collect ran %d cycles after a job that allocated a quarter of CollectAbove, want none", got-before)
 	}
 }

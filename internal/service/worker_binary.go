@@ -48,7 +48,8 @@ func NewWorker(name, defaultHTTP, defaultMemory string) *Worker {
 // Start is Binary.Start followed by parsing --memory, setting the Go
 // collector for jobs of that grant and the memory Beside gives
 // (heaplimit.Apply: no collection below 1.5 times their sum, unless GOGC or GOMEMLIMIT is set; RunJobs then
-// collects once after each job, Collector.Collect), and creating the
+// collects after a job once the jobs since the last cycle allocated
+// heaplimit.CollectAbove, Collector.Collect), and creating the
 // spill directory.
 func (w *Worker) Start(args []string) error {
 	if err := w.Binary.Start(args); err != nil {
@@ -77,7 +78,7 @@ func (w *Worker) Start(args []string) error {
 	if w.Collector.FromEnv != "" {
 		w.Log.Info("go collector left to the environment", "variable", w.Collector.FromEnv)
 	} else {
-		w.Log.Info("go collector runs after each job and at the memory limit", "memory_limit_bytes", w.Collector.Limit, "memory", memory, "beside_jobs", w.BesideBytes)
+		w.Log.Info("go collector runs at the memory limit and after jobs that allocated enough", "memory_limit_bytes", w.Collector.Limit, "memory", memory, "beside_jobs", w.BesideBytes, "collect_above_bytes", heaplimit.CollectAbove)
 	}
 	return nil
 }
