@@ -304,8 +304,14 @@ func TestBestOfUnderGrant(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	grant := int64(256 << 20)
 	var during []int64
+	var sink [][]byte
 	run := func(context.Context) error {
 		during = append(during, debug.SetMemoryLimit(-1))
+		// As a job whose garbage the worker collects after it.
+		for range 2 * heaplimit.CollectAbove >> 20 {
+			sink = append(sink, make([]byte, 1<<20))
+		}
+		sink = nil
 		return nil
 	}
 	m := bestOfUnderGrant(context.Background(), grant, 2, false, 0, run)

@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/windower"
 	"github.com/strata-db/strata/windower/sqlparse"
 	"github.com/strata-db/strata/windower/windowbench"
@@ -31,6 +32,12 @@ const strataWindowGrant = 1 * gib
 // columns at a million rows.
 const strataBlockCache = 1 * gib
 
+// strataVectorPool is the vector pool every strata window run borrows its
+// columns from: a worker's --vector-pool at its default, a quarter of
+// --memory, kept across the suite's queries as a worker keeps it across
+// jobs.
+const strataVectorPool = strataWindowGrant / 4
+
 // strataWindows runs the window suite on strata's windower, over the table
 // written as containers: projection by_id (table w: sorted on id, so not on
 // any window key) and projection by_a (table w_by_a: sorted on a).
@@ -40,6 +47,8 @@ type strataWindows struct {
 	tmp  string
 	// cache is the block cache of every run but those without one.
 	cache *columnar.BlockCache
+	// pool is the vector pool of every run.
+	pool *bufpool.Pool
 
 	mu    sync.Mutex
 	stats map[string]windower.Stats // last run's stats per query
@@ -47,7 +56,7 @@ type strataWindows struct {
 
 func newStrataWindows(_ context.Context, log *slog.Logger, dir string, data *windowTable) (*strataWindows, error) {
 	s := &strataWindows{log: log, dirs: map[string][]string{}, tmp: filepath.Join(dir, "tmp"), stats: map[string]windower.Stats{},
-		cache: columnar.NewBlockCache(strataBlockCache)}
+		cache: columnar.NewBlockCache(strataBlockCache), pool: bufpool.New(strataVectorPool)}
 	if err := os.MkdirAll(s.tmp, 0o755); err != nil {
 		return nil, err
 	}
@@ -74,7 +83,7 @@ func (s *strataWindows) run(ctx context.Context, q windowQuery, threads int, cac
 	if err != nil {
 		return nil, err
 	}
-	o := windower.Options{Grant: strataWindowGrant, TempDir: s.tmp, Threads: threads, Logger: s.log.With("component", "windower")}
+	o := windower.Options{Grant: strataWindowGrant, TempDir: s.tmp, Threads: threads, Logger: s.log.With("component", "windower"), VectorPool: s.pool}
 	if cached {
 		o.BlockCache = s.cache
 	}
@@ -166,8 +175,10 @@ func (s *strataWindows) describe() string {
 		"with `Threads` = 1 (%s) and `Threads` = %d, the machine's cores (%s). "+
 		"Those two share a %s block cache of decoded blocks (`windower.Options.BlockCache`, a worker's `--block-cache`) across the suite, "+
 		"as a worker keeps it across jobs, so their best runs take the blocks from it, as DuckDB's take its table from memory; "+
-		"%s runs with one thread and no cache: each run reads, checks and decompresses every block it uses.",
-		formatBytes(strataWindowGrant), sysStrata, runtime.NumCPU(), sysStrataAll, formatBytes(strataBlockCache), sysStrataCold)
+		"%s runs with one thread and no cache: each run reads, checks and decompresses every block it uses. "+
+		"All three borrow their integer and float columns from a %s vector pool (`windower.Options.VectorPool`, a worker's `--vector-pool` at its default, a quarter of its memory), "+
+		"so a run evaluates in the buffers an earlier run gave back.",
+		formatBytes(strataWindowGrant), sysStrata, runtime.NumCPU(), sysStrataAll, formatBytes(strataBlockCache), sysStrataCold, formatBytes(strataVectorPool))
 }
 
 func (s *strataWindows) Close() {}

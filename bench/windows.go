@@ -86,7 +86,7 @@ func runWindowSuite(ctx context.Context, log *slog.Logger, sz sizes, dir string,
 			continue
 		}
 		profile := fmt.Sprintf("t%d", sr.threads)
-		memory := int64(strataWindowGrant) // the grant and the cache: a worker's --memory and --block-cache
+		memory := int64(strataWindowGrant + strataVectorPool) // the grant, the pool and the cache: a worker's --memory, --vector-pool and --block-cache
 		if sr.cached {
 			memory += strataBlockCache
 		} else {

@@ -18,6 +18,7 @@ import (
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/bytesize"
 	"github.com/strata-db/strata/internal/cputime"
 	"github.com/strata-db/strata/internal/heaplimit"
@@ -74,6 +75,7 @@ type benchWindowConfig struct {
 	threads       int
 	store         string
 	blockCache    int64
+	vectorPool    int64
 }
 
 func parseBenchWindow(args []string) (*benchWindowConfig, error) {
@@ -90,6 +92,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	threads := fs.Int("threads", 0, "threads each query is evaluated on (default: GOMAXPROCS)")
 	cpu := fs.String("cpuprofile", "", "write a CPU profile of the timed section to this file (of the middle run of each read; with more than one case, to this file.<case>, and with --store, to this file.<read> after that)")
 	blockCache := fs.String("block-cache", "0", "a block cache of this size (windower --block-cache), kept across each case's runs: with --repeat, the runs after the first take their blocks from it (0: none, every run reads and decodes its blocks)")
+	vectorPool := fs.String("vector-pool", "0", "a vector pool of this size (windower --vector-pool), kept across each case's runs: with --repeat, the runs after the first evaluate in the column buffers the first gave back (0: none, every run makes its columns anew)")
 	storeURL := fs.String("store", "", "also upload each table to this store (s3://BUCKET/PREFIX?endpoint=URL&region=REGION or file:///DIR) and run each query from there by ranges with no depot (direct), through an empty depot (cold) and again through the same depot (warm), beside the local run")
 	if err := cmd.parse(args); err != nil {
 		return nil, err
@@ -102,6 +105,10 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	if err != nil || cacheBytes < 0 {
 		return nil, fmt.Errorf("%w: --block-cache %q: want a size such as 256MiB, or 0 for none", errUsage, *blockCache)
 	}
+	poolBytes, err := bytesize.Parse(*vectorPool)
+	if err != nil || poolBytes < 0 {
+		return nil, fmt.Errorf("%w: --vector-pool %q: want a size such as 256MiB, or 0 for none", errUsage, *vectorPool)
+	}
 	if *rows <= 0 || *bigRows <= 0 || *repeat <= 0 {
 		return nil, fmt.Errorf("%w: --rows, --big-rows and --repeat must be positive", errUsage)
 	}
@@ -111,7 +118,7 @@ func parseBenchWindow(args []string) (*benchWindowConfig, error) {
 	if *threads == 0 {
 		*threads = runtime.GOMAXPROCS(0)
 	}
-	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads, store: *storeURL, blockCache: cacheBytes}, nil
+	return &benchWindowConfig{rows: *rows, bigRows: *bigRows, grant: g, dir: *dir, json: *js, only: *only, seed: *seed, cpuProfile: *cpu, repeat: *repeat, threads: *threads, store: *storeURL, blockCache: cacheBytes, vectorPool: poolBytes}, nil
 }
 
 func runBenchWindow(ctx context.Context, args []string) error {
@@ -190,9 +197,10 @@ func runBenchWindow(ctx context.Context, args []string) error {
 // GOMEMLIMIT in the environment leaves it alone), and returns each read's
 // median run by CPU time.
 func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench.Query, reads []string, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, tmp, profile string) ([]windowResult, error) {
-	_, restoreCollector := heaplimit.Apply(grant + cfg.blockCache)
+	_, restoreCollector := heaplimit.Apply(grant + cfg.blockCache + cfg.vectorPool)
 	defer restoreCollector()
 	cache := columnar.NewBlockCache(cfg.blockCache)
+	pool := bufpool.New(cfg.vectorPool)
 	var results []windowResult
 	var local float64
 	for _, read := range reads {
@@ -205,7 +213,7 @@ func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench
 			if k != cfg.repeat/2 {
 				p = "" // profile one run of each read: the middle one
 			}
-			r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cache, cfg.threads, tmp, p)
+			r, err := runWindowRead(ctx, q, read, containerDir, bs, mans, grant, cache, pool, cfg.threads, tmp, p)
 			if err != nil {
 				return nil, fmt.Errorf("%s, input read %s: %w", q.Name, read, err)
 			}
@@ -230,12 +238,13 @@ func benchWindowReads(ctx context.Context, cfg *benchWindowConfig, q windowbench
 }
 
 // runWindowRead runs one case with its input read as read says: from
-// containerDir (through cache, if not nil), or from the store bs holds it
-// in through a new depot (cold) and then that depot again (warm), never
-// through the cache, so that those reads are of the store and the depot.
-func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, cache *columnar.BlockCache, threads int, tmp, profile string) (windowResult, error) {
+// containerDir (through cache and pool, if not nil), or from the store bs
+// holds it in through a new depot (cold) and then that depot again
+// (warm), never through the cache or the pool, so that those reads are of
+// the store and the depot.
+func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir string, bs *benchStore, mans []*columnar.Manifest, grant int64, cache *columnar.BlockCache, pool *bufpool.Pool, threads int, tmp, profile string) (windowResult, error) {
 	if read == readLocal {
-		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), nil, grant, cache, threads, tmp, profile)
+		r, err := runWindowCase(ctx, c, columnar.DirSource(containerDir), nil, grant, cache, pool, threads, tmp, profile)
 		r.Read = read
 		return r, err
 	}
@@ -244,7 +253,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 		if err != nil {
 			return windowResult{}, err
 		}
-		r, err := runWindowCase(ctx, c, srcs[0], nil, grant, nil, threads, tmp, profile)
+		r, err := runWindowCase(ctx, c, srcs[0], nil, grant, nil, nil, threads, tmp, profile)
 		r.Read, r.CompressedBytes = read, compressedBytes(mans)
 		return r, err
 	}
@@ -264,7 +273,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 		return windowResult{}, err
 	}
 	defer release()
-	r, err := runWindowCase(ctx, c, srcs[0], d, grant, nil, threads, tmp, profile)
+	r, err := runWindowCase(ctx, c, srcs[0], d, grant, nil, nil, threads, tmp, profile)
 	r.Read, r.CompressedBytes = read, compressedBytes(mans)
 	return r, err
 }
@@ -273,7 +282,7 @@ func runWindowRead(ctx context.Context, c windowbench.Query, read, containerDir 
 // of the timed section (the run and reading its result) there. An input
 // of depot d is prefetched as the windower service does: the columns the
 // query reads, once it is compiled (windower.Options.Prefetch).
-func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, d *depot.Depot, grant int64, cache *columnar.BlockCache, threads int, tmp, profile string) (windowResult, error) {
+func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Source, d *depot.Depot, grant int64, cache *columnar.BlockCache, pool *bufpool.Pool, threads int, tmp, profile string) (windowResult, error) {
 	sql := c.Text()
 	q, err := sqlparse.Parse(sql)
 	if err != nil {
@@ -299,7 +308,7 @@ func runWindowCase(ctx context.Context, c windowbench.Query, input columnar.Sour
 	}
 	cpu0 := cputime.Process()
 	start := time.Now()
-	opts := windower.Options{Grant: grant, TempDir: tmp, Threads: threads, BlockCache: cache}
+	opts := windower.Options{Grant: grant, TempDir: tmp, Threads: threads, BlockCache: cache, VectorPool: pool}
 	if d != nil {
 		prefetch, stop := context.WithCancel(ctx)
 		defer stop()

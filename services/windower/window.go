@@ -13,6 +13,7 @@ import (
 	"github.com/strata-db/strata/columnar"
 	"github.com/strata-db/strata/columnar/depot"
 	"github.com/strata-db/strata/columnar/store"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/service"
 	"github.com/strata-db/strata/messages"
 	"github.com/strata-db/strata/windower"
@@ -37,6 +38,8 @@ type windowJob struct {
 	superseded *prometheus.GaugeVec
 	// cache, if set, is the worker's block cache (--block-cache).
 	cache *columnar.BlockCache
+	// pool, if set, is the worker's vector pool (--vector-pool).
+	pool *bufpool.Pool
 
 	rootOnce sync.Once
 	root     *columnar.DataDir
@@ -97,7 +100,7 @@ func (w *windowJob) run(ctx context.Context, job *messages.WindowJob, progress *
 	}
 	opts := windower.Options{
 		Grant: job.Grant.Bytes, TempDir: w.tempDir, Threads: w.threads, Logger: w.log.With("job", job.JobID),
-		BlockCache: w.cache,
+		BlockCache: w.cache, VectorPool: w.pool,
 	}
 	if w.depot != nil {
 		// Fetch the columns the query reads, adjacent ones together, while

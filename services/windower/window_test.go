@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/strata-db/strata/columnar"
+	"github.com/strata-db/strata/internal/bufpool"
 	"github.com/strata-db/strata/internal/service/engineerr"
 	"github.com/strata-db/strata/internal/service/metricstest"
 	"github.com/strata-db/strata/messages"
@@ -98,32 +100,7 @@ func TestWindowJobBlockCache(t *testing.T) {
 	w.cache = columnar.NewBlockCache(64 << 20)
 	reg := prometheus.NewRegistry()
 	registerBlockCacheMetrics(reg, w.cache)
-	rows := func(output string) []string {
-		t.Helper()
-		c, err := columnar.Open(columnar.ContainerDir(w.dataDir, "t_w", ResultProjection, output), columnar.OpenOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		br, err := c.OpenColumns([]int{0, 1, 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer br.Close()
-		var out []string
-		for {
-			rec, err := br.Next()
-			if errors.Is(err, io.EOF) {
-				return out
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, col := range rec.Columns() {
-				out = append(out, col.String())
-			}
-			rec.Release()
-		}
-	}
+	rows := func(output string) []string { return resultColumns(t, w, output) }
 	if _, err := w.run(context.Background(), job, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -151,13 +128,94 @@ func TestWindowJobBlockCache(t *testing.T) {
 	}
 }
 
-// A --block-cache that is not a size stops the worker before it starts,
-// naming the flag.
+// resultColumns reads the result container output of w's test job (three
+// columns), a column block a string.
+func resultColumns(t *testing.T, w *windowJob, output string) []string {
+	t.Helper()
+	c, err := columnar.Open(columnar.ContainerDir(w.dataDir, "t_w", ResultProjection, output), columnar.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := c.OpenColumns([]int{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer br.Close()
+	var out []string
+	for {
+		rec, err := br.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, col := range rec.Columns() {
+			out = append(out, col.String())
+		}
+		rec.Release()
+	}
+}
+
+// A worker with a vector pool evaluates the jobs after the first in the
+// buffers the first gave back, writes the same result container, byte for
+// byte, and counts it on /metrics.
+func TestWindowJobVectorPool(t *testing.T) {
+	w, job := testWindowJob(t, "SELECT k0, c002_float64, lag(c002_float64) OVER (ORDER BY k0) AS p FROM t")
+	w.pool = bufpool.New(64 << 20).WithMinBytes(1) // the test table is small
+	reg := prometheus.NewRegistry()
+	registerVectorPoolMetrics(reg, w.pool)
+	var outputs []string
+	for i := range 3 {
+		j := *job
+		j.JobID, j.Output = fmt.Sprintf("p%d", i), fmt.Sprintf("p%d", i)
+		if _, err := w.run(context.Background(), &j, nil); err != nil {
+			t.Fatal(err)
+		}
+		outputs = append(outputs, j.Output)
+	}
+	s := w.pool.Stats()
+	if s.Made == 0 || s.Lent < 2*s.Made || s.Bytes == 0 {
+		t.Fatalf("after three jobs: %+v, want the first job's buffers lent to the next two", s)
+	}
+	first := resultColumns(t, w, outputs[0])
+	manifest := func(output string) *columnar.Manifest {
+		c, err := columnar.Open(columnar.ContainerDir(w.dataDir, "t_w", ResultProjection, output), columnar.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Manifest()
+	}
+	for _, out := range outputs[1:] {
+		if got := resultColumns(t, w, out); len(first) == 0 || !slices.Equal(got, first) {
+			t.Fatalf("job %s, in lent buffers, wrote another result than the first", out)
+		}
+		// The same bytes: values under NULLs too, which a lent buffer
+		// would otherwise hold from the job before.
+		for f, file := range manifest(out).Files {
+			if want := manifest(outputs[0]).Files[f].CRC; file.CRC != want {
+				t.Fatalf("job %s: column file %d has checksum %08x, the first job's %08x", out, f, file.CRC, want)
+			}
+		}
+	}
+	fams := metricstest.Families(t, reg)
+	if v := metricstest.Value(fams, "strata_vector_pool_lent_total"); v != float64(s.Lent) {
+		t.Errorf("strata_vector_pool_lent_total %v, want %d", v, s.Lent)
+	}
+	if v := metricstest.Value(fams, "strata_vector_pool_capacity_bytes"); v != 64<<20 {
+		t.Errorf("strata_vector_pool_capacity_bytes %v, want %d", v, 64<<20)
+	}
+}
+
+// A --block-cache or --vector-pool that is not a size stops the worker
+// before it starts, naming the flag.
 func TestBlockCacheFlagRefused(t *testing.T) {
-	for _, v := range []string{"lots", "-1MiB"} {
-		err := run([]string{"--block-cache", v, "--data", t.TempDir()})
-		if err == nil || !strings.Contains(err.Error(), "--block-cache") {
-			t.Fatalf("--block-cache %s: err %v, want one naming the flag", v, err)
+	for _, flag := range []string{"--block-cache", "--vector-pool"} {
+		for _, v := range []string{"lots", "-1MiB"} {
+			err := run([]string{flag, v, "--data", t.TempDir()})
+			if err == nil || !strings.Contains(err.Error(), flag) {
+				t.Fatalf("%s %s: err %v, want one naming the flag", flag, v, err)
+			}
 		}
 	}
 }
