@@ -14,8 +14,9 @@
 //
 // Every flag has an environment variable: --memory is STRATA_MEMORY.
 // --memory also sets the Go collector: it runs only as the process nears
-// --memory and half as much again, and once after each job (package
-// heaplimit), unless GOGC or GOMEMLIMIT is set.
+// --memory and half as much again, and after a job once the jobs since
+// the last cycle allocated 16MiB (package heaplimit), unless GOGC or
+// GOMEMLIMIT is set.
 package main
 
 import (
