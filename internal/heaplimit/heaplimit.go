@@ -127,21 +127,19 @@ func (s Setting) Collect() {
 // the last cycle: the heap's objects, live or not yet freed, less those
 // the last cycle marked live.
 func AllocatedSinceCollection() int64 {
-	s := []metrics.Sample{
-		{Name: "/memory/classes/heap/objects:bytes"},
-		{Name: "/gc/heap/live:bytes"},
-	}
-	metrics.Read(s)
-	return int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
+	return difference("/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes")
 }
 
 // Held is the memory the runtime counts against its soft limit: every
 // byte it has mapped, less the heap pages it has returned to the kernel.
 func Held() int64 {
-	s := []metrics.Sample{
-		{Name: "/memory/classes/total:bytes"},
-		{Name: "/memory/classes/heap/released:bytes"},
-	}
+	return difference("/memory/classes/total:bytes", "/memory/classes/heap/released:bytes")
+}
+
+// difference reads the runtime's metrics a and b, both in bytes, and
+// returns a less b.
+func difference(a, b string) int64 {
+	s := []metrics.Sample{{Name: a}, {Name: b}}
 	metrics.Read(s)
 	return int64(s[0].Value.Uint64()) - int64(s[1].Value.Uint64())
 }
