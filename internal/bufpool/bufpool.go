@@ -8,7 +8,7 @@
 // answers query after query over the same tables (a dashboard's) clears,
 // fills and collects the same few buffers again and again, each time in
 // memory the caches no longer hold; on the window suite's queries of a
-// million rows that was a fifth to a half of their time.
+// million rows that was a fifth to more than half of their time.
 //
 // A Pool keeps those buffers when a job is done with them and lends them
 // to the next job that asks for one of the same size. Nothing clears a
