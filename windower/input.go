@@ -113,11 +113,11 @@ func newColumn(l *bufpool.Lease, p *plan, c, capacity int) *vector {
 	v := &vector{kind: p.schema.kinds[c], typ: p.schema.schema.Field(c).Type}
 	switch v.kind {
 	case kindFloat:
-		v.floats = l.Float64s(capacity)[:0]
+		v.floats = bufpool.Make[float64](l, capacity)[:0]
 	case kindString:
 		v.strs = hugepage.Make[string](0, capacity)
 	default:
-		v.ints = l.Int64s(capacity)[:0]
+		v.ints = bufpool.Make[int64](l, capacity)[:0]
 	}
 	return v
 }

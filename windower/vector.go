@@ -102,11 +102,11 @@ func leasedVector(l *bufpool.Lease, k kind, typ arrow.DataType, n int, nullable 
 	v := &vector{kind: k, typ: typ}
 	switch k {
 	case kindFloat:
-		v.floats = l.Float64s(n)
+		v.floats = bufpool.Make[float64](l, n)
 	case kindString:
 		v.strs = hugepage.Make[string](n, n)
 	default:
-		v.ints = l.Int64s(n)
+		v.ints = bufpool.Make[int64](l, n)
 	}
 	if nullable {
 		v.nulls = hugepage.Make[bool](n, n)

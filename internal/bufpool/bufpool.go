@@ -162,29 +162,28 @@ type Lease struct {
 	ended bool
 }
 
-// Int64s returns a slice of n values whose contents are undefined: the
-// caller writes each before reading it. Under the pool's least size
-// (MinBytes), or from a nil lease, the slice is made fresh (and zero).
-func (l *Lease) Int64s(n int) []int64 {
-	if l == nil || 8*n < l.pool.minBytes {
-		return hugepage.Make[int64](n, n)
-	}
-	b := l.bytes(8*n, func() []byte { return bytesOf(hugepage.Make[int64](n, n)) })
-	return unsafe.Slice((*int64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+// Fixed are the element types a Lease lends: fixed-width values without
+// pointers.
+type Fixed interface {
+	~int32 | ~uint32 | ~int64 | ~uint64 | ~float64
 }
 
-// Float64s is Int64s for float64 values.
-func (l *Lease) Float64s(n int) []float64 {
-	if l == nil || 8*n < l.pool.minBytes {
-		return hugepage.Make[float64](n, n)
+// Make returns a slice of n values lent by l, whose contents are
+// undefined: the caller writes each before reading it. Under the pool's
+// least size (MinBytes), or from a nil lease, the slice is made fresh
+// (and zero), as hugepage.Make makes it.
+func Make[T Fixed](l *Lease, n int) []T {
+	size := int(unsafe.Sizeof(*new(T))) * n
+	if l == nil || size < l.pool.minBytes {
+		return hugepage.Make[T](n, n)
 	}
-	b := l.bytes(8*n, func() []byte { return bytesOf(hugepage.Make[float64](n, n)) })
-	return unsafe.Slice((*float64)(unsafe.Pointer(unsafe.SliceData(b))), n)
+	b := l.bytes(size, func() []byte { return bytesOf(hugepage.Make[T](n, n)) })
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
 // bytesOf is the memory of s as bytes.
-func bytesOf[T int64 | float64](s []T) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 8*len(s))
+func bytesOf[T Fixed](s []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), int(unsafe.Sizeof(*new(T)))*len(s))
 }
 
 // bytes lends a buffer of size bytes: an idle one, or one made by alloc

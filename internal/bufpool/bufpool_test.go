@@ -40,9 +40,9 @@ func fill(v []int64, base int64) {
 func TestLeaseLendsReturnedBuffers(t *testing.T) {
 	p := New(64 << 20)
 	l1 := p.Lease()
-	a := l1.Int64s(rows)
+	a := Make[int64](l1, rows)
 	if len(a) != rows || cap(a) != rows {
-		t.Fatalf("Int64s(%d): len %d cap %d", rows, len(a), cap(a))
+		t.Fatalf("Make(%d): len %d cap %d", rows, len(a), cap(a))
 	}
 	fill(a, 0)
 	l1.End()
@@ -51,18 +51,18 @@ func TestLeaseLendsReturnedBuffers(t *testing.T) {
 	}
 
 	l2 := p.Lease()
-	b := l2.Int64s(rows)
+	b := Make[int64](l2, rows)
 	if unsafe.SliceData(b) != unsafe.SliceData(a) {
 		t.Errorf("the second lease got a new buffer, want the one the first returned")
 	}
 	if poisonedInt64 := int64(-0x5a5a5a5a5a5a5a5b); poisoned() && b[0] != poisonedInt64 { // 0xa5 in every byte
 		t.Errorf("a lent buffer reads %#x, want it poisoned", b[0])
 	}
-	f := l2.Float64s(rows) // the same size, but that buffer is lent
+	f := Make[float64](l2, rows) // the same size, but that buffer is lent
 	if unsafe.Pointer(unsafe.SliceData(f)) == unsafe.Pointer(unsafe.SliceData(b)) {
 		t.Errorf("one buffer lent twice")
 	}
-	other := l2.Int64s(rows + 1)
+	other := Make[int64](l2, rows+1)
 	l2.End()
 	if s := p.Stats(); s.Lent != 1 || s.Made != 3 || s.Returned != 4 || s.Buffers != 3 {
 		t.Errorf("after the second lease: %+v, want 1 lent from idle, 3 made, 4 returned, 3 idle", s)
@@ -70,7 +70,7 @@ func TestLeaseLendsReturnedBuffers(t *testing.T) {
 	_ = other
 
 	small := p.Lease()
-	x := small.Int64s(MinBytes/8 - 1)
+	x := Make[int64](small, MinBytes/8-1)
 	small.End()
 	if s := p.Stats(); s.Made != 3 || s.Buffers != 3 {
 		t.Errorf("a buffer under MinBytes went through the pool: %+v", s)
@@ -84,7 +84,7 @@ func TestLeaseLendsReturnedBuffers(t *testing.T) {
 func TestWrapHoldsBufferPastEnd(t *testing.T) {
 	p := New(64 << 20)
 	l1 := p.Lease()
-	a := l1.Int64s(rows)
+	a := Make[int64](l1, rows)
 	fill(a, 1000)
 	arr := int64Array(l1, a)
 	slice := array.NewSlice(arr, 10, 20).(*array.Int64)
@@ -98,7 +98,7 @@ func TestWrapHoldsBufferPastEnd(t *testing.T) {
 	}
 
 	l2 := p.Lease()
-	b := l2.Int64s(rows)
+	b := Make[int64](l2, rows)
 	if unsafe.SliceData(b) == unsafe.SliceData(a) {
 		t.Fatal("the next lease got the buffer a slice still holds")
 	}
@@ -115,7 +115,7 @@ func TestWrapHoldsBufferPastEnd(t *testing.T) {
 	}
 	l3 := p.Lease()
 	defer l3.End()
-	if c := l3.Int64s(rows); unsafe.SliceData(c) != unsafe.SliceData(b) && unsafe.SliceData(c) != unsafe.SliceData(a) {
+	if c := Make[int64](l3, rows); unsafe.SliceData(c) != unsafe.SliceData(b) && unsafe.SliceData(c) != unsafe.SliceData(a) {
 		t.Error("the third lease made a buffer with two of its size idle")
 	}
 }
@@ -131,8 +131,8 @@ func TestWrapOfOtherMemory(t *testing.T) {
 		t.Errorf("memory the lease did not lend went through the pool: %+v", s)
 	}
 	var none *Lease
-	v := none.Int64s(rows)
-	none.Int64s(0)
+	v := Make[int64](none, rows)
+	Make[int64](none, 0)
 	int64Array(none, v).Release()
 	none.End()
 	if New(0) != nil || New(0).Lease() != nil || (New(0).Stats() != Stats{}) {
@@ -145,7 +145,7 @@ func TestPoolKeepsAtMostCapacity(t *testing.T) {
 	var held [][]int64
 	l := p.Lease()
 	for range 5 {
-		held = append(held, l.Int64s(rows))
+		held = append(held, Make[int64](l, rows))
 	}
 	l.End()
 	s := p.Stats()
@@ -153,7 +153,7 @@ func TestPoolKeepsAtMostCapacity(t *testing.T) {
 		t.Fatalf("after 5 returned to a pool of 3: %+v", s)
 	}
 	big := p.Lease()
-	big.Int64s(4 * rows) // larger than the pool: never kept
+	Make[int64](big, 4*rows) // larger than the pool: never kept
 	big.End()
 	if s := p.Stats(); s.Dropped != 3 || s.Buffers != 3 {
 		t.Errorf("a buffer larger than the pool: %+v, want it dropped and the idle ones kept", s)
@@ -171,7 +171,7 @@ func TestLeasesConcurrent(t *testing.T) {
 			for it := range 50 {
 				l := p.Lease()
 				n := rows + (g+it)%3
-				a := l.Int64s(n)
+				a := Make[int64](l, n)
 				fill(a, int64(g*1_000_000+it))
 				arr := int64Array(l, a)
 				l.End()
