@@ -122,7 +122,7 @@ func (ps *packedStrings) array(typ arrow.DataType, lo, hi int) arrow.Array {
 	if ps.nulls != nil {
 		nulls = ps.nulls[lo:hi]
 	}
-	bitmap, nullN := validityBitmap(nulls, n, 1)
+	bitmap, nullN := validityBitmap(nulls, n, 1, nil)
 	offsets := unsafe.Slice((*byte)(unsafe.Pointer(&ps.offsets[lo])), 4*(n+1))
 	data := array.NewData(typ, n, []*memory.Buffer{bitmap, memory.NewBufferBytes(offsets), memory.NewBufferBytes(ps.data)}, nil, nullN, 0)
 	defer data.Release()

@@ -1,8 +1,10 @@
 package windower
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -473,39 +475,31 @@ func fill[T any](s []T, x T) {
 // without copying them; the array keeps the Go memory alive. The validity
 // bitmap is built on up to threads goroutines.
 func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int, lease *bufpool.Lease) arrow.Array {
-	bitmap, nullN := validityBitmap(nulls, n, threads)
 	buf := memory.NewBufferBytes(values)
+	var under []uint64
 	if lease.Lent(values) {
-		if nullN > 0 {
-			clearUnderNulls(values, nulls[:n])
-		}
+		// A lent buffer holds its last borrower's values where nothing
+		// wrote: those under NULLs are zeroed as the bitmap is built.
+		under = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(values))), n)
 		buf = lease.Wrap(values)
 		defer buf.Release() // the array's data holds it
 	}
+	bitmap, nullN := validityBitmap(nulls, n, threads, under)
 	data := array.NewData(typ, n, []*memory.Buffer{bitmap, buf}, nil, nullN, 0)
 	defer data.Release()
 	return array.MakeFromData(data)
 }
 
-// clearUnderNulls zeroes the 8-byte values of values where nulls is true.
-func clearUnderNulls(values []byte, nulls []bool) {
-	words := unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(values))), len(nulls))
-	for i, null := range nulls {
-		if null {
-			words[i] = 0
-		}
-	}
-}
-
 // validityBitmap returns the validity bitmap of the first n of nulls (nil:
 // no NULL, and then no bitmap), built on up to threads goroutines, and the
-// number of NULLs.
-func validityBitmap(nulls []bool, n, threads int) (*memory.Buffer, int) {
+// number of NULLs; it sets under[i] to zero where nulls[i] (under nil:
+// nothing to set).
+func validityBitmap(nulls []bool, n, threads int, under []uint64) (*memory.Buffer, int) {
 	if nulls == nil {
 		return nil, 0
 	}
 	bm := make([]byte, bitutil.BytesForBits(int64(n)))
-	if nullN := fillValidity(bm, nulls[:n], threads); nullN > 0 {
+	if nullN := fillValidity(bm, nulls[:n], threads, under); nullN > 0 {
 		return memory.NewBufferBytes(bm), nullN
 	}
 	return nil, 0
@@ -533,20 +527,48 @@ func byteRanges(n, threads int) [][2]int {
 
 // fillValidity writes the validity bitmap of nulls into bm (set: not
 // NULL; bm may hold anything) on up to threads goroutines and returns
-// the number of NULLs.
-func fillValidity(bm []byte, nulls []bool, threads int) int {
+// the number of NULLs. Where nulls[i], it sets under[i] to zero (under
+// nil: nothing to set).
+//
+// Eight flags are read at once as the bytes of a word, each 0 or 1: their
+// count is the word's set bits, and multiplying by 0x0102040810204080
+// gathers byte j's low bit into bit j of the top byte.
+func fillValidity(bm []byte, nulls []bool, threads int, under []uint64) int {
 	ranges := byteRanges(len(nulls), threads)
 	counts := make([]int, len(ranges))
+	flags := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(nulls))), len(nulls))
 	parallelFor(len(ranges), func(r int) {
-		lo, hi := ranges[r][0], ranges[r][1]
-		clear(bm[lo/8 : (hi+7)/8])
-		c := 0
-		for i, null := range nulls[lo:hi] {
-			if null {
-				c++
-			} else {
-				bitutil.SetBit(bm, lo+i)
+		lo, hi := ranges[r][0], ranges[r][1] // lo is a multiple of 8
+		c, i := 0, lo
+		for ; i+8 <= hi; i += 8 {
+			x := binary.LittleEndian.Uint64(flags[i:])
+			if x == 0 {
+				bm[i/8] = 0xff
+				continue
 			}
+			c += bits.OnesCount64(x)
+			bm[i/8] = ^byte(x * 0x0102040810204080 >> 56)
+			if under != nil {
+				for j, null := range nulls[i : i+8] {
+					if null {
+						under[i+j] = 0
+					}
+				}
+			}
+		}
+		if i < hi {
+			var b byte
+			for j, null := range nulls[i:hi] {
+				if null {
+					c++
+					if under != nil {
+						under[i+j] = 0
+					}
+				} else {
+					b |= 1 << j
+				}
+			}
+			bm[i/8] = b
 		}
 		counts[r] = c
 	})

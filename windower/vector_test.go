@@ -297,3 +297,51 @@ func TestResultUsesInputStrings(t *testing.T) {
 		t.Errorf("one thread gave %d rows, two %d, or they differ", len(rows[0]), len(rows[1]))
 	}
 }
+
+// TestFillValidity: the validity bitmap, the NULL count and the values
+// zeroed under NULLs, eight flags at a time, against a flag at a time, for
+// lengths that are and are not multiples of 8, NULLs none to all, on one
+// to four threads.
+func TestFillValidity(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, n := range []int{1, 7, 8, 9, 63, 64, 65, 1000, parallelMinRows + 13} {
+		for _, p := range []float64{0, 0.001, 0.3, 0.97, 1} {
+			nulls := make([]bool, n)
+			for i := range nulls {
+				nulls[i] = rng.Float64() < p
+			}
+			for threads := 1; threads <= 4; threads++ {
+				bm := make([]byte, (n+7)/8)
+				for i := range bm {
+					bm[i] = 0x5a // fillValidity writes every byte
+				}
+				under := make([]uint64, n)
+				for i := range under {
+					under[i] = uint64(i) + 1
+				}
+				got := fillValidity(bm, nulls, threads, under)
+				want := 0
+				for i, null := range nulls {
+					valid := bm[i/8]>>(i%8)&1 == 1
+					if valid == null {
+						t.Fatalf("n %d, p %g, threads %d: row %d NULL %v but its bit is %v", n, p, threads, i, null, valid)
+					}
+					if null {
+						want++
+						if under[i] != 0 {
+							t.Fatalf("n %d, p %g, threads %d: the value under NULL row %d is %d, want 0", n, p, threads, i, under[i])
+						}
+					} else if under[i] != uint64(i)+1 {
+						t.Fatalf("n %d, p %g, threads %d: the value of row %d changed to %d", n, p, threads, i, under[i])
+					}
+				}
+				if got != want {
+					t.Fatalf("n %d, p %g, threads %d: %d NULLs counted, want %d", n, p, threads, got, want)
+				}
+				if n%8 != 0 && bm[n/8]>>(n%8) != 0 {
+					t.Fatalf("n %d, p %g, threads %d: bits past the last row set: %08b", n, p, threads, bm[n/8])
+				}
+			}
+		}
+	}
+}
