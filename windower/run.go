@@ -259,7 +259,7 @@ func runResolved(ctx context.Context, p *plan, cs []*columnar.Container, drop su
 	readers := int(min(int64(max(o.Threads, 1)), room/max(2*block, 1)))
 	mem.KeepAtMost(block * int64(readers))
 	var cache *columnar.BlockCache
-	if o.BlockCache.Admits(rawBytes(cs, p.usedColumns())) {
+	if o.BlockCache != nil && o.BlockCache.Admits(rawBytes(cs, p.usedColumns())) {
 		cache = o.BlockCache
 	}
 	lease := o.VectorPool.Lease()

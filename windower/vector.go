@@ -475,14 +475,13 @@ func fill[T any](s []T, x T) {
 // without copying them; the array keeps the Go memory alive. The validity
 // bitmap is built on up to threads goroutines.
 func wrapFixed(typ arrow.DataType, values []byte, nulls []bool, n, threads int, lease *bufpool.Lease) arrow.Array {
-	buf := memory.NewBufferBytes(values)
+	buf, lent := lease.Wrap(values)
+	defer buf.Release() // the array's data holds it
 	var under []uint64
-	if lease.Lent(values) {
+	if lent {
 		// A lent buffer holds its last borrower's values where nothing
 		// wrote: those under NULLs are zeroed as the bitmap is built.
 		under = unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(values))), n)
-		buf = lease.Wrap(values)
-		defer buf.Release() // the array's data holds it
 	}
 	bitmap, nullN := validityBitmap(nulls, n, threads, under)
 	data := array.NewData(typ, n, []*memory.Buffer{bitmap, buf}, nil, nullN, 0)

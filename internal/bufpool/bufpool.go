@@ -206,13 +206,14 @@ func (l *Lease) bytes(size int, alloc func() []byte) []byte {
 	return b.b
 }
 
-// Wrap returns an Arrow buffer over b. When b starts at a buffer l lent,
-// the Arrow buffer holds that buffer, which returns to the pool only once
-// the Arrow buffer (with every array and slice over it) is released and
-// the lease has ended. Otherwise it is memory.NewBufferBytes(b).
-func (l *Lease) Wrap(b []byte) *memory.Buffer {
+// Wrap returns an Arrow buffer over b, and whether b starts at a buffer l
+// lent. If it does, the Arrow buffer holds that buffer, which returns to
+// the pool only once the Arrow buffer (with every array and slice over
+// it) is released and the lease has ended; if not, the Arrow buffer is
+// memory.NewBufferBytes(b). Either way the caller releases it.
+func (l *Lease) Wrap(b []byte) (*memory.Buffer, bool) {
 	if l == nil || len(b) == 0 {
-		return memory.NewBufferBytes(b)
+		return memory.NewBufferBytes(b), false
 	}
 	p := l.pool
 	p.mu.Lock()
@@ -222,19 +223,9 @@ func (l *Lease) Wrap(b []byte) *memory.Buffer {
 	}
 	p.mu.Unlock()
 	if lent == nil {
-		return memory.NewBufferBytes(b)
+		return memory.NewBufferBytes(b), false
 	}
-	return memory.NewBufferWithAllocator(b, &holder{pool: p, b: lent})
-}
-
-// Lent reports whether b starts at a buffer l lent.
-func (l *Lease) Lent(b []byte) bool {
-	if l == nil || len(b) == 0 {
-		return false
-	}
-	l.pool.mu.Lock()
-	defer l.pool.mu.Unlock()
-	return l.lent[unsafe.SliceData(b)] != nil
+	return memory.NewBufferWithAllocator(b, &holder{pool: p, b: lent}), true
 }
 
 // End gives back the lease's hold on every buffer it lent: those that no

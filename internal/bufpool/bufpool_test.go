@@ -24,7 +24,7 @@ func poisoned() bool {
 
 // int64Array wraps v as an Arrow int64 array through l.
 func int64Array(l *Lease, v []int64) *array.Int64 {
-	buf := l.Wrap(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)))
+	buf, _ := l.Wrap(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 8*len(v)))
 	data := array.NewData(arrow.PrimitiveTypes.Int64, len(v), []*memory.Buffer{nil, buf}, nil, 0, 0)
 	buf.Release() // the data holds it
 	defer data.Release()
@@ -89,8 +89,10 @@ func TestWrapHoldsBufferPastEnd(t *testing.T) {
 	arr := int64Array(l1, a)
 	slice := array.NewSlice(arr, 10, 20).(*array.Int64)
 	arr.Release()
-	if !l1.Lent(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), 8)) {
-		t.Fatal("Lent: the lease's own buffer not reported")
+	own, lent := l1.Wrap(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(a))), 8))
+	own.Release()
+	if !lent {
+		t.Fatal("Wrap: the lease's own buffer not reported lent")
 	}
 	l1.End()
 	if s := p.Stats(); s.Buffers != 0 {

@@ -118,15 +118,15 @@ const CollectAbove = 16 << 20
 // the last cycle; when the environment chose, it does nothing, as the
 // runtime's default would not. It returns when the cycle is done.
 func (s Setting) Collect() {
-	if s.Limit > 0 && AllocatedSinceCollection() >= CollectAbove {
+	if s.Limit > 0 && allocatedSinceCollection() >= CollectAbove {
 		runtime.GC()
 	}
 }
 
-// AllocatedSinceCollection is about how many bytes were allocated since
+// allocatedSinceCollection is about how many bytes were allocated since
 // the last cycle: the heap's objects, live or not yet freed, less those
 // the last cycle marked live.
-func AllocatedSinceCollection() int64 {
+func allocatedSinceCollection() int64 {
 	return difference("/memory/classes/heap/objects:bytes", "/gc/heap/live:bytes")
 }
 

@@ -122,7 +122,7 @@ func TestCollect(t *testing.T) {
 	if got := cycles(); got != before {
 		t.Errorf("Collect with the environment's collector ran %d cycles, want none", got-before)
 	}
-	if a := AllocatedSinceCollection(); a < CollectAbove {
+	if a := allocatedSinceCollection(); a < CollectAbove {
 		t.Fatalf("%d bytes allocated since the last cycle after allocating %d", a, 2*CollectAbove)
 	}
 	before = cycles()
@@ -130,7 +130,7 @@ func TestCollect(t *testing.T) {
 	if got := cycles(); got == before {
 		t.Error("Collect with Apply's collector ran no cycle after a job that allocated twice CollectAbove")
 	}
-	if a := AllocatedSinceCollection(); a >= CollectAbove {
+	if a := allocatedSinceCollection(); a >= CollectAbove {
 		t.Errorf("%d bytes allocated since the cycle Collect just ran", a)
 	}
 	allocate(CollectAbove / 4)
