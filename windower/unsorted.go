@@ -48,7 +48,8 @@ func unsortedGroup(g *windowGroup) bool {
 //
 // Hashed keys are numbered in two steps: every row's key hash, computed
 // over ranges of rows on the group's threads, then one table per thread,
-// each numbering the rows whose hash it owns (tableOf) in row order. The
+// each numbering the rows whose hash it owns (tableOf) in row order, from
+// a list of them dealt once the rows are hashed (dealRows). The
 // tables share nothing, so they fill in parallel; partition ids are the
 // tables' ids offset by the partitions of the tables before them. On one
 // thread the ids are in order of first appearance.
@@ -56,6 +57,7 @@ type partitioner struct {
 	ids    []int32  // partition of each row
 	dense  []int32  // dense table: partition of key - min, -1 for none yet
 	hashes []uint64 // hash path: each row's key hash
+	rows   []int32  // hash path on several tables: each table's rows (dealRows)
 	tables []hashTable
 	seed   maphash.Seed
 
@@ -81,6 +83,9 @@ func (pt *partitioner) prepare(keys []*vector, key *expr, n, threads int) int64 
 	}
 	// Row hashes, a first row per partition, and the tables at their
 	// first size.
+	if pt.threads > 1 {
+		b += int64(n) * 4 // the rows dealt to each table
+	}
 	return b + int64(n)*(8+4) + int64(pt.threads)*hashMinSlots*8
 }
 
@@ -238,16 +243,27 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 	pt.hashes = grow(pt.hashes, n)
 	hashes := pt.hashes[:n]
 	ranges := splitRows(n, t)
+	// owned[k*t+j]: how many rows of range k table j owns.
+	owned := make([]int, len(ranges)*t)
 	parallelFor(len(ranges), func(k int) {
 		lo, hi := ranges[k][0], ranges[k][1]
 		if v := keys[0]; len(keys) == 1 && v.kind == kindString {
 			hashStrings(pt.seed, v.strs[lo:hi], v.nulls, lo, hashes[lo:hi])
-			return
+		} else {
+			for r := lo; r < hi; r++ {
+				hashes[r] = pt.hashRow(keys, r)
+			}
 		}
-		for r := lo; r < hi; r++ {
-			hashes[r] = pt.hashRow(keys, r)
+		if t > 1 {
+			// Counted apart from owned, whose ranges share cache lines.
+			counts := make([]int, t)
+			for _, h := range hashes[lo:hi] {
+				counts[tableOf(h, t)]++
+			}
+			copy(owned[k*t:], counts)
 		}
 	})
+	rowsOf := pt.dealRows(hashes, ranges, owned, t)
 	for len(pt.tables) < t {
 		pt.tables = append(pt.tables, hashTable{})
 	}
@@ -260,13 +276,17 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 	parallelFor(t, func(k int) {
 		tb := &tables[k]
 		tb.reset(hashes, &partitions, limit, reserve)
+		var rows []int32 // nil: all of them
+		if t > 1 {
+			rows = rowsOf[k]
+		}
 		switch v := keys[0]; {
 		case len(keys) == 1 && v.kind == kindString:
-			errs[k] = numberRows(tb, &tb.strs, v.strs, v.nulls, ids, k, t)
+			errs[k] = numberRows(tb, &tb.strs, v.strs, v.nulls, ids, rows)
 		case len(keys) == 1 && v.kind != kindFloat:
-			errs[k] = numberRows(tb, &tb.ints, v.ints, v.nulls, ids, k, t)
+			errs[k] = numberRows(tb, &tb.ints, v.ints, v.nulls, ids, rows)
 		default:
-			errs[k] = tb.numberAll(keys, ids, k, t)
+			errs[k] = tb.numberAll(keys, ids, rows)
 		}
 	})
 	parts := 0
@@ -292,6 +312,39 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 		})
 	}
 	return parts, true, nil
+}
+
+// dealRows lists the rows each of t tables owns, in row order, from the
+// rows' hashes and owned, the count of rows of each range (ranges of
+// rows) each table owns, as hashIDs counted them. Each table then reads
+// only its own rows, where skipping the others' is a coin toss for the
+// branch on every row. It returns nil when t is 1.
+func (pt *partitioner) dealRows(hashes []uint64, ranges [][2]int, owned []int, t int) [][]int32 {
+	if t == 1 {
+		return nil
+	}
+	pt.rows = grow(pt.rows, len(hashes))
+	rows := pt.rows[:len(hashes)]
+	// owned becomes where range k's rows of table j go, tables in order,
+	// each table's rows in range order.
+	lists := make([][]int32, t)
+	at := 0
+	for j := range t {
+		start := at
+		for k := range ranges {
+			owned[k*t+j], at = at, at+owned[k*t+j]
+		}
+		lists[j] = rows[start:at]
+	}
+	parallelFor(len(ranges), func(k int) {
+		next := slices.Clone(owned[k*t : (k+1)*t]) // apart, as hashIDs counts
+		for r := ranges[k][0]; r < ranges[k][1]; r++ {
+			j := tableOf(hashes[r], t)
+			rows[next[j]] = int32(r)
+			next[j]++
+		}
+	})
+	return lists
 }
 
 // errGiveUp stops a hash table that has more partitions than its limit.
@@ -376,15 +429,20 @@ func (tb *hashTable) number(keys []*vector, h uint64, r int) (int32, error) {
 	}
 }
 
-// numberAll numbers the rows table k of t owns (all of them when t is 1)
-// by keys of any count and kind, comparing each with its partition's
-// first row; it writes each row's partition to ids.
-func (tb *hashTable) numberAll(keys []*vector, ids []int32, k, t int) error {
-	for r, h := range tb.hashes {
-		if t > 1 && tableOf(h, t) != k {
-			continue
+// numberAll numbers rows (every row when nil) by keys of any count and
+// kind, comparing each with its partition's first row; it writes each
+// row's partition to ids.
+func (tb *hashTable) numberAll(keys []*vector, ids []int32, rows []int32) error {
+	n := len(tb.hashes)
+	if rows != nil {
+		n = len(rows)
+	}
+	for j := range n {
+		r := j
+		if rows != nil {
+			r = int(rows[j])
 		}
-		id, err := tb.number(keys, h, r)
+		id, err := tb.number(keys, tb.hashes[r], r)
 		if err != nil {
 			return err
 		}
@@ -393,30 +451,34 @@ func (tb *hashTable) numberAll(keys []*vector, ids []int32, k, t int) error {
 	return nil
 }
 
-// numberRows numbers the rows table k of t owns (all of them when t is
-// 1) by one key column: vals its values, nulls its NULL flags (nil: none),
-// and copies the table's copy of each partition's key (tb.strs or tb.ints).
-// It writes each row's partition to ids. One table takes the rows
+// numberRows numbers rows (every row when nil, else in increasing
+// order) by one key column: vals its values, nulls its NULL flags (nil:
+// none), and copies the table's copy of each partition's key (tb.strs or
+// tb.ints). It writes each row's partition to ids. It takes the rows
 // probeAhead at a time, their slots loaded before they are numbered.
-func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, k, t int) error {
-	if t > 1 {
-		// Half the rows are another table's, and skipping them is a
-		// coin toss for the branch: loading slots ahead cost more than
-		// it saved (BenchmarkPartitionIDsStrings).
-		return numberRange(tb, copies, vals, nulls, ids, k, t, 0, len(tb.hashes))
+func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, rows []int32) error {
+	n := len(tb.hashes)
+	if rows != nil {
+		n = len(rows)
 	}
 	var warm uint64
-	for lo := 0; lo < len(tb.hashes); lo += probeAhead {
-		hi := min(lo+probeAhead, len(tb.hashes))
+	for lo := 0; lo < n; lo += probeAhead {
+		hi := min(lo+probeAhead, n)
 		// The slots of the next rows, loaded before any is numbered:
 		// their cache misses overlap, where the numbering, a row at a
 		// time, would wait for each in turn (a table of a million
 		// partitions and more is out of the caches).
 		mask := uint64(len(tb.slots) - 1)
-		for _, h := range tb.hashes[lo:hi] {
-			warm += tb.slots[h&mask]
+		if rows == nil {
+			for _, h := range tb.hashes[lo:hi] {
+				warm += tb.slots[h&mask]
+			}
+		} else {
+			for _, r := range rows[lo:hi] {
+				warm += tb.slots[tb.hashes[r]&mask]
+			}
 		}
-		if err := numberRange(tb, copies, vals, nulls, ids, k, t, lo, hi); err != nil {
+		if err := numberRange(tb, copies, vals, nulls, ids, rows, lo, hi); err != nil {
 			return err
 		}
 	}
@@ -427,13 +489,15 @@ func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool
 // probeAhead is how many rows' slots numberRows loads at once.
 const probeAhead = 16
 
-// numberRange numbers rows lo to hi as numberRows does.
-func numberRange[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, k, t, lo, hi int) error {
-	for r := lo; r < hi; r++ {
-		h := tb.hashes[r]
-		if t > 1 && tableOf(h, t) != k {
-			continue
+// numberRange numbers rows[lo:hi] (rows lo to hi when rows is nil) as
+// numberRows does.
+func numberRange[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, rows []int32, lo, hi int) error {
+	for j := lo; j < hi; j++ {
+		r := j
+		if rows != nil {
+			r = int(rows[j])
 		}
+		h := tb.hashes[r]
 		null := nulls != nil && nulls[r]
 		mask := uint64(len(tb.slots) - 1)
 		tag := h &^ math.MaxUint32
