@@ -36,6 +36,13 @@ import (
 // heap (with huge pages, package hugepage), not any job's: a worker with a
 // cache holds it beside the grants it runs jobs in.
 //
+// Beside blocks, the cache keeps values derived from a whole column file
+// by whoever reads it (a windower's dictionary of a string column,
+// AddColumnValue): they are named like a block, by the container, the
+// file and what they are, served only under the file's CRC-32C and size
+// in the reader's manifest, and take their place in the same LRU order
+// and capacity at the bytes their maker gives.
+//
 // A BlockCache is safe for concurrent use; a nil *BlockCache caches
 // nothing.
 type BlockCache struct {
@@ -50,11 +57,13 @@ type BlockCache struct {
 	stats      BlockCacheStats
 }
 
-// blockKey names a block of a column file of a container.
+// blockKey names a block of a column file of a container, or with value
+// set, a value derived from the whole file (block is then -1).
 type blockKey struct {
 	container string // Source.String()
 	file      string
 	block     int
+	value     string
 }
 
 // cachedBlock is a slot of the cache: a block's array as one buffer.
@@ -65,7 +74,9 @@ type cachedBlock struct {
 	typ    arrow.DataType
 	rows   int
 	nulls  int
+	size   int64       // bytes the slot counts against the capacity
 	data   []byte      // the array's buffers back to back, each at a multiple of 64 bytes
+	value  any         // a column value's (then data is nil, crc and length the file's)
 	bufs   [3]bufferAt // where each buffer is in data
 	nbufs  int         // buffers of the array (2, or 3 for strings)
 	prev   int32       // the next more recently used slot; -1: none
@@ -81,7 +92,7 @@ type BlockCacheStats struct {
 	Hits      int64 // blocks served from the cache
 	Misses    int64 // blocks looked up and read from their files
 	Evictions int64 // blocks dropped to make room
-	Blocks    int64 // blocks held
+	Blocks    int64 // blocks (and column values) held
 	Bytes     int64 // decoded bytes held
 	Capacity  int64
 }
@@ -171,14 +182,21 @@ func (c *BlockCache) add(k blockKey, crc uint32, length int64, arr arrow.Array) 
 		return
 	}
 	b.data = hugepage.Make[byte](size, size)
+	b.size = int64(size)
 	for j, buf := range bufs {
 		if buf != nil {
 			copy(b.data[b.bufs[j].off:], buf.Bytes())
 		}
 	}
+	c.insert(b)
+}
+
+// insert puts b in a slot, the most recently used, in place of any slot
+// of the same key, and evicts the least recently used past the capacity.
+func (c *BlockCache) insert(b cachedBlock) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if i, ok := c.index[k]; ok {
+	if i, ok := c.index[b.key]; ok {
 		c.remove(i) // read twice at once: keep the newer
 	}
 	var i int32
@@ -189,13 +207,53 @@ func (c *BlockCache) add(k blockKey, crc uint32, length int64, arr arrow.Array) 
 		i = int32(len(c.slots))
 		c.slots = append(c.slots, b)
 	}
-	c.index[k] = i
+	c.index[b.key] = i
 	c.pushFront(i)
-	c.bytes += int64(size)
+	c.bytes += b.size
 	for c.bytes > c.capacity {
 		c.remove(c.tail)
 		c.stats.Evictions++
 	}
+}
+
+// ColumnValue returns the value named name that AddColumnValue cached for
+// column file f of the container at container (Container.Dir), if it
+// was cached under f's checksum and size; else nil. A nil cache holds
+// none.
+func (c *BlockCache) ColumnValue(container string, f *FileMeta, name string) any {
+	if c == nil {
+		return nil
+	}
+	k := blockKey{container: container, file: f.Name, block: -1, value: name}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.index[k]
+	if !ok {
+		c.stats.Misses++
+		return nil
+	}
+	b := &c.slots[i]
+	if b.crc != f.CRC || b.length != f.Size {
+		c.remove(i) // another container's file under the same name
+		c.stats.Misses++
+		return nil
+	}
+	c.unlink(i)
+	c.pushFront(i)
+	c.stats.Hits++
+	return b.value
+}
+
+// AddColumnValue caches v, which its maker derived from every block of
+// column file f of the container at container and which holds bytes of
+// memory, under name. The cache never changes v: whoever takes it must
+// not either. A value larger than half the cache is not kept.
+func (c *BlockCache) AddColumnValue(container string, f *FileMeta, name string, v any, bytes int64) {
+	if c == nil || bytes > c.capacity/2 {
+		return
+	}
+	c.insert(cachedBlock{key: blockKey{container: container, file: f.Name, block: -1, value: name},
+		crc: f.CRC, length: f.Size, size: max(bytes, 1), value: v, prev: -1, next: -1})
 }
 
 // alignment is where each buffer of a cached block starts: Arrow's
@@ -207,7 +265,7 @@ func (c *BlockCache) remove(i int32) {
 	c.unlink(i)
 	b := &c.slots[i]
 	delete(c.index, b.key)
-	c.bytes -= int64(len(b.data))
+	c.bytes -= b.size
 	*b = cachedBlock{}
 	c.free = append(c.free, i)
 }

@@ -226,3 +226,61 @@ func TestBlockCacheConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockCacheColumnValues: a value derived from a column file is
+// served under the file's checksum and size, takes its bytes of the
+// capacity in the same LRU order as blocks, and is dropped when another
+// file is cached under its name or when it is the least recently used.
+func TestBlockCacheColumnValues(t *testing.T) {
+	f := &FileMeta{Name: "col-0001.arrow", CRC: 7, Size: 100}
+	other := &FileMeta{Name: f.Name, CRC: 8, Size: 100}
+	var none *BlockCache
+	none.AddColumnValue("c0", f, "v", 1, 10)
+	if v := none.ColumnValue("c0", f, "v"); v != nil {
+		t.Fatalf("a nil cache holds %v", v)
+	}
+
+	c := NewBlockCache(1000)
+	c.AddColumnValue("c0", f, "v", "first", 300)
+	c.AddColumnValue("c0", f, "w", "another name", 100)
+	c.AddColumnValue("c0", f, "big", "more than half the cache", 501)
+	if v := c.ColumnValue("c0", f, "v"); v != "first" {
+		t.Fatalf("got %v, want the value cached", v)
+	}
+	if v := c.ColumnValue("c0", f, "w"); v != "another name" {
+		t.Fatalf("got %v under the second name", v)
+	}
+	if v := c.ColumnValue("c0", f, "big"); v != nil {
+		t.Fatalf("a value of more than half the cache was kept: %v", v)
+	}
+	if v := c.ColumnValue("c1", f, "v"); v != nil {
+		t.Fatalf("another container's lookup got %v", v)
+	}
+	if s := c.Stats(); s.Bytes != 400 || s.Blocks != 2 {
+		t.Fatalf("stats %+v, want 400 bytes in 2 slots", s)
+	}
+	// Another file under the same name (a container made again): not
+	// served, and dropped.
+	if v := c.ColumnValue("c0", other, "v"); v != nil {
+		t.Fatalf("a file of another checksum got %v", v)
+	}
+	if v := c.ColumnValue("c0", f, "v"); v != nil {
+		t.Fatalf("the value was kept after another file asked for it: %v", v)
+	}
+	// Past the capacity the least recently used goes: "w" was used
+	// after "x" was cached, so "x" goes first.
+	c.AddColumnValue("c0", f, "x", "x", 400)
+	c.ColumnValue("c0", f, "w")
+	c.AddColumnValue("c0", f, "y", "y", 500) // 1000 bytes: at the capacity, not past it
+	if s := c.Stats(); s.Evictions != 0 {
+		t.Fatalf("stats %+v: an eviction at the capacity", s)
+	}
+	c.AddColumnValue("c0", f, "z", "z", 100)
+	x, w, y, z := c.ColumnValue("c0", f, "x"), c.ColumnValue("c0", f, "w"), c.ColumnValue("c0", f, "y"), c.ColumnValue("c0", f, "z")
+	if x != nil || w != "another name" || y != "y" || z != "z" {
+		t.Fatalf("after an eviction: x %v, w %v, y %v, z %v; want x gone", x, w, y, z)
+	}
+	if s := c.Stats(); s.Bytes != 700 || s.Evictions != 1 {
+		t.Fatalf("stats %+v, want 700 bytes after 1 eviction", s)
+	}
+}
