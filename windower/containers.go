@@ -375,6 +375,9 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 	if err == nil {
 		err = in.reserve(budget)
 	}
+	if err == nil {
+		in.noteOrigins(p, cs, drop, cache)
+	}
 	if err != nil {
 		budget.Release(in.reserved) // a load cut short (a cancel, a bad block) holds nothing
 		return nil, err

@@ -20,6 +20,9 @@ type input struct {
 	// lease, if set, lent the columns' integer and float values, and lends
 	// the evaluation's outputs; the Result of the evaluation ends it.
 	lease *bufpool.Lease
+	// origins says which string columns were loaded whole from containers
+	// through a block cache (keydict.go).
+	origins []columnOrigin
 }
 
 func loadRecords(p *plan, recs []arrow.RecordBatch, budget *columnar.Budget) (*input, error) {

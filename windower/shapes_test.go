@@ -242,6 +242,26 @@ func shapeQuery(rng *rand.Rand, s shape) (*messages.WindowQuery, []*messages.Win
 	return q, calls
 }
 
+// stringKeyQuery is a query each shape runs beside its random ones (and
+// draws nothing from the shape's stream, so that a seed's cases stay as
+// they were): aggregates over the whole partition by a lone string key,
+// a few values (s) and nearly all distinct (u), which a run through a
+// block cache numbers from the containers' dictionaries (keydict.go).
+func stringKeyQuery() (*messages.WindowQuery, []*messages.WindowCall) {
+	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
+		{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}, {Alias: "u", Expr: col("u")}}}
+	calls := []*messages.WindowCall{
+		{Func: "count", Star: true, PartitionBy: []messages.Expr{{Column: "u"}}},
+		{Func: "sum", Args: []*messages.Expr{col("x")}, PartitionBy: []messages.Expr{{Column: "u"}}},
+		{Func: "min", Args: []*messages.Expr{col("f")}, PartitionBy: []messages.Expr{{Column: "s"}}},
+		{Func: "count", Args: []*messages.Expr{col("u")}, PartitionBy: []messages.Expr{{Column: "s"}}},
+	}
+	for i, w := range calls {
+		q.Select = append(q.Select, messages.SelectItem{Alias: fmt.Sprintf("w%d", i+1), Window: w})
+	}
+	return q, calls
+}
+
 // refMaxRows is the largest input checked against the reference evaluator,
 // which is quadratic in the partition size.
 const refMaxRows = 1200
@@ -273,7 +293,11 @@ func TestShapesDifferential(t *testing.T) {
 	if testing.Short() {
 		small, large = 60, 4
 	}
+	dicts := keyDictsUsed.Load()
 	shapesDifferential(t, seed, only, small, large)
+	if keyDictsUsed.Load() == dicts && only < 0 {
+		t.Error("no query was numbered from a cached dictionary of its string key")
+	}
 }
 
 // TestShapesPinned runs cases of other seeds that found bugs, each alone:
@@ -350,8 +374,11 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 		}
 		dirs := writeShape(t, filepath.Join(t.TempDir(), "in"), ref, s)
 		shapes++
-		for qi := 0; qi < 2; qi++ {
-			q, calls := shapeQuery(rng, s)
+		for qi := 0; qi < 3; qi++ {
+			q, calls := stringKeyQuery()
+			if qi < 2 {
+				q, calls = shapeQuery(rng, s)
+			}
 			queries++
 			label := fmt.Sprintf("iteration %d.%d (%s, where %v)", it, qi, s, q.Where)
 			current = label + "\n" + describeCalls(calls)

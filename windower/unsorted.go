@@ -802,7 +802,16 @@ func evalUnsortedGroup(g *windowGroup, in *input, pt *partitioner, states *[]agg
 		defer mu.Unlock()
 		return reserve(b, "partition table")
 	}
-	ids, parts, ok, err := pt.partitionIDs(keys, n, reserveSlots)
+	var ids []int32
+	var parts int
+	var err error
+	ok := false
+	if o := in.originOf(keys); o != nil {
+		ids, parts, ok, err = pt.dictIDs(o, threads, reserveSlots)
+	}
+	if !ok && err == nil {
+		ids, parts, ok, err = pt.partitionIDs(keys, n, reserveSlots)
+	}
 	if err != nil || !ok {
 		return nil, 0, err
 	}
