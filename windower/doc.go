@@ -80,12 +80,25 @@
 // compares the row with that rather than with the partition's first row
 // (its row number, value and NULL flag, each a cache miss on a large
 // table). On t threads every row's hash is computed over ranges of rows,
-// then t tables each number the rows whose hash falls in their share of
-// the hash space, in row order, and thread k accumulates and writes its
-// share of the partitions. Whether keys are hashed or sorted does not
+// the rows are dealt to t lists by their share of the hash space, and t
+// tables each number the rows of their list, in row order (reading only
+// its own rows, a table probes ahead as one table does), and thread k
+// accumulates and writes its share of the partitions. Whether keys are
+// hashed or sorted does not
 // depend on t: the tables count their partitions together, a thousand at
 // a time (an atomic addition a partition cost a quarter of the numbering
 // of a string key), and the total decides.
+//
+// A lone string key read whole (no row superseded) through a block cache
+// is numbered from dictionaries instead (keydict.go): the cache keeps,
+// beside each container's blocks of the column, every row's code and every
+// distinct value with its hash, made from the loaded rows by the first
+// query that partitions by the column. Then one container's codes are the
+// partitions as they are, and several containers' values are numbered in
+// one table and their rows mapped code by code: no row is hashed or
+// compared. A dictionary is served under its column file's CRC-32C and
+// size, as a block is, and is not made when it might take more than half
+// the cache (it would then be made again by every query).
 //
 // # Threads
 //
