@@ -84,10 +84,10 @@
 // tables each number the rows of their list, in row order (reading only
 // its own rows, a table probes ahead as one table does), and thread k
 // accumulates and writes its share of the partitions. Whether keys are
-// hashed or sorted does not
-// depend on t: the tables count their partitions together, a thousand at
-// a time (an atomic addition a partition cost a quarter of the numbering
-// of a string key), and the total decides.
+// hashed or sorted does not depend on t: the tables count their
+// partitions together, a thousand at a time (an atomic addition a
+// partition cost a quarter of the numbering of a string key), and the
+// total decides.
 //
 // A lone string key read whole (no row superseded) through a block cache
 // is numbered from dictionaries instead (keydict.go): the cache keeps,
