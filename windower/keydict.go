@@ -122,8 +122,11 @@ func (in *input) noteOrigins(p *plan, cs []*columnar.Container, drop superseded,
 
 // dictIDs returns each row's partition and the number of partitions of
 // the lone string key o loaded, from its containers' dictionaries, making
-// (and caching) those the cache does not hold. Memory it allocates for
-// the query is counted through reserve. It reports false, having done
+// (and caching) those the cache does not hold. The memory prepare counted
+// for hashing holds the dictionaries' hashes and making's tables; what
+// else it allocates for the query is counted through reserve, and the
+// dictionaries it makes are the cache's memory, as cached blocks are, not
+// the query's. It reports false, having done
 // nothing, when a dictionary it would make might be too large for the
 // cache to keep: making it for every query would cost more than hashing.
 func (pt *partitioner) dictIDs(o *columnOrigin, threads int, reserve func(int64) error) ([]int32, int, bool, error) {
@@ -173,11 +176,12 @@ func (pt *partitioner) dictIDs(o *columnOrigin, threads int, reserve func(int64)
 	}
 	// Every container's values, numbered in one table: a container's
 	// code c is partition of[offsets[k]+c].
-	if err := reserve(int64(values) * (16 + 8 + 1 + 4)); err != nil {
+	if err := reserve(int64(values) * (16 + 1 + 4)); err != nil {
 		return nil, 0, false, err
 	}
 	all := make([]string, 0, values)
-	hashes := make([]uint64, 0, values)
+	pt.hashes = grow(pt.hashes, values) // no more than the n rows prepare counted
+	hashes := pt.hashes[:0]
 	nulls := make([]bool, values)
 	offsets := make([]int, len(dicts))
 	for k, d := range dicts {
@@ -195,6 +199,7 @@ func (pt *partitioner) dictIDs(o *columnOrigin, threads int, reserve func(int64)
 		return nil, 0, false, err
 	}
 	parts := len(tb.first)
+	clear(tb.strs) // the dictionaries' values: let the cache drop them
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		for k, d := range dicts {
@@ -224,8 +229,9 @@ func maxDictBytes(f *columnar.FileMeta, rows int64) int64 {
 
 // makeKeyDict makes the dictionary of rows [base, base+rows) of v, one
 // container's column, numbering them as the hash table does on one
-// thread. The dictionary's memory is counted through reserve while the
-// query runs (a cache then holds it).
+// thread, in the row hashes and the table prepare counted (the table's
+// growth is counted through reserve). The dictionary is not counted: it
+// is for the cache.
 func (pt *partitioner) makeKeyDict(v *vector, base, rows int, reserve func(int64) error) (*keyDict, error) {
 	strs := v.strs[base : base+rows]
 	var nulls []bool
@@ -235,9 +241,6 @@ func (pt *partitioner) makeKeyDict(v *vector, base, rows int, reserve func(int64
 	pt.hashes = grow(pt.hashes, rows)
 	hashes := pt.hashes[:rows]
 	hashStrings(keySeed, strs, v.nulls, base, hashes)
-	if err := reserve(int64(rows) * 4); err != nil {
-		return nil, err
-	}
 	codes := make([]int32, rows)
 	tb := pt.table()
 	var partitions atomic.Int64
@@ -251,9 +254,6 @@ func (pt *partitioner) makeKeyDict(v *vector, base, rows int, reserve func(int64
 		if int32(id) != tb.nullID {
 			size += len(strs[r])
 		}
-	}
-	if err := reserve(int64(codesOf)*(8+8) + int64(size)); err != nil {
-		return nil, err
 	}
 	d := &keyDict{codes: codes, bytes: make([]byte, 0, size), ends: make([]int, codesOf), hashes: make([]uint64, codesOf)}
 	for id, r := range tb.first {
