@@ -242,11 +242,12 @@ func shapeQuery(rng *rand.Rand, s shape) (*messages.WindowQuery, []*messages.Win
 	return q, calls
 }
 
-// stringKeyQuery is a query each shape runs beside its random ones (and
-// draws nothing from the shape's stream, so that a seed's cases stay as
-// they were): aggregates over the whole partition by a lone string key,
-// a few values (s) and nearly all distinct (u), which a run through a
-// block cache numbers from the containers' dictionaries (keydict.go).
+// stringKeyQuery is a query each shape read through the block cache runs
+// beside its random ones (and draws nothing from the shape's stream, so
+// that a seed's cases stay as they were): aggregates over the whole
+// partition by a lone string key, of a few values (s) and of nearly all
+// distinct (u), which such a run numbers from the containers'
+// dictionaries (keydict.go).
 func stringKeyQuery() (*messages.WindowQuery, []*messages.WindowCall) {
 	q := &messages.WindowQuery{Table: "t", Select: []messages.SelectItem{
 		{Alias: "id", Expr: col("id")}, {Alias: "s", Expr: col("s")}, {Alias: "u", Expr: col("u")}}}
@@ -378,6 +379,8 @@ func shapesDifferential(t *testing.T, seed uint64, only, small, large int) {
 			q, calls := stringKeyQuery()
 			if qi < 2 {
 				q, calls = shapeQuery(rng, s)
+			} else if it%2 != 0 {
+				break // a shape read around the cache numbers by hashing, as its random queries do
 			}
 			queries++
 			label := fmt.Sprintf("iteration %d.%d (%s, where %v)", it, qi, s, q.Where)
