@@ -376,7 +376,7 @@ func loadContainers(ctx context.Context, p *plan, cs []*columnar.Container, drop
 		err = in.reserve(budget)
 	}
 	if err == nil {
-		in.noteOrigins(p, cs, drop, cache)
+		in.noteOrigins(cs, drop, cache)
 	}
 	if err != nil {
 		budget.Release(in.reserved) // a load cut short (a cancel, a bad block) holds nothing

@@ -104,7 +104,7 @@ func (in *input) originOf(keys []*vector) *columnOrigin {
 
 // noteOrigins records, after a load of cs through cache that dropped no
 // row (drop empty), where each string column's rows came from.
-func (in *input) noteOrigins(p *plan, cs []*columnar.Container, drop superseded, cache *columnar.BlockCache) {
+func (in *input) noteOrigins(cs []*columnar.Container, drop superseded, cache *columnar.BlockCache) {
 	if cache == nil {
 		return
 	}
@@ -114,7 +114,7 @@ func (in *input) noteOrigins(p *plan, cs []*columnar.Container, drop superseded,
 		}
 	}
 	for c, v := range in.cols {
-		if v != nil && v.kind == kindString && p.schema.kinds[c] == kindString {
+		if v != nil && v.kind == kindString {
 			in.origins = append(in.origins, columnOrigin{v: v, col: c, cs: cs, cache: cache})
 		}
 	}
@@ -123,12 +123,12 @@ func (in *input) noteOrigins(p *plan, cs []*columnar.Container, drop superseded,
 // dictIDs returns each row's partition and the number of partitions of
 // the lone string key o loaded, from its containers' dictionaries, making
 // (and caching) those the cache does not hold. The memory prepare counted
-// for hashing holds the dictionaries' hashes and making's tables; what
-// else it allocates for the query is counted through reserve, and the
-// dictionaries it makes are the cache's memory, as cached blocks are, not
-// the query's. It reports false, having done
-// nothing, when a dictionary it would make might be too large for the
-// cache to keep: making it for every query would cost more than hashing.
+// for hashing holds the dictionaries' hashes and the tables that make
+// them; what else it allocates for the query is counted through reserve,
+// and the dictionaries it makes are the cache's memory, as cached blocks
+// are, not the query's. It reports false, having done nothing, when a
+// dictionary it would make might be too large for the cache to keep:
+// making it for every query would cost more than hashing.
 func (pt *partitioner) dictIDs(o *columnOrigin, threads int, reserve func(int64) error) ([]int32, int, bool, error) {
 	n := o.v.len()
 	pt.ids = grow(pt.ids, n)
