@@ -91,9 +91,9 @@ type bufferAt struct{ off, n int }
 type BlockCacheStats struct {
 	Hits      int64 // blocks served from the cache
 	Misses    int64 // blocks looked up and read from their files
-	Evictions int64 // blocks dropped to make room
+	Evictions int64 // blocks (and column values) dropped to make room
 	Blocks    int64 // blocks (and column values) held
-	Bytes     int64 // decoded bytes held
+	Bytes     int64 // decoded bytes (and column values' bytes) held
 	Capacity  int64
 }
 
@@ -219,7 +219,8 @@ func (c *BlockCache) insert(b cachedBlock) {
 // ColumnValue returns the value named name that AddColumnValue cached for
 // column file f of the container at container (Container.Dir), if it
 // was cached under f's checksum and size; else nil. A nil cache holds
-// none.
+// none. Its lookups are not counted in Stats' hits and misses, which are
+// blocks'.
 func (c *BlockCache) ColumnValue(container string, f *FileMeta, name string) any {
 	if c == nil {
 		return nil
@@ -229,18 +230,15 @@ func (c *BlockCache) ColumnValue(container string, f *FileMeta, name string) any
 	defer c.mu.Unlock()
 	i, ok := c.index[k]
 	if !ok {
-		c.stats.Misses++
 		return nil
 	}
 	b := &c.slots[i]
 	if b.crc != f.CRC || b.length != f.Size {
 		c.remove(i) // another container's file under the same name
-		c.stats.Misses++
 		return nil
 	}
 	c.unlink(i)
 	c.pushFront(i)
-	c.stats.Hits++
 	return b.value
 }
 

@@ -256,8 +256,8 @@ func TestBlockCacheColumnValues(t *testing.T) {
 	if v := c.ColumnValue("c1", f, "v"); v != nil {
 		t.Fatalf("another container's lookup got %v", v)
 	}
-	if s := c.Stats(); s.Bytes != 400 || s.Blocks != 2 {
-		t.Fatalf("stats %+v, want 400 bytes in 2 slots", s)
+	if s := c.Stats(); s.Bytes != 400 || s.Blocks != 2 || s.Hits != 0 || s.Misses != 0 {
+		t.Fatalf("stats %+v, want 400 bytes in 2 slots, and no block's hit or miss", s)
 	}
 	// Another file under the same name (a container made again): not
 	// served, and dropped.

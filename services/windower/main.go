@@ -120,8 +120,8 @@ func registerBlockCacheMetrics(reg prometheus.Registerer, c *columnar.BlockCache
 	service.RegisterStats(reg, "windower", c.Stats,
 		stat{Name: "strata_block_cache_hits_total", Help: "Input blocks taken decoded from the block cache.", Of: func(s columnar.BlockCacheStats) int64 { return s.Hits }},
 		stat{Name: "strata_block_cache_misses_total", Help: "Input blocks looked up in the block cache and read from their files.", Of: func(s columnar.BlockCacheStats) int64 { return s.Misses }},
-		stat{Name: "strata_block_cache_evictions_total", Help: "Blocks dropped from the block cache to make room.", Of: func(s columnar.BlockCacheStats) int64 { return s.Evictions }},
-		stat{Name: "strata_block_cache_bytes", Help: "Decoded bytes held in the block cache.", Gauge: true, Of: func(s columnar.BlockCacheStats) int64 { return s.Bytes }},
+		stat{Name: "strata_block_cache_evictions_total", Help: "Blocks (and string-key dictionaries) dropped from the block cache to make room.", Of: func(s columnar.BlockCacheStats) int64 { return s.Evictions }},
+		stat{Name: "strata_block_cache_bytes", Help: "Decoded bytes (and string-key dictionaries) held in the block cache.", Gauge: true, Of: func(s columnar.BlockCacheStats) int64 { return s.Bytes }},
 		stat{Name: "strata_block_cache_capacity_bytes", Help: "The block cache's capacity (--block-cache).", Gauge: true, Of: func(s columnar.BlockCacheStats) int64 { return s.Capacity }},
 	)
 }
