@@ -129,21 +129,12 @@ func (c *BlockCache) Stats() BlockCacheStats {
 // under the same checksum and length; else nil.
 func (c *BlockCache) get(k blockKey, crc uint32, length int64) arrow.Array {
 	c.mu.Lock()
-	i, ok := c.index[k]
-	if !ok {
+	b := c.lookup(k, crc, length)
+	if b == nil {
 		c.stats.Misses++
 		c.mu.Unlock()
 		return nil
 	}
-	b := &c.slots[i]
-	if b.crc != crc || b.length != length {
-		c.remove(i) // another container's block under the same name
-		c.stats.Misses++
-		c.mu.Unlock()
-		return nil
-	}
-	c.unlink(i)
-	c.pushFront(i)
 	c.stats.Hits++
 	hit := *b // data is never written again: the array is made unlocked
 	c.mu.Unlock()
@@ -225,21 +216,30 @@ func (c *BlockCache) ColumnValue(container string, f *FileMeta, name string) any
 	if c == nil {
 		return nil
 	}
-	k := blockKey{container: container, file: f.Name, block: -1, value: name}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if b := c.lookup(blockKey{container: container, file: f.Name, block: -1, value: name}, f.CRC, f.Size); b != nil {
+		return b.value
+	}
+	return nil
+}
+
+// lookup returns the slot of k, made the most recently used, if it was
+// cached under checksum crc and length; else nil, and a slot of k cached
+// under others (another container's, made again under the same name) is
+// dropped. c.mu is held.
+func (c *BlockCache) lookup(k blockKey, crc uint32, length int64) *cachedBlock {
 	i, ok := c.index[k]
 	if !ok {
 		return nil
 	}
-	b := &c.slots[i]
-	if b.crc != f.CRC || b.length != f.Size {
-		c.remove(i) // another container's file under the same name
+	if b := &c.slots[i]; b.crc != crc || b.length != length {
+		c.remove(i)
 		return nil
 	}
 	c.unlink(i)
 	c.pushFront(i)
-	return b.value
+	return &c.slots[i]
 }
 
 // AddColumnValue caches v, which its maker derived from every block of

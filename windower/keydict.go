@@ -192,14 +192,11 @@ func (pt *partitioner) dictIDs(o *columnOrigin, threads int, reserve func(int64)
 		all, hashes = d.appendValues(all), append(hashes, d.hashes...)
 	}
 	of := make([]int32, values)
-	tb := pt.table()
-	var partitions atomic.Int64
-	tb.reset(hashes, &partitions, values, reserve)
-	if err := numberRows(tb, &tb.strs, all, nulls, of, nil); err != nil {
+	tb, err := pt.numberStrings(all, nulls, hashes, of, reserve)
+	if err != nil {
 		return nil, 0, false, err
 	}
 	parts := len(tb.first)
-	clear(tb.strs) // the dictionaries' values: let the cache drop them
 	parallelFor(len(ranges), func(r int) {
 		lo, hi := ranges[r][0], ranges[r][1]
 		for k, d := range dicts {
@@ -242,10 +239,8 @@ func (pt *partitioner) makeKeyDict(v *vector, base, rows int, reserve func(int64
 	hashes := pt.hashes[:rows]
 	hashStrings(keySeed, strs, v.nulls, base, hashes)
 	codes := make([]int32, rows)
-	tb := pt.table()
-	var partitions atomic.Int64
-	tb.reset(hashes, &partitions, rows, reserve)
-	if err := numberRows(tb, &tb.strs, strs, nulls, codes, nil); err != nil {
+	tb, err := pt.numberStrings(strs, nulls, hashes, codes, reserve)
+	if err != nil {
 		return nil, err
 	}
 	codesOf := len(tb.first)
@@ -267,14 +262,22 @@ func (pt *partitioner) makeKeyDict(v *vector, base, rows int, reserve func(int64
 		d.nulls = make([]bool, codesOf)
 		d.nulls[tb.nullID] = true
 	}
-	clear(tb.strs) // the loaded rows' strings: the table keeps no reference to them
 	return d, nil
 }
 
-// table returns the partitioner's first hash table.
-func (pt *partitioner) table() *hashTable {
+// numberStrings numbers strs (NULL where nulls says; nil: none), whose
+// hashes are hashes, on the partitioner's first hash table, writing each
+// one's partition to ids, and returns the table: its first and nullID
+// say each partition's first string and which is NULL's. The table keeps
+// no reference to strs.
+func (pt *partitioner) numberStrings(strs []string, nulls []bool, hashes []uint64, ids []int32, reserve func(int64) error) (*hashTable, error) {
 	if len(pt.tables) == 0 {
 		pt.tables = append(pt.tables, hashTable{})
 	}
-	return &pt.tables[0]
+	tb := &pt.tables[0]
+	var partitions atomic.Int64
+	tb.reset(hashes, &partitions, len(strs), reserve)
+	err := numberRows(tb, &tb.strs, strs, nulls, ids, nil)
+	clear(tb.strs)
+	return tb, err
 }

@@ -276,10 +276,7 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 	parallelFor(t, func(k int) {
 		tb := &tables[k]
 		tb.reset(hashes, &partitions, limit, reserve)
-		var rows []int32 // nil: all of them
-		if t > 1 {
-			rows = rowsOf[k]
-		}
+		rows := rowsOf[k] // nil: all of them
 		switch v := keys[0]; {
 		case len(keys) == 1 && v.kind == kindString:
 			errs[k] = numberRows(tb, &tb.strs, v.strs, v.nulls, ids, rows)
@@ -318,10 +315,10 @@ func (pt *partitioner) hashIDs(keys []*vector, n int, ids []int32, limit int, re
 // rows' hashes and owned, the count of rows of each range (ranges of
 // rows) each table owns, as hashIDs counted them. Each table then reads
 // only its own rows, where skipping the others' is a coin toss for the
-// branch on every row. It returns nil when t is 1.
+// branch on every row. One table's list is nil: all rows.
 func (pt *partitioner) dealRows(hashes []uint64, ranges [][2]int, owned []int, t int) [][]int32 {
 	if t == 1 {
-		return nil
+		return [][]int32{nil}
 	}
 	pt.rows = grow(pt.rows, len(hashes))
 	rows := pt.rows[:len(hashes)]
@@ -433,15 +430,8 @@ func (tb *hashTable) number(keys []*vector, h uint64, r int) (int32, error) {
 // kind, comparing each with its partition's first row; it writes each
 // row's partition to ids.
 func (tb *hashTable) numberAll(keys []*vector, ids []int32, rows []int32) error {
-	n := len(tb.hashes)
-	if rows != nil {
-		n = len(rows)
-	}
-	for j := range n {
-		r := j
-		if rows != nil {
-			r = int(rows[j])
-		}
+	for j := range tb.rowCount(rows) {
+		r := rowAt(rows, j)
 		id, err := tb.number(keys, tb.hashes[r], r)
 		if err != nil {
 			return err
@@ -457,10 +447,7 @@ func (tb *hashTable) numberAll(keys []*vector, ids []int32, rows []int32) error 
 // tb.ints). It writes each row's partition to ids. It takes the rows
 // probeAhead at a time, their slots loaded before they are numbered.
 func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, rows []int32) error {
-	n := len(tb.hashes)
-	if rows != nil {
-		n = len(rows)
-	}
+	n := tb.rowCount(rows)
 	var warm uint64
 	for lo := 0; lo < n; lo += probeAhead {
 		hi := min(lo+probeAhead, n)
@@ -486,6 +473,23 @@ func numberRows[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool
 	return nil
 }
 
+// rowCount is how many rows a table numbers from rows, a list of them
+// (nil: every row).
+func (tb *hashTable) rowCount(rows []int32) int {
+	if rows == nil {
+		return len(tb.hashes)
+	}
+	return len(rows)
+}
+
+// rowAt is the j-th row of rows, a list of them (nil: every row).
+func rowAt(rows []int32, j int) int {
+	if rows == nil {
+		return j
+	}
+	return int(rows[j])
+}
+
 // probeAhead is how many rows' slots numberRows loads at once.
 const probeAhead = 16
 
@@ -493,10 +497,7 @@ const probeAhead = 16
 // numberRows does.
 func numberRange[T comparable](tb *hashTable, copies *[]T, vals []T, nulls []bool, ids []int32, rows []int32, lo, hi int) error {
 	for j := lo; j < hi; j++ {
-		r := j
-		if rows != nil {
-			r = int(rows[j])
-		}
+		r := rowAt(rows, j)
 		h := tb.hashes[r]
 		null := nulls != nil && nulls[r]
 		mask := uint64(len(tb.slots) - 1)
